@@ -1,0 +1,344 @@
+//! The business-time fold of SPEC §4–§5, made incremental.
+//!
+//! A key's *timeline* is the result of folding its events in sequence order: a map from version
+//! start to [`Version`] (final values, end). SCD TYPE 1 uses the same fold with no tracked columns
+//! (every upsert changes the open version in place), and keeps only the open version as its row.
+//!
+//! [`refold`] brings a timeline up to date after the events at some sequences changed. It restarts
+//! at the version that was open just before the first change, whose starting state is known from the
+//! timeline itself (the final values of the version it directly follows), and stops at the first
+//! later version start where the new fold state equals the old one: from there on nothing can differ.
+//! So a late event costs a logarithmic search plus the versions it really changes, and an event newer
+//! than all others costs O(1) work beyond the search.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+
+use crate::value::{Row, Value};
+
+pub(crate) type Bytes = Box<[u8]>;
+pub(crate) type RowId = u32;
+
+/// Upsert or delete. (Truncates are kept per table, not per key.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum EventKind {
+    Upsert = 0,
+    Delete = 1,
+}
+
+/// One event of a key, as stored: output values and, with COLUMNS TO UPDATE, the output columns it
+/// writes (sorted positions; `None` = all).
+#[derive(Clone, Debug)]
+pub(crate) struct Event {
+    pub kind: EventKind,
+    pub values: Row,
+    pub update: Option<Box<[u32]>>,
+}
+
+impl Event {
+    /// SPEC §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
+    pub fn beats(&self, other: &Event) -> bool {
+        use std::cmp::Ordering::*;
+        match self.kind.cmp(&other.kind) {
+            Greater => true,
+            Less => false,
+            Equal => match crate::value::cmp_rows(&self.values, &other.values) {
+                Greater => true,
+                Less => false,
+                Equal => self.update > other.update,
+            },
+        }
+    }
+    pub fn same_as(&self, other: &Event) -> bool {
+        self.kind == other.kind && self.values[..] == other.values[..] && self.update == other.update
+    }
+}
+
+/// All events of one key: per sequence, the candidates sorted by system sequence (one candidate with
+/// an empty system sequence for SCD1/SCD2).
+pub(crate) type EventMap = BTreeMap<Bytes, Vec<(Bytes, Event)>>;
+
+/// Which candidate counts at a sequence: the one with the greatest system sequence within the limit.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Limit<'a> {
+    /// The latest candidate.
+    None,
+    /// System sequence `< t`.
+    Below(&'a [u8]),
+    /// System sequence `<= t`.
+    UpTo(&'a [u8]),
+}
+
+impl Limit<'_> {
+    pub fn effective<'e>(&self, cands: &'e [(Bytes, Event)]) -> Option<&'e Event> {
+        let ok = |s: &[u8]| match self {
+            Limit::None => true,
+            Limit::Below(t) => s < *t,
+            Limit::UpTo(t) => s <= *t,
+        };
+        cands.iter().rev().find(|(s, _)| ok(s)).map(|(_, e)| e)
+    }
+}
+
+/// One version of a key's business timeline.
+#[derive(Clone, Debug)]
+pub(crate) struct Version {
+    pub values: Row,
+    pub end: Option<Bytes>,
+    /// The target row that shows this version now, if any.
+    pub row: Option<RowId>,
+}
+
+impl Version {
+    pub fn same_segment(&self, other: &Version) -> bool {
+        self.end == other.end
+            && (std::sync::Arc::ptr_eq(&self.values, &other.values)
+                || self.values[..] == other.values[..])
+    }
+}
+
+pub(crate) type Timeline = BTreeMap<Bytes, Version>;
+
+/// How upserts merge with the previous state (SPEC §4) and what opens a version (SPEC §5).
+pub(crate) struct FoldRules<'a> {
+    pub tracked: &'a [bool],
+    pub ignore_null: &'a [bool],
+    pub any_ignore_null: bool,
+}
+
+impl FoldRules<'_> {
+    fn merge(&self, prev: Option<&Row>, ev: &Event) -> Row {
+        if let Some(cols) = &ev.update {
+            // COLUMNS TO UPDATE: listed columns come from the event, the others stay.
+            let mut out: Vec<Value> = match prev {
+                Some(p) => p.to_vec(),
+                None => vec![Value::Null; ev.values.len()],
+            };
+            for &c in cols.iter() {
+                out[c as usize] = ev.values[c as usize].clone();
+            }
+            return out.into();
+        }
+        if !self.any_ignore_null {
+            return ev.values.clone();
+        }
+        let needs = ev.values.iter().zip(self.ignore_null).any(|(v, &ig)| ig && v.is_null());
+        match (needs, prev) {
+            (true, Some(p)) => ev
+                .values
+                .iter()
+                .zip(p.iter())
+                .zip(self.ignore_null)
+                .map(|((v, pv), &ig)| if ig && v.is_null() { pv.clone() } else { v.clone() })
+                .collect::<Vec<_>>()
+                .into(),
+            _ => ev.values.clone(),
+        }
+    }
+
+    fn same_tracked(&self, a: &Row, b: &Row) -> bool {
+        std::sync::Arc::ptr_eq(a, b)
+            || a.iter().zip(b.iter()).zip(self.tracked).all(|((x, y), &t)| !t || x == y)
+    }
+}
+
+/// The changes a refold made to a timeline, net over several refolds.
+#[derive(Default, Debug)]
+pub(crate) struct TimelineDiff {
+    /// Versions that were in the timeline before and are gone (with their rows).
+    pub removed: BTreeMap<Bytes, Version>,
+    /// Starts of versions that are new (their `row` is `None`).
+    pub added: BTreeSet<Bytes>,
+}
+
+impl TimelineDiff {
+    pub fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
+    }
+}
+
+enum Step<'e> {
+    Upsert(&'e Event),
+    Delete,
+}
+
+/// Refolds `tl` after the events at sequences in `[lo, hi]` changed (inserted, replaced, or their
+/// effective candidate changed under `limit`). `truncates` act as deletes for every key, after the
+/// key's own event at the same sequence. `appended` says that `lo == hi` is a sequence the key did
+/// not have before and that no event follows it: the open version then simply carries on.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refold(
+    tl: &mut Timeline,
+    events: &EventMap,
+    truncates: &BTreeSet<Bytes>,
+    limit: Limit<'_>,
+    rules: &FoldRules<'_>,
+    lo: &[u8],
+    hi: &[u8],
+    appended: bool,
+    diff: &mut TimelineDiff,
+) {
+    // The state just before `lo`: the version open then (start < lo <= end) and the merge base.
+    let open_before = tl
+        .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(lo)))
+        .next_back()
+        .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e >= lo));
+    let nothing_after = appended
+        && lo == hi
+        && events.keys().next_back().is_none_or(|e| &e[..] <= hi)
+        && truncates.iter().next_back().is_none_or(|t| &t[..] < lo);
+
+    // (where the replaced region of versions starts, where to start reading events, open version, merge base)
+    let (region_start, read_from, mut open, mut base): (Bytes, Bytes, Option<(Bytes, Row)>, Option<Row>) =
+        match open_before {
+            // Fast path: an append after everything else, the open version carries on.
+            Some((s, v)) if nothing_after && v.end.is_none() => {
+                (s.clone(), lo.into(), Some((s.clone(), v.values.clone())), Some(v.values.clone()))
+            }
+            Some((s, _)) => {
+                let base = tl
+                    .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&s[..])))
+                    .next_back()
+                    .filter(|(_, p)| p.end.as_deref() == Some(&s[..]))
+                    .map(|(_, p)| p.values.clone());
+                (s.clone(), s.clone(), None, base)
+            }
+            None => (lo.into(), lo.into(), None, None),
+        };
+
+    let mut new_versions: Vec<(Bytes, Version)> = Vec::new();
+    let mut converged_at: Option<Bytes> = None;
+    let mut ev_iter = events.range::<[u8], _>((Bound::Included(&read_from[..]), Bound::Unbounded)).peekable();
+    let mut tr_iter = truncates.range::<[u8], _>((Bound::Included(&read_from[..]), Bound::Unbounded)).peekable();
+    loop {
+        // Next step in sequence order; at equal sequences the key's own event comes first.
+        let take_event = match (ev_iter.peek(), tr_iter.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some((e, _)), Some(t)) => e[..] <= t[..],
+        };
+        let (x, step): (&Bytes, Option<Step<'_>>) = if take_event {
+            let (x, cands) = ev_iter.next().expect("peeked");
+            (x, limit.effective(cands).map(|e| match e.kind {
+                EventKind::Upsert => Step::Upsert(e),
+                EventKind::Delete => Step::Delete,
+            }))
+        } else {
+            (tr_iter.next().expect("peeked"), Some(Step::Delete))
+        };
+        let Some(step) = step else { continue };
+        if &x[..] > hi {
+            if tl.contains_key(x) {
+                let old_pre = tl
+                    .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&x[..])))
+                    .next_back()
+                    .filter(|(_, p)| p.end.as_deref() == Some(&x[..]))
+                    .map(|(_, p)| &p.values);
+                let new_pre = open.as_ref().map(|(_, v)| v);
+                let same = match (old_pre, new_pre) {
+                    (None, None) => true,
+                    (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a[..] == b[..],
+                    _ => false,
+                };
+                if same {
+                    if let Some((s, v)) = open.take() {
+                        new_versions.push((s, Version { values: v, end: Some(x.clone()), row: None }));
+                    }
+                    converged_at = Some(x.clone());
+                    break;
+                }
+            }
+        }
+        match step {
+            Step::Delete => {
+                if let Some((s, v)) = open.take() {
+                    new_versions.push((s, Version { values: v, end: Some(x.clone()), row: None }));
+                }
+                base = None;
+            }
+            Step::Upsert(ev) => {
+                let vals = rules.merge(base.as_ref(), ev);
+                open = match open.take() {
+                    Some((s, ov)) if rules.same_tracked(&ov, &vals) => Some((s, vals.clone())),
+                    Some((s, ov)) => {
+                        new_versions.push((s, Version { values: ov, end: Some(x.clone()), row: None }));
+                        Some((x.clone(), vals.clone()))
+                    }
+                    None => Some((x.clone(), vals.clone())),
+                };
+                base = Some(vals);
+            }
+        }
+    }
+    if let Some((s, v)) = open.take() {
+        new_versions.push((s, Version { values: v, end: None, row: None }));
+    }
+
+    // Replace the old versions of the region [region_start, converged_at) by the new ones, keeping
+    // every version that came out the same (and its row).
+    let upper = match &converged_at {
+        Some(c) => Bound::Excluded(&c[..]),
+        None => Bound::Unbounded,
+    };
+    let old_starts: Vec<Bytes> = tl
+        .range::<[u8], _>((Bound::Included(&region_start[..]), upper))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let mut new_iter = new_versions.into_iter().peekable();
+    for s in old_starts {
+        // New versions that start before this old one are additions.
+        while let Some((ns, _)) = new_iter.peek() {
+            if ns[..] >= s[..] {
+                break;
+            }
+            let (ns, nv) = new_iter.next().expect("peeked");
+            insert_version(tl, ns, nv, diff);
+        }
+        let same = matches!(new_iter.peek(), Some((ns, nv)) if *ns == s && tl[&s].same_segment(nv));
+        if same {
+            let (_, nv) = new_iter.next().expect("peeked");
+            // Same segment: keep the row; share the newest values allocation.
+            let old = tl.get_mut(&s).expect("listed");
+            old.values = nv.values;
+        } else {
+            let old = tl.remove(&s).expect("listed");
+            if old.row.is_some() {
+                diff.removed.insert(s.clone(), old);
+            } else {
+                diff.added.remove(&s);
+            }
+        }
+    }
+    for (ns, nv) in new_iter {
+        insert_version(tl, ns, nv, diff);
+    }
+}
+
+fn insert_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut TimelineDiff) {
+    // A version removed earlier in this commit that comes back unchanged keeps its row.
+    if let Some(old) = diff.removed.get(&start) {
+        if old.same_segment(&v) {
+            let old = diff.removed.remove(&start).expect("present");
+            v.row = old.row;
+            tl.insert(start, v);
+            return;
+        }
+    }
+    diff.added.insert(start.clone());
+    tl.insert(start, v);
+}
+
+/// Folds all events from scratch into a new timeline (used on open and to rebuild a past state).
+pub(crate) fn fold_all(
+    events: &EventMap,
+    truncates: &BTreeSet<Bytes>,
+    limit: Limit<'_>,
+    rules: &FoldRules<'_>,
+) -> Timeline {
+    let mut tl = Timeline::new();
+    let Some(first) = events.keys().next() else { return tl };
+    let mut diff = TimelineDiff::default();
+    refold(&mut tl, events, truncates, limit, rules, first, first, false, &mut diff);
+    tl
+}

@@ -1,0 +1,202 @@
+//! The one error type of the storage layer.
+
+use std::fmt;
+
+/// Everything that can go wrong in `asof-storage`.
+///
+/// Errors that come from user input ([`Error::InvalidFlow`], [`Error::InvalidBatch`]) leave the store
+/// untouched and usable. [`Error::Poisoned`] means an earlier write failed half-way through the
+/// key-value layer: the store refuses further writes until it is reopened.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A flow definition breaks one of the rules of SPEC §1.
+    #[error("invalid flow definition: {0}")]
+    InvalidFlow(#[from] FlowError),
+    /// A batch of events was rejected as a whole (SPEC §2); nothing of it was applied.
+    #[error("batch rejected, nothing applied: column `{column}`: {problem} ({rows} row{s})", s = plural(*rows))]
+    InvalidBatch {
+        /// The column at fault.
+        column: String,
+        /// What is wrong with it.
+        problem: String,
+        /// How many rows of the batch have the problem.
+        rows: usize,
+    },
+    /// No table or flow of that name.
+    #[error("no {kind} named `{name}`")]
+    NotFound {
+        /// `table` or `flow`.
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+    },
+    /// A table or flow of that name exists already.
+    #[error("a {kind} named `{name}` exists already")]
+    AlreadyExists {
+        /// `table` or `flow`.
+        kind: &'static str,
+        /// The name.
+        name: String,
+    },
+    /// A query argument does not fit the table (wrong number of key values, a type that cannot be
+    /// converted, an unknown column...).
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
+    /// A commit version that the table does not have.
+    #[error("table `{table}` has no version {version} (its latest is {latest})")]
+    NoSuchVersion {
+        /// The table.
+        table: String,
+        /// The version asked for.
+        version: u64,
+        /// The latest version.
+        latest: u64,
+    },
+    /// The stored data cannot be read back: a damaged file, or a value that fails validation.
+    #[error("the store is corrupt: {0}")]
+    Corrupt(String),
+    /// The store was written by a format version this build does not read.
+    #[error("unsupported store format version {found} (this build reads version {supported})")]
+    FormatVersion {
+        /// The version found on disk.
+        found: u32,
+        /// The version this build reads and writes.
+        supported: u32,
+    },
+    /// An earlier write failed in the key-value layer; reopen the store to continue.
+    #[error("the store refuses writes after an earlier I/O failure ({0}); reopen it")]
+    Poisoned(String),
+    /// Another process has the store open.
+    #[error("the store at {0} is in use by another process")]
+    InUse(String),
+    /// The key-value layer failed.
+    #[error("storage I/O error: {0}")]
+    Io(String),
+}
+
+/// A flow definition that breaks a rule of SPEC §1. Each rule has its own variant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlowError {
+    /// `KEYS` is required and may not be empty.
+    #[error("KEYS is required: name at least one key column")]
+    MissingKeys,
+    /// `SEQUENCE BY` is required.
+    #[error("SEQUENCE BY is required")]
+    MissingSequence,
+    /// A clause names a column the source does not have.
+    #[error("{clause} names column `{column}`, which the source does not have")]
+    UnknownColumn {
+        /// The clause, e.g. `KEYS`.
+        clause: &'static str,
+        /// The column.
+        column: String,
+    },
+    /// A column is listed twice in one clause.
+    #[error("{clause} lists column `{column}` twice")]
+    DuplicateColumn {
+        /// The clause.
+        clause: &'static str,
+        /// The column.
+        column: String,
+    },
+    /// Keys must be output columns.
+    #[error("key column `{0}` must be an output column (it is left out by COLUMNS)")]
+    KeyNotInOutput(String),
+    /// A clause names a column that is not an output column.
+    #[error("{clause} names column `{column}`, which is not an output column")]
+    NotAnOutputColumn {
+        /// The clause.
+        clause: &'static str,
+        /// The column.
+        column: String,
+    },
+    /// Sequences must be of an orderable type.
+    #[error("{clause} column `{column}` has type {ty}, which cannot be ordered (use an integer, decimal, date, timestamp or string)")]
+    UnorderableType {
+        /// The clause.
+        clause: &'static str,
+        /// The column.
+        column: String,
+        /// Its type.
+        ty: String,
+    },
+    /// A column type asof does not store.
+    #[error("column `{column}` has type {ty}, which asof does not support")]
+    UnsupportedType {
+        /// The column.
+        column: String,
+        /// Its type.
+        ty: String,
+    },
+    /// Key columns must be of a type that can be encoded as a key.
+    #[error("key column `{column}` has type {ty}, which cannot be a key")]
+    UnsupportedKeyType {
+        /// The column.
+        column: String,
+        /// Its type.
+        ty: String,
+    },
+    /// `SYSTEM SEQUENCE BY` is for `STORED AS BITEMPORAL` only.
+    #[error("SYSTEM SEQUENCE BY is only allowed with STORED AS BITEMPORAL")]
+    SystemSequenceRequiresBitemporal,
+    /// `APPLY AS TRUNCATE WHEN` is for `STORED AS SCD TYPE 1` only.
+    #[error("APPLY AS TRUNCATE WHEN is only allowed with STORED AS SCD TYPE 1")]
+    TruncateRequiresScd1,
+    /// `TRACK HISTORY` needs a history.
+    #[error("TRACK HISTORY is only allowed with STORED AS SCD TYPE 2 or BITEMPORAL")]
+    TrackHistoryRequiresHistory,
+    /// `IGNORE NULL UPDATES` and `COLUMNS TO UPDATE` exclude each other.
+    #[error("IGNORE NULL UPDATES cannot be combined with COLUMNS TO UPDATE")]
+    IgnoreNullUpdatesWithColumnsToUpdate,
+    /// `COLUMNS TO UPDATE` is not available for bitemporal tables.
+    #[error("COLUMNS TO UPDATE is not allowed with STORED AS BITEMPORAL")]
+    ColumnsToUpdateWithBitemporal,
+    /// The `COLUMNS TO UPDATE` column must hold `array<string>`.
+    #[error("COLUMNS TO UPDATE column `{column}` must have type array<string>, not {ty}")]
+    ColumnsToUpdateType {
+        /// The column.
+        column: String,
+        /// Its type.
+        ty: String,
+    },
+    /// Output columns may not use the names reserved for the temporal columns.
+    #[error("output column `{0}` uses a name reserved for asof's temporal columns")]
+    ReservedColumnName(String),
+    /// `COLUMNS` left nothing but must keep the keys.
+    #[error("COLUMNS leaves no output columns")]
+    NoOutputColumns,
+    /// A flow or table name that cannot be used.
+    #[error("invalid name `{0}`: use a non-empty name without control characters")]
+    InvalidName(String),
+    /// Another flow of the same target disagrees on the table's shape.
+    #[error("flow does not match target table `{table}`: {detail}")]
+    TargetMismatch {
+        /// The target table.
+        table: String,
+        /// What differs.
+        detail: String,
+    },
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The result type of the storage layer.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<sled::Error> for Error {
+    fn from(e: sled::Error) -> Self {
+        Error::Io(e.to_string())
+    }
+}
+
+pub(crate) fn corrupt(what: impl fmt::Display) -> Error {
+    Error::Corrupt(what.to_string())
+}

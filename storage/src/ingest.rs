@@ -1,0 +1,200 @@
+//! From an Arrow batch of source rows to validated events (SPEC §2: all or nothing).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+
+use crate::engine::fold::{Bytes, Event, EventKind};
+use crate::engine::Incoming;
+use crate::error::{Error, Result};
+use crate::flow::{Condition, Flow, StoredAs};
+use crate::keycodec::{encode_tuple, encode_value};
+use crate::value::{cast_column, column_values, ColumnType, Value};
+
+/// Evaluates [`Condition::Expr`] conditions over a batch of source rows. The SQL layer registers one
+/// that runs SQL expressions; tests and embedders may register their own.
+pub trait ConditionEvaluator: Send + Sync {
+    /// One boolean per row (NULL counts as false), or a message saying why the expression fails.
+    fn evaluate(&self, expr: &str, batch: &RecordBatch) -> std::result::Result<BooleanArray, String>;
+}
+
+fn invalid(column: &str, problem: impl Into<String>, rows: usize) -> Error {
+    Error::InvalidBatch { column: column.to_string(), problem: problem.into(), rows }
+}
+
+fn eval(
+    cond: &Condition,
+    clause: &str,
+    batch: &RecordBatch,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<Vec<bool>> {
+    let n = batch.num_rows();
+    match cond {
+        Condition::Equals { column, value } => {
+            let col = batch
+                .column_by_name(column)
+                .ok_or_else(|| invalid(column, format!("{clause} needs it, but it is missing from the batch"), n))?;
+            let s = cast(col, &DataType::Utf8).map_err(|e| invalid(column, e.to_string(), n))?;
+            let s = s.as_string::<i32>();
+            Ok((0..n).map(|i| s.is_valid(i) && s.value(i) == value).collect())
+        }
+        Condition::Expr(expr) => {
+            let ev = evaluator.ok_or_else(|| {
+                invalid(clause, format!("no condition evaluator is registered to evaluate `{expr}`"), n)
+            })?;
+            let mask = ev.evaluate(expr, batch).map_err(|e| invalid(clause, format!("`{expr}`: {e}"), n))?;
+            if mask.len() != n {
+                return Err(invalid(clause, "the condition did not give one value per row", n));
+            }
+            Ok((0..n).map(|i| mask.is_valid(i) && mask.value(i)).collect())
+        }
+    }
+}
+
+/// The source column `i` of `flow`, cast to its declared type.
+fn source_column(flow: &Flow, batch: &RecordBatch, i: usize) -> Result<ArrayRef> {
+    let col = &flow.spec.source[i];
+    let n = batch.num_rows();
+    let arr = batch
+        .column_by_name(&col.name)
+        .ok_or_else(|| invalid(&col.name, "missing from the batch", n))?;
+    let (arr, failed) = cast_column(arr, &col.ty)
+        .map_err(|e| invalid(&col.name, format!("cannot be converted to {}: {e}", col.ty), n))?;
+    if failed > 0 {
+        return Err(invalid(&col.name, format!("has values that cannot be converted to {}", col.ty), failed));
+    }
+    Ok(arr)
+}
+
+fn require_non_null(name: &str, arr: &ArrayRef, skip: &[bool], what: &str) -> Result<()> {
+    let bad = (0..arr.len()).filter(|&i| !skip[i] && arr.is_null(i)).count();
+    if bad > 0 {
+        return Err(invalid(name, format!("{what} is NULL"), bad));
+    }
+    Ok(())
+}
+
+/// Validates `batch` against `flow` and turns it into events and truncate sequences.
+/// `commit_ts` is the system time of the events when the flow has no SYSTEM SEQUENCE BY.
+pub(crate) fn prepare(
+    flow: &Flow,
+    batch: &RecordBatch,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+    commit_ts: i64,
+) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
+    let n = batch.num_rows();
+    let spec = &flow.spec;
+    let truncate = match &spec.truncate_when {
+        Some(c) => eval(c, "APPLY AS TRUNCATE WHEN", batch, evaluator)?,
+        None => vec![false; n],
+    };
+    let delete = match &spec.delete_when {
+        Some(c) => eval(c, "APPLY AS DELETE WHEN", batch, evaluator)?,
+        None => vec![false; n],
+    };
+    let none = vec![false; n];
+
+    let out: Vec<ArrayRef> =
+        flow.output_src.iter().map(|&i| source_column(flow, batch, i)).collect::<Result<_>>()?;
+    for &k in &flow.key_out {
+        require_non_null(&spec.source[flow.output_src[k]].name, &out[k], &truncate, "the key")?;
+    }
+    let seq: Vec<ArrayRef> = flow.seq_src.iter().map(|&i| source_column(flow, batch, i)).collect::<Result<_>>()?;
+    for (a, &i) in seq.iter().zip(&flow.seq_src) {
+        require_non_null(&spec.source[i].name, a, &none, "the sequence (SEQUENCE BY)")?;
+    }
+    let sys = match flow.sys_src {
+        Some(i) => {
+            let a = source_column(flow, batch, i)?;
+            require_non_null(&spec.source[i].name, &a, &none, "the system sequence (SYSTEM SEQUENCE BY)")?;
+            Some((a, spec.source[i].ty.clone()))
+        }
+        None => None,
+    };
+    let ctu = match flow.ctu_src {
+        Some(i) => Some((spec.source[i].name.clone(), source_column(flow, batch, i)?)),
+        None => None,
+    };
+
+    let out_types: Vec<ColumnType> = flow.output_src.iter().map(|&i| spec.source[i].ty.clone()).collect();
+    let out_names: Vec<&str> = flow.output_src.iter().map(|&i| spec.source[i].name.as_str()).collect();
+    let out_vals: Vec<Vec<Value>> = out.iter().zip(&out_types).map(|(a, t)| column_values(a, t)).collect();
+    let seq_types = flow.seq_types();
+    let seq_vals: Vec<Vec<Value>> = seq.iter().zip(&seq_types).map(|(a, t)| column_values(a, t)).collect();
+    let sys_vals = sys.as_ref().map(|(a, t)| (column_values(a, t), t.clone()));
+    let ctu_vals = ctu.as_ref().map(|(name, a)| (name, column_values(a, &ColumnType::ListUtf8)));
+    let key_types: Vec<ColumnType> = flow.key_out.iter().map(|&k| out_types[k].clone()).collect();
+    let commit_sys: Bytes = {
+        let mut b = Vec::new();
+        encode_value(&Value::Int(commit_ts), &ColumnType::commit_timestamp(), &mut b).expect("int");
+        b.into()
+    };
+    let bitemporal = spec.stored_as == StoredAs::Bitemporal;
+
+    let mut events = Vec::with_capacity(n);
+    let mut truncates = Vec::new();
+    let mut unknown_update: Option<(String, usize)> = None;
+    for r in 0..n {
+        let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), &seq_types)
+            .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?
+            .into();
+        if truncate[r] {
+            truncates.push(seq_b);
+            continue;
+        }
+        let key: Bytes = encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), &key_types)
+            .map_err(|e| invalid(&spec.keys[0], e, 1))?
+            .into();
+        let sys_b: Bytes = match (&sys_vals, bitemporal) {
+            (Some((v, t)), _) => {
+                let mut b = Vec::new();
+                encode_value(&v[r], t, &mut b).map_err(|e| invalid("SYSTEM SEQUENCE BY", e, 1))?;
+                b.into()
+            }
+            (None, true) => commit_sys.clone(),
+            (None, false) => Bytes::default(),
+        };
+        let update = match &ctu_vals {
+            Some((_, lists)) => match &lists[r] {
+                Value::List(names) => {
+                    let mut cols: Vec<u32> = Vec::new();
+                    for name in names.iter().flatten() {
+                        match out_names.iter().position(|n| **n == **name) {
+                            Some(i) => cols.push(i as u32),
+                            None => {
+                                let e = unknown_update.get_or_insert((name.to_string(), 0));
+                                e.1 += 1;
+                            }
+                        }
+                    }
+                    // Keys always come from the event.
+                    cols.extend(flow.key_out.iter().map(|&k| k as u32));
+                    cols.sort_unstable();
+                    cols.dedup();
+                    Some(cols.into_boxed_slice())
+                }
+                _ => None,
+            },
+            None => None,
+        };
+        let values: Vec<Value> = out_vals.iter().map(|c| c[r].clone()).collect();
+        events.push(Incoming {
+            key,
+            seq: seq_b,
+            sys: sys_b,
+            event: Event {
+                kind: if delete[r] { EventKind::Delete } else { EventKind::Upsert },
+                values: values.into(),
+                update,
+            },
+        });
+    }
+    if let Some((name, rows)) = unknown_update {
+        let (col, _) = ctu.expect("COLUMNS TO UPDATE is set");
+        return Err(invalid(&col, format!("names `{name}`, which is not an output column"), rows));
+    }
+    Ok((events, truncates))
+}

@@ -1,0 +1,102 @@
+//! The key-value layer: a narrow trait, and its sled implementation.
+//!
+//! The engine needs three things of it: read a key, scan a prefix in key order, and write a batch
+//! atomically and durably (when `write` returns Ok, the batch survives a crash; when it fails,
+//! none or all of it may be there, and the store stops writing until reopened).
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// An atomic group of writes.
+#[derive(Default, Debug)]
+pub struct WriteBatch {
+    pub(crate) puts: Vec<(Vec<u8>, Vec<u8>)>,
+    pub(crate) deletes: Vec<Vec<u8>>,
+}
+
+impl WriteBatch {
+    /// Adds a put.
+    pub fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
+        self.puts.push((k, v));
+    }
+    /// Adds a delete.
+    pub fn delete(&mut self, k: Vec<u8>) {
+        self.deletes.push(k);
+    }
+    /// Number of operations.
+    pub fn len(&self) -> usize {
+        self.puts.len() + self.deletes.len()
+    }
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Bytes of keys and values.
+    pub fn bytes(&self) -> usize {
+        self.puts.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+            + self.deletes.iter().map(Vec::len).sum::<usize>()
+    }
+}
+
+/// A key-value pair read back from the store.
+pub type KvPair = (Vec<u8>, Vec<u8>);
+
+/// What the engine needs of a key-value store.
+pub trait KvStore: Send + Sync {
+    /// Reads one key.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// All pairs whose key starts with `prefix`, in key order.
+    fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a>;
+    /// Writes `batch` atomically and durably.
+    fn write(&self, batch: WriteBatch) -> Result<()>;
+}
+
+/// sled 0.34 behind [`KvStore`]: one tree, one `apply_batch` and one `flush` per write.
+pub struct SledKv {
+    db: sled::Db,
+}
+
+impl SledKv {
+    /// Opens (or creates) the sled database in `path` with `cache_bytes` of page cache.
+    pub fn open(path: &Path, cache_bytes: u64) -> Result<SledKv> {
+        let db = sled::Config::new().path(path).cache_capacity(cache_bytes).open().map_err(|e| {
+            let msg = e.to_string();
+            if msg.contains("lock") || msg.contains("WouldBlock") || msg.contains("temporarily unavailable") {
+                Error::InUse(path.display().to_string())
+            } else if matches!(e, sled::Error::Corruption { .. }) || msg.contains("corrupt") {
+                Error::Corrupt(msg)
+            } else {
+                Error::Io(msg)
+            }
+        })?;
+        Ok(SledKv { db })
+    }
+}
+
+impl KvStore for SledKv {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self.db.get(key)?.map(|v| v.to_vec()))
+    }
+
+    fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
+        Box::new(
+            self.db
+                .scan_prefix(prefix)
+                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(Error::from)),
+        )
+    }
+
+    fn write(&self, batch: WriteBatch) -> Result<()> {
+        let mut b = sled::Batch::default();
+        for (k, v) in batch.puts {
+            b.insert(k, v);
+        }
+        for k in batch.deletes {
+            b.remove(k);
+        }
+        self.db.apply_batch(b)?;
+        self.db.flush()?;
+        Ok(())
+    }
+}

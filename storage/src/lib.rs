@@ -1,0 +1,34 @@
+//! # asof-storage
+//!
+//! The storage engine of asof: flow definitions and their validation ([`FlowSpec`], [`Flow`]),
+//! order-preserving key encoding ([`keycodec`]), the row codec (rkyv), the key-value layer (sled
+//! behind [`KvStore`]), the CDC engine (SCD TYPE 1, SCD TYPE 2, BITEMPORAL) and the commit log.
+//! It knows nothing of SQL.
+//!
+//! See `docs/ARCHITECTURE.md` at the repository root for the layers, the key layout and the
+//! durability contract.
+#![warn(missing_docs)]
+
+mod codec;
+mod engine;
+mod error;
+mod flow;
+mod ingest;
+pub mod keycodec;
+mod kv;
+mod store;
+mod value;
+
+pub use engine::CommitMetrics;
+pub use error::{Error, FlowError, Result};
+pub use flow::{
+    ColumnSelection, Condition, Flow, FlowBuilder, FlowSpec, SourceColumn, StoredAs, TableSchema,
+    DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
+};
+pub use ingest::ConditionEvaluator;
+pub use kv::{KvPair, KvStore, SledKv, WriteBatch};
+pub use store::{
+    CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader, TimeFilter,
+    FORMAT_VERSION,
+};
+pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -1,0 +1,638 @@
+//! The store: tables, flows and durable commits on the key-value layer.
+//!
+//! Key layout (one sled tree; integers big-endian so that key order is numeric order):
+//!
+//! | key | value |
+//! |---|---|
+//! | `M format` | format version (u32) |
+//! | `T` table id | table record (JSON: name, schema, flows) |
+//! | `C` table id, version | commit record (JSON: version, timestamp, operation, metrics) |
+//! | `E` table id, version, chunk | event block (rkyv): the events the commit logged |
+//! | `R` table id, version, chunk | row block (rkyv): row versions added, ids retired |
+//!
+//! A commit is one atomic batch of these entries followed by a flush; only then is it acknowledged.
+//! The in-memory state (events per key, business timelines, row versions) is rebuilt from them on
+//! open.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+
+use crate::codec;
+use crate::engine::fold::Bytes;
+use crate::engine::lookup::PointIndex;
+use crate::engine::{CommitMetrics, StoredRow, TableState};
+use crate::error::{corrupt, Error, FlowError, Result};
+use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
+use crate::ingest::{prepare, ConditionEvaluator};
+use crate::kv::{KvStore, SledKv, WriteBatch};
+use crate::value::Value;
+
+/// The on-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+const FORMAT_KEY: &[u8] = b"M format";
+
+/// Options for [`Store::open_with`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// sled's page cache, in bytes (default 256 MiB).
+    pub cache_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { cache_bytes: 256 << 20 }
+    }
+}
+
+/// One entry of a table's commit log (SPEC §7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    /// 0, 1, 2, ... per table.
+    pub version: u64,
+    /// Commit time, µs since the epoch (UTC); strictly increasing per table.
+    pub timestamp_us: i64,
+    /// What wrote it: `CREATE TABLE`, `FLOW <name>`, ...
+    pub operation: String,
+    /// Parameters of the operation.
+    pub parameters: BTreeMap<String, String>,
+    /// Counters.
+    pub metrics: CommitMetrics,
+    /// Time spent applying and persisting, µs.
+    pub duration_us: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TableRecord {
+    name: String,
+    schema: TableSchema,
+    flows: Vec<FlowSpec>,
+}
+
+struct Table {
+    id: u32,
+    name: String,
+    flows: Vec<Flow>,
+    state: TableState,
+    commits: Vec<CommitInfo>,
+}
+
+struct Inner {
+    kv: Box<dyn KvStore>,
+    tables: BTreeMap<String, Table>,
+    next_table_id: u32,
+    poisoned: Option<String>,
+    evaluator: Option<Arc<dyn ConditionEvaluator>>,
+}
+
+/// An asof store: a folder with target tables and the flows that feed them.
+///
+/// `Store` is cheap to clone and can be shared between threads: writes are serialised, reads run
+/// in parallel with each other.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<RwLock<Inner>>,
+}
+
+fn key(tag: u8, id: u32, version: Option<u64>, chunk: Option<u32>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(tag);
+    k.extend_from_slice(&id.to_be_bytes());
+    if let Some(v) = version {
+        k.extend_from_slice(&v.to_be_bytes());
+    }
+    if let Some(c) = chunk {
+        k.extend_from_slice(&c.to_be_bytes());
+    }
+    k
+}
+
+fn parse_version(k: &[u8]) -> Result<u64> {
+    k.get(5..13)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt("short key"))
+}
+
+fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+impl Store {
+    /// Opens the store in folder `path`, creating it if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens the store with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let kv = SledKv::open(path.as_ref(), options.cache_bytes)?;
+        Self::with_kv(Box::new(kv))
+    }
+
+    /// Opens a store on any key-value implementation (tests use this to inject failures).
+    pub fn with_kv(kv: Box<dyn KvStore>) -> Result<Store> {
+        match kv.get(FORMAT_KEY)? {
+            Some(v) => {
+                let found = v
+                    .as_slice()
+                    .try_into()
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| corrupt("bad format record"))?;
+                if found != FORMAT_VERSION {
+                    return Err(Error::FormatVersion { found, supported: FORMAT_VERSION });
+                }
+            }
+            None => {
+                if kv.scan_prefix(b"").next().is_some() {
+                    return Err(corrupt("the store has data but no format record"));
+                }
+                let mut b = WriteBatch::default();
+                b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
+                kv.write(b)?;
+            }
+        }
+        let mut inner = Inner {
+            kv,
+            tables: BTreeMap::new(),
+            next_table_id: 0,
+            poisoned: None,
+            evaluator: None,
+        };
+        inner.load()?;
+        Ok(Store { inner: Arc::new(RwLock::new(inner)) })
+    }
+
+    fn read_inner(&self) -> Result<RwLockReadGuard<'_, Inner>> {
+        let g = self.inner.read().map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        if let Some(p) = &g.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(g)
+    }
+
+    fn write_inner(&self) -> Result<RwLockWriteGuard<'_, Inner>> {
+        let g = self.inner.write().map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        if let Some(p) = &g.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(g)
+    }
+
+    /// Registers the evaluator of [`crate::Condition::Expr`] conditions.
+    pub fn set_condition_evaluator(&self, evaluator: Arc<dyn ConditionEvaluator>) {
+        if let Ok(mut g) = self.inner.write() {
+            g.evaluator = Some(evaluator);
+        }
+    }
+
+    /// Creates a flow, and its target table if it does not exist yet (commit 0 of the table). A
+    /// flow into an existing table must agree with it on mode, keys, columns and sequence types.
+    pub fn create_flow(&self, flow: Flow) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let name = flow.spec.name.clone();
+        if g.tables.values().any(|t| t.flows.iter().any(|f| f.spec.name == name)) {
+            return Err(Error::AlreadyExists { kind: "flow", name });
+        }
+        let target = flow.spec.target.clone();
+        let schema = flow.target_schema();
+        let inner = &mut *g;
+        match inner.tables.get_mut(&target) {
+            Some(t) => {
+                if t.state.schema != schema {
+                    return Err(FlowError::TargetMismatch {
+                        table: target,
+                        detail: "mode, keys, output columns or sequence types differ".into(),
+                    }
+                    .into());
+                }
+                let mut specs: Vec<FlowSpec> = t.flows.iter().map(|f| f.spec.clone()).collect();
+                specs.push(flow.spec.clone());
+                let rec = TableRecord { name: t.name.clone(), schema, flows: specs };
+                let mut b = WriteBatch::default();
+                b.put(key(b'T', t.id, None, None), serde_json::to_vec(&rec).map_err(|e| corrupt(e))?);
+                inner.kv.write(b).inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                t.flows.push(flow);
+            }
+            None => {
+                let id = inner.next_table_id;
+                let rec = TableRecord { name: target.clone(), schema: schema.clone(), flows: vec![flow.spec.clone()] };
+                let ts = now_us();
+                let commit = CommitInfo {
+                    version: 0,
+                    timestamp_us: ts,
+                    operation: "CREATE TABLE".into(),
+                    parameters: BTreeMap::from([
+                        ("flow".to_string(), name.clone()),
+                        ("stored_as".to_string(), schema.mode.to_string()),
+                    ]),
+                    metrics: CommitMetrics::default(),
+                    duration_us: 0,
+                };
+                let mut b = WriteBatch::default();
+                b.put(key(b'T', id, None, None), serde_json::to_vec(&rec).map_err(|e| corrupt(e))?);
+                b.put(key(b'C', id, Some(0), None), serde_json::to_vec(&commit).map_err(|e| corrupt(e))?);
+                inner.kv.write(b).inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                inner.next_table_id += 1;
+                let state = TableState::new(
+                    schema,
+                    flow.tracked.clone(),
+                    flow.ignore_null.clone(),
+                    flow.spec.tombstone_gc_threshold_secs,
+                );
+                inner.tables.insert(
+                    target.clone(),
+                    Table { id, name: target, flows: vec![flow], state, commits: vec![commit] },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies a batch of source rows through flow `flow`: one durable commit of its target table.
+    ///
+    /// The batch is validated as a whole first (SPEC §2); on any error nothing is applied.
+    pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
+        let started = Instant::now();
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let table = inner
+            .tables
+            .values_mut()
+            .find(|t| t.flows.iter().any(|f| f.spec.name == flow))
+            .ok_or_else(|| Error::NotFound { kind: "flow", name: flow.to_string() })?;
+        let f = table.flows.iter().find(|f| f.spec.name == flow).expect("found");
+        let last = table.commits.last().expect("commit 0 exists");
+        let version = last.version + 1;
+        let ts = now_us().max(last.timestamp_us + 1);
+        let (events, truncates) = prepare(f, batch, inner.evaluator.as_ref(), ts)?;
+
+        let fx = table.state.apply(events, truncates, version, ts);
+        let commit = CommitInfo {
+            version,
+            timestamp_us: ts,
+            operation: format!("FLOW {flow}"),
+            parameters: BTreeMap::from([("flow".to_string(), flow.to_string())]),
+            metrics: fx.metrics.clone(),
+            duration_us: 0,
+        };
+        let persist = || -> Result<CommitInfo> {
+            let mut b = WriteBatch::default();
+            let blocks = codec::event_blocks(&fx.events, &fx.truncates, &fx.tombstoned, &fx.collected);
+            for (i, blk) in blocks.iter().enumerate() {
+                b.put(key(b'E', table.id, Some(version), Some(i as u32)), codec::encode(blk)?);
+            }
+            let new_rows = &table.state.rows[fx.first_row as usize..];
+            for (i, blk) in codec::row_blocks(fx.first_row, new_rows, &fx.retired)?.iter().enumerate() {
+                b.put(key(b'R', table.id, Some(version), Some(i as u32)), codec::encode(blk)?);
+            }
+            let mut commit = commit.clone();
+            commit.duration_us = started.elapsed().as_micros() as u64;
+            b.put(key(b'C', table.id, Some(version), None), serde_json::to_vec(&commit).map_err(corrupt)?);
+            inner.kv.write(b)?;
+            Ok(commit)
+        };
+        match persist() {
+            Ok(commit) => {
+                table.commits.push(commit.clone());
+                Ok(commit)
+            }
+            Err(e) => {
+                // Memory is ahead of disk now: refuse everything until the store is reopened.
+                inner.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Names of the tables.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        Ok(self.read_inner()?.tables.keys().cloned().collect())
+    }
+
+    /// The flow definitions writing `table`.
+    pub fn flows(&self, table: &str) -> Result<Vec<FlowSpec>> {
+        let g = self.read_inner()?;
+        Ok(g.table(table)?.flows.iter().map(|f| f.spec.clone()).collect())
+    }
+
+    /// The shape of `table`.
+    pub fn schema(&self, table: &str) -> Result<TableSchema> {
+        Ok(self.read_inner()?.table(table)?.state.schema.clone())
+    }
+
+    /// The commit log of `table`, oldest first.
+    pub fn history(&self, table: &str) -> Result<Vec<CommitInfo>> {
+        Ok(self.read_inner()?.table(table)?.commits.clone())
+    }
+
+    /// Runs `f` on a consistent read view of `table`.
+    pub fn read<R>(&self, table: &str, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        Ok(f(&TableReader { table: t }))
+    }
+}
+
+impl Inner {
+    fn table(&self, name: &str) -> Result<&Table> {
+        self.tables.get(name).ok_or_else(|| Error::NotFound { kind: "table", name: name.to_string() })
+    }
+
+    fn load(&mut self) -> Result<()> {
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"T").collect::<Result<_>>()?;
+        for (k, v) in records {
+            let id = k
+                .get(1..5)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| corrupt("short table key"))?;
+            let rec: TableRecord = serde_json::from_slice(&v).map_err(|e| corrupt(format!("table record: {e}")))?;
+            let flows: Vec<Flow> = rec
+                .flows
+                .into_iter()
+                .map(|s| Flow::new(s).map_err(|e| corrupt(format!("stored flow: {e}"))))
+                .collect::<Result<_>>()?;
+            let first = flows.first().ok_or_else(|| corrupt("table without flow"))?;
+            let mut state = TableState::new(
+                rec.schema,
+                first.tracked.clone(),
+                first.ignore_null.clone(),
+                first.spec.tombstone_gc_threshold_secs,
+            );
+            let mut commits: Vec<CommitInfo> = Vec::new();
+            for kv in self.kv.scan_prefix(&key(b'C', id, None, None)) {
+                let (_, v) = kv?;
+                let c: CommitInfo = serde_json::from_slice(&v).map_err(|e| corrupt(format!("commit record: {e}")))?;
+                if c.version != commits.len() as u64 {
+                    return Err(corrupt(format!("table {}: commit {} follows {}", rec.name, c.version, commits.len())));
+                }
+                commits.push(c);
+            }
+            let width = state.schema.columns.len();
+            for kv in self.kv.scan_prefix(&key(b'R', id, None, None)) {
+                let (k, v) = kv?;
+                let version = parse_version(&k)?;
+                let blk = codec::decode_row_block(&v)?;
+                if blk.first_id as usize != state.rows.len() && !blk.rows.is_empty() {
+                    return Err(corrupt("row ids out of order"));
+                }
+                for r in blk.rows {
+                    if r.values.len() != width {
+                        return Err(corrupt("row width differs from the table's"));
+                    }
+                    state.load_row(StoredRow {
+                        key: r.key.into(),
+                        values: r.values.into(),
+                        start: r.start.map(Into::into),
+                        end: r.end.map(Into::into),
+                        sys_start: r.sys_start.map(Into::into),
+                        sys_end: r.sys_end.map(Into::into),
+                        added: version,
+                        retired: None,
+                    });
+                }
+                for id in codec::decode_retired(&blk.retired)? {
+                    state.load_retired(id, version).map_err(corrupt)?;
+                }
+            }
+            for kv in self.kv.scan_prefix(&key(b'E', id, None, None)) {
+                let (k, v) = kv?;
+                let version = parse_version(&k)?;
+                let ts = commits.get(version as usize).ok_or_else(|| corrupt("events of a missing commit"))?.timestamp_us;
+                let blk = codec::decode_event_block(&v)?;
+                for t in blk.truncates {
+                    state.truncates.insert(t.into());
+                }
+                for e in blk.events {
+                    state.load_event(e.into_incoming(width)?);
+                }
+                for k in blk.tombstoned {
+                    state.load_tombstone(&Bytes::from(k), ts);
+                }
+                for k in blk.collected {
+                    state.load_collected(&Bytes::from(k));
+                }
+            }
+            state.rebuild_after_load().map_err(|e| corrupt(format!("table {}: {e}", rec.name)))?;
+            self.next_table_id = self.next_table_id.max(id + 1);
+            self.tables.insert(rec.name.clone(), Table { id, name: rec.name, flows, state, commits });
+        }
+        Ok(())
+    }
+}
+
+/// Which rows to read, on business and system time. Bounds are encoded with
+/// [`crate::keycodec`] in the type of the sequence (resp. system sequence).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TimeFilter {
+    /// Every row.
+    #[default]
+    All,
+    /// Rows whose interval contains `t`: `start <= t < end`.
+    AsOf(Vec<u8>),
+    /// Rows whose interval overlaps `[a, b)`.
+    FromTo(Vec<u8>, Vec<u8>),
+    /// Rows whose interval overlaps `[a, b]`.
+    Between(Vec<u8>, Vec<u8>),
+}
+
+impl TimeFilter {
+    fn matches(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> bool {
+        let Some(s) = start else { return true };
+        match self {
+            TimeFilter::All => true,
+            TimeFilter::AsOf(t) => s <= &t[..] && end.is_none_or(|e| &t[..] < e),
+            TimeFilter::FromTo(a, b) => s < &b[..] && end.is_none_or(|e| e > &a[..]),
+            TimeFilter::Between(a, b) => s <= &b[..] && end.is_none_or(|e| e > &a[..]),
+        }
+    }
+}
+
+/// What a scan reads: a table version, a key range (encoded keys), and time filters.
+#[derive(Clone, Debug)]
+pub struct ScanSpec {
+    /// Read the table as of this commit (default: the latest).
+    pub version: Option<u64>,
+    /// Lower bound on the encoded key.
+    pub key_lo: Bound<Vec<u8>>,
+    /// Upper bound on the encoded key.
+    pub key_hi: Bound<Vec<u8>>,
+    /// Selection on `__START_AT`/`__END_AT`.
+    pub business: TimeFilter,
+    /// Selection on `__SYSTEM_START_AT`/`__SYSTEM_END_AT`.
+    pub system: TimeFilter,
+}
+
+impl Default for ScanSpec {
+    fn default() -> Self {
+        ScanSpec {
+            version: None,
+            key_lo: Bound::Unbounded,
+            key_hi: Bound::Unbounded,
+            business: TimeFilter::All,
+            system: TimeFilter::All,
+        }
+    }
+}
+
+/// Where a scan stopped; pass it back to continue.
+#[derive(Clone, Debug, Default)]
+pub struct ScanCursor {
+    after: Option<(Vec<u8>, usize)>,
+    done: bool,
+}
+
+impl ScanCursor {
+    /// Whether the scan has read everything.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// One target row, borrowed from the store. Temporal bounds are encoded ([`crate::keycodec`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RowView<'a> {
+    /// The encoded key.
+    pub key: &'a [u8],
+    /// Output column values.
+    pub values: &'a [Value],
+    /// `__START_AT`.
+    pub start: Option<&'a [u8]>,
+    /// `__END_AT`.
+    pub end: Option<&'a [u8]>,
+    /// `__SYSTEM_START_AT`.
+    pub sys_start: Option<&'a [u8]>,
+    /// `__SYSTEM_END_AT`.
+    pub sys_end: Option<&'a [u8]>,
+}
+
+impl<'a> RowView<'a> {
+    fn of(r: &'a StoredRow) -> Self {
+        RowView {
+            key: &r.key,
+            values: &r.values,
+            start: r.start.as_deref(),
+            end: r.end.as_deref(),
+            sys_start: r.sys_start.as_deref(),
+            sys_end: r.sys_end.as_deref(),
+        }
+    }
+}
+
+/// A read view of one table, valid inside [`Store::read`].
+pub struct TableReader<'a> {
+    table: &'a Table,
+}
+
+impl TableReader<'_> {
+    /// The table's shape.
+    pub fn schema(&self) -> &TableSchema {
+        &self.table.state.schema
+    }
+
+    /// The latest commit version.
+    pub fn latest_version(&self) -> u64 {
+        self.table.commits.len() as u64 - 1
+    }
+
+    /// The commit log.
+    pub fn history(&self) -> &[CommitInfo] {
+        &self.table.commits
+    }
+
+    /// Number of rows in the current table.
+    pub fn live_rows(&self) -> u64 {
+        self.table.state.live.len()
+    }
+
+    /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
+    /// `cursor`. Sets `cursor.is_done()` when nothing is left.
+    pub fn scan(&self, spec: &ScanSpec, cursor: &mut ScanCursor, max_rows: usize, mut f: impl FnMut(RowView<'_>)) -> Result<()> {
+        let latest = self.latest_version();
+        let version = spec.version.unwrap_or(latest);
+        if version > latest {
+            return Err(Error::NoSuchVersion { table: self.table.name.clone(), version, latest });
+        }
+        let current = version == latest;
+        let lo: Bound<&[u8]> = match (&cursor.after, &spec.key_lo) {
+            (Some((k, _)), _) => Bound::Included(&k[..]),
+            (None, Bound::Included(k)) => Bound::Included(&k[..]),
+            (None, Bound::Excluded(k)) => Bound::Excluded(&k[..]),
+            (None, Bound::Unbounded) => Bound::Unbounded,
+        };
+        let hi: Bound<&[u8]> = match &spec.key_hi {
+            Bound::Included(k) => Bound::Included(&k[..]),
+            Bound::Excluded(k) => Bound::Excluded(&k[..]),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) = (lo, hi) {
+            if l > h {
+                cursor.done = true;
+                return Ok(());
+            }
+        }
+        let rows = &self.table.state.rows;
+        let mut n = 0;
+        let skip_in_first = cursor.after.as_ref().map_or(0, |(_, i)| *i);
+        for (ki, (k, ks)) in self.table.state.key_range(lo, hi).enumerate() {
+            let from = if ki == 0 { skip_in_first } else { 0 };
+            for (i, &r) in ks.rows.iter().enumerate().skip(from) {
+                if n == max_rows {
+                    cursor.after = Some((k.to_vec(), i));
+                    return Ok(());
+                }
+                let row = &rows[r as usize];
+                let visible = if current { row.retired.is_none() } else { row.visible_at(version) };
+                if visible
+                    && spec.business.matches(row.start.as_deref(), row.end.as_deref())
+                    && spec.system.matches(row.sys_start.as_deref(), row.sys_end.as_deref())
+                {
+                    f(RowView::of(row));
+                    n += 1;
+                }
+            }
+        }
+        cursor.done = true;
+        Ok(())
+    }
+
+    /// The current row of `key` (encoded) at business time `business` and system time `system`
+    /// (encoded; `None` = now). SCD1 tables ignore both times.
+    pub fn lookup(&self, key: &[u8], business: Option<&[u8]>, system: Option<&[u8]>) -> Result<Option<RowView<'_>>> {
+        let state = &self.table.state;
+        let Some(ks) = state.keys.get(key) else { return Ok(None) };
+        let rows = &state.rows;
+        let mode = state.schema.mode;
+        if mode == StoredAs::Scd1 {
+            let cur = ks.timeline.values().next_back().and_then(|v| v.row);
+            return Ok(cur.map(|r| RowView::of(&rows[r as usize])));
+        }
+        let b = business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
+        let now = match (mode, system) {
+            (StoredAs::Bitemporal, Some(s)) => ks.max_sys.as_deref().is_none_or(|m| s >= m),
+            _ => true,
+        };
+        if now {
+            let hit = ks
+                .timeline
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
+                .next_back()
+                .filter(|(_, v)| v.end.as_deref().is_none_or(|e| b < e))
+                .and_then(|(_, v)| v.row);
+            return Ok(hit.map(|r| RowView::of(&rows[r as usize])));
+        }
+        let s = system.expect("past system time");
+        let index = ks.lookup.get_or_init(|| {
+            PointIndex::build(
+                ks.rows.iter().map(|&r| (r, &rows[r as usize])).filter(|(_, row)| row.retired.is_none()),
+            )
+        });
+        Ok(index.find(b, s).map(|r| RowView::of(&rows[r as usize])))
+    }
+}

@@ -1,0 +1,384 @@
+//! Column types and cell values: the engine's own small type system, and the conversion from Arrow
+//! arrays into it (used by ingest). The conversion back to Arrow lives in `asof-query`.
+
+use std::cmp::Ordering;
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float32Array, Float64Array,
+    ListArray, StringArray,
+};
+use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::{
+    DataType, Date32Type, Field, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit as ArrowTimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
+use serde::{Deserialize, Serialize};
+
+/// Unit of a timestamp column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum TimeUnit {
+    /// Seconds.
+    Second,
+    /// Milliseconds.
+    Millisecond,
+    /// Microseconds.
+    Microsecond,
+    /// Nanoseconds.
+    Nanosecond,
+}
+
+impl TimeUnit {
+    fn to_arrow(self) -> ArrowTimeUnit {
+        match self {
+            TimeUnit::Second => ArrowTimeUnit::Second,
+            TimeUnit::Millisecond => ArrowTimeUnit::Millisecond,
+            TimeUnit::Microsecond => ArrowTimeUnit::Microsecond,
+            TimeUnit::Nanosecond => ArrowTimeUnit::Nanosecond,
+        }
+    }
+    fn from_arrow(u: &ArrowTimeUnit) -> Self {
+        match u {
+            ArrowTimeUnit::Second => TimeUnit::Second,
+            ArrowTimeUnit::Millisecond => TimeUnit::Millisecond,
+            ArrowTimeUnit::Microsecond => TimeUnit::Microsecond,
+            ArrowTimeUnit::Nanosecond => TimeUnit::Nanosecond,
+        }
+    }
+}
+
+/// The type of a stored column. Each maps to one Arrow [`DataType`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ColumnType {
+    /// `BOOLEAN`
+    Boolean,
+    /// `TINYINT`
+    Int8,
+    /// `SMALLINT`
+    Int16,
+    /// `INT`
+    Int32,
+    /// `BIGINT`
+    Int64,
+    /// unsigned 8-bit
+    UInt8,
+    /// unsigned 16-bit
+    UInt16,
+    /// unsigned 32-bit
+    UInt32,
+    /// unsigned 64-bit
+    UInt64,
+    /// `FLOAT`
+    Float32,
+    /// `DOUBLE`
+    Float64,
+    /// `DECIMAL(p, s)`
+    Decimal128 {
+        /// precision
+        precision: u8,
+        /// scale
+        scale: i8,
+    },
+    /// `STRING`
+    Utf8,
+    /// `BINARY`
+    Binary,
+    /// `DATE` (days since the epoch)
+    Date32,
+    /// `TIMESTAMP`: an instant since the epoch in UTC, in `unit`; `tz` is kept for display only.
+    Timestamp {
+        /// unit of the stored integer
+        unit: TimeUnit,
+        /// the zone the column is shown in, if any
+        tz: Option<String>,
+    },
+    /// `ARRAY<STRING>` (as used by COLUMNS TO UPDATE)
+    ListUtf8,
+}
+
+impl ColumnType {
+    /// The type of the commit clock: `TIMESTAMP(µs, UTC)`.
+    pub fn commit_timestamp() -> Self {
+        ColumnType::Timestamp { unit: TimeUnit::Microsecond, tz: Some("UTC".into()) }
+    }
+
+    /// The Arrow type of this column.
+    pub fn to_arrow(&self) -> DataType {
+        match self {
+            ColumnType::Boolean => DataType::Boolean,
+            ColumnType::Int8 => DataType::Int8,
+            ColumnType::Int16 => DataType::Int16,
+            ColumnType::Int32 => DataType::Int32,
+            ColumnType::Int64 => DataType::Int64,
+            ColumnType::UInt8 => DataType::UInt8,
+            ColumnType::UInt16 => DataType::UInt16,
+            ColumnType::UInt32 => DataType::UInt32,
+            ColumnType::UInt64 => DataType::UInt64,
+            ColumnType::Float32 => DataType::Float32,
+            ColumnType::Float64 => DataType::Float64,
+            ColumnType::Decimal128 { precision, scale } => DataType::Decimal128(*precision, *scale),
+            ColumnType::Utf8 => DataType::Utf8,
+            ColumnType::Binary => DataType::Binary,
+            ColumnType::Date32 => DataType::Date32,
+            ColumnType::Timestamp { unit, tz } => {
+                DataType::Timestamp(unit.to_arrow(), tz.as_deref().map(Into::into))
+            }
+            ColumnType::ListUtf8 => {
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
+            }
+        }
+    }
+
+    /// The column type for an Arrow type, if asof stores it. `LargeUtf8` and `Utf8View` are read as
+    /// `Utf8`, `LargeBinary` and `BinaryView` as `Binary`.
+    pub fn from_arrow(dt: &DataType) -> Option<Self> {
+        Some(match dt {
+            DataType::Boolean => ColumnType::Boolean,
+            DataType::Int8 => ColumnType::Int8,
+            DataType::Int16 => ColumnType::Int16,
+            DataType::Int32 => ColumnType::Int32,
+            DataType::Int64 => ColumnType::Int64,
+            DataType::UInt8 => ColumnType::UInt8,
+            DataType::UInt16 => ColumnType::UInt16,
+            DataType::UInt32 => ColumnType::UInt32,
+            DataType::UInt64 => ColumnType::UInt64,
+            DataType::Float32 => ColumnType::Float32,
+            DataType::Float64 => ColumnType::Float64,
+            DataType::Decimal128(p, s) => ColumnType::Decimal128 { precision: *p, scale: *s },
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::Utf8,
+            DataType::Binary | DataType::LargeBinary | DataType::BinaryView => ColumnType::Binary,
+            DataType::Date32 => ColumnType::Date32,
+            DataType::Timestamp(u, tz) => ColumnType::Timestamp {
+                unit: TimeUnit::from_arrow(u),
+                tz: tz.as_deref().map(str::to_string),
+            },
+            DataType::List(f) | DataType::LargeList(f)
+                if matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8) =>
+            {
+                ColumnType::ListUtf8
+            }
+            _ => return None,
+        })
+    }
+
+    /// Whether values of this type have a total order usable for SEQUENCE BY.
+    pub fn is_orderable(&self) -> bool {
+        !matches!(
+            self,
+            ColumnType::Boolean
+                | ColumnType::Float32
+                | ColumnType::Float64
+                | ColumnType::Binary
+                | ColumnType::ListUtf8
+        )
+    }
+
+    /// Whether values of this type can be part of a key.
+    pub fn is_keyable(&self) -> bool {
+        !matches!(self, ColumnType::ListUtf8)
+    }
+}
+
+impl std::fmt::Display for ColumnType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_arrow())
+    }
+}
+
+/// One cell. Integers of every width, dates and timestamps are held as `Int` (in the column's unit);
+/// the column's [`ColumnType`] says how to read them.
+#[derive(Clone, Debug, rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+#[rkyv(derive(Debug))]
+pub enum Value {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer, a date (days) or a timestamp (in the column's unit).
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A float; equality and order are by `total_cmp`, so NaN equals itself.
+    Float(f64),
+    /// A decimal's unscaled value.
+    Decimal(i128),
+    /// A string.
+    Str(Box<str>),
+    /// Bytes.
+    Bytes(Box<[u8]>),
+    /// A list of nullable strings.
+    List(Box<[Option<Box<str>>]>),
+}
+
+/// A row of values, shared between the engine's structures.
+pub type Row = Arc<[Value]>;
+
+impl Value {
+    /// Whether this is NULL.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    fn rank(&self) -> u8 {
+        match self {
+            Value::Null => 0,
+            Value::Bool(_) => 1,
+            Value::Int(_) => 2,
+            Value::UInt(_) => 3,
+            Value::Float(_) => 4,
+            Value::Decimal(_) => 5,
+            Value::Str(_) => 6,
+            Value::Bytes(_) => 7,
+            Value::List(_) => 8,
+        }
+    }
+
+    /// The canonical total order of SPEC §3: NULL lowest, then by value.
+    pub fn canonical_cmp(&self, other: &Value) -> Ordering {
+        match (self, other) {
+            (Value::Bool(a), Value::Bool(b)) => a.cmp(b),
+            (Value::Int(a), Value::Int(b)) => a.cmp(b),
+            (Value::UInt(a), Value::UInt(b)) => a.cmp(b),
+            (Value::Float(a), Value::Float(b)) => a.total_cmp(b),
+            (Value::Decimal(a), Value::Decimal(b)) => a.cmp(b),
+            (Value::Str(a), Value::Str(b)) => a.cmp(b),
+            (Value::Bytes(a), Value::Bytes(b)) => a.cmp(b),
+            (Value::List(a), Value::List(b)) => a.cmp(b),
+            _ => self.rank().cmp(&other.rank()),
+        }
+    }
+}
+
+impl PartialEq for Value {
+    fn eq(&self, other: &Self) -> bool {
+        self.canonical_cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Value {}
+
+/// Compares two rows column by column in the canonical order.
+pub fn cmp_rows(a: &[Value], b: &[Value]) -> Ordering {
+    for (x, y) in a.iter().zip(b) {
+        match x.canonical_cmp(y) {
+            Ordering::Equal => {}
+            o => return o,
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
+/// Casts `array` to `ty`. Returns the cast array and the number of rows whose non-NULL value could
+/// not be represented in `ty` (they became NULL).
+pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef, usize), String> {
+    let target = ty.to_arrow();
+    // Timestamps are instants: a zone (or none, read as UTC) never shifts the stored integer.
+    let array = match (array.data_type(), &target) {
+        (DataType::Timestamp(u, Some(_)), DataType::Timestamp(..)) => {
+            cast_with_options(array, &DataType::Timestamp(*u, None), &CastOptions::default())
+                .map_err(|e| e.to_string())?
+        }
+        _ => array.clone(),
+    };
+    let target_naive = match &target {
+        DataType::Timestamp(u, Some(_)) => DataType::Timestamp(*u, None),
+        t => t.clone(),
+    };
+    if array.data_type() == &target_naive && target_naive == target {
+        return Ok((array, 0));
+    }
+    let options = CastOptions { safe: true, ..Default::default() };
+    let cast = cast_with_options(&array, &target_naive, &options).map_err(|e| e.to_string())?;
+    let failed = if cast.null_count() > array.null_count() {
+        (0..array.len()).filter(|&i| array.is_valid(i) && cast.is_null(i)).count()
+    } else {
+        0
+    };
+    let cast = if target_naive != target {
+        cast_with_options(&cast, &target, &options).map_err(|e| e.to_string())?
+    } else {
+        cast
+    };
+    Ok((cast, failed))
+}
+
+/// Reads an array already of type `ty` into values.
+pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
+    fn prim<T: arrow::datatypes::ArrowPrimitiveType>(
+        a: &dyn Array,
+        f: impl Fn(T::Native) -> Value,
+    ) -> Vec<Value> {
+        let a = a.as_primitive::<T>();
+        (0..a.len()).map(|i| if a.is_null(i) { Value::Null } else { f(a.value(i)) }).collect()
+    }
+    match ty {
+        ColumnType::Boolean => {
+            let a = array.as_any().downcast_ref::<BooleanArray>().expect("cast to boolean");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Bool(a.value(i)) })
+                .collect()
+        }
+        ColumnType::Int8 => prim::<Int8Type>(array, |v| Value::Int(v.into())),
+        ColumnType::Int16 => prim::<Int16Type>(array, |v| Value::Int(v.into())),
+        ColumnType::Int32 => prim::<Int32Type>(array, |v| Value::Int(v.into())),
+        ColumnType::Int64 => prim::<Int64Type>(array, Value::Int),
+        ColumnType::UInt8 => prim::<UInt8Type>(array, |v| Value::UInt(v.into())),
+        ColumnType::UInt16 => prim::<UInt16Type>(array, |v| Value::UInt(v.into())),
+        ColumnType::UInt32 => prim::<UInt32Type>(array, |v| Value::UInt(v.into())),
+        ColumnType::UInt64 => prim::<UInt64Type>(array, Value::UInt),
+        ColumnType::Float32 => {
+            let a = array.as_any().downcast_ref::<Float32Array>().expect("cast to f32");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Float(a.value(i).into()) })
+                .collect()
+        }
+        ColumnType::Float64 => {
+            let a = array.as_any().downcast_ref::<Float64Array>().expect("cast to f64");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Float(a.value(i)) })
+                .collect()
+        }
+        ColumnType::Decimal128 { .. } => {
+            let a = array.as_any().downcast_ref::<Decimal128Array>().expect("cast to decimal");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Decimal(a.value(i)) })
+                .collect()
+        }
+        ColumnType::Utf8 => {
+            let a = array.as_any().downcast_ref::<StringArray>().expect("cast to utf8");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Str(a.value(i).into()) })
+                .collect()
+        }
+        ColumnType::Binary => {
+            let a = array.as_any().downcast_ref::<BinaryArray>().expect("cast to binary");
+            (0..a.len())
+                .map(|i| if a.is_null(i) { Value::Null } else { Value::Bytes(a.value(i).into()) })
+                .collect()
+        }
+        ColumnType::Date32 => prim::<Date32Type>(array, |v| Value::Int(v.into())),
+        ColumnType::Timestamp { unit, .. } => match unit {
+            TimeUnit::Second => prim::<TimestampSecondType>(array, Value::Int),
+            TimeUnit::Millisecond => prim::<TimestampMillisecondType>(array, Value::Int),
+            TimeUnit::Microsecond => prim::<TimestampMicrosecondType>(array, Value::Int),
+            TimeUnit::Nanosecond => prim::<TimestampNanosecondType>(array, Value::Int),
+        },
+        ColumnType::ListUtf8 => {
+            let a = array.as_any().downcast_ref::<ListArray>().expect("cast to list");
+            (0..a.len())
+                .map(|i| {
+                    if a.is_null(i) {
+                        return Value::Null;
+                    }
+                    let inner = a.value(i);
+                    let s = inner.as_string::<i32>();
+                    Value::List(
+                        (0..s.len())
+                            .map(|j| if s.is_null(j) { None } else { Some(s.value(j).into()) })
+                            .collect(),
+                    )
+                })
+                .collect()
+        }
+    }
+}
