@@ -1,1 +1,17 @@
-pub fn x(){}
+//! # asof-query
+//!
+//! The query layer of asof: temporal scans of target tables into Apache Arrow record batches
+//! (SPEC §8), with key, business-time, system-time and projection selection pushed into the
+//! storage scan, and point as-of lookups.
+#![warn(missing_docs)]
+
+mod arrow_conv;
+mod error;
+mod scan;
+
+pub use arrow_conv::{sequence_type, table_arrow_schema};
+pub use error::{QueryError, Result};
+pub use scan::{
+    key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, TableScan,
+    TimeSelection,
+};

@@ -211,6 +211,37 @@ pub enum Value {
     List(Box<[Option<Box<str>>]>),
 }
 
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Value::Str(s.into())
+    }
+}
+impl From<String> for Value {
+    fn from(s: String) -> Self {
+        Value::Str(s.into())
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Value::Int(i)
+    }
+}
+impl From<i32> for Value {
+    fn from(i: i32) -> Self {
+        Value::Int(i.into())
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Value::Bool(b)
+    }
+}
+impl From<f64> for Value {
+    fn from(f: f64) -> Self {
+        Value::Float(f)
+    }
+}
+
 /// A row of values, shared between the engine's structures.
 pub type Row = Arc<[Value]>;
 
@@ -231,6 +262,35 @@ impl Value {
             Value::Str(_) => 6,
             Value::Bytes(_) => 7,
             Value::List(_) => 8,
+        }
+    }
+
+    /// Reads `text` as a value of type `ty` (`2025-07-18T10:01:00` for timestamps and dates, the
+    /// usual literals otherwise). A timestamp without a zone is read as UTC.
+    pub fn parse(text: &str, ty: &ColumnType) -> Result<Value, String> {
+        if *ty == ColumnType::Utf8 {
+            return Ok(Value::Str(text.into()));
+        }
+        let arr: ArrayRef = Arc::new(StringArray::from(vec![text]));
+        let (cast, failed) = cast_column(&arr, ty)?;
+        if failed > 0 || cast.is_null(0) {
+            return Err(format!("`{text}` is not a valid {ty}"));
+        }
+        Ok(column_values(cast.as_ref(), ty).swap_remove(0))
+    }
+
+    /// Converts a value given by a caller to the column type `ty`: strings are parsed, integers are
+    /// taken as they are (days for dates, the column's unit for timestamps).
+    pub fn coerce(&self, ty: &ColumnType) -> Result<Value, String> {
+        match (self, ty) {
+            (Value::Str(s), t) if *t != ColumnType::Utf8 => Value::parse(s, t),
+            (Value::UInt(u), ColumnType::Int8 | ColumnType::Int16 | ColumnType::Int32 | ColumnType::Int64 | ColumnType::Date32 | ColumnType::Timestamp { .. }) => {
+                i64::try_from(*u).map(Value::Int).map_err(|_| format!("{u} does not fit {ty}"))
+            }
+            (Value::Int(i), ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64) => {
+                u64::try_from(*i).map(Value::UInt).map_err(|_| format!("{i} does not fit {ty}"))
+            }
+            (v, _) => Ok(v.clone()),
         }
     }
 

@@ -1,0 +1,251 @@
+//! From stored values to Arrow arrays.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListBuilder,
+    StringBuilder, StructArray, TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
+    TimestampNanosecondBuilder, TimestampSecondBuilder, UInt16Builder, UInt32Builder,
+    UInt64Builder, UInt8Builder,
+};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use asof_storage::keycodec::decode_tuple;
+use asof_storage::{
+    ColumnType, StoredAs, TableSchema, TimeUnit, Value, END_AT, START_AT, SYSTEM_END_AT,
+    SYSTEM_START_AT,
+};
+
+/// Appends values of one column type to an Arrow array.
+pub(crate) enum ValueBuilder {
+    Bool(BooleanBuilder),
+    I8(Int8Builder),
+    I16(Int16Builder),
+    I32(Int32Builder),
+    I64(Int64Builder),
+    U8(UInt8Builder),
+    U16(UInt16Builder),
+    U32(UInt32Builder),
+    U64(UInt64Builder),
+    F32(Float32Builder),
+    F64(Float64Builder),
+    Dec(Decimal128Builder, u8, i8),
+    Str(StringBuilder),
+    Bin(BinaryBuilder),
+    Date(Date32Builder),
+    TsS(TimestampSecondBuilder, Option<Arc<str>>),
+    TsMs(TimestampMillisecondBuilder, Option<Arc<str>>),
+    TsUs(TimestampMicrosecondBuilder, Option<Arc<str>>),
+    TsNs(TimestampNanosecondBuilder, Option<Arc<str>>),
+    List(ListBuilder<StringBuilder>),
+}
+
+macro_rules! int_append {
+    ($b:expr, $v:expr, $variant:ident, $t:ty) => {
+        match $v {
+            Value::$variant(i) => match <$t>::try_from(*i) {
+                Ok(x) => $b.append_value(x),
+                Err(_) => $b.append_null(),
+            },
+            _ => $b.append_null(),
+        }
+    };
+}
+
+impl ValueBuilder {
+    pub fn new(ty: &ColumnType, cap: usize) -> Self {
+        let tz = |tz: &Option<String>| tz.as_deref().map(Arc::<str>::from);
+        match ty {
+            ColumnType::Boolean => ValueBuilder::Bool(BooleanBuilder::with_capacity(cap)),
+            ColumnType::Int8 => ValueBuilder::I8(Int8Builder::with_capacity(cap)),
+            ColumnType::Int16 => ValueBuilder::I16(Int16Builder::with_capacity(cap)),
+            ColumnType::Int32 => ValueBuilder::I32(Int32Builder::with_capacity(cap)),
+            ColumnType::Int64 => ValueBuilder::I64(Int64Builder::with_capacity(cap)),
+            ColumnType::UInt8 => ValueBuilder::U8(UInt8Builder::with_capacity(cap)),
+            ColumnType::UInt16 => ValueBuilder::U16(UInt16Builder::with_capacity(cap)),
+            ColumnType::UInt32 => ValueBuilder::U32(UInt32Builder::with_capacity(cap)),
+            ColumnType::UInt64 => ValueBuilder::U64(UInt64Builder::with_capacity(cap)),
+            ColumnType::Float32 => ValueBuilder::F32(Float32Builder::with_capacity(cap)),
+            ColumnType::Float64 => ValueBuilder::F64(Float64Builder::with_capacity(cap)),
+            ColumnType::Decimal128 { precision, scale } => {
+                ValueBuilder::Dec(Decimal128Builder::with_capacity(cap), *precision, *scale)
+            }
+            ColumnType::Utf8 => ValueBuilder::Str(StringBuilder::with_capacity(cap, cap * 8)),
+            ColumnType::Binary => ValueBuilder::Bin(BinaryBuilder::with_capacity(cap, cap * 8)),
+            ColumnType::Date32 => ValueBuilder::Date(Date32Builder::with_capacity(cap)),
+            ColumnType::Timestamp { unit, tz: z } => match unit {
+                TimeUnit::Second => ValueBuilder::TsS(TimestampSecondBuilder::with_capacity(cap), tz(z)),
+                TimeUnit::Millisecond => ValueBuilder::TsMs(TimestampMillisecondBuilder::with_capacity(cap), tz(z)),
+                TimeUnit::Microsecond => ValueBuilder::TsUs(TimestampMicrosecondBuilder::with_capacity(cap), tz(z)),
+                TimeUnit::Nanosecond => ValueBuilder::TsNs(TimestampNanosecondBuilder::with_capacity(cap), tz(z)),
+            },
+            ColumnType::ListUtf8 => ValueBuilder::List(ListBuilder::new(StringBuilder::new())),
+        }
+    }
+
+    pub fn append(&mut self, v: &Value) {
+        match self {
+            ValueBuilder::Bool(b) => match v {
+                Value::Bool(x) => b.append_value(*x),
+                _ => b.append_null(),
+            },
+            ValueBuilder::I8(b) => int_append!(b, v, Int, i8),
+            ValueBuilder::I16(b) => int_append!(b, v, Int, i16),
+            ValueBuilder::I32(b) => int_append!(b, v, Int, i32),
+            ValueBuilder::I64(b) => int_append!(b, v, Int, i64),
+            ValueBuilder::U8(b) => int_append!(b, v, UInt, u8),
+            ValueBuilder::U16(b) => int_append!(b, v, UInt, u16),
+            ValueBuilder::U32(b) => int_append!(b, v, UInt, u32),
+            ValueBuilder::U64(b) => int_append!(b, v, UInt, u64),
+            ValueBuilder::F32(b) => match v {
+                Value::Float(x) => b.append_value(*x as f32),
+                _ => b.append_null(),
+            },
+            ValueBuilder::F64(b) => match v {
+                Value::Float(x) => b.append_value(*x),
+                _ => b.append_null(),
+            },
+            ValueBuilder::Dec(b, ..) => match v {
+                Value::Decimal(x) => b.append_value(*x),
+                _ => b.append_null(),
+            },
+            ValueBuilder::Str(b) => match v {
+                Value::Str(x) => b.append_value(x),
+                _ => b.append_null(),
+            },
+            ValueBuilder::Bin(b) => match v {
+                Value::Bytes(x) => b.append_value(x),
+                _ => b.append_null(),
+            },
+            ValueBuilder::Date(b) => int_append!(b, v, Int, i32),
+            ValueBuilder::TsS(b, _) => int_append!(b, v, Int, i64),
+            ValueBuilder::TsMs(b, _) => int_append!(b, v, Int, i64),
+            ValueBuilder::TsUs(b, _) => int_append!(b, v, Int, i64),
+            ValueBuilder::TsNs(b, _) => int_append!(b, v, Int, i64),
+            ValueBuilder::List(b) => match v {
+                Value::List(items) => {
+                    for s in items.iter() {
+                        b.values().append_option(s.as_deref());
+                    }
+                    b.append(true);
+                }
+                _ => b.append(false),
+            },
+        }
+    }
+
+    pub fn append_null(&mut self) {
+        self.append(&Value::Null)
+    }
+
+    pub fn finish(&mut self) -> ArrayRef {
+        match self {
+            ValueBuilder::Bool(b) => Arc::new(b.finish()),
+            ValueBuilder::I8(b) => Arc::new(b.finish()),
+            ValueBuilder::I16(b) => Arc::new(b.finish()),
+            ValueBuilder::I32(b) => Arc::new(b.finish()),
+            ValueBuilder::I64(b) => Arc::new(b.finish()),
+            ValueBuilder::U8(b) => Arc::new(b.finish()),
+            ValueBuilder::U16(b) => Arc::new(b.finish()),
+            ValueBuilder::U32(b) => Arc::new(b.finish()),
+            ValueBuilder::U64(b) => Arc::new(b.finish()),
+            ValueBuilder::F32(b) => Arc::new(b.finish()),
+            ValueBuilder::F64(b) => Arc::new(b.finish()),
+            ValueBuilder::Dec(b, p, s) => Arc::new(
+                b.finish().with_precision_and_scale(*p, *s).expect("precision and scale were validated"),
+            ),
+            ValueBuilder::Str(b) => Arc::new(b.finish()),
+            ValueBuilder::Bin(b) => Arc::new(b.finish()),
+            ValueBuilder::Date(b) => Arc::new(b.finish()),
+            ValueBuilder::TsS(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            ValueBuilder::TsMs(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            ValueBuilder::TsUs(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            ValueBuilder::TsNs(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
+            ValueBuilder::List(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
+/// Builds a temporal column (`__START_AT` and friends) from encoded bounds: the sequence's type, or
+/// a struct of its components for `SEQUENCE BY STRUCT(...)`.
+pub(crate) struct TemporalBuilder {
+    types: Vec<ColumnType>,
+    parts: Vec<ValueBuilder>,
+    fields: Option<Fields>,
+    valid: Vec<bool>,
+}
+
+impl TemporalBuilder {
+    pub fn new(components: &[(String, ColumnType)], cap: usize) -> Self {
+        TemporalBuilder {
+            types: components.iter().map(|(_, t)| t.clone()).collect(),
+            parts: components.iter().map(|(_, t)| ValueBuilder::new(t, cap)).collect(),
+            fields: (components.len() > 1).then(|| struct_fields(components)),
+            valid: Vec::with_capacity(cap),
+        }
+    }
+
+    pub fn append(&mut self, encoded: Option<&[u8]>) {
+        match encoded.map(|b| decode_tuple(b, &self.types)) {
+            Some(Ok(values)) => {
+                for (p, v) in self.parts.iter_mut().zip(&values) {
+                    p.append(v);
+                }
+                self.valid.push(true);
+            }
+            // Undecodable bounds cannot occur for rows the engine wrote; show them as NULL.
+            _ => {
+                for p in &mut self.parts {
+                    p.append_null();
+                }
+                self.valid.push(false);
+            }
+        }
+    }
+
+    pub fn finish(&mut self) -> ArrayRef {
+        let arrays: Vec<ArrayRef> = self.parts.iter_mut().map(ValueBuilder::finish).collect();
+        let valid = std::mem::take(&mut self.valid);
+        match &self.fields {
+            None => arrays.into_iter().next().expect("one component"),
+            Some(fields) => Arc::new(StructArray::new(
+                fields.clone(),
+                arrays,
+                Some(NullBuffer::from(valid)),
+            )),
+        }
+    }
+}
+
+fn struct_fields(components: &[(String, ColumnType)]) -> Fields {
+    components.iter().map(|(n, t)| Field::new(n, t.to_arrow(), true)).collect()
+}
+
+/// The Arrow type of `__START_AT`/`__END_AT` for a sequence.
+pub fn sequence_type(components: &[(String, ColumnType)]) -> DataType {
+    match components {
+        [(_, t)] => t.to_arrow(),
+        many => DataType::Struct(struct_fields(many)),
+    }
+}
+
+/// The Arrow schema of a target table: its output columns, then the temporal columns of its mode.
+pub fn table_arrow_schema(schema: &TableSchema) -> SchemaRef {
+    let mut fields: Vec<Field> = schema
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, (n, t))| Field::new(n, t.to_arrow(), !schema.key_columns.contains(&i)))
+        .collect();
+    if schema.mode != StoredAs::Scd1 {
+        let t = sequence_type(&schema.sequence);
+        fields.push(Field::new(START_AT, t.clone(), true));
+        fields.push(Field::new(END_AT, t, true));
+    }
+    if let Some(sys) = &schema.system_sequence {
+        fields.push(Field::new(SYSTEM_START_AT, sys.to_arrow(), true));
+        fields.push(Field::new(SYSTEM_END_AT, sys.to_arrow(), true));
+    }
+    Arc::new(Schema::new(fields))
+}

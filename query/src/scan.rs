@@ -1,0 +1,374 @@
+//! Temporal scans of target tables into Arrow record batches (SPEC §8), with key, time and
+//! projection selection pushed into the storage scan.
+
+use std::ops::Bound;
+
+use arrow::array::ArrayRef;
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use asof_storage::keycodec::{decode_tuple, encode_tuple};
+use asof_storage::{
+    ColumnType, RowView, ScanCursor, ScanSpec, StoredAs, Store, TableSchema, TimeFilter, Value,
+};
+
+use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
+use crate::error::{QueryError, Result};
+
+/// A selection on one timeline (SPEC §8). Bounds are values of the timeline's type; strings are
+/// parsed (`"2025-07-18T12:00:00"`). For `SEQUENCE BY STRUCT(...)`, give one value per component.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum TimeSelection {
+    /// Every row (`FOR ... ALL`), the default.
+    #[default]
+    All,
+    /// Rows valid at `t`: `start <= t < end` (`AS OF t`).
+    AsOf(Vec<Value>),
+    /// Rows overlapping `[a, b)` (`FROM a TO b`).
+    FromTo(Vec<Value>, Vec<Value>),
+    /// Rows overlapping `[a, b]` (`BETWEEN a AND b`).
+    Between(Vec<Value>, Vec<Value>),
+}
+
+impl TimeSelection {
+    /// `AS OF t` with a single-component timeline.
+    pub fn as_of(t: impl Into<Value>) -> Self {
+        TimeSelection::AsOf(vec![t.into()])
+    }
+    /// `FROM a TO b` with a single-component timeline.
+    pub fn from_to(a: impl Into<Value>, b: impl Into<Value>) -> Self {
+        TimeSelection::FromTo(vec![a.into()], vec![b.into()])
+    }
+    /// `BETWEEN a AND b` with a single-component timeline.
+    pub fn between(a: impl Into<Value>, b: impl Into<Value>) -> Self {
+        TimeSelection::Between(vec![a.into()], vec![b.into()])
+    }
+
+    fn encode(&self, types: &[ColumnType], what: &str) -> Result<TimeFilter> {
+        let enc = |vs: &[Value]| -> Result<Vec<u8>> { encode_values(vs, types, what) };
+        Ok(match self {
+            TimeSelection::All => TimeFilter::All,
+            TimeSelection::AsOf(t) => TimeFilter::AsOf(enc(t)?),
+            TimeSelection::FromTo(a, b) => TimeFilter::FromTo(enc(a)?, enc(b)?),
+            TimeSelection::Between(a, b) => TimeFilter::Between(enc(a)?, enc(b)?),
+        })
+    }
+}
+
+fn encode_values(vs: &[Value], types: &[ColumnType], what: &str) -> Result<Vec<u8>> {
+    if vs.len() != types.len() {
+        return Err(QueryError::Invalid(format!(
+            "{what} needs {} value(s), got {}",
+            types.len(),
+            vs.len()
+        )));
+    }
+    let typed: Vec<Value> = vs
+        .iter()
+        .zip(types)
+        .map(|(v, t)| v.coerce(t).map_err(|e| QueryError::Invalid(format!("{what}: {e}"))))
+        .collect::<Result<_>>()?;
+    encode_tuple(&typed, types).map_err(|e| QueryError::Invalid(format!("{what}: {e}")))
+}
+
+/// Which keys to read. Values are given in key-column order; fewer values than key columns select
+/// a prefix (all keys that start with them).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum KeySelection {
+    /// Every key.
+    #[default]
+    All,
+    /// Keys equal to (or starting with) these values.
+    Eq(Vec<Value>),
+    /// Keys within bounds.
+    Range(Bound<Vec<Value>>, Bound<Vec<Value>>),
+}
+
+/// A scan of one target table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScanRequest {
+    /// Selection on business time (`__START_AT`/`__END_AT`).
+    pub business: TimeSelection,
+    /// Selection on system time (`__SYSTEM_START_AT`/`__SYSTEM_END_AT`).
+    pub system: TimeSelection,
+    /// Which keys.
+    pub keys: KeySelection,
+    /// Columns to return, by name (output and temporal columns); `None` = all.
+    pub projection: Option<Vec<String>>,
+    /// Read the table as it was after this commit (time travel); `None` = latest.
+    pub version: Option<u64>,
+    /// Rows per record batch.
+    pub batch_size: usize,
+}
+
+impl Default for ScanRequest {
+    fn default() -> Self {
+        ScanRequest {
+            business: TimeSelection::All,
+            system: TimeSelection::All,
+            keys: KeySelection::All,
+            projection: None,
+            version: None,
+            batch_size: 8192,
+        }
+    }
+}
+
+/// A prefix's exclusive upper bound: every encoded value starts with 0x00 or 0x01.
+fn prefix_end(mut p: Vec<u8>) -> Vec<u8> {
+    p.push(0x02);
+    p
+}
+
+fn key_bounds(sel: &KeySelection, schema: &TableSchema) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let types = schema.key_types();
+    let enc = |vs: &Vec<Value>| -> Result<(Vec<u8>, bool)> {
+        if vs.len() > types.len() {
+            return Err(QueryError::Invalid(format!("the key has {} column(s), got {} values", types.len(), vs.len())));
+        }
+        Ok((encode_values(vs, &types[..vs.len()], "key")?, vs.len() < types.len()))
+    };
+    Ok(match sel {
+        KeySelection::All => (Bound::Unbounded, Bound::Unbounded),
+        KeySelection::Eq(vs) => {
+            let (k, prefix) = enc(vs)?;
+            if prefix {
+                (Bound::Included(k.clone()), Bound::Excluded(prefix_end(k)))
+            } else {
+                (Bound::Included(k.clone()), Bound::Included(k))
+            }
+        }
+        KeySelection::Range(lo, hi) => {
+            let lo = match lo {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(v) => Bound::Included(enc(v)?.0),
+                Bound::Excluded(v) => match enc(v)? {
+                    (k, true) => Bound::Included(prefix_end(k)),
+                    (k, false) => Bound::Excluded(k),
+                },
+            };
+            let hi = match hi {
+                Bound::Unbounded => Bound::Unbounded,
+                Bound::Included(v) => match enc(v)? {
+                    (k, true) => Bound::Excluded(prefix_end(k)),
+                    (k, false) => Bound::Included(k),
+                },
+                Bound::Excluded(v) => Bound::Excluded(enc(v)?.0),
+            };
+            (lo, hi)
+        }
+    })
+}
+
+enum Col {
+    Value(usize, ValueBuilder),
+    Start(TemporalBuilder),
+    End(TemporalBuilder),
+    SysStart(TemporalBuilder),
+    SysEnd(TemporalBuilder),
+}
+
+impl Col {
+    fn append(&mut self, r: &RowView<'_>) {
+        match self {
+            Col::Value(i, b) => b.append(&r.values[*i]),
+            Col::Start(b) => b.append(r.start),
+            Col::End(b) => b.append(r.end),
+            Col::SysStart(b) => b.append(r.sys_start),
+            Col::SysEnd(b) => b.append(r.sys_end),
+        }
+    }
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Col::Value(_, b) => b.finish(),
+            Col::Start(b) | Col::End(b) | Col::SysStart(b) | Col::SysEnd(b) => b.finish(),
+        }
+    }
+}
+
+/// A running scan: an iterator of record batches. Each batch is read under a short read lock; the
+/// scan is pinned to the table version current when it started, so it is consistent even while
+/// commits land.
+pub struct TableScan {
+    store: Store,
+    table: String,
+    spec: ScanSpec,
+    cursor: ScanCursor,
+    batch_size: usize,
+    schema: TableSchema,
+    out: SchemaRef,
+    columns: Vec<usize>,
+}
+
+impl TableScan {
+    /// The Arrow schema of the batches.
+    pub fn schema(&self) -> SchemaRef {
+        self.out.clone()
+    }
+
+    fn make_cols(&self) -> Vec<Col> {
+        let n_out = self.schema.columns.len();
+        let sys = self.schema.system_sequence.clone().map(|t| vec![(String::new(), t)]);
+        let seq = &self.schema.sequence;
+        let bt = self.schema.mode != StoredAs::Scd1;
+        self.columns
+            .iter()
+            .map(|&c| {
+                if c < n_out {
+                    return Col::Value(c, ValueBuilder::new(&self.schema.columns[c].1, self.batch_size));
+                }
+                match (c - n_out, bt) {
+                    (0, true) => Col::Start(TemporalBuilder::new(seq, self.batch_size)),
+                    (1, true) => Col::End(TemporalBuilder::new(seq, self.batch_size)),
+                    (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), self.batch_size)),
+                    _ => Col::SysEnd(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), self.batch_size)),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Iterator for TableScan {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.cursor.is_done() {
+            return None;
+        }
+        let mut cols = self.make_cols();
+        let mut n = 0usize;
+        let spec = &self.spec;
+        let cursor = &mut self.cursor;
+        let batch_size = self.batch_size;
+        let res = self.store.read(&self.table, |r| {
+            r.scan(spec, cursor, batch_size, |row| {
+                n += 1;
+                for c in cols.iter_mut() {
+                    c.append(&row);
+                }
+            })
+        });
+        match res {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) | Err(e) => {
+                self.cursor = ScanCursor::default();
+                self.spec.key_hi = Bound::Excluded(Vec::new());
+                return Some(Err(e.into()));
+            }
+        }
+        if n == 0 && self.cursor.is_done() {
+            return None;
+        }
+        let arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
+        Some(if arrays.is_empty() {
+            RecordBatch::try_new_with_options(self.out.clone(), arrays, &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n)))
+        } else {
+            RecordBatch::try_new(self.out.clone(), arrays)
+        }
+        .map_err(QueryError::from))
+    }
+}
+
+/// Starts a scan of `table`.
+pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> {
+    let (schema, latest) = store.read(table, |r| (r.schema().clone(), r.latest_version()))?;
+    if schema.mode == StoredAs::Scd1 && req.business != TimeSelection::All {
+        return Err(QueryError::Invalid(format!("`{table}` is SCD TYPE 1: it has no business time to select on")));
+    }
+    if schema.system_sequence.is_none() && req.system != TimeSelection::All {
+        return Err(QueryError::Invalid(format!("`{table}` is not BITEMPORAL: it has no system time to select on")));
+    }
+    if let Some(v) = req.version {
+        if v > latest {
+            return Err(QueryError::Storage(asof_storage::Error::NoSuchVersion { table: table.to_string(), version: v, latest }));
+        }
+    }
+    let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
+    let (key_lo, key_hi) = key_bounds(&req.keys, &schema)?;
+    let spec = ScanSpec {
+        version: Some(req.version.unwrap_or(latest)),
+        key_lo,
+        key_hi,
+        business: req.business.encode(&schema.sequence_types(), "business time")?,
+        system: req.system.encode(&sys_types, "system time")?,
+    };
+    let full = table_arrow_schema(&schema);
+    let columns: Vec<usize> = match &req.projection {
+        None => (0..full.fields().len()).collect(),
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                full.index_of(n).map_err(|_| QueryError::Invalid(format!("`{table}` has no column `{n}`")))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let out = std::sync::Arc::new(full.project(&columns)?);
+    Ok(TableScan {
+        store: store.clone(),
+        table: table.to_string(),
+        spec,
+        cursor: ScanCursor::default(),
+        batch_size: req.batch_size.max(1),
+        schema,
+        out,
+        columns,
+    })
+}
+
+/// Runs a scan to the end and collects its batches.
+pub fn scan_all(store: &Store, table: &str, req: &ScanRequest) -> Result<Vec<RecordBatch>> {
+    scan(store, table, req)?.collect()
+}
+
+/// The full history of one key: every current row version of it, on both timelines.
+pub fn key_history(store: &Store, table: &str, key: Vec<Value>) -> Result<Vec<RecordBatch>> {
+    scan_all(store, table, &ScanRequest { keys: KeySelection::Eq(key), ..Default::default() })
+}
+
+/// One row found by [`lookup`], with its temporal bounds decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LookupRow {
+    /// Output column values.
+    pub values: Vec<Value>,
+    /// `__START_AT` (one value per sequence component), if the table has business time.
+    pub start: Option<Vec<Value>>,
+    /// `__END_AT`.
+    pub end: Option<Vec<Value>>,
+    /// `__SYSTEM_START_AT`.
+    pub system_start: Option<Value>,
+    /// `__SYSTEM_END_AT`.
+    pub system_end: Option<Value>,
+}
+
+/// "What did we believe at system time `system` about business time `business`" for one key: one
+/// index lookup, whatever the length of the key's history. `system = None` means now; both times
+/// are ignored for SCD1 tables.
+pub fn lookup(
+    store: &Store,
+    table: &str,
+    key: &[Value],
+    business: Option<&[Value]>,
+    system: Option<&Value>,
+) -> Result<Option<LookupRow>> {
+    let schema = store.schema(table)?;
+    let k = encode_values(key, &schema.key_types(), "key")?;
+    let seq_types = schema.sequence_types();
+    let b = business.map(|b| encode_values(b, &seq_types, "business time")).transpose()?;
+    let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
+    let s = match (system, sys_types.is_empty()) {
+        (Some(s), false) => Some(encode_values(std::slice::from_ref(s), &sys_types, "system time")?),
+        _ => None,
+    };
+    let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
+    let found = store.read(table, |r| {
+        r.lookup(&k, b.as_deref(), s.as_deref()).map(|row| {
+            row.map(|row| LookupRow {
+                values: row.values.to_vec(),
+                start: dec(row.start, &seq_types),
+                end: dec(row.end, &seq_types),
+                system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
+                system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
+            })
+        })
+    })??;
+    Ok(found)
+}

@@ -1,0 +1,101 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+pub mod model;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::util::display::array_value_to_string;
+use asof::{ScanRequest, Store};
+
+pub fn data_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
+}
+
+/// A small CSV reader for the test data (no quoting): header and rows; an empty field is `None`.
+pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+    let header = lines.next().expect("header").split(',').map(str::to_string).collect();
+    let rows = lines
+        .map(|l| l.split(',').map(|f| (!f.is_empty()).then(|| f.to_string())).collect())
+        .collect();
+    (header, rows)
+}
+
+/// A batch of string columns (the engine casts them to the flow's types).
+pub fn string_batch(header: &[String], rows: &[Vec<Option<String>>]) -> RecordBatch {
+    let schema = Arc::new(Schema::new(
+        header.iter().map(|h| Field::new(h, DataType::Utf8, true)).collect::<Vec<_>>(),
+    ));
+    let cols: Vec<ArrayRef> = (0..header.len())
+        .map(|c| Arc::new(rows.iter().map(|r| r[c].clone()).collect::<StringArray>()) as ArrayRef)
+        .collect();
+    RecordBatch::try_new(schema, cols).expect("batch")
+}
+
+/// The whole current table as sorted rows of strings (`None` = NULL), with its column names.
+pub fn table_strings(store: &Store, table: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    table_strings_with(store, table, &ScanRequest::default())
+}
+
+pub fn table_strings_with(store: &Store, table: &str, req: &ScanRequest) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let scan = asof::scan(store, table, req).expect("scan");
+    let names = scan.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows = Vec::new();
+    for b in scan {
+        let b = b.expect("batch");
+        for r in 0..b.num_rows() {
+            rows.push(
+                b.columns()
+                    .iter()
+                    .map(|c| (!c.is_null(r)).then(|| array_value_to_string(c, r).expect("display")))
+                    .collect(),
+            );
+        }
+    }
+    rows.sort();
+    (names, rows)
+}
+
+pub fn sorted(mut rows: Vec<Vec<Option<String>>>) -> Vec<Vec<Option<String>>> {
+    rows.sort();
+    rows
+}
+
+/// The current table read through the storage scan, as model rows.
+pub fn engine_rows(store: &Store, table: &str) -> Vec<model::MRow> {
+    engine_rows_at(store, table, None)
+}
+
+/// The table as of commit `version` (None = latest), as model rows.
+pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<model::MRow> {
+    use asof::keycodec::decode_tuple;
+    let mut rows = Vec::new();
+    store
+        .read(table, |r| {
+            let schema = r.schema().clone();
+            let seq = schema.sequence_types();
+            let sys: Vec<asof::ColumnType> = schema.system_sequence.iter().cloned().collect();
+            let spec = asof_storage::ScanSpec { version, ..Default::default() };
+            let mut cursor = asof_storage::ScanCursor::default();
+            while !cursor.is_done() {
+                r.scan(&spec, &mut cursor, 1000, |row| {
+                    rows.push(model::MRow {
+                        values: row.values.to_vec(),
+                        start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
+                        end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
+                        sys_start: row.sys_start.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                        sys_end: row.sys_end.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                    })
+                })
+                .unwrap();
+            }
+        })
+        .unwrap();
+    rows.sort_by_key(model::MRow::sort_key);
+    rows
+}
