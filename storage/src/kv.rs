@@ -59,20 +59,37 @@ pub struct SledKv {
 
 impl SledKv {
     /// Opens (or creates) the sled database in `path` with `cache_bytes` of page cache.
+    ///
+    /// sled releases its file lock only when its background threads have let go of a dropped
+    /// database, a few milliseconds after the drop; so a lock conflict is retried for up to
+    /// [`LOCK_WAIT`] before it is reported as [`Error::InUse`].
     pub fn open(path: &Path, cache_bytes: u64) -> Result<SledKv> {
-        let db = sled::Config::new().path(path).cache_capacity(cache_bytes).open().map_err(|e| {
-            let msg = e.to_string();
-            if msg.contains("lock") || msg.contains("WouldBlock") || msg.contains("temporarily unavailable") {
-                Error::InUse(path.display().to_string())
-            } else if matches!(e, sled::Error::Corruption { .. }) || msg.contains("corrupt") {
-                Error::Corrupt(msg)
-            } else {
-                Error::Io(msg)
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        loop {
+            match sled::Config::new().path(path).cache_capacity(cache_bytes).open() {
+                Ok(db) => return Ok(SledKv { db }),
+                Err(e) => {
+                    let msg = e.to_string();
+                    let locked = msg.contains("could not acquire lock");
+                    if locked && std::time::Instant::now() < deadline {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                        continue;
+                    }
+                    return Err(if locked {
+                        Error::InUse(path.display().to_string())
+                    } else if matches!(e, sled::Error::Corruption { .. }) {
+                        Error::Corrupt(msg)
+                    } else {
+                        Error::Io(msg)
+                    });
+                }
             }
-        })?;
-        Ok(SledKv { db })
+        }
     }
 }
+
+/// How long [`SledKv::open`] waits for another holder of the store's lock to let go.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl KvStore for SledKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
