@@ -1,1 +1,153 @@
-fn main(){}
+//! Benchmarks of the core engine on the workload of the core-engine issue (see `workload.rs`).
+//!
+//! `cargo bench --bench engine` runs them all; `ASOF_BENCH_EVENTS` shrinks the workload for a quick
+//! look (default 1,000,000).
+
+#[path = "workload.rs"]
+mod workload;
+
+use std::time::{Duration, Instant};
+
+use asof::{ScanRequest, StoredAs, Store, TimeSelection, Value};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+
+fn events() -> usize {
+    std::env::var("ASOF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+}
+
+fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.create_flow(workload::flow(mode)).unwrap();
+    for b in batches {
+        store.apply("bench_cdc", b).unwrap();
+    }
+    (dir, store)
+}
+
+fn ingest(c: &mut Criterion) {
+    let n = events();
+    let batches = workload::batches(n, 10_000, 10_000, 42);
+    let mut g = c.benchmark_group("ingest");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(20));
+    g.throughput(Throughput::Elements(n as u64));
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        g.bench_function(BenchmarkId::new(format!("{mode:?}"), n), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let dir = tempfile::tempdir().unwrap();
+                    let store = Store::open(dir.path()).unwrap();
+                    store.create_flow(workload::flow(mode)).unwrap();
+                    let start = Instant::now();
+                    for batch in &batches {
+                        store.apply("bench_cdc", batch).unwrap();
+                    }
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}
+
+/// One key with `versions` versions (in-order events, a few late ones), for point lookups.
+fn long_key_store(versions: usize) -> (tempfile::TempDir, Store) {
+    use arrow::array::*;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.create_flow(workload::flow(StoredAs::Bitemporal)).unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let per_batch = 10_000;
+    let mut i = 0;
+    while i < versions {
+        let n = per_batch.min(versions - i);
+        let t: Vec<i64> = (i..i + n).map(|j| j as i64 * workload::STEP_US).collect();
+        let late: Vec<i64> = t.iter().map(|&t| if rng.gen_bool(0.1) { t - workload::STEP_US / 2 } else { t }).collect();
+        let cols: Vec<ArrayRef> = vec![
+            std::sync::Arc::new(Int64Array::from(vec![1i64; n])),
+            std::sync::Arc::new(TimestampMicrosecondArray::from(late)),
+            std::sync::Arc::new(TimestampMicrosecondArray::from(t)),
+            std::sync::Arc::new(StringArray::from(vec!["U"; n])),
+            std::sync::Arc::new(Int64Array::from((i..i + n).map(|j| j as i64).collect::<Vec<_>>())),
+            std::sync::Arc::new(Float64Array::from(vec![1.0; n])),
+            std::sync::Arc::new(StringArray::from(vec!["x"; n])),
+            std::sync::Arc::new(Int64Array::from(vec![1i64; n])),
+            std::sync::Arc::new(StringArray::from(vec!["y"; n])),
+            std::sync::Arc::new(BooleanArray::from(vec![true; n])),
+        ];
+        store.apply("bench_cdc", &RecordBatch::try_new(workload::schema(), cols).unwrap()).unwrap();
+        i += n;
+    }
+    (dir, store)
+}
+
+fn point_lookup(c: &mut Criterion) {
+    let mut g = c.benchmark_group("point_lookup");
+    for versions in [10usize, 1_000, 100_000] {
+        let (_dir, store) = long_key_store(versions);
+        let span = versions as i64 * workload::STEP_US;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+        let queries: Vec<(Value, Value)> = (0..1024)
+            .map(|_| {
+                let s = rng.gen_range(0..span);
+                (Value::Int(rng.gen_range(0..=s)), Value::Int(s))
+            })
+            .collect();
+        let key = [Value::Int(1)];
+        // Warm the lazily built index, and check that every query finds its row.
+        for (b, s) in &queries {
+            assert!(asof::lookup(&store, "bench", &key, Some(std::slice::from_ref(b)), Some(s)).unwrap().is_some());
+        }
+        let mut i = 0;
+        g.bench_function(BenchmarkId::new("past_system_time", versions), |bch| {
+            bch.iter(|| {
+                let (b, s) = &queries[i % queries.len()];
+                i += 1;
+                asof::lookup(&store, "bench", &key, Some(std::slice::from_ref(b)), Some(s)).unwrap()
+            })
+        });
+        g.bench_function(BenchmarkId::new("current_system_time", versions), |bch| {
+            bch.iter(|| {
+                let (b, _) = &queries[i % queries.len()];
+                i += 1;
+                asof::lookup(&store, "bench", &key, Some(std::slice::from_ref(b)), None).unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn scans(c: &mut Criterion) {
+    let n = events();
+    let batches = workload::batches(n, 10_000, 10_000, 42);
+    let mut g = c.benchmark_group("scan");
+    g.sample_size(10);
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let (_dir, store) = load(mode, &batches);
+        let rows = store.read("bench", |r| r.live_rows()).unwrap();
+        g.throughput(Throughput::Elements(rows));
+        g.bench_function(BenchmarkId::new(format!("full_{mode:?}"), rows), |b| {
+            b.iter(|| {
+                let got: usize = asof::scan(&store, "bench", &ScanRequest::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+                assert_eq!(got as u64, rows);
+            })
+        });
+        let t = Value::Int((n as i64 / 2) * workload::STEP_US);
+        let req = ScanRequest {
+            business: TimeSelection::AsOf(vec![t.clone()]),
+            system: if mode == StoredAs::Bitemporal { TimeSelection::AsOf(vec![t]) } else { TimeSelection::All },
+            ..Default::default()
+        };
+        g.bench_function(BenchmarkId::new(format!("as_of_{mode:?}"), rows), |b| {
+            b.iter(|| asof::scan(&store, "bench", &req).unwrap().map(|b| b.unwrap().num_rows()).sum::<usize>())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, ingest, point_lookup, scans);
+criterion_main!(benches);

@@ -1,187 +1,340 @@
-//! The stored form of events and row versions: rkyv archives, validated (bytecheck) when read.
+//! The stored form of a commit's events: a columnar block, archived with rkyv and validated
+//! (bytecheck) when read, then compressed with LZ4.
 //!
-//! sled hands out values with no alignment guarantee, so a value is copied into an aligned buffer
-//! before it is accessed. Blocks are cut so that each stays near [`TARGET_BLOCK_BYTES`], well below
-//! sled's 128 KiB large-value threshold.
+//! Events are the durable log of a table: the in-memory state (timelines, row versions with the
+//! commits that wrote and retired them) is a deterministic function of the commits' events, and is
+//! rebuilt by replaying them on open. A block holds the events of one commit in columns: encoded
+//! keys, sequences and system sequences, a flag byte, and one typed column per output column, so
+//! that an event costs tens of bytes on disk, not hundreds. Blocks are cut near
+//! [`TARGET_BLOCK_BYTES`] of raw data, well under sled's 128 KiB large-value threshold.
 
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
 use crate::engine::fold::{Bytes, Event, EventKind};
-use crate::engine::{Incoming, StoredRow};
+use crate::engine::Incoming;
 use crate::error::{corrupt, Result};
-use crate::value::Value;
+use crate::value::{ColumnType, Value};
 
-/// About how large one stored block grows before a new one is started.
-pub(crate) const TARGET_BLOCK_BYTES: usize = 48 * 1024;
+/// About how many raw bytes one block holds before a new one is started.
+pub(crate) const TARGET_BLOCK_BYTES: usize = 32 * 1024;
 
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
-pub(crate) struct EventRecord {
-    pub key: Vec<u8>,
-    pub seq: Vec<u8>,
-    pub sys: Vec<u8>,
-    pub delete: bool,
-    pub values: Vec<Value>,
-    pub update: Option<Vec<u32>>,
+/// First byte of a stored block: the block format.
+const BLOCK_LZ4_RKYV: u8 = 1;
+
+/// Variable-length byte strings: `data[offsets[i]..offsets[i + 1]]`.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct VarBytes {
+    pub offsets: Vec<u32>,
+    pub data: Vec<u8>,
 }
 
-/// One chunk of the events a commit logged, plus the SCD1 bookkeeping that must replay with them.
+impl VarBytes {
+    fn push(&mut self, b: &[u8]) {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.data.extend_from_slice(b);
+        self.offsets.push(self.data.len() as u32);
+    }
+    fn get(&self, i: usize) -> Result<&[u8]> {
+        let (a, b) = (self.offsets.get(i), self.offsets.get(i + 1));
+        match (a, b) {
+            (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.data.len() => Ok(&self.data[a as usize..b as usize]),
+            _ => Err(corrupt("byte column offsets out of range")),
+        }
+    }
+}
+
+/// One output column of a block. `valid` has one byte per event (0 = NULL).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
+pub(crate) enum ColumnData {
+    Bool { valid: Vec<u8>, values: Vec<u8> },
+    Int { valid: Vec<u8>, values: Vec<i64> },
+    UInt { valid: Vec<u8>, values: Vec<u64> },
+    Float { valid: Vec<u8>, values: Vec<f64> },
+    Decimal { valid: Vec<u8>, values: Vec<i128> },
+    Str { valid: Vec<u8>, values: VarBytes },
+    Bin { valid: Vec<u8>, values: VarBytes },
+    /// Lists of strings: event `i` has items `items[lists[i]..lists[i + 1]]`.
+    List { valid: Vec<u8>, lists: Vec<u32>, item_valid: Vec<u8>, items: VarBytes },
+}
+
+/// The events of (part of) one commit, in columns.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
 pub(crate) struct EventBlock {
-    pub events: Vec<EventRecord>,
+    pub keys: VarBytes,
+    pub seqs: VarBytes,
+    pub syss: VarBytes,
+    /// Bit 0: delete. Bit 1: has a COLUMNS TO UPDATE list.
+    pub flags: Vec<u8>,
+    /// COLUMNS TO UPDATE lists of the events that have one, in order: `update[update_offsets[j]..]`.
+    pub update_offsets: Vec<u32>,
+    pub update: Vec<u32>,
+    pub columns: Vec<ColumnData>,
+    /// Truncate sequences (SCD1).
     pub truncates: Vec<Vec<u8>>,
-    pub tombstoned: Vec<Vec<u8>>,
-    pub collected: Vec<Vec<u8>>,
 }
 
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
-pub(crate) struct RowRecord {
-    pub key: Vec<u8>,
-    pub values: Vec<Value>,
-    pub start: Option<Vec<u8>>,
-    pub end: Option<Vec<u8>>,
-    pub sys_start: Option<Vec<u8>>,
-    pub sys_end: Option<Vec<u8>>,
-}
-
-/// One chunk of the row versions a commit added (ids `first_id..`) and retired (a roaring bitmap).
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
-pub(crate) struct RowBlock {
-    pub first_id: u32,
-    pub rows: Vec<RowRecord>,
-    pub retired: Vec<u8>,
-}
-
-fn value_size(v: &Value) -> usize {
-    match v {
-        Value::Str(s) => 16 + s.len(),
-        Value::Bytes(b) => 16 + b.len(),
-        Value::List(l) => 16 + l.iter().map(|s| 16 + s.as_ref().map_or(0, |s| s.len())).sum::<usize>(),
-        _ => 24,
+fn new_column(ty: &ColumnType) -> ColumnData {
+    match ty {
+        ColumnType::Boolean => ColumnData::Bool { valid: vec![], values: vec![] },
+        ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64 => {
+            ColumnData::UInt { valid: vec![], values: vec![] }
+        }
+        ColumnType::Float32 | ColumnType::Float64 => ColumnData::Float { valid: vec![], values: vec![] },
+        ColumnType::Decimal128 { .. } => ColumnData::Decimal { valid: vec![], values: vec![] },
+        ColumnType::Utf8 => ColumnData::Str { valid: vec![], values: VarBytes::default() },
+        ColumnType::Binary => ColumnData::Bin { valid: vec![], values: VarBytes::default() },
+        ColumnType::ListUtf8 => ColumnData::List { valid: vec![], lists: vec![0], item_valid: vec![], items: VarBytes::default() },
+        _ => ColumnData::Int { valid: vec![], values: vec![] },
     }
 }
 
-fn values_size(vs: &[Value]) -> usize {
-    vs.iter().map(value_size).sum()
-}
-
-pub(crate) fn encode<T>(v: &T) -> Result<Vec<u8>>
-where
-    T: for<'a> rkyv::Serialize<rkyv::api::high::HighSerializer<AlignedVec, rkyv::ser::allocator::ArenaHandle<'a>, rancor::Error>>,
-{
-    rkyv::to_bytes::<rancor::Error>(v)
-        .map(|b| b.to_vec())
-        .map_err(|e| corrupt(format!("cannot encode block: {e}")))
-}
-
-pub(crate) fn decode_event_block(bytes: &[u8]) -> Result<EventBlock> {
-    let mut al = AlignedVec::<16>::with_capacity(bytes.len());
-    al.extend_from_slice(bytes);
-    rkyv::from_bytes::<EventBlock, rancor::Error>(&al).map_err(|e| corrupt(format!("event block: {e}")))
-}
-
-pub(crate) fn decode_row_block(bytes: &[u8]) -> Result<RowBlock> {
-    let mut al = AlignedVec::<16>::with_capacity(bytes.len());
-    al.extend_from_slice(bytes);
-    rkyv::from_bytes::<RowBlock, rancor::Error>(&al).map_err(|e| corrupt(format!("row block: {e}")))
-}
-
-/// Cuts a commit's logged events into blocks.
-pub(crate) fn event_blocks(
-    events: &[Incoming],
-    truncates: &[Bytes],
-    tombstoned: &[Bytes],
-    collected: &[Bytes],
-) -> Vec<EventBlock> {
-    let mut blocks = vec![EventBlock {
-        truncates: truncates.iter().map(|b| b.to_vec()).collect(),
-        tombstoned: tombstoned.iter().map(|b| b.to_vec()).collect(),
-        collected: collected.iter().map(|b| b.to_vec()).collect(),
-        ..Default::default()
-    }];
-    let mut size = 0;
-    for e in events {
-        let sz = e.key.len() + e.seq.len() + e.sys.len() + values_size(&e.event.values) + 32;
-        if size + sz > TARGET_BLOCK_BYTES && size > 0 {
-            blocks.push(EventBlock::default());
-            size = 0;
-        }
-        size += sz;
-        blocks.last_mut().expect("one block").events.push(EventRecord {
-            key: e.key.to_vec(),
-            seq: e.seq.to_vec(),
-            sys: e.sys.to_vec(),
-            delete: e.event.kind == EventKind::Delete,
-            values: e.event.values.to_vec(),
-            update: e.event.update.as_ref().map(|u| u.to_vec()),
-        });
-    }
-    blocks
-}
-
-impl EventRecord {
-    pub fn into_incoming(self, width: usize) -> Result<Incoming> {
-        if self.values.len() != width {
-            return Err(corrupt(format!("event has {} values, the table {width} columns", self.values.len())));
-        }
-        if let Some(u) = &self.update {
-            if u.iter().any(|&c| c as usize >= width) {
-                return Err(corrupt("event updates a column the table does not have"));
+impl ColumnData {
+    /// Appends `v`; returns its raw size.
+    fn push(&mut self, v: &Value) -> usize {
+        match (self, v) {
+            (ColumnData::Bool { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                values.push(matches!(v, Value::Bool(true)) as u8);
+                2
+            }
+            (ColumnData::Int { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                values.push(if let Value::Int(i) = v { *i } else { 0 });
+                9
+            }
+            (ColumnData::UInt { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                values.push(if let Value::UInt(i) = v { *i } else { 0 });
+                9
+            }
+            (ColumnData::Float { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                values.push(if let Value::Float(f) = v { *f } else { 0.0 });
+                9
+            }
+            (ColumnData::Decimal { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                values.push(if let Value::Decimal(d) = v { *d } else { 0 });
+                17
+            }
+            (ColumnData::Str { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                let s = if let Value::Str(s) = v { s.as_bytes() } else { &[] };
+                values.push(s);
+                5 + s.len()
+            }
+            (ColumnData::Bin { valid, values }, v) => {
+                valid.push(!v.is_null() as u8);
+                let s = if let Value::Bytes(s) = v { &s[..] } else { &[] };
+                values.push(s);
+                5 + s.len()
+            }
+            (ColumnData::List { valid, lists, item_valid, items }, v) => {
+                valid.push(!v.is_null() as u8);
+                let mut n = 5;
+                if let Value::List(l) = v {
+                    for it in l.iter() {
+                        item_valid.push(it.is_some() as u8);
+                        let s = it.as_deref().unwrap_or("");
+                        items.push(s.as_bytes());
+                        n += 5 + s.len();
+                    }
+                }
+                lists.push(item_valid.len() as u32);
+                n
             }
         }
-        Ok(Incoming {
-            key: self.key.into(),
-            seq: self.seq.into(),
-            sys: self.sys.into(),
-            event: Event {
-                kind: if self.delete { EventKind::Delete } else { EventKind::Upsert },
-                values: self.values.into(),
-                update: self.update.map(Into::into),
-            },
+    }
+
+    fn get(&self, i: usize) -> Result<Value> {
+        let valid = |v: &Vec<u8>| v.get(i).copied().ok_or_else(|| corrupt("column shorter than the block"));
+        let at = |n: usize| if i < n { Ok(()) } else { Err(corrupt("column shorter than the block")) };
+        Ok(match self {
+            ColumnData::Bool { valid: va, values } => {
+                at(values.len())?;
+                if valid(va)? == 0 { Value::Null } else { Value::Bool(values[i] != 0) }
+            }
+            ColumnData::Int { valid: va, values } => {
+                at(values.len())?;
+                if valid(va)? == 0 { Value::Null } else { Value::Int(values[i]) }
+            }
+            ColumnData::UInt { valid: va, values } => {
+                at(values.len())?;
+                if valid(va)? == 0 { Value::Null } else { Value::UInt(values[i]) }
+            }
+            ColumnData::Float { valid: va, values } => {
+                at(values.len())?;
+                if valid(va)? == 0 { Value::Null } else { Value::Float(values[i]) }
+            }
+            ColumnData::Decimal { valid: va, values } => {
+                at(values.len())?;
+                if valid(va)? == 0 { Value::Null } else { Value::Decimal(values[i]) }
+            }
+            ColumnData::Str { valid: va, values } => {
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    let s = std::str::from_utf8(values.get(i)?).map_err(|_| corrupt("invalid utf-8 in a stored string"))?;
+                    Value::Str(s.into())
+                }
+            }
+            ColumnData::Bin { valid: va, values } => {
+                if valid(va)? == 0 { Value::Null } else { Value::Bytes(values.get(i)?.into()) }
+            }
+            ColumnData::List { valid: va, lists, item_valid, items } => {
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    let (a, b) = match (lists.get(i), lists.get(i + 1)) {
+                        (Some(&a), Some(&b)) if a <= b => (a as usize, b as usize),
+                        _ => return Err(corrupt("list offsets out of range")),
+                    };
+                    let mut out = Vec::with_capacity(b - a);
+                    for j in a..b {
+                        if *item_valid.get(j).ok_or_else(|| corrupt("list items out of range"))? == 0 {
+                            out.push(None);
+                        } else {
+                            let s = std::str::from_utf8(items.get(j)?).map_err(|_| corrupt("invalid utf-8 in a stored list"))?;
+                            out.push(Some(s.into()));
+                        }
+                    }
+                    Value::List(out.into())
+                }
+            }
         })
     }
 }
 
-/// Cuts a commit's new rows and retired ids into blocks.
-pub(crate) fn row_blocks(first_id: u32, rows: &[StoredRow], retired: &roaring::RoaringBitmap) -> Result<Vec<RowBlock>> {
-    let mut blocks = vec![RowBlock { first_id, ..Default::default() }];
+/// Cuts a commit's logged events into blocks; the truncates go into the first.
+pub(crate) fn event_blocks(events: &[Incoming], truncates: &[Bytes], types: &[ColumnType]) -> Vec<EventBlock> {
+    let empty = || EventBlock { columns: types.iter().map(new_column).collect(), ..Default::default() };
+    let mut blocks = vec![EventBlock { truncates: truncates.iter().map(|b| b.to_vec()).collect(), ..empty() }];
     let mut size = 0;
-    let mut next_id = first_id;
-    for r in rows {
-        let sz = r.key.len() + values_size(&r.values) + 4 * 16;
-        if size + sz > TARGET_BLOCK_BYTES && size > 0 {
-            blocks.push(RowBlock { first_id: next_id, ..Default::default() });
+    for e in events {
+        if size > TARGET_BLOCK_BYTES {
+            blocks.push(empty());
             size = 0;
         }
-        size += sz;
-        next_id += 1;
-        blocks.last_mut().expect("one block").rows.push(RowRecord {
-            key: r.key.to_vec(),
-            values: r.values.to_vec(),
-            start: r.start.as_ref().map(|b| b.to_vec()),
-            end: r.end.as_ref().map(|b| b.to_vec()),
-            sys_start: r.sys_start.as_ref().map(|b| b.to_vec()),
-            sys_end: r.sys_end.as_ref().map(|b| b.to_vec()),
-        });
-    }
-    // Retired ids: up to 8192 per block, so a block stays small however many a commit retires.
-    let ids: Vec<u32> = retired.iter().collect();
-    for (i, chunk) in ids.chunks(8192).enumerate() {
-        let bm: roaring::RoaringBitmap = chunk.iter().copied().collect();
-        let mut bytes = Vec::with_capacity(bm.serialized_size());
-        bm.serialize_into(&mut bytes).map_err(|e| corrupt(format!("bitmap: {e}")))?;
-        if i == 0 {
-            blocks[0].retired = bytes;
-        } else {
-            blocks.push(RowBlock { first_id: next_id, rows: Vec::new(), retired: bytes });
+        let b = blocks.last_mut().expect("one block");
+        b.keys.push(&e.key);
+        b.seqs.push(&e.seq);
+        b.syss.push(&e.sys);
+        let mut flags = (e.event.kind == EventKind::Delete) as u8;
+        if let Some(u) = &e.event.update {
+            flags |= 2;
+            if b.update_offsets.is_empty() {
+                b.update_offsets.push(0);
+            }
+            b.update.extend_from_slice(u);
+            b.update_offsets.push(b.update.len() as u32);
+        }
+        b.flags.push(flags);
+        size += e.key.len() + e.seq.len() + e.sys.len() + 13;
+        for (c, v) in b.columns.iter_mut().zip(e.event.values.iter()) {
+            size += c.push(v);
         }
     }
-    Ok(blocks)
+    blocks
 }
 
-pub(crate) fn decode_retired(bytes: &[u8]) -> Result<roaring::RoaringBitmap> {
-    if bytes.is_empty() {
-        return Ok(roaring::RoaringBitmap::new());
+impl EventBlock {
+    /// The events of the block; `width` is the table's number of output columns.
+    pub fn events(&self, width: usize) -> Result<Vec<Incoming>> {
+        if self.columns.len() != width {
+            return Err(corrupt(format!("block has {} columns, the table {width}", self.columns.len())));
+        }
+        let n = self.flags.len();
+        let mut out = Vec::with_capacity(n);
+        let mut upd = 0usize;
+        for i in 0..n {
+            let values: Vec<Value> = self.columns.iter().map(|c| c.get(i)).collect::<Result<_>>()?;
+            let update = if self.flags[i] & 2 != 0 {
+                let (a, b) = match (self.update_offsets.get(upd), self.update_offsets.get(upd + 1)) {
+                    (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.update.len() => (a as usize, b as usize),
+                    _ => return Err(corrupt("update lists out of range")),
+                };
+                upd += 1;
+                let cols = &self.update[a..b];
+                if cols.iter().any(|&c| c as usize >= width) {
+                    return Err(corrupt("event updates a column the table does not have"));
+                }
+                Some(cols.into())
+            } else {
+                None
+            };
+            out.push(Incoming {
+                key: self.keys.get(i)?.into(),
+                seq: self.seqs.get(i)?.into(),
+                sys: self.syss.get(i)?.into(),
+                event: Event {
+                    kind: if self.flags[i] & 1 != 0 { EventKind::Delete } else { EventKind::Upsert },
+                    values: values.into(),
+                    update,
+                },
+            });
+        }
+        Ok(out)
     }
-    roaring::RoaringBitmap::deserialize_from(bytes).map_err(|e| corrupt(format!("retired bitmap: {e}")))
+}
+
+/// Serialises and compresses a block.
+pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
+    let raw = rkyv::to_bytes::<rancor::Error>(b).map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
+    let mut out = vec![BLOCK_LZ4_RKYV];
+    out.extend_from_slice(&lz4_flex::compress_prepend_size(&raw));
+    Ok(out)
+}
+
+/// Decompresses and validates a stored block.
+pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
+    let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
+    if format != BLOCK_LZ4_RKYV {
+        return Err(corrupt(format!("unknown block format {format}")));
+    }
+    // A damaged size prefix must not make us allocate gigabytes.
+    let claimed = body.get(..4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize).unwrap_or(0);
+    if claimed > 64 * body.len().max(1024) {
+        return Err(corrupt("block size prefix is implausible"));
+    }
+    let raw = lz4_flex::decompress_size_prepended(body).map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
+    let mut al = AlignedVec::<16>::with_capacity(raw.len());
+    al.extend_from_slice(&raw);
+    rkyv::from_bytes::<EventBlock, rancor::Error>(&al).map_err(|e| corrupt(format!("block fails validation: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_and_garbage_is_an_error() {
+        let types = vec![ColumnType::Int64, ColumnType::Utf8, ColumnType::ListUtf8, ColumnType::Decimal128 { precision: 10, scale: 2 }];
+        let ev = |k: u8, del: bool, upd: Option<Vec<u32>>| Incoming {
+            key: vec![1, k].into(),
+            seq: vec![1, 2, 3].into(),
+            sys: Vec::new().into(),
+            event: Event {
+                kind: if del { EventKind::Delete } else { EventKind::Upsert },
+                values: vec![Value::Int(k as i64), Value::Str("é".into()), Value::List(vec![Some("a".into()), None].into()), Value::Decimal(-5)].into(),
+                update: upd.map(Into::into),
+            },
+        };
+        let events = vec![ev(1, false, None), ev(2, true, Some(vec![0, 2])), ev(3, false, Some(vec![]))];
+        let blocks = event_blocks(&events, &[vec![9u8].into()], &types);
+        let bytes = encode_block(&blocks[0]).unwrap();
+        let back = decode_block(&bytes).unwrap();
+        let got = back.events(types.len()).unwrap();
+        assert_eq!(got.len(), 3);
+        for (a, b) in got.iter().zip(&events) {
+            assert_eq!((&a.key, &a.seq, a.event.kind, &a.event.update), (&b.key, &b.seq, b.event.kind, &b.event.update));
+            assert_eq!(a.event.values[..], b.event.values[..]);
+        }
+        assert_eq!(back.truncates, vec![vec![9u8]]);
+        for bad in [vec![], vec![7u8, 1, 2], vec![1u8, 255, 255, 255, 255, 0], bytes[..bytes.len() / 2].to_vec()] {
+            assert!(decode_block(&bad).is_err());
+        }
+    }
 }

@@ -121,7 +121,7 @@ pub(crate) fn prepare(
 
     let out_types: Vec<ColumnType> = flow.output_src.iter().map(|&i| spec.source[i].ty.clone()).collect();
     let out_names: Vec<&str> = flow.output_src.iter().map(|&i| spec.source[i].name.as_str()).collect();
-    let out_vals: Vec<Vec<Value>> = out.iter().zip(&out_types).map(|(a, t)| column_values(a, t)).collect();
+    let mut out_vals: Vec<Vec<Value>> = out.iter().zip(&out_types).map(|(a, t)| column_values(a, t)).collect();
     let seq_types = flow.seq_types();
     let seq_vals: Vec<Vec<Value>> = seq.iter().zip(&seq_types).map(|(a, t)| column_values(a, t)).collect();
     let sys_vals = sys.as_ref().map(|(a, t)| (column_values(a, t), t.clone()));
@@ -180,7 +180,7 @@ pub(crate) fn prepare(
             },
             None => None,
         };
-        let values: Vec<Value> = out_vals.iter().map(|c| c[r].clone()).collect();
+        let values: Vec<Value> = out_vals.iter_mut().map(|c| std::mem::replace(&mut c[r], Value::Null)).collect();
         events.push(Incoming {
             key,
             seq: seq_b,

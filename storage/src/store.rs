@@ -7,12 +7,12 @@
 //! | `M format` | format version (u32) |
 //! | `T` table id | table record (JSON: name, schema, flows) |
 //! | `C` table id, version | commit record (JSON: version, timestamp, operation, metrics) |
-//! | `E` table id, version, chunk | event block (rkyv): the events the commit logged |
-//! | `R` table id, version, chunk | row block (rkyv): row versions added, ids retired |
+//! | `E` table id, version, chunk | event block (columnar, rkyv, LZ4): the events the commit logged |
 //!
 //! A commit is one atomic batch of these entries followed by a flush; only then is it acknowledged.
-//! The in-memory state (events per key, business timelines, row versions) is rebuilt from them on
-//! open.
+//! The in-memory state (events per key, business timelines, row versions with the commits that
+//! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
+//! replaying them on open.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::codec;
 use crate::engine::fold::Bytes;
 use crate::engine::lookup::PointIndex;
-use crate::engine::{CommitMetrics, StoredRow, TableState};
+use crate::engine::{CommitMetrics, Incoming, StoredRow, TableState};
 use crate::error::{corrupt, Error, FlowError, Result};
 use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
 use crate::ingest::{prepare, ConditionEvaluator};
@@ -283,13 +283,9 @@ impl Store {
         };
         let persist = || -> Result<CommitInfo> {
             let mut b = WriteBatch::default();
-            let blocks = codec::event_blocks(&fx.events, &fx.truncates, &fx.tombstoned, &fx.collected);
-            for (i, blk) in blocks.iter().enumerate() {
-                b.put(key(b'E', table.id, Some(version), Some(i as u32)), codec::encode(blk)?);
-            }
-            let new_rows = &table.state.rows[fx.first_row as usize..];
-            for (i, blk) in codec::row_blocks(fx.first_row, new_rows, &fx.retired)?.iter().enumerate() {
-                b.put(key(b'R', table.id, Some(version), Some(i as u32)), codec::encode(blk)?);
+            let types: Vec<_> = table.state.schema.columns.iter().map(|(_, t)| t.clone()).collect();
+            for (i, blk) in codec::event_blocks(&fx.events, &fx.truncates, &types).iter().enumerate() {
+                b.put(key(b'E', table.id, Some(version), Some(i as u32)), codec::encode_block(blk)?);
             }
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
@@ -374,52 +370,31 @@ impl Inner {
                 }
                 commits.push(c);
             }
+            // Replay: every data commit's events, in commit order, through the same engine path
+            // as when they were first applied. The engine is deterministic, so this rebuilds the
+            // timelines and every row version with the commits that wrote and retired it.
             let width = state.schema.columns.len();
-            for kv in self.kv.scan_prefix(&key(b'R', id, None, None)) {
-                let (k, v) = kv?;
-                let version = parse_version(&k)?;
-                let blk = codec::decode_row_block(&v)?;
-                if blk.first_id as usize != state.rows.len() && !blk.rows.is_empty() {
-                    return Err(corrupt("row ids out of order"));
-                }
-                for r in blk.rows {
-                    if r.values.len() != width {
-                        return Err(corrupt("row width differs from the table's"));
-                    }
-                    state.load_row(StoredRow {
-                        key: r.key.into(),
-                        values: r.values.into(),
-                        start: r.start.map(Into::into),
-                        end: r.end.map(Into::into),
-                        sys_start: r.sys_start.map(Into::into),
-                        sys_end: r.sys_end.map(Into::into),
-                        added: version,
-                        retired: None,
-                    });
-                }
-                for id in codec::decode_retired(&blk.retired)? {
-                    state.load_retired(id, version).map_err(corrupt)?;
-                }
-            }
+            let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
+            let replay = |state: &mut TableState, p: (u64, Vec<Incoming>, Vec<Bytes>)| -> Result<()> {
+                let (version, events, truncates) = p;
+                let c = commits.get(version as usize).ok_or_else(|| corrupt(format!("events of missing commit {version}")))?;
+                state.apply(events, truncates, version, c.timestamp_us);
+                Ok(())
+            };
             for kv in self.kv.scan_prefix(&key(b'E', id, None, None)) {
                 let (k, v) = kv?;
                 let version = parse_version(&k)?;
-                let ts = commits.get(version as usize).ok_or_else(|| corrupt("events of a missing commit"))?.timestamp_us;
-                let blk = codec::decode_event_block(&v)?;
-                for t in blk.truncates {
-                    state.truncates.insert(t.into());
+                if pending.as_ref().is_some_and(|p| p.0 != version) {
+                    replay(&mut state, pending.take().expect("pending"))?;
                 }
-                for e in blk.events {
-                    state.load_event(e.into_incoming(width)?);
-                }
-                for k in blk.tombstoned {
-                    state.load_tombstone(&Bytes::from(k), ts);
-                }
-                for k in blk.collected {
-                    state.load_collected(&Bytes::from(k));
-                }
+                let blk = codec::decode_block(&v)?;
+                let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
+                p.1.extend(blk.events(width)?);
+                p.2.extend(blk.truncates.into_iter().map(Bytes::from));
             }
-            state.rebuild_after_load().map_err(|e| corrupt(format!("table {}: {e}", rec.name)))?;
+            if let Some(p) = pending.take() {
+                replay(&mut state, p)?;
+            }
             self.next_table_id = self.next_table_id.max(id + 1);
             self.tables.insert(rec.name.clone(), Table { id, name: rec.name, flows, state, commits });
         }

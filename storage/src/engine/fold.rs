@@ -16,7 +16,8 @@ use std::ops::Bound;
 
 use crate::value::{Row, Value};
 
-pub(crate) type Bytes = Box<[u8]>;
+/// Encoded keys and sequences, shared between events, timelines and rows without copying.
+pub(crate) type Bytes = std::sync::Arc<[u8]>;
 pub(crate) type RowId = u32;
 
 /// Upsert or delete. (Truncates are kept per table, not per key.)

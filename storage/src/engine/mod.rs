@@ -88,8 +88,6 @@ pub(crate) struct CommitEffects {
     /// Ids of the first row added; rows `first_row..rows.len()` are new.
     pub first_row: RowId,
     pub retired: RoaringBitmap,
-    pub tombstoned: Vec<Bytes>,
-    pub collected: Vec<Bytes>,
     pub metrics: CommitMetrics,
 }
 
@@ -191,7 +189,7 @@ impl TableState {
                 refold(&mut ks.timeline, &ks.events, &self.truncates, Limit::None, &rules, &t, &t, false, &mut diff);
                 self.emit_scd_rows(&key, &mut ks, diff, version, &mut fx);
                 self.keys.insert(key.clone(), ks);
-                self.note_tombstone(&key, ts, &mut fx);
+                self.note_tombstone(&key, ts);
             }
             fx.truncates.push(t);
         }
@@ -206,7 +204,7 @@ impl TableState {
                 mode => {
                     self.apply_key_scd(&key, evs, &rules, version, &mut fx);
                     if mode == StoredAs::Scd1 {
-                        self.note_tombstone(&key, ts, &mut fx);
+                        self.note_tombstone(&key, ts);
                     }
                 }
             }
@@ -313,7 +311,7 @@ impl TableState {
         }
     }
 
-    fn note_tombstone(&mut self, key: &Bytes, ts: i64, fx: &mut CommitEffects) {
+    fn note_tombstone(&mut self, key: &Bytes, ts: i64) {
         let Some(ks) = self.keys.get_mut(key) else { return };
         let live = ks.timeline.values().next_back().is_some_and(|v| v.end.is_none());
         if live {
@@ -321,7 +319,6 @@ impl TableState {
         } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
             ks.deleted_since = Some(ts);
             self.gc_queue.push_back((ts, key.clone()));
-            fx.tombstoned.push(key.clone());
         }
     }
 
@@ -338,7 +335,6 @@ impl TableState {
                     ks.max_sys = None;
                     ks.deleted_since = None;
                     fx.metrics.num_tombstones_collected += 1;
-                    fx.collected.push(key);
                 }
             }
         }
@@ -511,92 +507,6 @@ impl TableState {
             self.retire(r, version, fx);
         }
         ks.timeline = tl;
-    }
-
-    /// Rebuilds the in-memory fold state after loading events and rows from disk; checks that the
-    /// stored rows agree with the events.
-    pub fn rebuild_after_load(&mut self) -> Result<(), String> {
-        let any_ignore_null = self.ignore_null.iter().any(|&b| b);
-        let rules = FoldRules { tracked: &self.tracked, ignore_null: &self.ignore_null, any_ignore_null };
-        let mode = self.schema.mode;
-        let empty = BTreeSet::new();
-        let truncs = if mode == StoredAs::Scd1 { &self.truncates } else { &empty };
-        for (key, ks) in self.keys.iter_mut() {
-            ks.timeline = fold_all(&ks.events, truncs, Limit::None, &rules);
-            let mut current: HashMap<&[u8], RowId> = HashMap::new();
-            let mut n = 0;
-            for &r in &ks.rows {
-                let row = &self.rows[r as usize];
-                if row.retired.is_some() || row.sys_end.is_some() {
-                    continue;
-                }
-                n += 1;
-                current.insert(row.start.as_deref().unwrap_or(&[]), r);
-            }
-            let mut shown = 0;
-            for (start, v) in ks.timeline.iter_mut() {
-                let has_row = mode != StoredAs::Scd1 || v.end.is_none();
-                if !has_row {
-                    continue;
-                }
-                let lookup: &[u8] = if mode == StoredAs::Scd1 { &[] } else { start };
-                let r = current.get(lookup).copied().ok_or_else(|| {
-                    format!("key {key:?}: version at {start:?} has no stored row")
-                })?;
-                let row = &self.rows[r as usize];
-                if row.values[..] != v.values[..] || (mode != StoredAs::Scd1 && row.end != v.end) {
-                    return Err(format!("key {key:?}: stored row differs from its events"));
-                }
-                v.row = Some(r);
-                shown += 1;
-            }
-            if shown != n {
-                return Err(format!("key {key:?}: {n} current rows stored, {shown} expected"));
-            }
-            if mode == StoredAs::Scd1 && shown == 0 && ks.deleted_since.is_some() {
-                self.gc_queue.push_back((ks.deleted_since.expect("checked"), key.clone()));
-            } else {
-                ks.deleted_since = None;
-            }
-        }
-        self.gc_queue.make_contiguous().sort();
-        Ok(())
-    }
-
-    /// Loads one logged event (on open); outcomes were counted when it was first applied.
-    pub fn load_event(&mut self, inc: Incoming) {
-        let ks = self.keys.entry(inc.key.clone()).or_default();
-        if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
-            ks.max_sys = Some(inc.sys.clone());
-        }
-        insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event);
-    }
-
-    pub fn load_tombstone(&mut self, key: &Bytes, ts: i64) {
-        if let Some(ks) = self.keys.get_mut(key) {
-            ks.deleted_since = Some(ts);
-        }
-    }
-
-    pub fn load_collected(&mut self, key: &Bytes) {
-        if let Some(ks) = self.keys.get_mut(key) {
-            ks.events.clear();
-            ks.max_sys = None;
-            ks.deleted_since = None;
-        }
-    }
-
-    pub fn load_row(&mut self, row: StoredRow) {
-        let key = row.key.clone();
-        let id = self.push_row(row);
-        self.keys.entry(key).or_default().rows.push(id);
-    }
-
-    pub fn load_retired(&mut self, id: RowId, version: u64) -> Result<(), String> {
-        let row = self.rows.get_mut(id as usize).ok_or_else(|| format!("retired row {id} does not exist"))?;
-        row.retired = Some(version);
-        self.live.remove(id);
-        Ok(())
     }
 
     /// Keys in `range`, in key order.
