@@ -3,6 +3,9 @@
 //! `cargo bench --bench engine` runs them all; `ASOF_BENCH_EVENTS` shrinks the workload for a quick
 //! look (default 1,000,000).
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "workload.rs"]
 mod workload;
 

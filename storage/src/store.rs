@@ -523,7 +523,7 @@ impl TableReader<'_> {
 
     /// Number of rows in the current table.
     pub fn live_rows(&self) -> u64 {
-        self.table.state.live.len()
+        self.table.state.rows.live.len()
     }
 
     /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
@@ -562,7 +562,7 @@ impl TableReader<'_> {
                     cursor.after = Some((k.to_vec(), i));
                     return Ok(());
                 }
-                let row = &rows[r as usize];
+                let row = &rows[r];
                 let visible = if current { row.retired.is_none() } else { row.visible_at(version) };
                 if visible
                     && spec.business.matches(row.start.as_deref(), row.end.as_deref())
@@ -586,7 +586,7 @@ impl TableReader<'_> {
         let mode = state.schema.mode;
         if mode == StoredAs::Scd1 {
             let cur = ks.timeline.values().next_back().and_then(|v| v.row);
-            return Ok(cur.map(|r| RowView::of(&rows[r as usize])));
+            return Ok(cur.map(|r| RowView::of(&rows[r])));
         }
         let b = business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
         let now = match (mode, system) {
@@ -600,14 +600,14 @@ impl TableReader<'_> {
                 .next_back()
                 .filter(|(_, v)| v.end.as_deref().is_none_or(|e| b < e))
                 .and_then(|(_, v)| v.row);
-            return Ok(hit.map(|r| RowView::of(&rows[r as usize])));
+            return Ok(hit.map(|r| RowView::of(&rows[r])));
         }
         let s = system.expect("past system time");
         let index = ks.lookup.get_or_init(|| {
             PointIndex::build(
-                ks.rows.iter().map(|&r| (r, &rows[r as usize])).filter(|(_, row)| row.retired.is_none()),
+                ks.rows.iter().map(|&r| (r, &rows[r])).filter(|(_, row)| row.retired.is_none()),
             )
         });
-        Ok(index.find(b, s).map(|r| RowView::of(&rows[r as usize])))
+        Ok(index.find(b, s).map(|r| RowView::of(&rows[r])))
     }
 }

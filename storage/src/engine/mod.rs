@@ -3,6 +3,7 @@
 
 pub(crate) mod fold;
 pub(crate) mod lookup;
+mod rows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
@@ -13,7 +14,8 @@ use roaring::RoaringBitmap;
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Row;
 use fold::{fold_all, refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff};
-
+pub(crate) use rows::RowStore;
+pub use rows::StoredRow;
 
 /// A validated event on its way into a table.
 #[derive(Clone, Debug)]
@@ -23,27 +25,6 @@ pub(crate) struct Incoming {
     /// System sequence (bitemporal); empty otherwise.
     pub sys: Bytes,
     pub event: Event,
-}
-
-/// One stored version of a target row. It knows the commit that wrote it and the commit that
-/// retired it, which is all time travel and the change feed need.
-#[derive(Clone, Debug)]
-pub struct StoredRow {
-    pub(crate) key: Bytes,
-    pub(crate) values: Row,
-    pub(crate) start: Option<Bytes>,
-    pub(crate) end: Option<Bytes>,
-    pub(crate) sys_start: Option<Bytes>,
-    pub(crate) sys_end: Option<Bytes>,
-    pub(crate) added: u64,
-    pub(crate) retired: Option<u64>,
-}
-
-impl StoredRow {
-    /// Whether the row is part of the table as of `version`.
-    pub(crate) fn visible_at(&self, version: u64) -> bool {
-        self.added <= version && self.retired.is_none_or(|r| r > version)
-    }
 }
 
 /// The counters of one commit (SPEC §7).
@@ -127,8 +108,7 @@ pub(crate) struct TableState {
     pub tombstone_gc_us: i64,
     pub keys: BTreeMap<Bytes, KeyState>,
     pub truncates: BTreeSet<Bytes>,
-    pub rows: Vec<StoredRow>,
-    pub live: RoaringBitmap,
+    pub rows: RowStore,
     gc_queue: VecDeque<(i64, Bytes)>,
 }
 
@@ -144,8 +124,7 @@ impl TableState {
             tombstone_gc_us: i64::try_from(gc_secs.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
             keys: BTreeMap::new(),
             truncates: BTreeSet::new(),
-            rows: Vec::new(),
-            live: RoaringBitmap::new(),
+            rows: RowStore::default(),
             gc_queue: VecDeque::new(),
         }
     }
@@ -182,29 +161,33 @@ impl TableState {
                 fx.metrics.num_late_events += 1;
             }
             self.truncates.insert(t.clone());
-            let keys: Vec<Bytes> = self.keys.keys().cloned().collect();
-            for key in keys {
-                let mut ks = self.keys.remove(&key).expect("listed");
+            let mode = self.schema.mode;
+            for (key, ks) in self.keys.iter_mut() {
                 let mut diff = TimelineDiff::default();
                 refold(&mut ks.timeline, &ks.events, &self.truncates, Limit::None, &rules, &t, &t, false, &mut diff);
-                self.emit_scd_rows(&key, &mut ks, diff, version, &mut fx);
-                self.keys.insert(key.clone(), ks);
-                self.note_tombstone(&key, ts);
+                emit_scd_rows(&mut self.rows, mode, key, ks, diff, version, &mut fx);
+                note_tombstone(&mut self.gc_queue, key, ks, ts);
             }
             fx.truncates.push(t);
         }
 
-        let mut by_key: BTreeMap<Bytes, Vec<Incoming>> = BTreeMap::new();
-        for ev in incoming {
-            by_key.entry(ev.key.clone()).or_default().push(ev);
-        }
-        for (key, evs) in by_key {
-            match self.mode() {
-                StoredAs::Bitemporal => self.apply_key_bitemporal(&key, evs, &rules, version, &mut fx),
-                mode => {
-                    self.apply_key_scd(&key, evs, &rules, version, &mut fx);
+        let mut incoming = incoming;
+        incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut incoming = incoming.into_iter().peekable();
+        while let Some(first) = incoming.next() {
+            let key = first.key.clone();
+            let mut evs = vec![first];
+            while let Some(e) = incoming.next_if(|e| e.key == key) {
+                evs.push(e);
+            }
+            let mode = self.schema.mode;
+            let ks = self.keys.entry(key.clone()).or_default();
+            match mode {
+                StoredAs::Bitemporal => apply_key_bitemporal(&mut self.rows, &key, ks, evs, &rules, version, &mut fx),
+                _ => {
+                    apply_key_scd(&mut self.rows, mode, &self.truncates, &key, ks, evs, &rules, version, &mut fx);
                     if mode == StoredAs::Scd1 {
-                        self.note_tombstone(&key, ts);
+                        note_tombstone(&mut self.gc_queue, &key, ks, ts);
                     }
                 }
             }
@@ -217,109 +200,6 @@ impl TableState {
         fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
         fx.metrics.num_deleted_rows = fx.retired.len();
         fx
-    }
-
-    fn push_row(&mut self, row: StoredRow) -> RowId {
-        let id = self.rows.len() as RowId;
-        self.live.insert(id);
-        self.rows.push(row);
-        id
-    }
-
-    fn retire(&mut self, id: RowId, version: u64, fx: &mut CommitEffects) {
-        self.rows[id as usize].retired = Some(version);
-        self.live.remove(id);
-        fx.retired.insert(id);
-    }
-
-    /// Inserts one event into the key's events, counting what happened. Returns whether the event
-    /// set changed, and whether the event was appended after all others of the key.
-    fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Option<bool> {
-        let late_biz = ks.events.keys().next_back().is_some_and(|m| m[..] > inc.seq[..]);
-        let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
-        let seq_is_new = !ks.events.contains_key(&inc.seq);
-        match insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone()) {
-            Outcome::Duplicate => {
-                fx.metrics.num_duplicates_ignored += 1;
-                None
-            }
-            Outcome::ConflictLost => {
-                fx.metrics.num_conflicts_resolved += 1;
-                None
-            }
-            o => {
-                if matches!(o, Outcome::ConflictWon) {
-                    fx.metrics.num_conflicts_resolved += 1;
-                }
-                if late_biz || late_sys {
-                    fx.metrics.num_late_events += 1;
-                }
-                if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
-                    ks.max_sys = Some(inc.sys.clone());
-                }
-                let appended = seq_is_new && !late_biz;
-                fx.events.push(inc);
-                Some(appended)
-            }
-        }
-    }
-
-    /// SCD1 / SCD2: insert the key's events one by one, refolding what each changes.
-    fn apply_key_scd(&mut self, key: &Bytes, mut evs: Vec<Incoming>, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
-        let mut ks = self.keys.remove(key).unwrap_or_default();
-        evs.sort_by(|a, b| a.seq.cmp(&b.seq));
-        let mut diff = TimelineDiff::default();
-        for inc in evs {
-            let seq = inc.seq.clone();
-            if let Some(appended) = Self::insert_one(&mut ks, inc, fx) {
-                refold(&mut ks.timeline, &ks.events, &self.truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
-            }
-        }
-        self.emit_scd_rows(key, &mut ks, diff, version, fx);
-        self.keys.insert(key.clone(), ks);
-    }
-
-    fn emit_scd_rows(&mut self, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, version: u64, fx: &mut CommitEffects) {
-        if diff.is_empty() {
-            return;
-        }
-        ks.lookup = OnceLock::new();
-        for (_, v) in diff.removed {
-            if let Some(r) = v.row {
-                self.retire(r, version, fx);
-            }
-        }
-        let scd2 = self.mode() == StoredAs::Scd2;
-        for start in diff.added {
-            let v = ks.timeline.get_mut(&start).expect("added version is in the timeline");
-            if !scd2 && v.end.is_some() {
-                continue; // SCD1 shows only the open version.
-            }
-            let row = StoredRow {
-                key: key.clone(),
-                values: v.values.clone(),
-                start: scd2.then(|| start.clone()),
-                end: if scd2 { v.end.clone() } else { None },
-                sys_start: None,
-                sys_end: None,
-                added: version,
-                retired: None,
-            };
-            let id = self.push_row(row);
-            ks.timeline.get_mut(&start).expect("present").row = Some(id);
-            ks.rows.push(id);
-        }
-    }
-
-    fn note_tombstone(&mut self, key: &Bytes, ts: i64) {
-        let Some(ks) = self.keys.get_mut(key) else { return };
-        let live = ks.timeline.values().next_back().is_some_and(|v| v.end.is_none());
-        if live {
-            ks.deleted_since = None;
-        } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
-            ks.deleted_since = Some(ts);
-            self.gc_queue.push_back((ts, key.clone()));
-        }
     }
 
     fn collect_tombstones(&mut self, now: i64, fx: &mut CommitEffects) {
@@ -340,177 +220,277 @@ impl TableState {
         }
     }
 
-    /// BITEMPORAL: events newer on system time than all of the key's extend its history at the end;
-    /// anything else replays the key's system history from the earliest system time it touches.
-    fn apply_key_bitemporal(&mut self, key: &Bytes, mut evs: Vec<Incoming>, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
-        let mut ks = self.keys.remove(key).unwrap_or_default();
-        ks.lookup = OnceLock::new();
-        evs.sort_by(|a, b| (&a.sys, &a.seq).cmp(&(&b.sys, &b.seq)));
-        let t_min = evs[0].sys.clone();
-        let in_order = ks.max_sys.as_ref().is_none_or(|m| t_min[..] > m[..]);
-        if in_order {
-            let no_truncates = BTreeSet::new();
-            let mut evs = evs.into_iter().peekable();
-            while let Some(first) = evs.peek() {
-                let t = first.sys.clone();
-                let mut diff = TimelineDiff::default();
-                while let Some(inc) = evs.next_if(|e| e.sys == t) {
-                    let seq = inc.seq.clone();
-                    if let Some(appended) = Self::insert_one(&mut ks, inc, fx) {
-                        refold(&mut ks.timeline, &ks.events, &no_truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
-                    }
-                }
-                self.emit_bitemporal_step(key, &mut ks, diff, &t, version, fx);
-            }
-        } else {
-            let mut changed = false;
-            for inc in evs {
-                changed |= Self::insert_one(&mut ks, inc, fx).is_some();
-            }
-            if changed {
-                self.replay_system_history(key, &mut ks, &t_min, rules, version, fx);
-            }
-        }
-        self.keys.insert(key.clone(), ks);
-    }
-
-    /// The business timeline changed at system time `t` (newer than every row's system start).
-    fn emit_bitemporal_step(&mut self, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, t: &Bytes, version: u64, fx: &mut CommitEffects) {
-        for (start, v) in diff.removed {
-            let r = v.row.expect("removed versions have rows");
-            self.retire(r, version, fx);
-            let old = &self.rows[r as usize];
-            let closed = StoredRow {
-                key: key.clone(),
-                values: old.values.clone(),
-                start: Some(start),
-                end: old.end.clone(),
-                sys_start: old.sys_start.clone(),
-                sys_end: Some(t.clone()),
-                added: version,
-                retired: None,
-            };
-            let id = self.push_row(closed);
-            ks.rows.push(id);
-        }
-        for start in diff.added {
-            let v = ks.timeline.get(&start).expect("added version is in the timeline");
-            let row = StoredRow {
-                key: key.clone(),
-                values: v.values.clone(),
-                start: Some(start.clone()),
-                end: v.end.clone(),
-                sys_start: Some(t.clone()),
-                sys_end: None,
-                added: version,
-                retired: None,
-            };
-            let id = self.push_row(row);
-            ks.timeline.get_mut(&start).expect("present").row = Some(id);
-            ks.rows.push(id);
-        }
-    }
-
-    /// Recomputes the key's rows whose system interval reaches `t` or later, and replaces those
-    /// that differ.
-    fn replay_system_history(&mut self, key: &Bytes, ks: &mut KeyState, t: &Bytes, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
-        let no_truncates = BTreeSet::new();
-        // Old rows the replay may change, and when each segment alive just before `t` opened.
-        let region: Vec<RowId> = ks
-            .rows
-            .iter()
-            .copied()
-            .filter(|&r| {
-                let row = &self.rows[r as usize];
-                row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
-            })
-            .collect();
-        let mut opened: HashMap<Bytes, Bytes> = HashMap::new();
-        for &r in &region {
-            let row = &self.rows[r as usize];
-            let ss = row.sys_start.as_ref().expect("bitemporal row");
-            if ss[..] < t[..] {
-                opened.insert(row.start.clone().expect("bitemporal row"), ss.clone());
-            }
-        }
-        let mut tl = fold_all(&ks.events, &no_truncates, Limit::Below(t), rules);
-        for v in tl.values_mut() {
-            v.row = Some(MARK);
-        }
-        let mut points: BTreeMap<Bytes, Vec<Bytes>> = BTreeMap::new();
-        for (seq, cands) in &ks.events {
-            for (s, _) in cands {
-                if s[..] >= t[..] {
-                    points.entry(s.clone()).or_default().push(seq.clone());
-                }
-            }
-        }
-        // (start, values, end, sys_start, sys_end)
-        let mut new_rows: Vec<(Bytes, Row, Option<Bytes>, Bytes, Option<Bytes>)> = Vec::new();
-        for (ti, seqs) in points {
-            let mut diff = TimelineDiff::default();
-            for seq in seqs {
-                refold(&mut tl, &ks.events, &no_truncates, Limit::UpTo(&ti), rules, &seq, &seq, false, &mut diff);
-            }
-            for (start, v) in diff.removed {
-                let since = opened.remove(&start).unwrap_or_else(|| ti.clone());
-                if since < ti {
-                    new_rows.push((start, v.values, v.end, since, Some(ti.clone())));
-                }
-            }
-            for start in diff.added {
-                opened.insert(start.clone(), ti.clone());
-                tl.get_mut(&start).expect("added").row = Some(MARK);
-            }
-        }
-        for (start, v) in tl.iter_mut() {
-            v.row = None;
-            let since = opened.get(start).cloned().unwrap_or_else(|| t.clone());
-            new_rows.push((start.clone(), v.values.clone(), v.end.clone(), since, None));
-        }
-        // Keep old rows that came out the same; retire the rest; add the new ones.
-        let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::new();
-        for &r in &region {
-            let row = &self.rows[r as usize];
-            old_by_id.insert((row.start.clone().expect("bt"), row.sys_start.clone().expect("bt")), r);
-        }
-        for (start, values, end, since, until) in new_rows {
-            let kept = old_by_id.get(&(start.clone(), since.clone())).copied().filter(|&r| {
-                let row = &self.rows[r as usize];
-                row.end == end && row.sys_end == until && row.values[..] == values[..]
-            });
-            let id = match kept {
-                Some(r) => {
-                    old_by_id.remove(&(start.clone(), since.clone()));
-                    r
-                }
-                None => {
-                    let id = self.push_row(StoredRow {
-                        key: key.clone(),
-                        values,
-                        start: Some(start.clone()),
-                        end,
-                        sys_start: Some(since),
-                        sys_end: until.clone(),
-                        added: version,
-                        retired: None,
-                    });
-                    ks.rows.push(id);
-                    id
-                }
-            };
-            if until.is_none() {
-                tl.get_mut(&start).expect("current version").row = Some(id);
-            }
-        }
-        for (_, r) in old_by_id {
-            self.retire(r, version, fx);
-        }
-        ks.timeline = tl;
-    }
-
     /// Keys in `range`, in key order.
     pub fn key_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> impl Iterator<Item = (&Bytes, &KeyState)> {
         self.keys.range::<[u8], _>((lo, hi))
     }
 }
+
+/// Inserts one event into the key's events, counting what happened. Returns whether the event
+/// set changed, and whether the event was appended after all others of the key.
+fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Option<bool> {
+    let late_biz = ks.events.keys().next_back().is_some_and(|m| m[..] > inc.seq[..]);
+    let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
+    let seq_is_new = !ks.events.contains_key(&inc.seq);
+    match insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone()) {
+        Outcome::Duplicate => {
+            fx.metrics.num_duplicates_ignored += 1;
+            None
+        }
+        Outcome::ConflictLost => {
+            fx.metrics.num_conflicts_resolved += 1;
+            None
+        }
+        o => {
+            if matches!(o, Outcome::ConflictWon) {
+                fx.metrics.num_conflicts_resolved += 1;
+            }
+            if late_biz || late_sys {
+                fx.metrics.num_late_events += 1;
+            }
+            if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
+                ks.max_sys = Some(inc.sys.clone());
+            }
+            let appended = seq_is_new && !late_biz;
+            fx.events.push(inc);
+            Some(appended)
+        }
+    }
+}
+
+/// SCD1 / SCD2: insert the key's events one by one, refolding what each changes.
+#[allow(clippy::too_many_arguments)]
+fn apply_key_scd(
+    rows: &mut RowStore,
+    mode: StoredAs,
+    truncates: &BTreeSet<Bytes>,
+    key: &Bytes,
+    ks: &mut KeyState,
+    mut evs: Vec<Incoming>,
+    rules: &FoldRules<'_>,
+    version: u64,
+    fx: &mut CommitEffects,
+) {
+    evs.sort_by(|a, b| a.seq.cmp(&b.seq));
+    let mut diff = TimelineDiff::default();
+    for inc in evs {
+        let seq = inc.seq.clone();
+        if let Some(appended) = insert_one(ks, inc, fx) {
+            refold(&mut ks.timeline, &ks.events, truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
+        }
+    }
+    emit_scd_rows(rows, mode, key, ks, diff, version, fx);
+}
+
+fn emit_scd_rows(rows: &mut RowStore, mode: StoredAs, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, version: u64, fx: &mut CommitEffects) {
+    if diff.is_empty() {
+        return;
+    }
+    ks.lookup = OnceLock::new();
+    for (_, v) in diff.removed {
+        if let Some(r) = v.row {
+            rows.retire(r, version);
+            fx.retired.insert(r);
+        }
+    }
+    let scd2 = mode == StoredAs::Scd2;
+    for start in diff.added {
+        let v = ks.timeline.get_mut(&start).expect("added version is in the timeline");
+        if !scd2 && v.end.is_some() {
+            continue; // SCD1 shows only the open version.
+        }
+        let row = StoredRow {
+            key: key.clone(),
+            values: v.values.clone(),
+            start: scd2.then(|| start.clone()),
+            end: if scd2 { v.end.clone() } else { None },
+            sys_start: None,
+            sys_end: None,
+            added: version,
+            retired: None,
+        };
+        let id = rows.push(row);
+        ks.timeline.get_mut(&start).expect("present").row = Some(id);
+        ks.rows.push(id);
+    }
+}
+
+fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut KeyState, ts: i64) {
+    let live = ks.timeline.values().next_back().is_some_and(|v| v.end.is_none());
+    if live {
+        ks.deleted_since = None;
+    } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
+        ks.deleted_since = Some(ts);
+        gc_queue.push_back((ts, key.clone()));
+    }
+}
+
+/// BITEMPORAL: events newer on system time than all of the key's extend its history at the end;
+/// anything else replays the key's system history from the earliest system time it touches.
+fn apply_key_bitemporal(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, mut evs: Vec<Incoming>, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
+    ks.lookup = OnceLock::new();
+    evs.sort_by(|a, b| (&a.sys, &a.seq).cmp(&(&b.sys, &b.seq)));
+    let t_min = evs[0].sys.clone();
+    let in_order = ks.max_sys.as_ref().is_none_or(|m| t_min[..] > m[..]);
+    if in_order {
+        let no_truncates = BTreeSet::new();
+        let mut evs = evs.into_iter().peekable();
+        while let Some(first) = evs.peek() {
+            let t = first.sys.clone();
+            let mut diff = TimelineDiff::default();
+            while let Some(inc) = evs.next_if(|e| e.sys == t) {
+                let seq = inc.seq.clone();
+                if let Some(appended) = insert_one(ks, inc, fx) {
+                    refold(&mut ks.timeline, &ks.events, &no_truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
+                }
+            }
+            emit_bitemporal_step(rows, key, ks, diff, &t, version, fx);
+        }
+    } else {
+        let mut changed = false;
+        for inc in evs {
+            changed |= insert_one(ks, inc, fx).is_some();
+        }
+        if changed {
+            replay_system_history(rows, key, ks, &t_min, rules, version, fx);
+        }
+    }
+}
+
+/// The business timeline changed at system time `t` (newer than every row's system start).
+fn emit_bitemporal_step(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, t: &Bytes, version: u64, fx: &mut CommitEffects) {
+    for (start, v) in diff.removed {
+        let r = v.row.expect("removed versions have rows");
+        rows.retire(r, version);
+    fx.retired.insert(r);
+        let old = &rows[r];
+        let closed = StoredRow {
+            key: key.clone(),
+            values: old.values.clone(),
+            start: Some(start),
+            end: old.end.clone(),
+            sys_start: old.sys_start.clone(),
+            sys_end: Some(t.clone()),
+            added: version,
+            retired: None,
+        };
+        let id = rows.push(closed);
+        ks.rows.push(id);
+    }
+    for start in diff.added {
+        let v = ks.timeline.get(&start).expect("added version is in the timeline");
+        let row = StoredRow {
+            key: key.clone(),
+            values: v.values.clone(),
+            start: Some(start.clone()),
+            end: v.end.clone(),
+            sys_start: Some(t.clone()),
+            sys_end: None,
+            added: version,
+            retired: None,
+        };
+        let id = rows.push(row);
+        ks.timeline.get_mut(&start).expect("present").row = Some(id);
+        ks.rows.push(id);
+    }
+}
+
+/// Recomputes the key's rows whose system interval reaches `t` or later, and replaces those
+/// that differ.
+fn replay_system_history(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, t: &Bytes, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
+    let no_truncates = BTreeSet::new();
+    // Old rows the replay may change, and when each segment alive just before `t` opened.
+    let region: Vec<RowId> = ks
+        .rows
+        .iter()
+        .copied()
+        .filter(|&r| {
+            let row = &rows[r];
+            row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
+        })
+        .collect();
+    let mut opened: HashMap<Bytes, Bytes> = HashMap::new();
+    for &r in &region {
+        let row = &rows[r];
+        let ss = row.sys_start.as_ref().expect("bitemporal row");
+        if ss[..] < t[..] {
+            opened.insert(row.start.clone().expect("bitemporal row"), ss.clone());
+        }
+    }
+    let mut tl = fold_all(&ks.events, &no_truncates, Limit::Below(t), rules);
+    for v in tl.values_mut() {
+        v.row = Some(MARK);
+    }
+    let mut points: BTreeMap<Bytes, Vec<Bytes>> = BTreeMap::new();
+    for (seq, cands) in &ks.events {
+        for (s, _) in cands {
+            if s[..] >= t[..] {
+                points.entry(s.clone()).or_default().push(seq.clone());
+            }
+        }
+    }
+    // (start, values, end, sys_start, sys_end)
+    let mut new_rows: Vec<(Bytes, Row, Option<Bytes>, Bytes, Option<Bytes>)> = Vec::new();
+    for (ti, seqs) in points {
+        let mut diff = TimelineDiff::default();
+        for seq in seqs {
+            refold(&mut tl, &ks.events, &no_truncates, Limit::UpTo(&ti), rules, &seq, &seq, false, &mut diff);
+        }
+        for (start, v) in diff.removed {
+            let since = opened.remove(&start).unwrap_or_else(|| ti.clone());
+            if since < ti {
+                new_rows.push((start, v.values, v.end, since, Some(ti.clone())));
+            }
+        }
+        for start in diff.added {
+            opened.insert(start.clone(), ti.clone());
+            tl.get_mut(&start).expect("added").row = Some(MARK);
+        }
+    }
+    for (start, v) in tl.iter_mut() {
+        v.row = None;
+        let since = opened.get(start).cloned().unwrap_or_else(|| t.clone());
+        new_rows.push((start.clone(), v.values.clone(), v.end.clone(), since, None));
+    }
+    // Keep old rows that came out the same; retire the rest; add the new ones.
+    let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::new();
+    for &r in &region {
+        let row = &rows[r];
+        old_by_id.insert((row.start.clone().expect("bt"), row.sys_start.clone().expect("bt")), r);
+    }
+    for (start, values, end, since, until) in new_rows {
+        let kept = old_by_id.get(&(start.clone(), since.clone())).copied().filter(|&r| {
+            let row = &rows[r];
+            row.end == end && row.sys_end == until && row.values[..] == values[..]
+        });
+        let id = match kept {
+            Some(r) => {
+                old_by_id.remove(&(start.clone(), since.clone()));
+                r
+            }
+            None => {
+                let id = rows.push(StoredRow {
+                    key: key.clone(),
+                    values,
+                    start: Some(start.clone()),
+                    end,
+                    sys_start: Some(since),
+                    sys_end: until.clone(),
+                    added: version,
+                    retired: None,
+                });
+                ks.rows.push(id);
+                id
+            }
+        };
+        if until.is_none() {
+            tl.get_mut(&start).expect("current version").row = Some(id);
+        }
+    }
+    for (_, r) in old_by_id {
+        rows.retire(r, version);
+        fx.retired.insert(r);
+    }
+    ks.timeline = tl;
+}
+

@@ -1,0 +1,71 @@
+//! The row store: every version of every target row, in an append-only arena.
+
+use std::ops::Index;
+
+use roaring::RoaringBitmap;
+
+use super::fold::{Bytes, RowId};
+use crate::value::Row;
+
+/// One stored version of a target row. It knows the commit that wrote it and the commit that
+/// retired it, which is all time travel and the change feed need.
+#[derive(Clone, Debug)]
+pub struct StoredRow {
+    pub(crate) key: Bytes,
+    pub(crate) values: Row,
+    pub(crate) start: Option<Bytes>,
+    pub(crate) end: Option<Bytes>,
+    pub(crate) sys_start: Option<Bytes>,
+    pub(crate) sys_end: Option<Bytes>,
+    pub(crate) added: u64,
+    pub(crate) retired: Option<u64>,
+}
+
+impl StoredRow {
+    /// Whether the row is part of the table as of `version`.
+    pub(crate) fn visible_at(&self, version: u64) -> bool {
+        self.added <= version && self.retired.is_none_or(|r| r > version)
+    }
+}
+
+const CHUNK: usize = 1 << 16;
+
+/// Row versions by id, in fixed-size chunks (growing never moves a row), and the set of live ids.
+#[derive(Default)]
+pub(crate) struct RowStore {
+    chunks: Vec<Vec<StoredRow>>,
+    len: usize,
+    pub live: RoaringBitmap,
+}
+
+impl RowStore {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn push(&mut self, row: StoredRow) -> RowId {
+        if self.len % CHUNK == 0 {
+            self.chunks.push(Vec::with_capacity(CHUNK));
+        }
+        let id = self.len as RowId;
+        self.chunks.last_mut().expect("a chunk").push(row);
+        self.len += 1;
+        self.live.insert(id);
+        id
+    }
+
+    /// Marks row `id` as retired by commit `version`.
+    pub fn retire(&mut self, id: RowId, version: u64) {
+        let i = id as usize;
+        self.chunks[i / CHUNK][i % CHUNK].retired = Some(version);
+        self.live.remove(id);
+    }
+}
+
+impl Index<RowId> for RowStore {
+    type Output = StoredRow;
+    fn index(&self, id: RowId) -> &StoredRow {
+        let i = id as usize;
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+}
