@@ -179,38 +179,33 @@ pub(crate) fn refold(
     appended: bool,
     diff: &mut TimelineDiff,
 ) {
+    if appended && lo == hi && truncates.last().is_none_or(|t| &t[..] < lo) {
+        append(tl, events, limit, rules, lo, diff);
+        return;
+    }
     // The state just before `lo`: the version open then (start < lo <= end) and the merge base.
     let open_before = tl
         .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(lo)))
         .next_back()
         .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e >= lo));
-    let nothing_after = appended
-        && lo == hi
-        && events.keys().next_back().is_none_or(|e| &e[..] <= hi)
-        && truncates.iter().next_back().is_none_or(|t| &t[..] < lo);
-
-    // (where the replaced region of versions starts, where to start reading events, open version, merge base)
-    let (region_start, read_from, mut open, mut base): (Bytes, Bytes, Option<(Bytes, Row)>, Option<Row>) =
-        match open_before {
-            // Fast path: an append after everything else, the open version carries on.
-            Some((s, v)) if nothing_after && v.end.is_none() => {
-                (s.clone(), lo.into(), Some((s.clone(), v.values.clone())), Some(v.values.clone()))
-            }
-            Some((s, _)) => {
-                let base = tl
-                    .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&s[..])))
-                    .next_back()
-                    .filter(|(_, p)| p.end.as_deref() == Some(&s[..]))
-                    .map(|(_, p)| p.values.clone());
-                (s.clone(), s.clone(), None, base)
-            }
-            None => (lo.into(), lo.into(), None, None),
-        };
-
+    // The refold starts at that version (whose merge base is the version it directly follows),
+    // or at `lo` itself when no version is open just before it.
+    let (region_start, mut base): (Bytes, Option<Row>) = match open_before {
+        Some((s, _)) => {
+            let base = tl
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&s[..])))
+                .next_back()
+                .filter(|(_, p)| p.end.as_deref() == Some(&s[..]))
+                .map(|(_, p)| p.values.clone());
+            (s.clone(), base)
+        }
+        None => (lo.into(), None),
+    };
+    let mut open: Option<(Bytes, Row)> = None;
     let mut new_versions: Vec<(Bytes, Version)> = Vec::new();
     let mut converged_at: Option<Bytes> = None;
-    let mut ev_iter = events.range::<[u8], _>((Bound::Included(&read_from[..]), Bound::Unbounded)).peekable();
-    let mut tr_iter = truncates.range::<[u8], _>((Bound::Included(&read_from[..]), Bound::Unbounded)).peekable();
+    let mut ev_iter = events.range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded)).peekable();
+    let mut tr_iter = truncates.range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded)).peekable();
     loop {
         // Next step in sequence order; at equal sequences the key's own event comes first.
         let take_event = match (ev_iter.peek(), tr_iter.peek()) {
@@ -314,6 +309,47 @@ pub(crate) fn refold(
     for (ns, nv) in new_iter {
         insert_version(tl, ns, nv, diff);
     }
+}
+
+/// The fold step for an event after every other event of the key: only the last version can
+/// change.
+fn append(tl: &mut Timeline, events: &EventMap, limit: Limit<'_>, rules: &FoldRules<'_>, seq: &[u8], diff: &mut TimelineDiff) {
+    let Some((x, cands)) = events.get_key_value(seq) else { return };
+    let Some(ev) = limit.effective(cands) else { return };
+    let open = tl.last_key_value().filter(|(_, v)| v.end.is_none()).map(|(s, v)| (s.clone(), v.values.clone()));
+    match (ev.kind, open) {
+        (EventKind::Delete, None) => {}
+        (EventKind::Delete, Some((start, values))) => {
+            replace_version(tl, start, Version { values, end: Some(x.clone()), row: None }, diff);
+        }
+        (EventKind::Upsert, None) => {
+            let vals = rules.merge(None, ev);
+            insert_version(tl, x.clone(), Version { values: vals, end: None, row: None }, diff);
+        }
+        (EventKind::Upsert, Some((start, values))) => {
+            let vals = rules.merge(Some(&values), ev);
+            if rules.same_tracked(&values, &vals) {
+                if vals[..] != values[..] {
+                    replace_version(tl, start, Version { values: vals, end: None, row: None }, diff);
+                }
+            } else {
+                replace_version(tl, start, Version { values, end: Some(x.clone()), row: None }, diff);
+                insert_version(tl, x.clone(), Version { values: vals, end: None, row: None }, diff);
+            }
+        }
+    }
+}
+
+/// Replaces the version at `start` by `v`.
+fn replace_version(tl: &mut Timeline, start: Bytes, v: Version, diff: &mut TimelineDiff) {
+    if let Some(old) = tl.remove(&start) {
+        if old.row.is_some() {
+            diff.removed.insert(start.clone(), old);
+        } else {
+            diff.added.remove(&start);
+        }
+    }
+    insert_version(tl, start, v, diff);
 }
 
 fn insert_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut TimelineDiff) {

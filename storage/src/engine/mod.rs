@@ -229,10 +229,18 @@ impl TableState {
 /// Inserts one event into the key's events, counting what happened. Returns whether the event
 /// set changed, and whether the event was appended after all others of the key.
 fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Option<bool> {
-    let late_biz = ks.events.keys().next_back().is_some_and(|m| m[..] > inc.seq[..]);
+    // Appending after every known sequence is the common case: one lookup of the last entry.
+    let last_seq_cmp = ks.events.last_key_value().map(|(m, _)| m[..].cmp(&inc.seq[..]));
+    let late_biz = last_seq_cmp == Some(std::cmp::Ordering::Greater);
     let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
-    let seq_is_new = !ks.events.contains_key(&inc.seq);
-    match insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone()) {
+    let outcome = if last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less) {
+        ks.events.insert(inc.seq.clone(), vec![(inc.sys.clone(), inc.event.clone())]);
+        Outcome::New
+    } else {
+        insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone())
+    };
+    let appended = last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less);
+    match outcome {
         Outcome::Duplicate => {
             fx.metrics.num_duplicates_ignored += 1;
             None
@@ -251,7 +259,6 @@ fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Optio
             if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
                 ks.max_sys = Some(inc.sys.clone());
             }
-            let appended = seq_is_new && !late_biz;
             fx.events.push(inc);
             Some(appended)
         }

@@ -1,0 +1,59 @@
+//! Full-table scans and as-of scans into Arrow after the workload of the core-engine issue.
+//! `ASOF_BENCH_EVENTS` shrinks the workload (default 1,000,000).
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[path = "workload.rs"]
+mod workload;
+
+use std::time::{Duration, Instant};
+
+use asof::{ScanRequest, StoredAs, Store, TimeSelection, Value};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rand::{Rng, SeedableRng};
+
+fn events() -> usize {
+    std::env::var("ASOF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+}
+
+fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    store.create_flow(workload::flow(mode)).unwrap();
+    for b in batches {
+        store.apply("bench_cdc", b).unwrap();
+    }
+    (dir, store)
+}
+
+fn scans(c: &mut Criterion) {
+    let n = events();
+    let batches = workload::batches(n, 10_000, 10_000, 42);
+    let mut g = c.benchmark_group("scan");
+    g.sample_size(10);
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let (_dir, store) = load(mode, &batches);
+        let rows = store.read("bench", |r| r.live_rows()).unwrap();
+        g.throughput(Throughput::Elements(rows));
+        g.bench_function(BenchmarkId::new(format!("full_{mode:?}"), rows), |b| {
+            b.iter(|| {
+                let got: usize = asof::scan(&store, "bench", &ScanRequest::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+                assert_eq!(got as u64, rows);
+            })
+        });
+        let t = Value::Int((n as i64 / 2) * workload::STEP_US);
+        let req = ScanRequest {
+            business: TimeSelection::AsOf(vec![t.clone()]),
+            system: if mode == StoredAs::Bitemporal { TimeSelection::AsOf(vec![t]) } else { TimeSelection::All },
+            ..Default::default()
+        };
+        g.bench_function(BenchmarkId::new(format!("as_of_{mode:?}"), rows), |b| {
+            b.iter(|| asof::scan(&store, "bench", &req).unwrap().map(|b| b.unwrap().num_rows()).sum::<usize>())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, scans);
+criterion_main!(benches);
