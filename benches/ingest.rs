@@ -9,9 +9,8 @@ mod workload;
 
 use std::time::{Duration, Instant};
 
-use asof::{ScanRequest, StoredAs, Store, TimeSelection, Value};
+use asof::{StoredAs, Store};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rand::{Rng, SeedableRng};
 
 fn events() -> usize {
     std::env::var("ASOF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
