@@ -328,36 +328,41 @@ pub fn cmp_rows(a: &[Value], b: &[Value]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
+/// Gives a timestamp array another zone without touching its values (they are UTC instants).
+fn with_zone(array: &ArrayRef, tz: Option<Arc<str>>) -> ArrayRef {
+    match array.data_type() {
+        DataType::Timestamp(ArrowTimeUnit::Second, _) => Arc::new(array.as_primitive::<TimestampSecondType>().clone().with_timezone_opt(tz)),
+        DataType::Timestamp(ArrowTimeUnit::Millisecond, _) => Arc::new(array.as_primitive::<TimestampMillisecondType>().clone().with_timezone_opt(tz)),
+        DataType::Timestamp(ArrowTimeUnit::Microsecond, _) => Arc::new(array.as_primitive::<TimestampMicrosecondType>().clone().with_timezone_opt(tz)),
+        DataType::Timestamp(ArrowTimeUnit::Nanosecond, _) => Arc::new(array.as_primitive::<TimestampNanosecondType>().clone().with_timezone_opt(tz)),
+        _ => array.clone(),
+    }
+}
+
 /// Casts `array` to `ty`. Returns the cast array and the number of rows whose non-NULL value could
 /// not be represented in `ty` (they became NULL).
+///
+/// Timestamps are instants: a zone on the source or the target never shifts the stored value (a
+/// timestamp without a zone is read as UTC); only the unit is converted.
 pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef, usize), String> {
     let target = ty.to_arrow();
-    // Timestamps are instants: a zone (or none, read as UTC) never shifts the stored integer.
-    let array = match (array.data_type(), &target) {
-        (DataType::Timestamp(u, Some(_)), DataType::Timestamp(..)) => {
-            cast_with_options(array, &DataType::Timestamp(*u, None), &CastOptions::default())
-                .map_err(|e| e.to_string())?
-        }
-        _ => array.clone(),
-    };
-    let target_naive = match &target {
-        DataType::Timestamp(u, Some(_)) => DataType::Timestamp(*u, None),
-        t => t.clone(),
-    };
-    if array.data_type() == &target_naive && target_naive == target {
-        return Ok((array, 0));
+    if array.data_type() == &target {
+        return Ok((array.clone(), 0));
     }
     let options = CastOptions { safe: true, ..Default::default() };
-    let cast = cast_with_options(&array, &target_naive, &options).map_err(|e| e.to_string())?;
+    let (source, naive_target, zone) = match &target {
+        DataType::Timestamp(u, tz) => (with_zone(array, None), DataType::Timestamp(*u, None), Some(tz.clone())),
+        t => (array.clone(), t.clone(), None),
+    };
+    let cast = cast_with_options(&source, &naive_target, &options).map_err(|e| e.to_string())?;
     let failed = if cast.null_count() > array.null_count() {
         (0..array.len()).filter(|&i| array.is_valid(i) && cast.is_null(i)).count()
     } else {
         0
     };
-    let cast = if target_naive != target {
-        cast_with_options(&cast, &target, &options).map_err(|e| e.to_string())?
-    } else {
-        cast
+    let cast = match zone {
+        Some(tz) => with_zone(&cast, tz),
+        None => cast,
     };
     Ok((cast, failed))
 }
