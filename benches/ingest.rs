@@ -9,11 +9,14 @@ mod workload;
 
 use std::time::{Duration, Instant};
 
-use asof::{StoredAs, Store};
+use asof::{Store, StoredAs};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn events() -> usize {
-    std::env::var("ASOF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+    std::env::var("ASOF_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
 }
 
 fn ingest(c: &mut Criterion) {

@@ -7,14 +7,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "workload.rs"]
 mod workload;
 
-use std::time::{Duration, Instant};
-
-use asof::{ScanRequest, StoredAs, Store, TimeSelection, Value};
+use asof::{ScanRequest, Store, StoredAs, TimeSelection, Value};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use rand::{Rng, SeedableRng};
 
 fn events() -> usize {
-    std::env::var("ASOF_BENCH_EVENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000)
+    std::env::var("ASOF_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
 }
 
 fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::TempDir, Store) {
@@ -38,18 +38,30 @@ fn scans(c: &mut Criterion) {
         g.throughput(Throughput::Elements(rows));
         g.bench_function(BenchmarkId::new(format!("full_{mode:?}"), rows), |b| {
             b.iter(|| {
-                let got: usize = asof::scan(&store, "bench", &ScanRequest::default()).unwrap().map(|b| b.unwrap().num_rows()).sum();
+                let got: usize = asof::scan(&store, "bench", &ScanRequest::default())
+                    .unwrap()
+                    .map(|b| b.unwrap().num_rows())
+                    .sum();
                 assert_eq!(got as u64, rows);
             })
         });
         let t = Value::Int((n as i64 / 2) * workload::STEP_US);
         let req = ScanRequest {
             business: TimeSelection::AsOf(vec![t.clone()]),
-            system: if mode == StoredAs::Bitemporal { TimeSelection::AsOf(vec![t]) } else { TimeSelection::All },
+            system: if mode == StoredAs::Bitemporal {
+                TimeSelection::AsOf(vec![t])
+            } else {
+                TimeSelection::All
+            },
             ..Default::default()
         };
         g.bench_function(BenchmarkId::new(format!("as_of_{mode:?}"), rows), |b| {
-            b.iter(|| asof::scan(&store, "bench", &req).unwrap().map(|b| b.unwrap().num_rows()).sum::<usize>())
+            b.iter(|| {
+                asof::scan(&store, "bench", &req)
+                    .unwrap()
+                    .map(|b| b.unwrap().num_rows())
+                    .sum::<usize>()
+            })
         });
     }
     g.finish();

@@ -1,9 +1,13 @@
 //! The workload of the core-engine issue: N events over K keys, 6 value columns, 10% late on
 //! business time, 1% late on system time, 1% deletes, a commit every 10,000 events.
+#![allow(dead_code)] // each bench uses a part of it
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use asof::{ColumnSelection, Condition, Flow, FlowSpec, StoredAs};
 use rand::rngs::StdRng;
@@ -34,9 +38,18 @@ pub fn flow(mode: StoredAs) -> Flow {
         .delete_when(Condition::equals("op", "D"))
         .stored_as(mode);
     f = if mode == StoredAs::Bitemporal {
-        f.system_sequence_by("system_time").columns(ColumnSelection::all_except(["business_time", "system_time", "op"]))
+        f.system_sequence_by("system_time")
+            .columns(ColumnSelection::all_except([
+                "business_time",
+                "system_time",
+                "op",
+            ]))
     } else {
-        f.columns(ColumnSelection::all_except(["business_time", "system_time", "op"]))
+        f.columns(ColumnSelection::all_except([
+            "business_time",
+            "system_time",
+            "op",
+        ]))
     };
     f.build().expect("valid flow")
 }
@@ -48,15 +61,35 @@ pub fn batches(events: usize, keys: i64, batch: usize, seed: u64) -> Vec<RecordB
     let mut i = 0usize;
     while i < events {
         let n = batch.min(events - i);
-        let (mut id, mut bt, mut st, mut op) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut v0, mut v1, mut v2, mut v3, mut v4, mut v5) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut id, mut bt, mut st, mut op) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut v0, mut v1, mut v2, mut v3, mut v4, mut v5) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         for j in 0..n {
             let t = (i + j) as i64 * STEP_US;
             id.push(rng.gen_range(0..keys));
             let late_b = rng.gen_bool(0.10);
-            bt.push(if late_b { t - rng.gen_range(1..(keys * 3).max(2)) * STEP_US } else { t });
+            bt.push(if late_b {
+                t - rng.gen_range(1..(keys * 3).max(2)) * STEP_US
+            } else {
+                t
+            });
             let late_s = rng.gen_bool(0.01);
-            st.push(if late_s { t - rng.gen_range(1..(keys * 3).max(2)) * STEP_US } else { t });
+            st.push(if late_s {
+                t - rng.gen_range(1..(keys * 3).max(2)) * STEP_US
+            } else {
+                t
+            });
             op.push(if rng.gen_bool(0.01) { "D" } else { "U" });
             v0.push(rng.gen_range(0..1_000_000i64));
             v1.push(rng.gen::<f64>());

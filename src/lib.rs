@@ -64,6 +64,6 @@ pub use asof_query::{
 pub use asof_storage::{
     keycodec, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
     ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvStore, SledKv,
-    SourceColumn, StoredAs, Store, StoreOptions, TableSchema, TimeUnit, Value, WriteBatch,
-    END_AT, FORMAT_VERSION, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
+    SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, Value, WriteBatch, END_AT,
+    FORMAT_VERSION, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{ColumnSelection, Condition, FlowSpec, StoredAs, Store, Value};
+use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs, Value};
 use common::model::{model, MEvent, MFlow, Op};
 use proptest::prelude::*;
 
@@ -32,21 +32,27 @@ struct Options {
 }
 
 fn options() -> impl Strategy<Value = Options> {
-    (0u8..3, 0u8..3, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(m, ig, tr, ctu, trunc)| {
-        let mode = [StoredAs::Scd1, StoredAs::Scd2, StoredAs::Bitemporal][m as usize];
-        let ctu = ctu && mode != StoredAs::Bitemporal;
-        Options {
-            mode,
-            ignore_null: if ctu { 0 } else { ig },
-            track_a: tr && mode != StoredAs::Scd1,
-            ctu,
-            truncate: trunc && mode == StoredAs::Scd1,
-        }
-    })
+    (0u8..3, 0u8..3, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+        |(m, ig, tr, ctu, trunc)| {
+            let mode = [StoredAs::Scd1, StoredAs::Scd2, StoredAs::Bitemporal][m as usize];
+            let ctu = ctu && mode != StoredAs::Bitemporal;
+            Options {
+                mode,
+                ignore_null: if ctu { 0 } else { ig },
+                track_a: tr && mode != StoredAs::Scd1,
+                ctu,
+                truncate: trunc && mode == StoredAs::Scd1,
+            }
+        },
+    )
 }
 
 fn event(truncate: bool) -> impl Strategy<Value = Ev> {
-    let op = if truncate { prop_oneof![12 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8)].boxed() } else { prop_oneof![3 => Just(0u8), 1 => Just(1u8)].boxed() };
+    let op = if truncate {
+        prop_oneof![12 => Just(0u8), 4 => Just(1u8), 1 => Just(2u8)].boxed()
+    } else {
+        prop_oneof![3 => Just(0u8), 1 => Just(1u8)].boxed()
+    };
     (
         0i64..3,
         0i64..8,
@@ -54,9 +60,23 @@ fn event(truncate: bool) -> impl Strategy<Value = Ev> {
         op,
         prop_oneof![Just(None), Just(Some(1i64)), Just(Some(2i64))],
         prop_oneof![Just(None), Just(Some("x")), Just(Some("y"))],
-        prop_oneof![Just(None), Just(Some(vec!["a"])), Just(Some(vec!["b"])), Just(Some(vec!["a", "b"])), Just(Some(vec![]))],
+        prop_oneof![
+            Just(None),
+            Just(Some(vec!["a"])),
+            Just(Some(vec!["b"])),
+            Just(Some(vec!["a", "b"])),
+            Just(Some(vec![]))
+        ],
     )
-        .prop_map(|(key, seq, sys, op, a, b, upd)| Ev { key, seq, sys, op, a, b, upd })
+        .prop_map(|(key, seq, sys, op, a, b, upd)| Ev {
+            key,
+            seq,
+            sys,
+            op,
+            a,
+            b,
+            upd,
+        })
 }
 
 fn source_schema() -> Schema {
@@ -67,7 +87,11 @@ fn source_schema() -> Schema {
         Field::new("op", DataType::Utf8, false),
         Field::new("a", DataType::Int64, true),
         Field::new("b", DataType::Utf8, true),
-        Field::new("upd", DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))), true),
+        Field::new(
+            "upd",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        ),
     ])
 }
 
@@ -112,10 +136,18 @@ fn batch(evs: &[Ev]) -> RecordBatch {
         }
     }
     let cols: Vec<ArrayRef> = vec![
-        Arc::new(evs.iter().map(|e| (e.op != 2).then_some(e.key)).collect::<Int64Array>()),
+        Arc::new(
+            evs.iter()
+                .map(|e| (e.op != 2).then_some(e.key))
+                .collect::<Int64Array>(),
+        ),
         Arc::new(evs.iter().map(|e| Some(e.seq)).collect::<Int64Array>()),
         Arc::new(evs.iter().map(|e| Some(e.sys)).collect::<Int64Array>()),
-        Arc::new(evs.iter().map(|e| Some(["U", "D", "T"][e.op as usize])).collect::<StringArray>()),
+        Arc::new(
+            evs.iter()
+                .map(|e| Some(["U", "D", "T"][e.op as usize]))
+                .collect::<StringArray>(),
+        ),
         Arc::new(evs.iter().map(|e| e.a).collect::<Int64Array>()),
         Arc::new(evs.iter().map(|e| e.b).collect::<StringArray>()),
         Arc::new(upd.finish()),
@@ -126,7 +158,11 @@ fn batch(evs: &[Ev]) -> RecordBatch {
 fn model_of(o: &Options, evs: &[Ev]) -> Vec<common::model::MRow> {
     let mflow = MFlow {
         mode: o.mode,
-        tracked: vec![true, !o.track_a, true].into_iter().enumerate().map(|(i, t)| if o.track_a { i == 1 } else { t }).collect(),
+        tracked: vec![true, !o.track_a, true]
+            .into_iter()
+            .enumerate()
+            .map(|(i, t)| if o.track_a { i == 1 } else { t })
+            .collect(),
         ignore_null: match o.ignore_null {
             1 => vec![true, true, true],
             2 => vec![false, true, false],
@@ -140,10 +176,15 @@ fn model_of(o: &Options, evs: &[Ev]) -> Vec<common::model::MRow> {
             seq: vec![Value::Int(e.seq)],
             sys: (o.mode == StoredAs::Bitemporal).then_some(Value::Int(e.sys)),
             op: [Op::Upsert, Op::Delete, Op::Truncate][e.op as usize].clone(),
-            values: vec![Value::Int(e.key), e.a.map_or(Value::Null, Value::Int), e.b.map_or(Value::Null, |s| Value::Str(s.into()))],
+            values: vec![
+                Value::Int(e.key),
+                e.a.map_or(Value::Null, Value::Int),
+                e.b.map_or(Value::Null, |s| Value::Str(s.into())),
+            ],
             update: if o.ctu {
                 e.upd.as_ref().map(|cols| {
-                    let mut v: Vec<u32> = cols.iter().map(|c| if *c == "a" { 1 } else { 2 }).collect();
+                    let mut v: Vec<u32> =
+                        cols.iter().map(|c| if *c == "a" { 1 } else { 2 }).collect();
                     v.push(0);
                     v.sort();
                     v.dedup();
@@ -179,7 +220,13 @@ fn run() -> impl Strategy<Value = Run> {
                 proptest::collection::vec(proptest::bool::weighted(0.3), n),
                 proptest::collection::vec(proptest::bool::weighted(0.15), n),
             )
-                .prop_map(|(opts, events, order, cuts, reopen)| Run { opts, events, order, cuts, reopen })
+                .prop_map(|(opts, events, order, cuts, reopen)| Run {
+                    opts,
+                    events,
+                    order,
+                    cuts,
+                    reopen,
+                })
         })
     })
 }

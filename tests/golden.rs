@@ -3,9 +3,8 @@
 
 mod common;
 
-
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use asof::{ColumnSelection, Condition, FlowSpec, StoredAs, Store};
+use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs};
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};
 use itertools::Itertools;
 
@@ -23,7 +22,11 @@ fn seed_flow() -> asof::Flow {
         .delete_when(Condition::equals("operation", "DELETE"))
         .sequence_by(["business_time"])
         .system_sequence_by("system_time")
-        .columns(ColumnSelection::all_except(["business_time", "system_time", "operation"]))
+        .columns(ColumnSelection::all_except([
+            "business_time",
+            "system_time",
+            "operation",
+        ]))
         .stored_as(StoredAs::Bitemporal)
         .build()
         .expect("valid flow")
@@ -46,7 +49,12 @@ fn table_after_each_event_matches_the_reference() {
     let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
     let (_dir, store) = new_store();
     for n in 1..=events.len() {
-        store.apply("company_points_cdc", &string_batch(&header, &events[n - 1..n])).unwrap();
+        store
+            .apply(
+                "company_points_cdc",
+                &string_batch(&header, &events[n - 1..n]),
+            )
+            .unwrap();
         let (names, rows) = table_strings(&store, "company_points");
         let (exp_names, exp_rows) = expected(n);
         assert_eq!(names, exp_names);
@@ -67,7 +75,9 @@ fn every_arrival_order_and_batching_gives_the_reference_table() {
             for (i, &e) in order.iter().enumerate() {
                 batch.push(events[e].clone());
                 if i == order.len() - 1 || cuts & (1 << i) != 0 {
-                    store.apply("company_points_cdc", &string_batch(&header, &batch)).unwrap();
+                    store
+                        .apply("company_points_cdc", &string_batch(&header, &batch))
+                        .unwrap();
                     batch.clear();
                 }
             }
@@ -89,14 +99,24 @@ fn reopening_between_events_changes_nothing() {
     }
     for n in [3usize, 1, 4, 2] {
         let store = Store::open(dir.path()).unwrap();
-        store.apply("company_points_cdc", &string_batch(&header, &events[n - 1..n])).unwrap();
+        store
+            .apply(
+                "company_points_cdc",
+                &string_batch(&header, &events[n - 1..n]),
+            )
+            .unwrap();
     }
     let store = Store::open(dir.path()).unwrap();
     let (_, rows) = table_strings(&store, "company_points");
     assert_eq!(rows, expected(4).1);
     // Replaying everything is a no-op.
-    let c = store.apply("company_points_cdc", &string_batch(&header, &events)).unwrap();
+    let c = store
+        .apply("company_points_cdc", &string_batch(&header, &events))
+        .unwrap();
     assert_eq!(c.metrics.num_duplicates_ignored, 4);
-    assert_eq!((c.metrics.num_upserted_rows, c.metrics.num_deleted_rows), (0, 0));
+    assert_eq!(
+        (c.metrics.num_upserted_rows, c.metrics.num_deleted_rows),
+        (0, 0)
+    );
     assert_eq!(table_strings(&store, "company_points").1, expected(4).1);
 }

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use asof::{ColumnSelection, Condition, FlowSpec, KeySelection, ScanRequest, StoredAs, Store, TimeSelection, Value};
+use asof::{
+    ColumnSelection, Condition, FlowSpec, KeySelection, ScanRequest, Store, StoredAs,
+    TimeSelection, Value,
+};
 use common::{data_dir, read_csv, string_batch, table_strings_with};
 use proptest::prelude::*;
 
@@ -28,14 +31,25 @@ fn golden_store() -> (tempfile::TempDir, Store) {
         .delete_when(Condition::equals("operation", "DELETE"))
         .sequence_by(["business_time"])
         .system_sequence_by("system_time")
-        .columns(ColumnSelection::all_except(["business_time", "system_time", "operation"]))
+        .columns(ColumnSelection::all_except([
+            "business_time",
+            "system_time",
+            "operation",
+        ]))
         .stored_as(StoredAs::Bitemporal)
         .build()
         .unwrap();
     store.create_flow(flow).unwrap();
     let (h, mut rows) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
     // A second company with the same events shifted to B, to have more than one key.
-    let more: Vec<_> = rows.iter().map(|r| { let mut r = r.clone(); r[0] = Some("B".into()); r }).collect();
+    let more: Vec<_> = rows
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r[0] = Some("B".into());
+            r
+        })
+        .collect();
     rows.extend(more);
     store.apply("cdc", &string_batch(&h, &rows)).unwrap();
     (dir, store)
@@ -47,10 +61,25 @@ fn t(s: &str) -> Vec<Value> {
 
 /// (DataPoint, __START_AT, __END_AT, __SYSTEM_START_AT, __SYSTEM_END_AT) of company A, as HH:MM:SS.
 fn select(store: &Store, business: TimeSelection, system: TimeSelection) -> Vec<String> {
-    let req = ScanRequest { business, system, keys: KeySelection::Eq(vec!["A".into()]), ..Default::default() };
+    let req = ScanRequest {
+        business,
+        system,
+        keys: KeySelection::Eq(vec!["A".into()]),
+        ..Default::default()
+    };
     let (_, rows) = table_strings_with(store, "points", &req);
     rows.iter()
-        .map(|r| r[1..].iter().map(|c| c.as_deref().map_or("-".to_string(), |s| s.trim_start_matches("2025-07-18T").to_string())).collect::<Vec<_>>().join(" "))
+        .map(|r| {
+            r[1..]
+                .iter()
+                .map(|c| {
+                    c.as_deref().map_or("-".to_string(), |s| {
+                        s.trim_start_matches("2025-07-18T").to_string()
+                    })
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect()
 }
 
@@ -58,40 +87,114 @@ fn select(store: &Store, business: TimeSelection, system: TimeSelection) -> Vec<
 fn both_timelines_as_of_from_to_between_all() {
     let (_dir, store) = golden_store();
     use TimeSelection::*;
-    assert_eq!(select(&store, AsOf(t("12:10:00")), AsOf(t("12:22:00"))), ["XFv1 10:01:00 12:15:43 12:20:00 12:25:00"]);
-    assert_eq!(select(&store, AsOf(t("12:10:00")), AsOf(t("12:40:00"))), ["XFv3 12:05:00 12:15:43 12:25:00 -"]);
+    assert_eq!(
+        select(&store, AsOf(t("12:10:00")), AsOf(t("12:22:00"))),
+        ["XFv1 10:01:00 12:15:43 12:20:00 12:25:00"]
+    );
+    assert_eq!(
+        select(&store, AsOf(t("12:10:00")), AsOf(t("12:40:00"))),
+        ["XFv3 12:05:00 12:15:43 12:25:00 -"]
+    );
     // What was believed at 12:10 (before the first update was known): XFv1, open-ended.
-    assert_eq!(select(&store, AsOf(t("13:00:00")), AsOf(t("12:10:00"))), ["XFv1 10:01:00 - 10:05:00 12:20:00"]);
-    assert_eq!(select(&store, All, AsOf(t("10:00:00"))), Vec::<String>::new());
+    assert_eq!(
+        select(&store, AsOf(t("13:00:00")), AsOf(t("12:10:00"))),
+        ["XFv1 10:01:00 - 10:05:00 12:20:00"]
+    );
+    assert_eq!(
+        select(&store, All, AsOf(t("10:00:00"))),
+        Vec::<String>::new()
+    );
     assert_eq!(select(&store, All, All).len(), 6);
     // Half-open [a, b) against closed [a, b]: a row starting exactly at b is in BETWEEN only.
-    assert_eq!(select(&store, All, FromTo(t("12:00:00"), t("12:20:00"))), ["XFv1 10:01:00 - 10:05:00 12:20:00"]);
-    assert_eq!(select(&store, All, Between(t("12:00:00"), t("12:20:00"))).len(), 3);
     assert_eq!(
-        select(&store, FromTo(t("12:15:43"), t("12:16:00")), AsOf(t("12:35:00"))),
+        select(&store, All, FromTo(t("12:00:00"), t("12:20:00"))),
+        ["XFv1 10:01:00 - 10:05:00 12:20:00"]
+    );
+    assert_eq!(
+        select(&store, All, Between(t("12:00:00"), t("12:20:00"))).len(),
+        3
+    );
+    assert_eq!(
+        select(
+            &store,
+            FromTo(t("12:15:43"), t("12:16:00")),
+            AsOf(t("12:35:00"))
+        ),
         ["XFv2 12:15:43 12:30:00 12:30:00 -"]
     );
-    assert_eq!(select(&store, Between(t("12:00:00"), t("12:05:00")), AsOf(t("12:35:00"))).len(), 2);
+    assert_eq!(
+        select(
+            &store,
+            Between(t("12:00:00"), t("12:05:00")),
+            AsOf(t("12:35:00"))
+        )
+        .len(),
+        2
+    );
 }
 
 #[test]
 fn keys_projection_and_history() {
     let (_dir, store) = golden_store();
     let count = |keys: KeySelection| {
-        asof::scan(&store, "points", &ScanRequest { keys, ..Default::default() }).unwrap().map(|b| b.unwrap().num_rows()).sum::<usize>()
+        asof::scan(
+            &store,
+            "points",
+            &ScanRequest {
+                keys,
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .map(|b| b.unwrap().num_rows())
+        .sum::<usize>()
     };
     assert_eq!(count(KeySelection::All), 12);
     assert_eq!(count(KeySelection::Eq(vec!["B".into()])), 6);
     assert_eq!(count(KeySelection::Eq(vec!["C".into()])), 0);
-    assert_eq!(count(KeySelection::Range(Bound::Excluded(vec!["A".into()]), Bound::Unbounded)), 6);
-    assert_eq!(count(KeySelection::Range(Bound::Included(vec!["A".into()]), Bound::Included(vec!["B".into()]))), 12);
-    assert_eq!(count(KeySelection::Range(Bound::Unbounded, Bound::Excluded(vec!["B".into()]))), 6);
+    assert_eq!(
+        count(KeySelection::Range(
+            Bound::Excluded(vec!["A".into()]),
+            Bound::Unbounded
+        )),
+        6
+    );
+    assert_eq!(
+        count(KeySelection::Range(
+            Bound::Included(vec!["A".into()]),
+            Bound::Included(vec!["B".into()])
+        )),
+        12
+    );
+    assert_eq!(
+        count(KeySelection::Range(
+            Bound::Unbounded,
+            Bound::Excluded(vec!["B".into()])
+        )),
+        6
+    );
 
-    let req = ScanRequest { projection: Some(vec!["__SYSTEM_END_AT".into(), "DataPoint".into()]), ..Default::default() };
+    let req = ScanRequest {
+        projection: Some(vec!["__SYSTEM_END_AT".into(), "DataPoint".into()]),
+        ..Default::default()
+    };
     let batches = asof::scan_all(&store, "points", &req).unwrap();
-    let names: Vec<String> = batches[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names: Vec<String> = batches[0]
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     assert_eq!(names, ["__SYSTEM_END_AT", "DataPoint"]);
-    assert!(asof::scan(&store, "points", &ScanRequest { projection: Some(vec!["nope".into()]), ..Default::default() }).is_err());
+    assert!(asof::scan(
+        &store,
+        "points",
+        &ScanRequest {
+            projection: Some(vec!["nope".into()]),
+            ..Default::default()
+        }
+    )
+    .is_err());
 
     let hist = asof::key_history(&store, "points", vec!["A".into()]).unwrap();
     assert_eq!(hist.iter().map(|b| b.num_rows()).sum::<usize>(), 6);
@@ -100,7 +203,10 @@ fn keys_projection_and_history() {
 #[test]
 fn scans_stream_in_batches_pinned_to_their_version() {
     let (_dir, store) = golden_store();
-    let req = ScanRequest { batch_size: 5, ..Default::default() };
+    let req = ScanRequest {
+        batch_size: 5,
+        ..Default::default()
+    };
     let mut scan = asof::scan(&store, "points", &req).unwrap();
     let first = scan.next().unwrap().unwrap();
     assert_eq!(first.num_rows(), 5);
@@ -111,19 +217,46 @@ fn scans_stream_in_batches_pinned_to_their_version() {
     store.apply("cdc", &string_batch(&h, &[late])).unwrap();
     let rest: usize = scan.map(|b| b.unwrap().num_rows()).sum();
     assert_eq!(first.num_rows() + rest, 12);
-    assert_eq!(asof::scan(&store, "points", &ScanRequest::default()).unwrap().map(|b| b.unwrap().num_rows()).sum::<usize>(), 13);
+    assert_eq!(
+        asof::scan(&store, "points", &ScanRequest::default())
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum::<usize>(),
+        13
+    );
 }
 
 #[test]
 fn wrong_selections_are_clear_errors() {
     let (_dir, store) = golden_store();
-    let e = asof::scan(&store, "points", &ScanRequest { business: TimeSelection::AsOf(t("not a time")), ..Default::default() });
+    let e = asof::scan(
+        &store,
+        "points",
+        &ScanRequest {
+            business: TimeSelection::AsOf(t("not a time")),
+            ..Default::default()
+        },
+    );
     assert!(e.is_err_and(|e| e.to_string().contains("business time")));
-    let e = asof::scan(&store, "points", &ScanRequest { keys: KeySelection::Eq(vec!["A".into(), "B".into()]), ..Default::default() });
+    let e = asof::scan(
+        &store,
+        "points",
+        &ScanRequest {
+            keys: KeySelection::Eq(vec!["A".into(), "B".into()]),
+            ..Default::default()
+        },
+    );
     assert!(e.is_err());
     let e = asof::scan(&store, "nope", &ScanRequest::default());
     assert!(e.is_err_and(|e| e.to_string().contains("no table named `nope`")));
-    let e = asof::scan(&store, "points", &ScanRequest { version: Some(99), ..Default::default() });
+    let e = asof::scan(
+        &store,
+        "points",
+        &ScanRequest {
+            version: Some(99),
+            ..Default::default()
+        },
+    );
     assert!(e.is_err_and(|e| e.to_string().contains("no version 99")));
 }
 
@@ -152,13 +285,28 @@ fn int_store(evs: &[(i64, i64, i64, bool, i64)]) -> (tempfile::TempDir, Store) {
         .unwrap();
     for chunk in evs.chunks(3) {
         let cols: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(chunk.iter().map(|e| e.0).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(chunk.iter().map(|e| e.1).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(chunk.iter().map(|e| e.2).collect::<Vec<_>>())),
-            Arc::new(StringArray::from(chunk.iter().map(|e| if e.3 { "D" } else { "U" }).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(chunk.iter().map(|e| e.4).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(
+                chunk.iter().map(|e| e.0).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                chunk.iter().map(|e| e.1).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                chunk.iter().map(|e| e.2).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                chunk
+                    .iter()
+                    .map(|e| if e.3 { "D" } else { "U" })
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(Int64Array::from(
+                chunk.iter().map(|e| e.4).collect::<Vec<_>>(),
+            )),
         ];
-        store.apply("f", &RecordBatch::try_new(schema.clone(), cols).unwrap()).unwrap();
+        store
+            .apply("f", &RecordBatch::try_new(schema.clone(), cols).unwrap())
+            .unwrap();
     }
     (dir, store)
 }

@@ -75,10 +75,18 @@ impl ValueBuilder {
             ColumnType::Binary => ValueBuilder::Bin(BinaryBuilder::with_capacity(cap, cap * 8)),
             ColumnType::Date32 => ValueBuilder::Date(Date32Builder::with_capacity(cap)),
             ColumnType::Timestamp { unit, tz: z } => match unit {
-                TimeUnit::Second => ValueBuilder::TsS(TimestampSecondBuilder::with_capacity(cap), tz(z)),
-                TimeUnit::Millisecond => ValueBuilder::TsMs(TimestampMillisecondBuilder::with_capacity(cap), tz(z)),
-                TimeUnit::Microsecond => ValueBuilder::TsUs(TimestampMicrosecondBuilder::with_capacity(cap), tz(z)),
-                TimeUnit::Nanosecond => ValueBuilder::TsNs(TimestampNanosecondBuilder::with_capacity(cap), tz(z)),
+                TimeUnit::Second => {
+                    ValueBuilder::TsS(TimestampSecondBuilder::with_capacity(cap), tz(z))
+                }
+                TimeUnit::Millisecond => {
+                    ValueBuilder::TsMs(TimestampMillisecondBuilder::with_capacity(cap), tz(z))
+                }
+                TimeUnit::Microsecond => {
+                    ValueBuilder::TsUs(TimestampMicrosecondBuilder::with_capacity(cap), tz(z))
+                }
+                TimeUnit::Nanosecond => {
+                    ValueBuilder::TsNs(TimestampNanosecondBuilder::with_capacity(cap), tz(z))
+                }
             },
             ColumnType::ListUtf8 => ValueBuilder::List(ListBuilder::new(StringBuilder::new())),
         }
@@ -153,7 +161,9 @@ impl ValueBuilder {
             ValueBuilder::F32(b) => Arc::new(b.finish()),
             ValueBuilder::F64(b) => Arc::new(b.finish()),
             ValueBuilder::Dec(b, p, s) => Arc::new(
-                b.finish().with_precision_and_scale(*p, *s).expect("precision and scale were validated"),
+                b.finish()
+                    .with_precision_and_scale(*p, *s)
+                    .expect("precision and scale were validated"),
             ),
             ValueBuilder::Str(b) => Arc::new(b.finish()),
             ValueBuilder::Bin(b) => Arc::new(b.finish()),
@@ -180,7 +190,10 @@ impl TemporalBuilder {
     pub fn new(components: &[(String, ColumnType)], cap: usize) -> Self {
         TemporalBuilder {
             types: components.iter().map(|(_, t)| t.clone()).collect(),
-            parts: components.iter().map(|(_, t)| ValueBuilder::new(t, cap)).collect(),
+            parts: components
+                .iter()
+                .map(|(_, t)| ValueBuilder::new(t, cap))
+                .collect(),
             fields: (components.len() > 1).then(|| struct_fields(components)),
             valid: Vec::with_capacity(cap),
         }
@@ -219,7 +232,10 @@ impl TemporalBuilder {
 }
 
 fn struct_fields(components: &[(String, ColumnType)]) -> Fields {
-    components.iter().map(|(n, t)| Field::new(n, t.to_arrow(), true)).collect()
+    components
+        .iter()
+        .map(|(n, t)| Field::new(n, t.to_arrow(), true))
+        .collect()
 }
 
 /// The Arrow type of `__START_AT`/`__END_AT` for a sequence.

@@ -8,7 +8,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_tuple};
 use asof_storage::{
-    ColumnType, RowView, ScanCursor, ScanSpec, StoredAs, Store, TableSchema, TimeFilter, Value,
+    ColumnType, RowView, ScanCursor, ScanSpec, Store, StoredAs, TableSchema, TimeFilter, Value,
 };
 
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
@@ -65,7 +65,10 @@ fn encode_values(vs: &[Value], types: &[ColumnType], what: &str) -> Result<Vec<u
     let typed: Vec<Value> = vs
         .iter()
         .zip(types)
-        .map(|(v, t)| v.coerce(t).map_err(|e| QueryError::Invalid(format!("{what}: {e}"))))
+        .map(|(v, t)| {
+            v.coerce(t)
+                .map_err(|e| QueryError::Invalid(format!("{what}: {e}")))
+        })
         .collect::<Result<_>>()?;
     encode_tuple(&typed, types).map_err(|e| QueryError::Invalid(format!("{what}: {e}")))
 }
@@ -113,19 +116,29 @@ impl Default for ScanRequest {
     }
 }
 
+/// Bounds on the encoded key.
+type KeyBounds = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// A prefix's exclusive upper bound: every encoded value starts with 0x00 or 0x01.
 fn prefix_end(mut p: Vec<u8>) -> Vec<u8> {
     p.push(0x02);
     p
 }
 
-fn key_bounds(sel: &KeySelection, schema: &TableSchema) -> Result<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+fn key_bounds(sel: &KeySelection, schema: &TableSchema) -> Result<KeyBounds> {
     let types = schema.key_types();
     let enc = |vs: &Vec<Value>| -> Result<(Vec<u8>, bool)> {
         if vs.len() > types.len() {
-            return Err(QueryError::Invalid(format!("the key has {} column(s), got {} values", types.len(), vs.len())));
+            return Err(QueryError::Invalid(format!(
+                "the key has {} column(s), got {} values",
+                types.len(),
+                vs.len()
+            )));
         }
-        Ok((encode_values(vs, &types[..vs.len()], "key")?, vs.len() < types.len()))
+        Ok((
+            encode_values(vs, &types[..vs.len()], "key")?,
+            vs.len() < types.len(),
+        ))
     };
     Ok(match sel {
         KeySelection::All => (Bound::Unbounded, Bound::Unbounded),
@@ -207,20 +220,33 @@ impl TableScan {
 
     fn make_cols(&self) -> Vec<Col> {
         let n_out = self.schema.columns.len();
-        let sys = self.schema.system_sequence.clone().map(|t| vec![(String::new(), t)]);
+        let sys = self
+            .schema
+            .system_sequence
+            .clone()
+            .map(|t| vec![(String::new(), t)]);
         let seq = &self.schema.sequence;
         let bt = self.schema.mode != StoredAs::Scd1;
         self.columns
             .iter()
             .map(|&c| {
                 if c < n_out {
-                    return Col::Value(c, ValueBuilder::new(&self.schema.columns[c].1, self.batch_size));
+                    return Col::Value(
+                        c,
+                        ValueBuilder::new(&self.schema.columns[c].1, self.batch_size),
+                    );
                 }
                 match (c - n_out, bt) {
                     (0, true) => Col::Start(TemporalBuilder::new(seq, self.batch_size)),
                     (1, true) => Col::End(TemporalBuilder::new(seq, self.batch_size)),
-                    (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), self.batch_size)),
-                    _ => Col::SysEnd(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), self.batch_size)),
+                    (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(
+                        sys.as_deref().expect("bitemporal"),
+                        self.batch_size,
+                    )),
+                    _ => Col::SysEnd(TemporalBuilder::new(
+                        sys.as_deref().expect("bitemporal"),
+                        self.batch_size,
+                    )),
                 }
             })
             .collect()
@@ -259,12 +285,18 @@ impl Iterator for TableScan {
             return None;
         }
         let arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
-        Some(if arrays.is_empty() {
-            RecordBatch::try_new_with_options(self.out.clone(), arrays, &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n)))
-        } else {
-            RecordBatch::try_new(self.out.clone(), arrays)
-        }
-        .map_err(QueryError::from))
+        Some(
+            if arrays.is_empty() {
+                RecordBatch::try_new_with_options(
+                    self.out.clone(),
+                    arrays,
+                    &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n)),
+                )
+            } else {
+                RecordBatch::try_new(self.out.clone(), arrays)
+            }
+            .map_err(QueryError::from),
+        )
     }
 }
 
@@ -272,14 +304,22 @@ impl Iterator for TableScan {
 pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> {
     let (schema, latest) = store.read(table, |r| (r.schema().clone(), r.latest_version()))?;
     if schema.mode == StoredAs::Scd1 && req.business != TimeSelection::All {
-        return Err(QueryError::Invalid(format!("`{table}` is SCD TYPE 1: it has no business time to select on")));
+        return Err(QueryError::Invalid(format!(
+            "`{table}` is SCD TYPE 1: it has no business time to select on"
+        )));
     }
     if schema.system_sequence.is_none() && req.system != TimeSelection::All {
-        return Err(QueryError::Invalid(format!("`{table}` is not BITEMPORAL: it has no system time to select on")));
+        return Err(QueryError::Invalid(format!(
+            "`{table}` is not BITEMPORAL: it has no system time to select on"
+        )));
     }
     if let Some(v) = req.version {
         if v > latest {
-            return Err(QueryError::Storage(asof_storage::Error::NoSuchVersion { table: table.to_string(), version: v, latest }));
+            return Err(QueryError::Storage(asof_storage::Error::NoSuchVersion {
+                table: table.to_string(),
+                version: v,
+                latest,
+            }));
         }
     }
     let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
@@ -288,7 +328,9 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         version: Some(req.version.unwrap_or(latest)),
         key_lo,
         key_hi,
-        business: req.business.encode(&schema.sequence_types(), "business time")?,
+        business: req
+            .business
+            .encode(&schema.sequence_types(), "business time")?,
         system: req.system.encode(&sys_types, "system time")?,
     };
     let full = table_arrow_schema(&schema);
@@ -297,7 +339,8 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         Some(names) => names
             .iter()
             .map(|n| {
-                full.index_of(n).map_err(|_| QueryError::Invalid(format!("`{table}` has no column `{n}`")))
+                full.index_of(n)
+                    .map_err(|_| QueryError::Invalid(format!("`{table}` has no column `{n}`")))
             })
             .collect::<Result<_>>()?,
     };
@@ -321,7 +364,14 @@ pub fn scan_all(store: &Store, table: &str, req: &ScanRequest) -> Result<Vec<Rec
 
 /// The full history of one key: every current row version of it, on both timelines.
 pub fn key_history(store: &Store, table: &str, key: Vec<Value>) -> Result<Vec<RecordBatch>> {
-    scan_all(store, table, &ScanRequest { keys: KeySelection::Eq(key), ..Default::default() })
+    scan_all(
+        store,
+        table,
+        &ScanRequest {
+            keys: KeySelection::Eq(key),
+            ..Default::default()
+        },
+    )
 }
 
 /// One row found by [`lookup`], with its temporal bounds decoded.
@@ -352,10 +402,16 @@ pub fn lookup(
     let schema = store.schema(table)?;
     let k = encode_values(key, &schema.key_types(), "key")?;
     let seq_types = schema.sequence_types();
-    let b = business.map(|b| encode_values(b, &seq_types, "business time")).transpose()?;
+    let b = business
+        .map(|b| encode_values(b, &seq_types, "business time"))
+        .transpose()?;
     let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
     let s = match (system, sys_types.is_empty()) {
-        (Some(s), false) => Some(encode_values(std::slice::from_ref(s), &sys_types, "system time")?),
+        (Some(s), false) => Some(encode_values(
+            std::slice::from_ref(s),
+            &sys_types,
+            "system time",
+        )?),
         _ => None,
     };
     let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());

@@ -40,7 +40,9 @@ impl VarBytes {
     fn get(&self, i: usize) -> Result<&[u8]> {
         let (a, b) = (self.offsets.get(i), self.offsets.get(i + 1));
         match (a, b) {
-            (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.data.len() => Ok(&self.data[a as usize..b as usize]),
+            (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.data.len() => {
+                Ok(&self.data[a as usize..b as usize])
+            }
             _ => Err(corrupt("byte column offsets out of range")),
         }
     }
@@ -49,15 +51,41 @@ impl VarBytes {
 /// One output column of a block. `valid` has one byte per event (0 = NULL).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
 pub(crate) enum ColumnData {
-    Bool { valid: Vec<u8>, values: Vec<u8> },
-    Int { valid: Vec<u8>, values: Vec<i64> },
-    UInt { valid: Vec<u8>, values: Vec<u64> },
-    Float { valid: Vec<u8>, values: Vec<f64> },
-    Decimal { valid: Vec<u8>, values: Vec<i128> },
-    Str { valid: Vec<u8>, values: VarBytes },
-    Bin { valid: Vec<u8>, values: VarBytes },
+    Bool {
+        valid: Vec<u8>,
+        values: Vec<u8>,
+    },
+    Int {
+        valid: Vec<u8>,
+        values: Vec<i64>,
+    },
+    UInt {
+        valid: Vec<u8>,
+        values: Vec<u64>,
+    },
+    Float {
+        valid: Vec<u8>,
+        values: Vec<f64>,
+    },
+    Decimal {
+        valid: Vec<u8>,
+        values: Vec<i128>,
+    },
+    Str {
+        valid: Vec<u8>,
+        values: VarBytes,
+    },
+    Bin {
+        valid: Vec<u8>,
+        values: VarBytes,
+    },
     /// Lists of strings: event `i` has items `items[lists[i]..lists[i + 1]]`.
-    List { valid: Vec<u8>, lists: Vec<u32>, item_valid: Vec<u8>, items: VarBytes },
+    List {
+        valid: Vec<u8>,
+        lists: Vec<u32>,
+        item_valid: Vec<u8>,
+        items: VarBytes,
+    },
 }
 
 /// The events of (part of) one commit, in columns.
@@ -78,16 +106,42 @@ pub(crate) struct EventBlock {
 
 fn new_column(ty: &ColumnType) -> ColumnData {
     match ty {
-        ColumnType::Boolean => ColumnData::Bool { valid: vec![], values: vec![] },
+        ColumnType::Boolean => ColumnData::Bool {
+            valid: vec![],
+            values: vec![],
+        },
         ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64 => {
-            ColumnData::UInt { valid: vec![], values: vec![] }
+            ColumnData::UInt {
+                valid: vec![],
+                values: vec![],
+            }
         }
-        ColumnType::Float32 | ColumnType::Float64 => ColumnData::Float { valid: vec![], values: vec![] },
-        ColumnType::Decimal128 { .. } => ColumnData::Decimal { valid: vec![], values: vec![] },
-        ColumnType::Utf8 => ColumnData::Str { valid: vec![], values: VarBytes::default() },
-        ColumnType::Binary => ColumnData::Bin { valid: vec![], values: VarBytes::default() },
-        ColumnType::ListUtf8 => ColumnData::List { valid: vec![], lists: vec![0], item_valid: vec![], items: VarBytes::default() },
-        _ => ColumnData::Int { valid: vec![], values: vec![] },
+        ColumnType::Float32 | ColumnType::Float64 => ColumnData::Float {
+            valid: vec![],
+            values: vec![],
+        },
+        ColumnType::Decimal128 { .. } => ColumnData::Decimal {
+            valid: vec![],
+            values: vec![],
+        },
+        ColumnType::Utf8 => ColumnData::Str {
+            valid: vec![],
+            values: VarBytes::default(),
+        },
+        ColumnType::Binary => ColumnData::Bin {
+            valid: vec![],
+            values: VarBytes::default(),
+        },
+        ColumnType::ListUtf8 => ColumnData::List {
+            valid: vec![],
+            lists: vec![0],
+            item_valid: vec![],
+            items: VarBytes::default(),
+        },
+        _ => ColumnData::Int {
+            valid: vec![],
+            values: vec![],
+        },
     }
 }
 
@@ -122,7 +176,11 @@ impl ColumnData {
             }
             (ColumnData::Str { valid, values }, v) => {
                 valid.push(!v.is_null() as u8);
-                let s = if let Value::Str(s) = v { s.as_bytes() } else { &[] };
+                let s = if let Value::Str(s) = v {
+                    s.as_bytes()
+                } else {
+                    &[]
+                };
                 values.push(s);
                 5 + s.len()
             }
@@ -132,7 +190,15 @@ impl ColumnData {
                 values.push(s);
                 5 + s.len()
             }
-            (ColumnData::List { valid, lists, item_valid, items }, v) => {
+            (
+                ColumnData::List {
+                    valid,
+                    lists,
+                    item_valid,
+                    items,
+                },
+                v,
+            ) => {
                 valid.push(!v.is_null() as u8);
                 let mut n = 5;
                 if let Value::List(l) = v {
@@ -150,41 +216,81 @@ impl ColumnData {
     }
 
     fn get(&self, i: usize) -> Result<Value> {
-        let valid = |v: &Vec<u8>| v.get(i).copied().ok_or_else(|| corrupt("column shorter than the block"));
-        let at = |n: usize| if i < n { Ok(()) } else { Err(corrupt("column shorter than the block")) };
+        let valid = |v: &Vec<u8>| {
+            v.get(i)
+                .copied()
+                .ok_or_else(|| corrupt("column shorter than the block"))
+        };
+        let at = |n: usize| {
+            if i < n {
+                Ok(())
+            } else {
+                Err(corrupt("column shorter than the block"))
+            }
+        };
         Ok(match self {
             ColumnData::Bool { valid: va, values } => {
                 at(values.len())?;
-                if valid(va)? == 0 { Value::Null } else { Value::Bool(values[i] != 0) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::Bool(values[i] != 0)
+                }
             }
             ColumnData::Int { valid: va, values } => {
                 at(values.len())?;
-                if valid(va)? == 0 { Value::Null } else { Value::Int(values[i]) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::Int(values[i])
+                }
             }
             ColumnData::UInt { valid: va, values } => {
                 at(values.len())?;
-                if valid(va)? == 0 { Value::Null } else { Value::UInt(values[i]) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::UInt(values[i])
+                }
             }
             ColumnData::Float { valid: va, values } => {
                 at(values.len())?;
-                if valid(va)? == 0 { Value::Null } else { Value::Float(values[i]) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::Float(values[i])
+                }
             }
             ColumnData::Decimal { valid: va, values } => {
                 at(values.len())?;
-                if valid(va)? == 0 { Value::Null } else { Value::Decimal(values[i]) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::Decimal(values[i])
+                }
             }
             ColumnData::Str { valid: va, values } => {
                 if valid(va)? == 0 {
                     Value::Null
                 } else {
-                    let s = std::str::from_utf8(values.get(i)?).map_err(|_| corrupt("invalid utf-8 in a stored string"))?;
+                    let s = std::str::from_utf8(values.get(i)?)
+                        .map_err(|_| corrupt("invalid utf-8 in a stored string"))?;
                     Value::Str(s.into())
                 }
             }
             ColumnData::Bin { valid: va, values } => {
-                if valid(va)? == 0 { Value::Null } else { Value::Bytes(values.get(i)?.into()) }
+                if valid(va)? == 0 {
+                    Value::Null
+                } else {
+                    Value::Bytes(values.get(i)?.into())
+                }
             }
-            ColumnData::List { valid: va, lists, item_valid, items } => {
+            ColumnData::List {
+                valid: va,
+                lists,
+                item_valid,
+                items,
+            } => {
                 if valid(va)? == 0 {
                     Value::Null
                 } else {
@@ -194,10 +300,15 @@ impl ColumnData {
                     };
                     let mut out = Vec::with_capacity(b - a);
                     for j in a..b {
-                        if *item_valid.get(j).ok_or_else(|| corrupt("list items out of range"))? == 0 {
+                        if *item_valid
+                            .get(j)
+                            .ok_or_else(|| corrupt("list items out of range"))?
+                            == 0
+                        {
                             out.push(None);
                         } else {
-                            let s = std::str::from_utf8(items.get(j)?).map_err(|_| corrupt("invalid utf-8 in a stored list"))?;
+                            let s = std::str::from_utf8(items.get(j)?)
+                                .map_err(|_| corrupt("invalid utf-8 in a stored list"))?;
                             out.push(Some(s.into()));
                         }
                     }
@@ -209,9 +320,19 @@ impl ColumnData {
 }
 
 /// Cuts a commit's logged events into blocks; the truncates go into the first.
-pub(crate) fn event_blocks(events: &[Incoming], truncates: &[Bytes], types: &[ColumnType]) -> Vec<EventBlock> {
-    let empty = || EventBlock { columns: types.iter().map(new_column).collect(), ..Default::default() };
-    let mut blocks = vec![EventBlock { truncates: truncates.iter().map(|b| b.to_vec()).collect(), ..empty() }];
+pub(crate) fn event_blocks(
+    events: &[Incoming],
+    truncates: &[Bytes],
+    types: &[ColumnType],
+) -> Vec<EventBlock> {
+    let empty = || EventBlock {
+        columns: types.iter().map(new_column).collect(),
+        ..Default::default()
+    };
+    let mut blocks = vec![EventBlock {
+        truncates: truncates.iter().map(|b| b.to_vec()).collect(),
+        ..empty()
+    }];
     let mut size = 0;
     for e in events {
         if size > TARGET_BLOCK_BYTES {
@@ -244,16 +365,28 @@ impl EventBlock {
     /// The events of the block; `width` is the table's number of output columns.
     pub fn events(&self, width: usize) -> Result<Vec<Incoming>> {
         if self.columns.len() != width {
-            return Err(corrupt(format!("block has {} columns, the table {width}", self.columns.len())));
+            return Err(corrupt(format!(
+                "block has {} columns, the table {width}",
+                self.columns.len()
+            )));
         }
         let n = self.flags.len();
         let mut out = Vec::with_capacity(n);
         let mut upd = 0usize;
         for i in 0..n {
-            let values: Vec<Value> = self.columns.iter().map(|c| c.get(i)).collect::<Result<_>>()?;
+            let values: Vec<Value> = self
+                .columns
+                .iter()
+                .map(|c| c.get(i))
+                .collect::<Result<_>>()?;
             let update = if self.flags[i] & 2 != 0 {
-                let (a, b) = match (self.update_offsets.get(upd), self.update_offsets.get(upd + 1)) {
-                    (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.update.len() => (a as usize, b as usize),
+                let (a, b) = match (
+                    self.update_offsets.get(upd),
+                    self.update_offsets.get(upd + 1),
+                ) {
+                    (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.update.len() => {
+                        (a as usize, b as usize)
+                    }
                     _ => return Err(corrupt("update lists out of range")),
                 };
                 upd += 1;
@@ -270,7 +403,11 @@ impl EventBlock {
                 seq: self.seqs.get(i)?.into(),
                 sys: self.syss.get(i)?.into(),
                 event: Event {
-                    kind: if self.flags[i] & 1 != 0 { EventKind::Delete } else { EventKind::Upsert },
+                    kind: if self.flags[i] & 1 != 0 {
+                        EventKind::Delete
+                    } else {
+                        EventKind::Upsert
+                    },
                     values: values.into(),
                     update,
                 },
@@ -282,7 +419,8 @@ impl EventBlock {
 
 /// Serialises and compresses a block.
 pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
-    let raw = rkyv::to_bytes::<rancor::Error>(b).map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
+    let raw = rkyv::to_bytes::<rancor::Error>(b)
+        .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
     let mut out = vec![BLOCK_LZ4_RKYV];
     out.extend_from_slice(&lz4_flex::compress_prepend_size(&raw));
     Ok(out)
@@ -295,14 +433,19 @@ pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
         return Err(corrupt(format!("unknown block format {format}")));
     }
     // A damaged size prefix must not make us allocate gigabytes.
-    let claimed = body.get(..4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize).unwrap_or(0);
+    let claimed = body
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .unwrap_or(0);
     if claimed > 64 * body.len().max(1024) {
         return Err(corrupt("block size prefix is implausible"));
     }
-    let raw = lz4_flex::decompress_size_prepended(body).map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
+    let raw = lz4_flex::decompress_size_prepended(body)
+        .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
     let mut al = AlignedVec::<16>::with_capacity(raw.len());
     al.extend_from_slice(&raw);
-    rkyv::from_bytes::<EventBlock, rancor::Error>(&al).map_err(|e| corrupt(format!("block fails validation: {e}")))
+    rkyv::from_bytes::<EventBlock, rancor::Error>(&al)
+        .map_err(|e| corrupt(format!("block fails validation: {e}")))
 }
 
 #[cfg(test)]
@@ -311,29 +454,59 @@ mod tests {
 
     #[test]
     fn blocks_round_trip_and_garbage_is_an_error() {
-        let types = vec![ColumnType::Int64, ColumnType::Utf8, ColumnType::ListUtf8, ColumnType::Decimal128 { precision: 10, scale: 2 }];
+        let types = vec![
+            ColumnType::Int64,
+            ColumnType::Utf8,
+            ColumnType::ListUtf8,
+            ColumnType::Decimal128 {
+                precision: 10,
+                scale: 2,
+            },
+        ];
         let ev = |k: u8, del: bool, upd: Option<Vec<u32>>| Incoming {
             key: vec![1, k].into(),
             seq: vec![1, 2, 3].into(),
             sys: Vec::new().into(),
             event: Event {
-                kind: if del { EventKind::Delete } else { EventKind::Upsert },
-                values: vec![Value::Int(k as i64), Value::Str("é".into()), Value::List(vec![Some("a".into()), None].into()), Value::Decimal(-5)].into(),
+                kind: if del {
+                    EventKind::Delete
+                } else {
+                    EventKind::Upsert
+                },
+                values: vec![
+                    Value::Int(k as i64),
+                    Value::Str("é".into()),
+                    Value::List(vec![Some("a".into()), None].into()),
+                    Value::Decimal(-5),
+                ]
+                .into(),
                 update: upd.map(Into::into),
             },
         };
-        let events = vec![ev(1, false, None), ev(2, true, Some(vec![0, 2])), ev(3, false, Some(vec![]))];
+        let events = vec![
+            ev(1, false, None),
+            ev(2, true, Some(vec![0, 2])),
+            ev(3, false, Some(vec![])),
+        ];
         let blocks = event_blocks(&events, &[vec![9u8].into()], &types);
         let bytes = encode_block(&blocks[0]).unwrap();
         let back = decode_block(&bytes).unwrap();
         let got = back.events(types.len()).unwrap();
         assert_eq!(got.len(), 3);
         for (a, b) in got.iter().zip(&events) {
-            assert_eq!((&a.key, &a.seq, a.event.kind, &a.event.update), (&b.key, &b.seq, b.event.kind, &b.event.update));
+            assert_eq!(
+                (&a.key, &a.seq, a.event.kind, &a.event.update),
+                (&b.key, &b.seq, b.event.kind, &b.event.update)
+            );
             assert_eq!(a.event.values[..], b.event.values[..]);
         }
         assert_eq!(back.truncates, vec![vec![9u8]]);
-        for bad in [vec![], vec![7u8, 1, 2], vec![1u8, 255, 255, 255, 255, 0], bytes[..bytes.len() / 2].to_vec()] {
+        for bad in [
+            vec![],
+            vec![7u8, 1, 2],
+            vec![1u8, 255, 255, 255, 255, 0],
+            bytes[..bytes.len() / 2].to_vec(),
+        ] {
             assert!(decode_block(&bad).is_err());
         }
     }

@@ -70,10 +70,16 @@ impl ColumnSelection {
             let mut set = BTreeSet::new();
             for c in cols {
                 let i = universe.iter().position(|u| u == c).ok_or_else(|| {
-                    FlowError::UnknownColumn { clause, column: c.clone() }
+                    FlowError::UnknownColumn {
+                        clause,
+                        column: c.clone(),
+                    }
                 })?;
                 if !set.insert(i) {
-                    return Err(FlowError::DuplicateColumn { clause, column: c.clone() });
+                    return Err(FlowError::DuplicateColumn {
+                        clause,
+                        column: c.clone(),
+                    });
                 }
             }
             Ok(set)
@@ -113,7 +119,10 @@ pub enum Condition {
 impl Condition {
     /// `column = 'value'`.
     pub fn equals(column: impl Into<String>, value: impl Into<String>) -> Self {
-        Condition::Equals { column: column.into(), value: value.into() }
+        Condition::Equals {
+            column: column.into(),
+            value: value.into(),
+        }
     }
 }
 
@@ -162,7 +171,11 @@ pub struct FlowSpec {
 
 impl FlowSpec {
     /// Starts a flow `name` into `target` over a source with `schema`.
-    pub fn builder(name: impl Into<String>, target: impl Into<String>, schema: &Schema) -> FlowBuilder {
+    pub fn builder(
+        name: impl Into<String>,
+        target: impl Into<String>,
+        schema: &Schema,
+    ) -> FlowBuilder {
         let source = schema
             .fields()
             .iter()
@@ -265,7 +278,10 @@ impl FlowBuilder {
                 column: name.clone(),
                 ty: dt.to_string(),
             })?;
-            source.push(SourceColumn { name: name.clone(), ty });
+            source.push(SourceColumn {
+                name: name.clone(),
+                ty,
+            });
         }
         self.spec.source = source;
         Flow::new(self.spec)
@@ -313,10 +329,13 @@ impl Flow {
         }
         let names: Vec<String> = spec.source.iter().map(|c| c.name.clone()).collect();
         let find = |clause: &'static str, col: &str| {
-            names.iter().position(|n| n == col).ok_or_else(|| FlowError::UnknownColumn {
-                clause,
-                column: col.to_string(),
-            })
+            names
+                .iter()
+                .position(|n| n == col)
+                .ok_or_else(|| FlowError::UnknownColumn {
+                    clause,
+                    column: col.to_string(),
+                })
         };
         if spec.keys.is_empty() {
             return Err(FlowError::MissingKeys);
@@ -361,11 +380,17 @@ impl Flow {
                 .position(|&i| i == src)
                 .ok_or_else(|| FlowError::KeyNotInOutput(k.clone()))?;
             if key_out.contains(&out) {
-                return Err(FlowError::DuplicateColumn { clause: "KEYS", column: k.clone() });
+                return Err(FlowError::DuplicateColumn {
+                    clause: "KEYS",
+                    column: k.clone(),
+                });
             }
             let ty = &spec.source[src].ty;
             if !ty.is_keyable() {
-                return Err(FlowError::UnsupportedKeyType { column: k.clone(), ty: ty.to_string() });
+                return Err(FlowError::UnsupportedKeyType {
+                    column: k.clone(),
+                    ty: ty.to_string(),
+                });
             }
             key_out.push(out);
         }
@@ -374,7 +399,10 @@ impl Flow {
         for s in &spec.sequence_by {
             let i = find("SEQUENCE BY", s)?;
             if seq_src.contains(&i) {
-                return Err(FlowError::DuplicateColumn { clause: "SEQUENCE BY", column: s.clone() });
+                return Err(FlowError::DuplicateColumn {
+                    clause: "SEQUENCE BY",
+                    column: s.clone(),
+                });
             }
             let ty = &spec.source[i].ty;
             if !ty.is_orderable() {
@@ -423,20 +451,24 @@ impl Flow {
             }
         }
 
-        let on_output = |sel: &ColumnSelection, clause: &'static str| -> Result<Vec<bool>, FlowError> {
-            // Name columns that exist in the source but not in the output precisely.
-            let cols = match sel {
-                ColumnSelection::All => &[][..],
-                ColumnSelection::Only(c) | ColumnSelection::AllExcept(c) => c,
-            };
-            for c in cols {
-                if !out_names.contains(c) {
-                    find(clause, c)?;
-                    return Err(FlowError::NotAnOutputColumn { clause, column: c.clone() });
+        let on_output =
+            |sel: &ColumnSelection, clause: &'static str| -> Result<Vec<bool>, FlowError> {
+                // Name columns that exist in the source but not in the output precisely.
+                let cols = match sel {
+                    ColumnSelection::All => &[][..],
+                    ColumnSelection::Only(c) | ColumnSelection::AllExcept(c) => c,
+                };
+                for c in cols {
+                    if !out_names.contains(c) {
+                        find(clause, c)?;
+                        return Err(FlowError::NotAnOutputColumn {
+                            clause,
+                            column: c.clone(),
+                        });
+                    }
                 }
-            }
-            sel.resolve(&out_names, clause)
-        };
+                sel.resolve(&out_names, clause)
+            };
         let tracked = match &spec.track_history {
             Some(sel) => on_output(sel, "TRACK HISTORY")?,
             None => vec![true; out_names.len()],
@@ -446,7 +478,16 @@ impl Flow {
             None => vec![false; out_names.len()],
         };
 
-        Ok(Flow { spec, output_src, key_out, seq_src, sys_src, ctu_src, tracked, ignore_null })
+        Ok(Flow {
+            spec,
+            output_src,
+            key_out,
+            seq_src,
+            sys_src,
+            ctu_src,
+            tracked,
+            ignore_null,
+        })
     }
 
     /// The definition.
@@ -456,7 +497,12 @@ impl Flow {
 
     /// The shape of the target table this flow writes.
     pub fn target_schema(&self) -> TableSchema {
-        let col = |i: usize| (self.spec.source[i].name.clone(), self.spec.source[i].ty.clone());
+        let col = |i: usize| {
+            (
+                self.spec.source[i].name.clone(),
+                self.spec.source[i].ty.clone(),
+            )
+        };
         TableSchema {
             mode: self.spec.stored_as,
             columns: self.output_src.iter().map(|&i| col(i)).collect(),
@@ -476,7 +522,10 @@ impl Flow {
 
     /// Types of the sequence components (also for SCD1, where they order events).
     pub(crate) fn seq_types(&self) -> Vec<ColumnType> {
-        self.seq_src.iter().map(|&i| self.spec.source[i].ty.clone()).collect()
+        self.seq_src
+            .iter()
+            .map(|&i| self.spec.source[i].ty.clone())
+            .collect()
     }
 }
 
@@ -499,7 +548,10 @@ pub struct TableSchema {
 impl TableSchema {
     /// Types of the key columns, in key order.
     pub fn key_types(&self) -> Vec<ColumnType> {
-        self.key_columns.iter().map(|&i| self.columns[i].1.clone()).collect()
+        self.key_columns
+            .iter()
+            .map(|&i| self.columns[i].1.clone())
+            .collect()
     }
     /// Types of the sequence components.
     pub fn sequence_types(&self) -> Vec<ColumnType> {

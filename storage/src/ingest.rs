@@ -18,11 +18,19 @@ use crate::value::{cast_column, column_values, ColumnType, Value};
 /// that runs SQL expressions; tests and embedders may register their own.
 pub trait ConditionEvaluator: Send + Sync {
     /// One boolean per row (NULL counts as false), or a message saying why the expression fails.
-    fn evaluate(&self, expr: &str, batch: &RecordBatch) -> std::result::Result<BooleanArray, String>;
+    fn evaluate(
+        &self,
+        expr: &str,
+        batch: &RecordBatch,
+    ) -> std::result::Result<BooleanArray, String>;
 }
 
 fn invalid(column: &str, problem: impl Into<String>, rows: usize) -> Error {
-    Error::InvalidBatch { column: column.to_string(), problem: problem.into(), rows }
+    Error::InvalidBatch {
+        column: column.to_string(),
+        problem: problem.into(),
+        rows,
+    }
 }
 
 fn eval(
@@ -34,20 +42,36 @@ fn eval(
     let n = batch.num_rows();
     match cond {
         Condition::Equals { column, value } => {
-            let col = batch
-                .column_by_name(column)
-                .ok_or_else(|| invalid(column, format!("{clause} needs it, but it is missing from the batch"), n))?;
+            let col = batch.column_by_name(column).ok_or_else(|| {
+                invalid(
+                    column,
+                    format!("{clause} needs it, but it is missing from the batch"),
+                    n,
+                )
+            })?;
             let s = cast(col, &DataType::Utf8).map_err(|e| invalid(column, e.to_string(), n))?;
             let s = s.as_string::<i32>();
-            Ok((0..n).map(|i| s.is_valid(i) && s.value(i) == value).collect())
+            Ok((0..n)
+                .map(|i| s.is_valid(i) && s.value(i) == value)
+                .collect())
         }
         Condition::Expr(expr) => {
             let ev = evaluator.ok_or_else(|| {
-                invalid(clause, format!("no condition evaluator is registered to evaluate `{expr}`"), n)
+                invalid(
+                    clause,
+                    format!("no condition evaluator is registered to evaluate `{expr}`"),
+                    n,
+                )
             })?;
-            let mask = ev.evaluate(expr, batch).map_err(|e| invalid(clause, format!("`{expr}`: {e}"), n))?;
+            let mask = ev
+                .evaluate(expr, batch)
+                .map_err(|e| invalid(clause, format!("`{expr}`: {e}"), n))?;
             if mask.len() != n {
-                return Err(invalid(clause, "the condition did not give one value per row", n));
+                return Err(invalid(
+                    clause,
+                    "the condition did not give one value per row",
+                    n,
+                ));
             }
             Ok((0..n).map(|i| mask.is_valid(i) && mask.value(i)).collect())
         }
@@ -61,16 +85,27 @@ fn source_column(flow: &Flow, batch: &RecordBatch, i: usize) -> Result<ArrayRef>
     let arr = batch
         .column_by_name(&col.name)
         .ok_or_else(|| invalid(&col.name, "missing from the batch", n))?;
-    let (arr, failed) = cast_column(arr, &col.ty)
-        .map_err(|e| invalid(&col.name, format!("cannot be converted to {}: {e}", col.ty), n))?;
+    let (arr, failed) = cast_column(arr, &col.ty).map_err(|e| {
+        invalid(
+            &col.name,
+            format!("cannot be converted to {}: {e}", col.ty),
+            n,
+        )
+    })?;
     if failed > 0 {
-        return Err(invalid(&col.name, format!("has values that cannot be converted to {}", col.ty), failed));
+        return Err(invalid(
+            &col.name,
+            format!("has values that cannot be converted to {}", col.ty),
+            failed,
+        ));
     }
     Ok(arr)
 }
 
 fn require_non_null(name: &str, arr: &ArrayRef, skip: &[bool], what: &str) -> Result<()> {
-    let bad = (0..arr.len()).filter(|&i| !skip[i] && arr.is_null(i)).count();
+    let bad = (0..arr.len())
+        .filter(|&i| !skip[i] && arr.is_null(i))
+        .count();
     if bad > 0 {
         return Err(invalid(name, format!("{what} is NULL"), bad));
     }
@@ -97,19 +132,36 @@ pub(crate) fn prepare(
     };
     let none = vec![false; n];
 
-    let out: Vec<ArrayRef> =
-        flow.output_src.iter().map(|&i| source_column(flow, batch, i)).collect::<Result<_>>()?;
+    let out: Vec<ArrayRef> = flow
+        .output_src
+        .iter()
+        .map(|&i| source_column(flow, batch, i))
+        .collect::<Result<_>>()?;
     for &k in &flow.key_out {
-        require_non_null(&spec.source[flow.output_src[k]].name, &out[k], &truncate, "the key")?;
+        require_non_null(
+            &spec.source[flow.output_src[k]].name,
+            &out[k],
+            &truncate,
+            "the key",
+        )?;
     }
-    let seq: Vec<ArrayRef> = flow.seq_src.iter().map(|&i| source_column(flow, batch, i)).collect::<Result<_>>()?;
+    let seq: Vec<ArrayRef> = flow
+        .seq_src
+        .iter()
+        .map(|&i| source_column(flow, batch, i))
+        .collect::<Result<_>>()?;
     for (a, &i) in seq.iter().zip(&flow.seq_src) {
         require_non_null(&spec.source[i].name, a, &none, "the sequence (SEQUENCE BY)")?;
     }
     let sys = match flow.sys_src {
         Some(i) => {
             let a = source_column(flow, batch, i)?;
-            require_non_null(&spec.source[i].name, &a, &none, "the system sequence (SYSTEM SEQUENCE BY)")?;
+            require_non_null(
+                &spec.source[i].name,
+                &a,
+                &none,
+                "the system sequence (SYSTEM SEQUENCE BY)",
+            )?;
             Some((a, spec.source[i].ty.clone()))
         }
         None => None,
@@ -119,17 +171,40 @@ pub(crate) fn prepare(
         None => None,
     };
 
-    let out_types: Vec<ColumnType> = flow.output_src.iter().map(|&i| spec.source[i].ty.clone()).collect();
-    let out_names: Vec<&str> = flow.output_src.iter().map(|&i| spec.source[i].name.as_str()).collect();
-    let mut out_vals: Vec<Vec<Value>> = out.iter().zip(&out_types).map(|(a, t)| column_values(a, t)).collect();
+    let out_types: Vec<ColumnType> = flow
+        .output_src
+        .iter()
+        .map(|&i| spec.source[i].ty.clone())
+        .collect();
+    let out_names: Vec<&str> = flow
+        .output_src
+        .iter()
+        .map(|&i| spec.source[i].name.as_str())
+        .collect();
+    let mut out_vals: Vec<Vec<Value>> = out
+        .iter()
+        .zip(&out_types)
+        .map(|(a, t)| column_values(a, t))
+        .collect();
     let seq_types = flow.seq_types();
-    let seq_vals: Vec<Vec<Value>> = seq.iter().zip(&seq_types).map(|(a, t)| column_values(a, t)).collect();
+    let seq_vals: Vec<Vec<Value>> = seq
+        .iter()
+        .zip(&seq_types)
+        .map(|(a, t)| column_values(a, t))
+        .collect();
     let sys_vals = sys.as_ref().map(|(a, t)| (column_values(a, t), t.clone()));
-    let ctu_vals = ctu.as_ref().map(|(name, a)| (name, column_values(a, &ColumnType::ListUtf8)));
+    let ctu_vals = ctu
+        .as_ref()
+        .map(|(name, a)| (name, column_values(a, &ColumnType::ListUtf8)));
     let key_types: Vec<ColumnType> = flow.key_out.iter().map(|&k| out_types[k].clone()).collect();
     let commit_sys: Bytes = {
         let mut b = Vec::new();
-        encode_value(&Value::Int(commit_ts), &ColumnType::commit_timestamp(), &mut b).expect("int");
+        encode_value(
+            &Value::Int(commit_ts),
+            &ColumnType::commit_timestamp(),
+            &mut b,
+        )
+        .expect("int");
         b.into()
     };
     let bitemporal = spec.stored_as == StoredAs::Bitemporal;
@@ -180,13 +255,20 @@ pub(crate) fn prepare(
             },
             None => None,
         };
-        let values: Vec<Value> = out_vals.iter_mut().map(|c| std::mem::replace(&mut c[r], Value::Null)).collect();
+        let values: Vec<Value> = out_vals
+            .iter_mut()
+            .map(|c| std::mem::replace(&mut c[r], Value::Null))
+            .collect();
         events.push(Incoming {
             key,
             seq: seq_b,
             sys: sys_b,
             event: Event {
-                kind: if delete[r] { EventKind::Delete } else { EventKind::Upsert },
+                kind: if delete[r] {
+                    EventKind::Delete
+                } else {
+                    EventKind::Upsert
+                },
                 values: values.into(),
                 update,
             },
@@ -194,7 +276,11 @@ pub(crate) fn prepare(
     }
     if let Some((name, rows)) = unknown_update {
         let (col, _) = ctu.expect("COLUMNS TO UPDATE is set");
-        return Err(invalid(&col, format!("names `{name}`, which is not an output column"), rows));
+        return Err(invalid(
+            &col,
+            format!("names `{name}`, which is not an output column"),
+            rows,
+        ));
     }
     Ok((events, truncates))
 }

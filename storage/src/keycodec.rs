@@ -31,7 +31,11 @@ pub fn encode_value(v: &Value, ty: &ColumnType, out: &mut Vec<u8>) -> Result<(),
         }
         Value::Float(f) => {
             let bits = f.to_bits();
-            let bits = if bits >> 63 == 1 { !bits } else { bits ^ (1 << 63) };
+            let bits = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits ^ (1 << 63)
+            };
             out.push(1);
             out.extend_from_slice(&bits.to_be_bytes());
         }
@@ -110,12 +114,19 @@ pub fn decode_value<'b>(bytes: &'b [u8], ty: &ColumnType) -> Result<(Value, &'b 
         ColumnType::Float32 | ColumnType::Float64 => {
             let (b, r) = take::<8>(rest)?;
             let bits = u64::from_be_bytes(b);
-            let bits = if bits >> 63 == 1 { bits ^ (1 << 63) } else { !bits };
+            let bits = if bits >> 63 == 1 {
+                bits ^ (1 << 63)
+            } else {
+                !bits
+            };
             (Value::Float(f64::from_bits(bits)), r)
         }
         ColumnType::Decimal128 { .. } => {
             let (b, r) = take::<16>(rest)?;
-            (Value::Decimal((u128::from_be_bytes(b) ^ (1 << 127)) as i128), r)
+            (
+                Value::Decimal((u128::from_be_bytes(b) ^ (1 << 127)) as i128),
+                r,
+            )
         }
         ColumnType::Utf8 => {
             let (b, r) = unescape(rest)?;
@@ -178,16 +189,37 @@ mod tests {
             prop_oneof![1 => Just(Value::Null), 6 => s.prop_map(f)].boxed()
         }
         prop_oneof![
-            (opt(any::<i64>(), Value::Int), opt(any::<i64>(), Value::Int))
-                .prop_map(|(a, b)| (ColumnType::Int64, a, b)),
-            (opt(any::<u64>(), Value::UInt), opt(any::<u64>(), Value::UInt))
+            (opt(any::<i64>(), Value::Int), opt(any::<i64>(), Value::Int)).prop_map(|(a, b)| (
+                ColumnType::Int64,
+                a,
+                b
+            )),
+            (
+                opt(any::<u64>(), Value::UInt),
+                opt(any::<u64>(), Value::UInt)
+            )
                 .prop_map(|(a, b)| (ColumnType::UInt64, a, b)),
-            (opt(any::<f64>(), Value::Float), opt(any::<f64>(), Value::Float))
+            (
+                opt(any::<f64>(), Value::Float),
+                opt(any::<f64>(), Value::Float)
+            )
                 .prop_map(|(a, b)| (ColumnType::Float64, a, b)),
-            (opt(any::<i128>(), Value::Decimal), opt(any::<i128>(), Value::Decimal)).prop_map(
-                |(a, b)| (ColumnType::Decimal128 { precision: 38, scale: 2 }, a, b)
-            ),
-            (opt(any::<bool>(), Value::Bool), opt(any::<bool>(), Value::Bool))
+            (
+                opt(any::<i128>(), Value::Decimal),
+                opt(any::<i128>(), Value::Decimal)
+            )
+                .prop_map(|(a, b)| (
+                    ColumnType::Decimal128 {
+                        precision: 38,
+                        scale: 2
+                    },
+                    a,
+                    b
+                )),
+            (
+                opt(any::<bool>(), Value::Bool),
+                opt(any::<bool>(), Value::Bool)
+            )
                 .prop_map(|(a, b)| (ColumnType::Boolean, a, b)),
             (
                 opt("[a\\x00\\xFF-]{0,6}", |s: String| Value::Str(s.into())),
@@ -195,8 +227,12 @@ mod tests {
             )
                 .prop_map(|(a, b)| (ColumnType::Utf8, a, b)),
             (
-                opt(proptest::collection::vec(any::<u8>(), 0..6), |v| Value::Bytes(v.into())),
-                opt(proptest::collection::vec(any::<u8>(), 0..6), |v| Value::Bytes(v.into()))
+                opt(proptest::collection::vec(any::<u8>(), 0..6), |v| {
+                    Value::Bytes(v.into())
+                }),
+                opt(proptest::collection::vec(any::<u8>(), 0..6), |v| {
+                    Value::Bytes(v.into())
+                })
             )
                 .prop_map(|(a, b)| (ColumnType::Binary, a, b)),
         ]

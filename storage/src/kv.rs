@@ -34,7 +34,10 @@ impl WriteBatch {
     }
     /// Bytes of keys and values.
     pub fn bytes(&self) -> usize {
-        self.puts.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        self.puts
+            .iter()
+            .map(|(k, v)| k.len() + v.len())
+            .sum::<usize>()
             + self.deletes.iter().map(Vec::len).sum::<usize>()
     }
 }
@@ -66,7 +69,11 @@ impl SledKv {
     pub fn open(path: &Path, cache_bytes: u64) -> Result<SledKv> {
         let deadline = std::time::Instant::now() + LOCK_WAIT;
         loop {
-            match sled::Config::new().path(path).cache_capacity(cache_bytes).open() {
+            match sled::Config::new()
+                .path(path)
+                .cache_capacity(cache_bytes)
+                .open()
+            {
                 Ok(db) => return Ok(SledKv { db }),
                 Err(e) => {
                     let msg = e.to_string();
@@ -97,11 +104,10 @@ impl KvStore for SledKv {
     }
 
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
-        Box::new(
-            self.db
-                .scan_prefix(prefix)
-                .map(|r| r.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(Error::from)),
-        )
+        Box::new(self.db.scan_prefix(prefix).map(|r| {
+            r.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .map_err(Error::from)
+        }))
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {

@@ -46,7 +46,9 @@ pub struct StoreOptions {
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { cache_bytes: 256 << 20 }
+        StoreOptions {
+            cache_bytes: 256 << 20,
+        }
     }
 }
 
@@ -145,7 +147,10 @@ impl Store {
                     .map(u32::from_be_bytes)
                     .map_err(|_| corrupt("bad format record"))?;
                 if found != FORMAT_VERSION {
-                    return Err(Error::FormatVersion { found, supported: FORMAT_VERSION });
+                    return Err(Error::FormatVersion {
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
                 }
             }
             None => {
@@ -165,11 +170,16 @@ impl Store {
             evaluator: None,
         };
         inner.load()?;
-        Ok(Store { inner: Arc::new(RwLock::new(inner)) })
+        Ok(Store {
+            inner: Arc::new(RwLock::new(inner)),
+        })
     }
 
     fn read_inner(&self) -> Result<RwLockReadGuard<'_, Inner>> {
-        let g = self.inner.read().map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        let g = self
+            .inner
+            .read()
+            .map_err(|_| Error::Poisoned("a writer panicked".into()))?;
         if let Some(p) = &g.poisoned {
             return Err(Error::Poisoned(p.clone()));
         }
@@ -177,7 +187,10 @@ impl Store {
     }
 
     fn write_inner(&self) -> Result<RwLockWriteGuard<'_, Inner>> {
-        let g = self.inner.write().map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        let g = self
+            .inner
+            .write()
+            .map_err(|_| Error::Poisoned("a writer panicked".into()))?;
         if let Some(p) = &g.poisoned {
             return Err(Error::Poisoned(p.clone()));
         }
@@ -196,7 +209,10 @@ impl Store {
     pub fn create_flow(&self, flow: Flow) -> Result<()> {
         let mut g = self.write_inner()?;
         let name = flow.spec.name.clone();
-        if g.tables.values().any(|t| t.flows.iter().any(|f| f.spec.name == name)) {
+        if g.tables
+            .values()
+            .any(|t| t.flows.iter().any(|f| f.spec.name == name))
+        {
             return Err(Error::AlreadyExists { kind: "flow", name });
         }
         let target = flow.spec.target.clone();
@@ -213,15 +229,29 @@ impl Store {
                 }
                 let mut specs: Vec<FlowSpec> = t.flows.iter().map(|f| f.spec.clone()).collect();
                 specs.push(flow.spec.clone());
-                let rec = TableRecord { name: t.name.clone(), schema, flows: specs };
+                let rec = TableRecord {
+                    name: t.name.clone(),
+                    schema,
+                    flows: specs,
+                };
                 let mut b = WriteBatch::default();
-                b.put(key(b'T', t.id, None, None), serde_json::to_vec(&rec).map_err(|e| corrupt(e))?);
-                inner.kv.write(b).inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                b.put(
+                    key(b'T', t.id, None, None),
+                    serde_json::to_vec(&rec).map_err(corrupt)?,
+                );
+                inner
+                    .kv
+                    .write(b)
+                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
                 t.flows.push(flow);
             }
             None => {
                 let id = inner.next_table_id;
-                let rec = TableRecord { name: target.clone(), schema: schema.clone(), flows: vec![flow.spec.clone()] };
+                let rec = TableRecord {
+                    name: target.clone(),
+                    schema: schema.clone(),
+                    flows: vec![flow.spec.clone()],
+                };
                 let ts = now_us();
                 let commit = CommitInfo {
                     version: 0,
@@ -235,9 +265,18 @@ impl Store {
                     duration_us: 0,
                 };
                 let mut b = WriteBatch::default();
-                b.put(key(b'T', id, None, None), serde_json::to_vec(&rec).map_err(|e| corrupt(e))?);
-                b.put(key(b'C', id, Some(0), None), serde_json::to_vec(&commit).map_err(|e| corrupt(e))?);
-                inner.kv.write(b).inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                b.put(
+                    key(b'T', id, None, None),
+                    serde_json::to_vec(&rec).map_err(corrupt)?,
+                );
+                b.put(
+                    key(b'C', id, Some(0), None),
+                    serde_json::to_vec(&commit).map_err(corrupt)?,
+                );
+                inner
+                    .kv
+                    .write(b)
+                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
                 inner.next_table_id += 1;
                 let state = TableState::new(
                     schema,
@@ -247,7 +286,13 @@ impl Store {
                 );
                 inner.tables.insert(
                     target.clone(),
-                    Table { id, name: target, flows: vec![flow], state, commits: vec![commit] },
+                    Table {
+                        id,
+                        name: target,
+                        flows: vec![flow],
+                        state,
+                        commits: vec![commit],
+                    },
                 );
             }
         }
@@ -265,8 +310,15 @@ impl Store {
             .tables
             .values_mut()
             .find(|t| t.flows.iter().any(|f| f.spec.name == flow))
-            .ok_or_else(|| Error::NotFound { kind: "flow", name: flow.to_string() })?;
-        let f = table.flows.iter().find(|f| f.spec.name == flow).expect("found");
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: flow.to_string(),
+            })?;
+        let f = table
+            .flows
+            .iter()
+            .find(|f| f.spec.name == flow)
+            .expect("found");
         let last = table.commits.last().expect("commit 0 exists");
         let version = last.version + 1;
         let ts = now_us().max(last.timestamp_us + 1);
@@ -283,13 +335,28 @@ impl Store {
         };
         let persist = || -> Result<CommitInfo> {
             let mut b = WriteBatch::default();
-            let types: Vec<_> = table.state.schema.columns.iter().map(|(_, t)| t.clone()).collect();
-            for (i, blk) in codec::event_blocks(&fx.events, &fx.truncates, &types).iter().enumerate() {
-                b.put(key(b'E', table.id, Some(version), Some(i as u32)), codec::encode_block(blk)?);
+            let types: Vec<_> = table
+                .state
+                .schema
+                .columns
+                .iter()
+                .map(|(_, t)| t.clone())
+                .collect();
+            for (i, blk) in codec::event_blocks(&fx.events, &fx.truncates, &types)
+                .iter()
+                .enumerate()
+            {
+                b.put(
+                    key(b'E', table.id, Some(version), Some(i as u32)),
+                    codec::encode_block(blk)?,
+                );
             }
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
-            b.put(key(b'C', table.id, Some(version), None), serde_json::to_vec(&commit).map_err(corrupt)?);
+            b.put(
+                key(b'C', table.id, Some(version), None),
+                serde_json::to_vec(&commit).map_err(corrupt)?,
+            );
             inner.kv.write(b)?;
             Ok(commit)
         };
@@ -314,7 +381,11 @@ impl Store {
     /// The flow definitions writing `table`.
     pub fn flows(&self, table: &str) -> Result<Vec<FlowSpec>> {
         let g = self.read_inner()?;
-        Ok(g.table(table)?.flows.iter().map(|f| f.spec.clone()).collect())
+        Ok(g.table(table)?
+            .flows
+            .iter()
+            .map(|f| f.spec.clone())
+            .collect())
     }
 
     /// The shape of `table`.
@@ -337,7 +408,10 @@ impl Store {
 
 impl Inner {
     fn table(&self, name: &str) -> Result<&Table> {
-        self.tables.get(name).ok_or_else(|| Error::NotFound { kind: "table", name: name.to_string() })
+        self.tables.get(name).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: name.to_string(),
+        })
     }
 
     fn load(&mut self) -> Result<()> {
@@ -348,7 +422,8 @@ impl Inner {
                 .and_then(|b| b.try_into().ok())
                 .map(u32::from_be_bytes)
                 .ok_or_else(|| corrupt("short table key"))?;
-            let rec: TableRecord = serde_json::from_slice(&v).map_err(|e| corrupt(format!("table record: {e}")))?;
+            let rec: TableRecord =
+                serde_json::from_slice(&v).map_err(|e| corrupt(format!("table record: {e}")))?;
             let flows: Vec<Flow> = rec
                 .flows
                 .into_iter()
@@ -364,9 +439,15 @@ impl Inner {
             let mut commits: Vec<CommitInfo> = Vec::new();
             for kv in self.kv.scan_prefix(&key(b'C', id, None, None)) {
                 let (_, v) = kv?;
-                let c: CommitInfo = serde_json::from_slice(&v).map_err(|e| corrupt(format!("commit record: {e}")))?;
+                let c: CommitInfo = serde_json::from_slice(&v)
+                    .map_err(|e| corrupt(format!("commit record: {e}")))?;
                 if c.version != commits.len() as u64 {
-                    return Err(corrupt(format!("table {}: commit {} follows {}", rec.name, c.version, commits.len())));
+                    return Err(corrupt(format!(
+                        "table {}: commit {} follows {}",
+                        rec.name,
+                        c.version,
+                        commits.len()
+                    )));
                 }
                 commits.push(c);
             }
@@ -375,12 +456,15 @@ impl Inner {
             // timelines and every row version with the commits that wrote and retired it.
             let width = state.schema.columns.len();
             let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
-            let replay = |state: &mut TableState, p: (u64, Vec<Incoming>, Vec<Bytes>)| -> Result<()> {
-                let (version, events, truncates) = p;
-                let c = commits.get(version as usize).ok_or_else(|| corrupt(format!("events of missing commit {version}")))?;
-                state.apply(events, truncates, version, c.timestamp_us);
-                Ok(())
-            };
+            let replay =
+                |state: &mut TableState, p: (u64, Vec<Incoming>, Vec<Bytes>)| -> Result<()> {
+                    let (version, events, truncates) = p;
+                    let c = commits
+                        .get(version as usize)
+                        .ok_or_else(|| corrupt(format!("events of missing commit {version}")))?;
+                    state.apply(events, truncates, version, c.timestamp_us);
+                    Ok(())
+                };
             for kv in self.kv.scan_prefix(&key(b'E', id, None, None)) {
                 let (k, v) = kv?;
                 let version = parse_version(&k)?;
@@ -396,7 +480,16 @@ impl Inner {
                 replay(&mut state, p)?;
             }
             self.next_table_id = self.next_table_id.max(id + 1);
-            self.tables.insert(rec.name.clone(), Table { id, name: rec.name, flows, state, commits });
+            self.tables.insert(
+                rec.name.clone(),
+                Table {
+                    id,
+                    name: rec.name,
+                    flows,
+                    state,
+                    commits,
+                },
+            );
         }
         Ok(())
     }
@@ -528,11 +621,21 @@ impl TableReader<'_> {
 
     /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
     /// `cursor`. Sets `cursor.is_done()` when nothing is left.
-    pub fn scan(&self, spec: &ScanSpec, cursor: &mut ScanCursor, max_rows: usize, mut f: impl FnMut(RowView<'_>)) -> Result<()> {
+    pub fn scan(
+        &self,
+        spec: &ScanSpec,
+        cursor: &mut ScanCursor,
+        max_rows: usize,
+        mut f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
         let latest = self.latest_version();
         let version = spec.version.unwrap_or(latest);
         if version > latest {
-            return Err(Error::NoSuchVersion { table: self.table.name.clone(), version, latest });
+            return Err(Error::NoSuchVersion {
+                table: self.table.name.clone(),
+                version,
+                latest,
+            });
         }
         let current = version == latest;
         let lo: Bound<&[u8]> = match (&cursor.after, &spec.key_lo) {
@@ -546,7 +649,9 @@ impl TableReader<'_> {
             Bound::Excluded(k) => Bound::Excluded(&k[..]),
             Bound::Unbounded => Bound::Unbounded,
         };
-        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) = (lo, hi) {
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) =
+            (lo, hi)
+        {
             if l > h {
                 cursor.done = true;
                 return Ok(());
@@ -563,10 +668,18 @@ impl TableReader<'_> {
                     return Ok(());
                 }
                 let row = &rows[r];
-                let visible = if current { row.retired.is_none() } else { row.visible_at(version) };
+                let visible = if current {
+                    row.retired.is_none()
+                } else {
+                    row.visible_at(version)
+                };
                 if visible
-                    && spec.business.matches(row.start.as_deref(), row.end.as_deref())
-                    && spec.system.matches(row.sys_start.as_deref(), row.sys_end.as_deref())
+                    && spec
+                        .business
+                        .matches(row.start.as_deref(), row.end.as_deref())
+                    && spec
+                        .system
+                        .matches(row.sys_start.as_deref(), row.sys_end.as_deref())
                 {
                     f(RowView::of(row));
                     n += 1;
@@ -579,16 +692,24 @@ impl TableReader<'_> {
 
     /// The current row of `key` (encoded) at business time `business` and system time `system`
     /// (encoded; `None` = now). SCD1 tables ignore both times.
-    pub fn lookup(&self, key: &[u8], business: Option<&[u8]>, system: Option<&[u8]>) -> Result<Option<RowView<'_>>> {
+    pub fn lookup(
+        &self,
+        key: &[u8],
+        business: Option<&[u8]>,
+        system: Option<&[u8]>,
+    ) -> Result<Option<RowView<'_>>> {
         let state = &self.table.state;
-        let Some(ks) = state.keys.get(key) else { return Ok(None) };
+        let Some(ks) = state.keys.get(key) else {
+            return Ok(None);
+        };
         let rows = &state.rows;
         let mode = state.schema.mode;
         if mode == StoredAs::Scd1 {
             let cur = ks.timeline.values().next_back().and_then(|v| v.row);
             return Ok(cur.map(|r| RowView::of(&rows[r])));
         }
-        let b = business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
+        let b =
+            business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
         let now = match (mode, system) {
             (StoredAs::Bitemporal, Some(s)) => ks.max_sys.as_deref().is_none_or(|m| s >= m),
             _ => true,
@@ -605,7 +726,10 @@ impl TableReader<'_> {
         let s = system.expect("past system time");
         let index = ks.lookup.get_or_init(|| {
             PointIndex::build(
-                ks.rows.iter().map(|&r| (r, &rows[r])).filter(|(_, row)| row.retired.is_none()),
+                ks.rows
+                    .iter()
+                    .map(|&r| (r, &rows[r]))
+                    .filter(|(_, row)| row.retired.is_none()),
             )
         });
         Ok(index.find(b, s).map(|r| RowView::of(&rows[r])))

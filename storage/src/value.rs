@@ -5,14 +5,14 @@ use std::cmp::Ordering;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float32Array, Float64Array,
-    ListArray, StringArray,
+    Array, ArrayRef, AsArray, BinaryArray, BooleanArray, Decimal128Array, Float32Array,
+    Float64Array, ListArray, StringArray,
 };
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{
-    DataType, Date32Type, Field, Int16Type, Int32Type, Int64Type, Int8Type, TimeUnit as ArrowTimeUnit,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    DataType, Date32Type, Field, Int16Type, Int32Type, Int64Type, Int8Type,
+    TimeUnit as ArrowTimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 use serde::{Deserialize, Serialize};
 
@@ -100,7 +100,10 @@ pub enum ColumnType {
 impl ColumnType {
     /// The type of the commit clock: `TIMESTAMP(µs, UTC)`.
     pub fn commit_timestamp() -> Self {
-        ColumnType::Timestamp { unit: TimeUnit::Microsecond, tz: Some("UTC".into()) }
+        ColumnType::Timestamp {
+            unit: TimeUnit::Microsecond,
+            tz: Some("UTC".into()),
+        }
     }
 
     /// The Arrow type of this column.
@@ -145,7 +148,10 @@ impl ColumnType {
             DataType::UInt64 => ColumnType::UInt64,
             DataType::Float32 => ColumnType::Float32,
             DataType::Float64 => ColumnType::Float64,
-            DataType::Decimal128(p, s) => ColumnType::Decimal128 { precision: *p, scale: *s },
+            DataType::Decimal128(p, s) => ColumnType::Decimal128 {
+                precision: *p,
+                scale: *s,
+            },
             DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => ColumnType::Utf8,
             DataType::Binary | DataType::LargeBinary | DataType::BinaryView => ColumnType::Binary,
             DataType::Date32 => ColumnType::Date32,
@@ -284,12 +290,23 @@ impl Value {
     pub fn coerce(&self, ty: &ColumnType) -> Result<Value, String> {
         match (self, ty) {
             (Value::Str(s), t) if *t != ColumnType::Utf8 => Value::parse(s, t),
-            (Value::UInt(u), ColumnType::Int8 | ColumnType::Int16 | ColumnType::Int32 | ColumnType::Int64 | ColumnType::Date32 | ColumnType::Timestamp { .. }) => {
-                i64::try_from(*u).map(Value::Int).map_err(|_| format!("{u} does not fit {ty}"))
-            }
-            (Value::Int(i), ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64) => {
-                u64::try_from(*i).map(Value::UInt).map_err(|_| format!("{i} does not fit {ty}"))
-            }
+            (
+                Value::UInt(u),
+                ColumnType::Int8
+                | ColumnType::Int16
+                | ColumnType::Int32
+                | ColumnType::Int64
+                | ColumnType::Date32
+                | ColumnType::Timestamp { .. },
+            ) => i64::try_from(*u)
+                .map(Value::Int)
+                .map_err(|_| format!("{u} does not fit {ty}")),
+            (
+                Value::Int(i),
+                ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64,
+            ) => u64::try_from(*i)
+                .map(Value::UInt)
+                .map_err(|_| format!("{i} does not fit {ty}")),
             (v, _) => Ok(v.clone()),
         }
     }
@@ -331,10 +348,30 @@ pub fn cmp_rows(a: &[Value], b: &[Value]) -> Ordering {
 /// Gives a timestamp array another zone without touching its values (they are UTC instants).
 fn with_zone(array: &ArrayRef, tz: Option<Arc<str>>) -> ArrayRef {
     match array.data_type() {
-        DataType::Timestamp(ArrowTimeUnit::Second, _) => Arc::new(array.as_primitive::<TimestampSecondType>().clone().with_timezone_opt(tz)),
-        DataType::Timestamp(ArrowTimeUnit::Millisecond, _) => Arc::new(array.as_primitive::<TimestampMillisecondType>().clone().with_timezone_opt(tz)),
-        DataType::Timestamp(ArrowTimeUnit::Microsecond, _) => Arc::new(array.as_primitive::<TimestampMicrosecondType>().clone().with_timezone_opt(tz)),
-        DataType::Timestamp(ArrowTimeUnit::Nanosecond, _) => Arc::new(array.as_primitive::<TimestampNanosecondType>().clone().with_timezone_opt(tz)),
+        DataType::Timestamp(ArrowTimeUnit::Second, _) => Arc::new(
+            array
+                .as_primitive::<TimestampSecondType>()
+                .clone()
+                .with_timezone_opt(tz),
+        ),
+        DataType::Timestamp(ArrowTimeUnit::Millisecond, _) => Arc::new(
+            array
+                .as_primitive::<TimestampMillisecondType>()
+                .clone()
+                .with_timezone_opt(tz),
+        ),
+        DataType::Timestamp(ArrowTimeUnit::Microsecond, _) => Arc::new(
+            array
+                .as_primitive::<TimestampMicrosecondType>()
+                .clone()
+                .with_timezone_opt(tz),
+        ),
+        DataType::Timestamp(ArrowTimeUnit::Nanosecond, _) => Arc::new(
+            array
+                .as_primitive::<TimestampNanosecondType>()
+                .clone()
+                .with_timezone_opt(tz),
+        ),
         _ => array.clone(),
     }
 }
@@ -349,14 +386,23 @@ pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef
     if array.data_type() == &target {
         return Ok((array.clone(), 0));
     }
-    let options = CastOptions { safe: true, ..Default::default() };
+    let options = CastOptions {
+        safe: true,
+        ..Default::default()
+    };
     let (source, naive_target, zone) = match &target {
-        DataType::Timestamp(u, tz) => (with_zone(array, None), DataType::Timestamp(*u, None), Some(tz.clone())),
+        DataType::Timestamp(u, tz) => (
+            with_zone(array, None),
+            DataType::Timestamp(*u, None),
+            Some(tz.clone()),
+        ),
         t => (array.clone(), t.clone(), None),
     };
     let cast = cast_with_options(&source, &naive_target, &options).map_err(|e| e.to_string())?;
     let failed = if cast.null_count() > array.null_count() {
-        (0..array.len()).filter(|&i| array.is_valid(i) && cast.is_null(i)).count()
+        (0..array.len())
+            .filter(|&i| array.is_valid(i) && cast.is_null(i))
+            .count()
     } else {
         0
     };
@@ -374,13 +420,30 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
         f: impl Fn(T::Native) -> Value,
     ) -> Vec<Value> {
         let a = a.as_primitive::<T>();
-        (0..a.len()).map(|i| if a.is_null(i) { Value::Null } else { f(a.value(i)) }).collect()
+        (0..a.len())
+            .map(|i| {
+                if a.is_null(i) {
+                    Value::Null
+                } else {
+                    f(a.value(i))
+                }
+            })
+            .collect()
     }
     match ty {
         ColumnType::Boolean => {
-            let a = array.as_any().downcast_ref::<BooleanArray>().expect("cast to boolean");
+            let a = array
+                .as_any()
+                .downcast_ref::<BooleanArray>()
+                .expect("cast to boolean");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Bool(a.value(i)) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Bool(a.value(i))
+                    }
+                })
                 .collect()
         }
         ColumnType::Int8 => prim::<Int8Type>(array, |v| Value::Int(v.into())),
@@ -392,33 +455,78 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
         ColumnType::UInt32 => prim::<UInt32Type>(array, |v| Value::UInt(v.into())),
         ColumnType::UInt64 => prim::<UInt64Type>(array, Value::UInt),
         ColumnType::Float32 => {
-            let a = array.as_any().downcast_ref::<Float32Array>().expect("cast to f32");
+            let a = array
+                .as_any()
+                .downcast_ref::<Float32Array>()
+                .expect("cast to f32");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Float(a.value(i).into()) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Float(a.value(i).into())
+                    }
+                })
                 .collect()
         }
         ColumnType::Float64 => {
-            let a = array.as_any().downcast_ref::<Float64Array>().expect("cast to f64");
+            let a = array
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .expect("cast to f64");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Float(a.value(i)) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Float(a.value(i))
+                    }
+                })
                 .collect()
         }
         ColumnType::Decimal128 { .. } => {
-            let a = array.as_any().downcast_ref::<Decimal128Array>().expect("cast to decimal");
+            let a = array
+                .as_any()
+                .downcast_ref::<Decimal128Array>()
+                .expect("cast to decimal");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Decimal(a.value(i)) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Decimal(a.value(i))
+                    }
+                })
                 .collect()
         }
         ColumnType::Utf8 => {
-            let a = array.as_any().downcast_ref::<StringArray>().expect("cast to utf8");
+            let a = array
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("cast to utf8");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Str(a.value(i).into()) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Str(a.value(i).into())
+                    }
+                })
                 .collect()
         }
         ColumnType::Binary => {
-            let a = array.as_any().downcast_ref::<BinaryArray>().expect("cast to binary");
+            let a = array
+                .as_any()
+                .downcast_ref::<BinaryArray>()
+                .expect("cast to binary");
             (0..a.len())
-                .map(|i| if a.is_null(i) { Value::Null } else { Value::Bytes(a.value(i).into()) })
+                .map(|i| {
+                    if a.is_null(i) {
+                        Value::Null
+                    } else {
+                        Value::Bytes(a.value(i).into())
+                    }
+                })
                 .collect()
         }
         ColumnType::Date32 => prim::<Date32Type>(array, |v| Value::Int(v.into())),
@@ -429,7 +537,10 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
             TimeUnit::Nanosecond => prim::<TimestampNanosecondType>(array, Value::Int),
         },
         ColumnType::ListUtf8 => {
-            let a = array.as_any().downcast_ref::<ListArray>().expect("cast to list");
+            let a = array
+                .as_any()
+                .downcast_ref::<ListArray>()
+                .expect("cast to list");
             (0..a.len())
                 .map(|i| {
                     if a.is_null(i) {
@@ -439,7 +550,13 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
                     let s = inner.as_string::<i32>();
                     Value::List(
                         (0..s.len())
-                            .map(|j| if s.is_null(j) { None } else { Some(s.value(j).into()) })
+                            .map(|j| {
+                                if s.is_null(j) {
+                                    None
+                                } else {
+                                    Some(s.value(j).into())
+                                }
+                            })
                             .collect(),
                     )
                 })

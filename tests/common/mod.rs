@@ -19,9 +19,18 @@ pub fn data_dir() -> PathBuf {
 pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<Option<String>>>) {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let header = lines.next().expect("header").split(',').map(str::to_string).collect();
+    let header = lines
+        .next()
+        .expect("header")
+        .split(',')
+        .map(str::to_string)
+        .collect();
     let rows = lines
-        .map(|l| l.split(',').map(|f| (!f.is_empty()).then(|| f.to_string())).collect())
+        .map(|l| {
+            l.split(',')
+                .map(|f| (!f.is_empty()).then(|| f.to_string()))
+                .collect()
+        })
         .collect();
     (header, rows)
 }
@@ -29,7 +38,10 @@ pub fn read_csv(path: &Path) -> (Vec<String>, Vec<Vec<Option<String>>>) {
 /// A batch of string columns (the engine casts them to the flow's types).
 pub fn string_batch(header: &[String], rows: &[Vec<Option<String>>]) -> RecordBatch {
     let schema = Arc::new(Schema::new(
-        header.iter().map(|h| Field::new(h, DataType::Utf8, true)).collect::<Vec<_>>(),
+        header
+            .iter()
+            .map(|h| Field::new(h, DataType::Utf8, true))
+            .collect::<Vec<_>>(),
     ));
     let cols: Vec<ArrayRef> = (0..header.len())
         .map(|c| Arc::new(rows.iter().map(|r| r[c].clone()).collect::<StringArray>()) as ArrayRef)
@@ -42,9 +54,18 @@ pub fn table_strings(store: &Store, table: &str) -> (Vec<String>, Vec<Vec<Option
     table_strings_with(store, table, &ScanRequest::default())
 }
 
-pub fn table_strings_with(store: &Store, table: &str, req: &ScanRequest) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+pub fn table_strings_with(
+    store: &Store,
+    table: &str,
+    req: &ScanRequest,
+) -> (Vec<String>, Vec<Vec<Option<String>>>) {
     let scan = asof::scan(store, table, req).expect("scan");
-    let names = scan.schema().fields().iter().map(|f| f.name().clone()).collect();
+    let names = scan
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name().clone())
+        .collect();
     let mut rows = Vec::new();
     for b in scan {
         let b = b.expect("batch");
@@ -80,7 +101,10 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
             let schema = r.schema().clone();
             let seq = schema.sequence_types();
             let sys: Vec<asof::ColumnType> = schema.system_sequence.iter().cloned().collect();
-            let spec = asof_storage::ScanSpec { version, ..Default::default() };
+            let spec = asof_storage::ScanSpec {
+                version,
+                ..Default::default()
+            };
             let mut cursor = asof_storage::ScanCursor::default();
             while !cursor.is_done() {
                 r.scan(&spec, &mut cursor, 1000, |row| {
@@ -88,8 +112,12 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
                         values: row.values.to_vec(),
                         start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
                         end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
-                        sys_start: row.sys_start.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                        sys_end: row.sys_end.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                        sys_start: row
+                            .sys_start
+                            .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                        sys_end: row
+                            .sys_end
+                            .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
                     })
                 })
                 .unwrap();

@@ -85,9 +85,7 @@ fn winner<'a>(a: &'a MEvent, b: &'a MEvent) -> &'a MEvent {
 fn resolve(events: &[MEvent], with_sys: bool) -> Vec<MEvent> {
     let mut out: Vec<MEvent> = Vec::new();
     for e in events.iter().filter(|e| e.op != Op::Truncate) {
-        let same = |x: &MEvent| {
-            x.key == e.key && x.seq == e.seq && (!with_sys || x.sys == e.sys)
-        };
+        let same = |x: &MEvent| x.key == e.key && x.seq == e.seq && (!with_sys || x.sys == e.sys);
         match out.iter().position(same) {
             Some(i) => out[i] = winner(&out[i], e).clone(),
             None => out.push(e.clone()),
@@ -98,7 +96,9 @@ fn resolve(events: &[MEvent], with_sys: bool) -> Vec<MEvent> {
 
 fn merge(flow: &MFlow, prev: Option<&Vec<Value>>, e: &MEvent) -> Vec<Value> {
     if let Some(cols) = &e.update {
-        let mut v = prev.cloned().unwrap_or_else(|| vec![Value::Null; e.values.len()]);
+        let mut v = prev
+            .cloned()
+            .unwrap_or_else(|| vec![Value::Null; e.values.len()]);
         for &c in cols {
             v[c as usize] = e.values[c as usize].clone();
         }
@@ -135,7 +135,10 @@ fn fold(flow: &MFlow, steps: &[(Vec<Value>, Option<&MEvent>)]) -> Vec<Segment> {
             Some(e) => {
                 let vals = merge(flow, prev.as_ref(), e);
                 let same_tracked = |a: &Vec<Value>| {
-                    a.iter().zip(&vals).zip(&flow.tracked).all(|((x, y), &t)| !t || x == y)
+                    a.iter()
+                        .zip(&vals)
+                        .zip(&flow.tracked)
+                        .all(|((x, y), &t)| !t || x == y)
                 };
                 open = match open.take() {
                     Some((v, st)) if same_tracked(&v) => Some((vals.clone(), st)),
@@ -169,8 +172,11 @@ fn keys_of(events: &[MEvent]) -> Vec<Vec<Value>> {
 pub fn model(flow: &MFlow, events: &[MEvent]) -> Vec<MRow> {
     let bt = flow.mode == StoredAs::Bitemporal;
     let resolved = resolve(events, bt);
-    let mut truncates: Vec<Vec<Value>> =
-        events.iter().filter(|e| e.op == Op::Truncate).map(|e| e.seq.clone()).collect();
+    let mut truncates: Vec<Vec<Value>> = events
+        .iter()
+        .filter(|e| e.op == Op::Truncate)
+        .map(|e| e.seq.clone())
+        .collect();
     truncates.sort_by(|a, b| cmp_vals(a, b));
     truncates.dedup();
     let mut rows = Vec::new();
@@ -191,25 +197,45 @@ pub fn model(flow: &MFlow, events: &[MEvent]) -> Vec<MRow> {
                 for (values, start, end) in fold(flow, &steps) {
                     if flow.mode == StoredAs::Scd1 {
                         if end.is_none() {
-                            rows.push(MRow { values, start: None, end: None, sys_start: None, sys_end: None });
+                            rows.push(MRow {
+                                values,
+                                start: None,
+                                end: None,
+                                sys_start: None,
+                                sys_end: None,
+                            });
                         }
                     } else {
-                        rows.push(MRow { values, start: Some(start), end, sys_start: None, sys_end: None });
+                        rows.push(MRow {
+                            values,
+                            start: Some(start),
+                            end,
+                            sys_start: None,
+                            sys_end: None,
+                        });
                     }
                 }
             }
             StoredAs::Bitemporal => {
-                let mut times: Vec<Value> = mine.iter().map(|e| e.sys.clone().expect("sys")).collect();
+                let mut times: Vec<Value> =
+                    mine.iter().map(|e| e.sys.clone().expect("sys")).collect();
                 times.sort_by(|a, b| a.canonical_cmp(b));
                 times.dedup();
                 let mut open: Vec<(Segment, Value)> = Vec::new();
                 for t in &times {
                     // E(t): per sequence, the event with the greatest system time <= t.
                     let mut best: Vec<&MEvent> = Vec::new();
-                    for e in mine.iter().filter(|e| e.sys.as_ref().expect("sys").canonical_cmp(t) != Ordering::Greater) {
+                    for e in mine.iter().filter(|e| {
+                        e.sys.as_ref().expect("sys").canonical_cmp(t) != Ordering::Greater
+                    }) {
                         match best.iter().position(|b| b.seq == e.seq) {
                             Some(i) => {
-                                if e.sys.as_ref().unwrap().canonical_cmp(best[i].sys.as_ref().unwrap()) == Ordering::Greater {
+                                if e.sys
+                                    .as_ref()
+                                    .unwrap()
+                                    .canonical_cmp(best[i].sys.as_ref().unwrap())
+                                    == Ordering::Greater
+                                {
                                     best[i] = e;
                                 }
                             }
@@ -217,7 +243,10 @@ pub fn model(flow: &MFlow, events: &[MEvent]) -> Vec<MRow> {
                         }
                     }
                     best.sort_by(|a, b| cmp_vals(&a.seq, &b.seq));
-                    let steps: Vec<_> = best.iter().map(|e| (e.seq.clone(), (e.op == Op::Upsert).then_some(*e))).collect();
+                    let steps: Vec<_> = best
+                        .iter()
+                        .map(|e| (e.seq.clone(), (e.op == Op::Upsert).then_some(*e)))
+                        .collect();
                     let segs = fold(flow, &steps);
                     let mut still = Vec::new();
                     for (seg, since) in open.drain(..) {
@@ -241,7 +270,13 @@ pub fn model(flow: &MFlow, events: &[MEvent]) -> Vec<MRow> {
                     open = still;
                 }
                 for (seg, since) in open {
-                    rows.push(MRow { values: seg.0, start: Some(seg.1), end: seg.2, sys_start: Some(since), sys_end: None });
+                    rows.push(MRow {
+                        values: seg.0,
+                        start: Some(seg.1),
+                        end: seg.2,
+                        sys_start: Some(since),
+                        sys_end: None,
+                    });
                 }
             }
         }

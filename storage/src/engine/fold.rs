@@ -51,7 +51,9 @@ impl Event {
         }
     }
     pub fn same_as(&self, other: &Event) -> bool {
-        self.kind == other.kind && self.values[..] == other.values[..] && self.update == other.update
+        self.kind == other.kind
+            && self.values[..] == other.values[..]
+            && self.update == other.update
     }
 }
 
@@ -123,14 +125,24 @@ impl FoldRules<'_> {
         if !self.any_ignore_null {
             return ev.values.clone();
         }
-        let needs = ev.values.iter().zip(self.ignore_null).any(|(v, &ig)| ig && v.is_null());
+        let needs = ev
+            .values
+            .iter()
+            .zip(self.ignore_null)
+            .any(|(v, &ig)| ig && v.is_null());
         match (needs, prev) {
             (true, Some(p)) => ev
                 .values
                 .iter()
                 .zip(p.iter())
                 .zip(self.ignore_null)
-                .map(|((v, pv), &ig)| if ig && v.is_null() { pv.clone() } else { v.clone() })
+                .map(|((v, pv), &ig)| {
+                    if ig && v.is_null() {
+                        pv.clone()
+                    } else {
+                        v.clone()
+                    }
+                })
                 .collect::<Vec<_>>()
                 .into(),
             _ => ev.values.clone(),
@@ -139,7 +151,10 @@ impl FoldRules<'_> {
 
     fn same_tracked(&self, a: &Row, b: &Row) -> bool {
         std::sync::Arc::ptr_eq(a, b)
-            || a.iter().zip(b.iter()).zip(self.tracked).all(|((x, y), &t)| !t || x == y)
+            || a.iter()
+                .zip(b.iter())
+                .zip(self.tracked)
+                .all(|((x, y), &t)| !t || x == y)
     }
 }
 
@@ -204,8 +219,12 @@ pub(crate) fn refold(
     let mut open: Option<(Bytes, Row)> = None;
     let mut new_versions: Vec<(Bytes, Version)> = Vec::new();
     let mut converged_at: Option<Bytes> = None;
-    let mut ev_iter = events.range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded)).peekable();
-    let mut tr_iter = truncates.range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded)).peekable();
+    let mut ev_iter = events
+        .range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded))
+        .peekable();
+    let mut tr_iter = truncates
+        .range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded))
+        .peekable();
     loop {
         // Next step in sequence order; at equal sequences the key's own event comes first.
         let take_event = match (ev_iter.peek(), tr_iter.peek()) {
@@ -216,40 +235,55 @@ pub(crate) fn refold(
         };
         let (x, step): (&Bytes, Option<Step<'_>>) = if take_event {
             let (x, cands) = ev_iter.next().expect("peeked");
-            (x, limit.effective(cands).map(|e| match e.kind {
-                EventKind::Upsert => Step::Upsert(e),
-                EventKind::Delete => Step::Delete,
-            }))
+            (
+                x,
+                limit.effective(cands).map(|e| match e.kind {
+                    EventKind::Upsert => Step::Upsert(e),
+                    EventKind::Delete => Step::Delete,
+                }),
+            )
         } else {
             (tr_iter.next().expect("peeked"), Some(Step::Delete))
         };
         let Some(step) = step else { continue };
-        if &x[..] > hi {
-            if tl.contains_key(x) {
-                let old_pre = tl
-                    .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&x[..])))
-                    .next_back()
-                    .filter(|(_, p)| p.end.as_deref() == Some(&x[..]))
-                    .map(|(_, p)| &p.values);
-                let new_pre = open.as_ref().map(|(_, v)| v);
-                let same = match (old_pre, new_pre) {
-                    (None, None) => true,
-                    (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a[..] == b[..],
-                    _ => false,
-                };
-                if same {
-                    if let Some((s, v)) = open.take() {
-                        new_versions.push((s, Version { values: v, end: Some(x.clone()), row: None }));
-                    }
-                    converged_at = Some(x.clone());
-                    break;
+        if &x[..] > hi && tl.contains_key(x) {
+            let old_pre = tl
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&x[..])))
+                .next_back()
+                .filter(|(_, p)| p.end.as_deref() == Some(&x[..]))
+                .map(|(_, p)| &p.values);
+            let new_pre = open.as_ref().map(|(_, v)| v);
+            let same = match (old_pre, new_pre) {
+                (None, None) => true,
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b) || a[..] == b[..],
+                _ => false,
+            };
+            if same {
+                if let Some((s, v)) = open.take() {
+                    new_versions.push((
+                        s,
+                        Version {
+                            values: v,
+                            end: Some(x.clone()),
+                            row: None,
+                        },
+                    ));
                 }
+                converged_at = Some(x.clone());
+                break;
             }
         }
         match step {
             Step::Delete => {
                 if let Some((s, v)) = open.take() {
-                    new_versions.push((s, Version { values: v, end: Some(x.clone()), row: None }));
+                    new_versions.push((
+                        s,
+                        Version {
+                            values: v,
+                            end: Some(x.clone()),
+                            row: None,
+                        },
+                    ));
                 }
                 base = None;
             }
@@ -258,7 +292,14 @@ pub(crate) fn refold(
                 open = match open.take() {
                     Some((s, ov)) if rules.same_tracked(&ov, &vals) => Some((s, vals.clone())),
                     Some((s, ov)) => {
-                        new_versions.push((s, Version { values: ov, end: Some(x.clone()), row: None }));
+                        new_versions.push((
+                            s,
+                            Version {
+                                values: ov,
+                                end: Some(x.clone()),
+                                row: None,
+                            },
+                        ));
                         Some((x.clone(), vals.clone()))
                     }
                     None => Some((x.clone(), vals.clone())),
@@ -268,7 +309,14 @@ pub(crate) fn refold(
         }
     }
     if let Some((s, v)) = open.take() {
-        new_versions.push((s, Version { values: v, end: None, row: None }));
+        new_versions.push((
+            s,
+            Version {
+                values: v,
+                end: None,
+                row: None,
+            },
+        ));
     }
 
     // Replace the old versions of the region [region_start, converged_at) by the new ones, keeping
@@ -313,28 +361,87 @@ pub(crate) fn refold(
 
 /// The fold step for an event after every other event of the key: only the last version can
 /// change.
-fn append(tl: &mut Timeline, events: &EventMap, limit: Limit<'_>, rules: &FoldRules<'_>, seq: &[u8], diff: &mut TimelineDiff) {
-    let Some((x, cands)) = events.get_key_value(seq) else { return };
-    let Some(ev) = limit.effective(cands) else { return };
-    let open = tl.last_key_value().filter(|(_, v)| v.end.is_none()).map(|(s, v)| (s.clone(), v.values.clone()));
+fn append(
+    tl: &mut Timeline,
+    events: &EventMap,
+    limit: Limit<'_>,
+    rules: &FoldRules<'_>,
+    seq: &[u8],
+    diff: &mut TimelineDiff,
+) {
+    let Some((x, cands)) = events.get_key_value(seq) else {
+        return;
+    };
+    let Some(ev) = limit.effective(cands) else {
+        return;
+    };
+    let open = tl
+        .last_key_value()
+        .filter(|(_, v)| v.end.is_none())
+        .map(|(s, v)| (s.clone(), v.values.clone()));
     match (ev.kind, open) {
         (EventKind::Delete, None) => {}
         (EventKind::Delete, Some((start, values))) => {
-            replace_version(tl, start, Version { values, end: Some(x.clone()), row: None }, diff);
+            replace_version(
+                tl,
+                start,
+                Version {
+                    values,
+                    end: Some(x.clone()),
+                    row: None,
+                },
+                diff,
+            );
         }
         (EventKind::Upsert, None) => {
             let vals = rules.merge(None, ev);
-            insert_version(tl, x.clone(), Version { values: vals, end: None, row: None }, diff);
+            insert_version(
+                tl,
+                x.clone(),
+                Version {
+                    values: vals,
+                    end: None,
+                    row: None,
+                },
+                diff,
+            );
         }
         (EventKind::Upsert, Some((start, values))) => {
             let vals = rules.merge(Some(&values), ev);
             if rules.same_tracked(&values, &vals) {
                 if vals[..] != values[..] {
-                    replace_version(tl, start, Version { values: vals, end: None, row: None }, diff);
+                    replace_version(
+                        tl,
+                        start,
+                        Version {
+                            values: vals,
+                            end: None,
+                            row: None,
+                        },
+                        diff,
+                    );
                 }
             } else {
-                replace_version(tl, start, Version { values, end: Some(x.clone()), row: None }, diff);
-                insert_version(tl, x.clone(), Version { values: vals, end: None, row: None }, diff);
+                replace_version(
+                    tl,
+                    start,
+                    Version {
+                        values,
+                        end: Some(x.clone()),
+                        row: None,
+                    },
+                    diff,
+                );
+                insert_version(
+                    tl,
+                    x.clone(),
+                    Version {
+                        values: vals,
+                        end: None,
+                        row: None,
+                    },
+                    diff,
+                );
             }
         }
     }
@@ -374,8 +481,12 @@ pub(crate) fn fold_all(
     rules: &FoldRules<'_>,
 ) -> Timeline {
     let mut tl = Timeline::new();
-    let Some(first) = events.keys().next() else { return tl };
+    let Some(first) = events.keys().next() else {
+        return tl;
+    };
     let mut diff = TimelineDiff::default();
-    refold(&mut tl, events, truncates, limit, rules, first, first, false, &mut diff);
+    refold(
+        &mut tl, events, truncates, limit, rules, first, first, false, &mut diff,
+    );
     tl
 }

@@ -41,7 +41,11 @@ impl PointIndex {
         };
         for (id, r) in rows {
             let (mut l, mut h) = (idx(&r.sys_start) + size, idx(&r.sys_end) + size);
-            let entry = || Entry { start: r.start.clone().unwrap_or_default(), end: r.end.clone(), row: id };
+            let entry = || Entry {
+                start: r.start.clone().unwrap_or_default(),
+                end: r.end.clone(),
+                row: id,
+            };
             while l < h {
                 if l & 1 == 1 {
                     nodes[l].push(entry());
@@ -58,12 +62,19 @@ impl PointIndex {
         for n in &mut nodes {
             n.sort_by(|a, b| a.start.cmp(&b.start));
         }
-        PointIndex { points, size, nodes }
+        PointIndex {
+            points,
+            size,
+            nodes,
+        }
     }
 
     /// The row alive at system time `s` whose business interval contains `b`.
     pub fn find(&self, b: &[u8], s: &[u8]) -> Option<RowId> {
-        let leaf = self.points.partition_point(|p| &p[..] <= s).checked_sub(1)?;
+        let leaf = self
+            .points
+            .partition_point(|p| &p[..] <= s)
+            .checked_sub(1)?;
         let mut node = leaf + self.size;
         while node >= 1 {
             let list = &self.nodes[node];

@@ -13,7 +13,9 @@ use roaring::RoaringBitmap;
 
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Row;
-use fold::{fold_all, refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff};
+use fold::{
+    fold_all, refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff,
+};
 pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
 
@@ -112,11 +114,19 @@ pub(crate) struct TableState {
     gc_queue: VecDeque<(i64, Bytes)>,
 }
 
+/// A row computed by a system-time replay: (start, values, end, system start, system end).
+type NewRow = (Bytes, Row, Option<Bytes>, Bytes, Option<Bytes>);
+
 /// Marks a timeline version as "exists at the previous change point" during a replay.
 const MARK: RowId = RowId::MAX;
 
 impl TableState {
-    pub fn new(schema: TableSchema, tracked: Vec<bool>, ignore_null: Vec<bool>, gc_secs: u64) -> Self {
+    pub fn new(
+        schema: TableSchema,
+        tracked: Vec<bool>,
+        ignore_null: Vec<bool>,
+        gc_secs: u64,
+    ) -> Self {
         TableState {
             schema,
             tracked,
@@ -141,7 +151,10 @@ impl TableState {
         version: u64,
         ts: i64,
     ) -> CommitEffects {
-        let mut fx = CommitEffects { first_row: self.rows.len() as RowId, ..Default::default() };
+        let mut fx = CommitEffects {
+            first_row: self.rows.len() as RowId,
+            ..Default::default()
+        };
         fx.metrics.num_events_read = (incoming.len() + truncates.len()) as u64;
         let tracked = std::mem::take(&mut self.tracked);
         let ignore_null = std::mem::take(&mut self.ignore_null);
@@ -157,14 +170,29 @@ impl TableState {
                 fx.metrics.num_duplicates_ignored += 1;
                 continue;
             }
-            if self.truncates.iter().next_back().is_some_and(|m| m[..] > t[..]) {
+            if self
+                .truncates
+                .iter()
+                .next_back()
+                .is_some_and(|m| m[..] > t[..])
+            {
                 fx.metrics.num_late_events += 1;
             }
             self.truncates.insert(t.clone());
             let mode = self.schema.mode;
             for (key, ks) in self.keys.iter_mut() {
                 let mut diff = TimelineDiff::default();
-                refold(&mut ks.timeline, &ks.events, &self.truncates, Limit::None, &rules, &t, &t, false, &mut diff);
+                refold(
+                    &mut ks.timeline,
+                    &ks.events,
+                    &self.truncates,
+                    Limit::None,
+                    &rules,
+                    &t,
+                    &t,
+                    false,
+                    &mut diff,
+                );
                 emit_scd_rows(&mut self.rows, mode, key, ks, diff, version, &mut fx);
                 note_tombstone(&mut self.gc_queue, key, ks, ts);
             }
@@ -183,9 +211,21 @@ impl TableState {
             let mode = self.schema.mode;
             let ks = self.keys.entry(key.clone()).or_default();
             match mode {
-                StoredAs::Bitemporal => apply_key_bitemporal(&mut self.rows, &key, ks, evs, &rules, version, &mut fx),
+                StoredAs::Bitemporal => {
+                    apply_key_bitemporal(&mut self.rows, &key, ks, evs, &rules, version, &mut fx)
+                }
                 _ => {
-                    apply_key_scd(&mut self.rows, mode, &self.truncates, &key, ks, evs, &rules, version, &mut fx);
+                    apply_key_scd(
+                        &mut self.rows,
+                        mode,
+                        &self.truncates,
+                        &key,
+                        ks,
+                        evs,
+                        &rules,
+                        version,
+                        &mut fx,
+                    );
                     if mode == StoredAs::Scd1 {
                         note_tombstone(&mut self.gc_queue, &key, ks, ts);
                     }
@@ -221,7 +261,11 @@ impl TableState {
     }
 
     /// Keys in `range`, in key order.
-    pub fn key_range(&self, lo: Bound<&[u8]>, hi: Bound<&[u8]>) -> impl Iterator<Item = (&Bytes, &KeyState)> {
+    pub fn key_range(
+        &self,
+        lo: Bound<&[u8]>,
+        hi: Bound<&[u8]>,
+    ) -> impl Iterator<Item = (&Bytes, &KeyState)> {
         self.keys.range::<[u8], _>((lo, hi))
     }
 }
@@ -230,11 +274,15 @@ impl TableState {
 /// set changed, and whether the event was appended after all others of the key.
 fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Option<bool> {
     // Appending after every known sequence is the common case: one lookup of the last entry.
-    let last_seq_cmp = ks.events.last_key_value().map(|(m, _)| m[..].cmp(&inc.seq[..]));
+    let last_seq_cmp = ks
+        .events
+        .last_key_value()
+        .map(|(m, _)| m[..].cmp(&inc.seq[..]));
     let late_biz = last_seq_cmp == Some(std::cmp::Ordering::Greater);
     let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
     let outcome = if last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less) {
-        ks.events.insert(inc.seq.clone(), vec![(inc.sys.clone(), inc.event.clone())]);
+        ks.events
+            .insert(inc.seq.clone(), vec![(inc.sys.clone(), inc.event.clone())]);
         Outcome::New
     } else {
         insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone())
@@ -283,13 +331,31 @@ fn apply_key_scd(
     for inc in evs {
         let seq = inc.seq.clone();
         if let Some(appended) = insert_one(ks, inc, fx) {
-            refold(&mut ks.timeline, &ks.events, truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
+            refold(
+                &mut ks.timeline,
+                &ks.events,
+                truncates,
+                Limit::None,
+                rules,
+                &seq,
+                &seq,
+                appended,
+                &mut diff,
+            );
         }
     }
     emit_scd_rows(rows, mode, key, ks, diff, version, fx);
 }
 
-fn emit_scd_rows(rows: &mut RowStore, mode: StoredAs, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, version: u64, fx: &mut CommitEffects) {
+fn emit_scd_rows(
+    rows: &mut RowStore,
+    mode: StoredAs,
+    key: &Bytes,
+    ks: &mut KeyState,
+    diff: TimelineDiff,
+    version: u64,
+    fx: &mut CommitEffects,
+) {
     if diff.is_empty() {
         return;
     }
@@ -302,7 +368,10 @@ fn emit_scd_rows(rows: &mut RowStore, mode: StoredAs, key: &Bytes, ks: &mut KeyS
     }
     let scd2 = mode == StoredAs::Scd2;
     for start in diff.added {
-        let v = ks.timeline.get_mut(&start).expect("added version is in the timeline");
+        let v = ks
+            .timeline
+            .get_mut(&start)
+            .expect("added version is in the timeline");
         if !scd2 && v.end.is_some() {
             continue; // SCD1 shows only the open version.
         }
@@ -323,7 +392,11 @@ fn emit_scd_rows(rows: &mut RowStore, mode: StoredAs, key: &Bytes, ks: &mut KeyS
 }
 
 fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut KeyState, ts: i64) {
-    let live = ks.timeline.values().next_back().is_some_and(|v| v.end.is_none());
+    let live = ks
+        .timeline
+        .values()
+        .next_back()
+        .is_some_and(|v| v.end.is_none());
     if live {
         ks.deleted_since = None;
     } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
@@ -334,7 +407,15 @@ fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut K
 
 /// BITEMPORAL: events newer on system time than all of the key's extend its history at the end;
 /// anything else replays the key's system history from the earliest system time it touches.
-fn apply_key_bitemporal(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, mut evs: Vec<Incoming>, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
+fn apply_key_bitemporal(
+    rows: &mut RowStore,
+    key: &Bytes,
+    ks: &mut KeyState,
+    mut evs: Vec<Incoming>,
+    rules: &FoldRules<'_>,
+    version: u64,
+    fx: &mut CommitEffects,
+) {
     ks.lookup = OnceLock::new();
     evs.sort_by(|a, b| (&a.sys, &a.seq).cmp(&(&b.sys, &b.seq)));
     let t_min = evs[0].sys.clone();
@@ -348,7 +429,17 @@ fn apply_key_bitemporal(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, mut
             while let Some(inc) = evs.next_if(|e| e.sys == t) {
                 let seq = inc.seq.clone();
                 if let Some(appended) = insert_one(ks, inc, fx) {
-                    refold(&mut ks.timeline, &ks.events, &no_truncates, Limit::None, rules, &seq, &seq, appended, &mut diff);
+                    refold(
+                        &mut ks.timeline,
+                        &ks.events,
+                        &no_truncates,
+                        Limit::None,
+                        rules,
+                        &seq,
+                        &seq,
+                        appended,
+                        &mut diff,
+                    );
                 }
             }
             emit_bitemporal_step(rows, key, ks, diff, &t, version, fx);
@@ -365,11 +456,24 @@ fn apply_key_bitemporal(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, mut
 }
 
 /// The business timeline changed at system time `t` (newer than every row's system start).
-fn emit_bitemporal_step(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, diff: TimelineDiff, t: &Bytes, version: u64, fx: &mut CommitEffects) {
+fn emit_bitemporal_step(
+    rows: &mut RowStore,
+    key: &Bytes,
+    ks: &mut KeyState,
+    diff: TimelineDiff,
+    t: &Bytes,
+    version: u64,
+    fx: &mut CommitEffects,
+) {
     for (start, v) in diff.removed {
         let r = v.row.expect("removed versions have rows");
+        if rows[r].added == version {
+            // Written by this very commit and never visible: close it in place.
+            rows.get_mut(r).sys_end = Some(t.clone());
+            continue;
+        }
         rows.retire(r, version);
-    fx.retired.insert(r);
+        fx.retired.insert(r);
         let old = &rows[r];
         let closed = StoredRow {
             key: key.clone(),
@@ -385,7 +489,10 @@ fn emit_bitemporal_step(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, dif
         ks.rows.push(id);
     }
     for start in diff.added {
-        let v = ks.timeline.get(&start).expect("added version is in the timeline");
+        let v = ks
+            .timeline
+            .get(&start)
+            .expect("added version is in the timeline");
         let row = StoredRow {
             key: key.clone(),
             values: v.values.clone(),
@@ -404,7 +511,15 @@ fn emit_bitemporal_step(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, dif
 
 /// Recomputes the key's rows whose system interval reaches `t` or later, and replaces those
 /// that differ.
-fn replay_system_history(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, t: &Bytes, rules: &FoldRules<'_>, version: u64, fx: &mut CommitEffects) {
+fn replay_system_history(
+    rows: &mut RowStore,
+    key: &Bytes,
+    ks: &mut KeyState,
+    t: &Bytes,
+    rules: &FoldRules<'_>,
+    version: u64,
+    fx: &mut CommitEffects,
+) {
     let no_truncates = BTreeSet::new();
     // Old rows the replay may change, and when each segment alive just before `t` opened.
     let region: Vec<RowId> = ks
@@ -437,11 +552,21 @@ fn replay_system_history(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, t:
         }
     }
     // (start, values, end, sys_start, sys_end)
-    let mut new_rows: Vec<(Bytes, Row, Option<Bytes>, Bytes, Option<Bytes>)> = Vec::new();
+    let mut new_rows: Vec<NewRow> = Vec::new();
     for (ti, seqs) in points {
         let mut diff = TimelineDiff::default();
         for seq in seqs {
-            refold(&mut tl, &ks.events, &no_truncates, Limit::UpTo(&ti), rules, &seq, &seq, false, &mut diff);
+            refold(
+                &mut tl,
+                &ks.events,
+                &no_truncates,
+                Limit::UpTo(&ti),
+                rules,
+                &seq,
+                &seq,
+                false,
+                &mut diff,
+            );
         }
         for (start, v) in diff.removed {
             let since = opened.remove(&start).unwrap_or_else(|| ti.clone());
@@ -463,13 +588,22 @@ fn replay_system_history(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, t:
     let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::new();
     for &r in &region {
         let row = &rows[r];
-        old_by_id.insert((row.start.clone().expect("bt"), row.sys_start.clone().expect("bt")), r);
+        old_by_id.insert(
+            (
+                row.start.clone().expect("bt"),
+                row.sys_start.clone().expect("bt"),
+            ),
+            r,
+        );
     }
     for (start, values, end, since, until) in new_rows {
-        let kept = old_by_id.get(&(start.clone(), since.clone())).copied().filter(|&r| {
-            let row = &rows[r];
-            row.end == end && row.sys_end == until && row.values[..] == values[..]
-        });
+        let kept = old_by_id
+            .get(&(start.clone(), since.clone()))
+            .copied()
+            .filter(|&r| {
+                let row = &rows[r];
+                row.end == end && row.sys_end == until && row.values[..] == values[..]
+            });
         let id = match kept {
             Some(r) => {
                 old_by_id.remove(&(start.clone(), since.clone()));
@@ -500,4 +634,3 @@ fn replay_system_history(rows: &mut RowStore, key: &Bytes, ks: &mut KeyState, t:
     }
     ks.timeline = tl;
 }
-

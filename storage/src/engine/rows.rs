@@ -54,6 +54,12 @@ impl RowStore {
         id
     }
 
+    /// A row written by the commit being applied, to be changed before anyone can see it.
+    pub fn get_mut(&mut self, id: RowId) -> &mut StoredRow {
+        let i = id as usize;
+        &mut self.chunks[i / CHUNK][i % CHUNK]
+    }
+
     /// Marks row `id` as retired by commit `version`.
     pub fn retire(&mut self, id: RowId, version: u64) {
         let i = id as usize;

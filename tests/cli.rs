@@ -1,0 +1,73 @@
+//! End-to-end: the built `asof` binary on the shipped example.
+
+use std::process::Command;
+
+fn asof(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_asof"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run asof");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn the_example_runs_and_is_idempotent() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out, err) = asof(&db, &["example", "examples/company_points"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("| A         | XFv3      | 2025-07-18T12:05:00 | 2025-07-18T12:15:43 | 2025-07-18T12:25:00 |"), "{out}");
+    // Running it again replays the same events: nothing changes, all are counted as duplicates.
+    let (ok, out, _) = asof(&db, &["example", "examples/company_points"]);
+    assert!(ok);
+    assert!(
+        out.contains("0 row versions written, 0 retired, 0 late, 4 duplicates ignored"),
+        "{out}"
+    );
+
+    let (ok, out, _) = asof(
+        &db,
+        &[
+            "scan",
+            "company_points",
+            "--business-as-of",
+            "2025-07-18T12:10:00",
+            "--system-as-of",
+            "2025-07-18T12:22:00",
+            "--format",
+            "csv",
+        ],
+    );
+    assert!(ok);
+    assert_eq!(
+        out,
+        "CompanyId,DataPoint,__START_AT,__END_AT,__SYSTEM_START_AT,__SYSTEM_END_AT\nA,XFv1,2025-07-18T10:01:00,2025-07-18T12:15:43,2025-07-18T12:20:00,2025-07-18T12:25:00\n"
+    );
+}
+
+#[test]
+fn errors_are_clear_and_exit_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, _, err) = asof(&db, &["scan", "nope"]);
+    assert!(!ok);
+    assert_eq!(err.trim(), "error: no table named `nope`");
+    let (ok, _, err) = asof(&db, &["example", "examples/company_points"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = asof(
+        &db,
+        &["scan", "company_points", "--business-as-of", "yesterday"],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("business time") && !err.contains("panicked"),
+        "{err}"
+    );
+}
