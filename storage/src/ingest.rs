@@ -255,7 +255,8 @@ pub(crate) fn prepare(
             },
             None => None,
         };
-        let values: Vec<Value> = out_vals
+        // One allocation: an exact-size iterator collects straight into the shared row.
+        let values: crate::value::Row = out_vals
             .iter_mut()
             .map(|c| std::mem::replace(&mut c[r], Value::Null))
             .collect();
@@ -269,7 +270,7 @@ pub(crate) fn prepare(
                 } else {
                     EventKind::Upsert
                 },
-                values: values.into(),
+                values,
                 update,
             },
         });

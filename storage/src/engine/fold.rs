@@ -59,7 +59,10 @@ impl Event {
 
 /// All events of one key: per sequence, the candidates sorted by system sequence (one candidate with
 /// an empty system sequence for SCD1/SCD2).
-pub(crate) type EventMap = BTreeMap<Bytes, Vec<(Bytes, Event)>>;
+pub(crate) type EventMap = BTreeMap<Bytes, Candidates>;
+
+/// The candidates at one sequence; almost always exactly one, kept inline.
+pub(crate) type Candidates = smallvec::SmallVec<[(Bytes, Event); 1]>;
 
 /// Which candidate counts at a sequence: the one with the greatest system sequence within the limit.
 #[derive(Clone, Copy, Debug)]

@@ -281,8 +281,10 @@ fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Optio
     let late_biz = last_seq_cmp == Some(std::cmp::Ordering::Greater);
     let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
     let outcome = if last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less) {
-        ks.events
-            .insert(inc.seq.clone(), vec![(inc.sys.clone(), inc.event.clone())]);
+        ks.events.insert(
+            inc.seq.clone(),
+            smallvec::smallvec![(inc.sys.clone(), inc.event.clone())],
+        );
         Outcome::New
     } else {
         insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone())
