@@ -4,7 +4,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[path = "workload.rs"]
+#[path = "support/workload.rs"]
 mod workload;
 
 use asof::{ScanRequest, Store, StoredAs, TimeSelection, Value};

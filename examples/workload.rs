@@ -4,7 +4,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[path = "../benches/workload.rs"]
+#[path = "../benches/support/workload.rs"]
 mod workload;
 
 use std::time::Instant;

@@ -65,5 +65,5 @@ pub use asof_storage::{
     keycodec, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
     ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvStore, SledKv,
     SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, Value, WriteBatch, END_AT,
-    FORMAT_VERSION, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
+    FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };

@@ -167,6 +167,9 @@ pub struct FlowSpec {
     pub columns_to_update: Option<String>,
     /// `pipelines.cdc.tombstoneGCThresholdInSeconds`.
     pub tombstone_gc_threshold_secs: u64,
+    /// The source table the flow reads (`FROM stream(t)`), for [`crate::Store::refresh`].
+    #[serde(default)]
+    pub source_table: Option<String>,
 }
 
 impl FlowSpec {
@@ -197,6 +200,7 @@ impl FlowSpec {
                 track_history: None,
                 columns_to_update: None,
                 tombstone_gc_threshold_secs: DEFAULT_TOMBSTONE_GC_SECONDS,
+                source_table: None,
             },
             arrow_source: source,
         }
@@ -263,6 +267,11 @@ impl FlowBuilder {
     /// `COLUMNS TO UPDATE col`.
     pub fn columns_to_update(mut self, col: impl Into<String>) -> Self {
         self.spec.columns_to_update = Some(col.into());
+        self
+    }
+    /// The source table the flow reads from (for [`crate::Store::refresh`]).
+    pub fn source_table(mut self, table: impl Into<String>) -> Self {
+        self.spec.source_table = Some(table.into());
         self
     }
     /// The tombstone GC threshold in seconds.

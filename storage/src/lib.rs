@@ -16,6 +16,7 @@ mod flow;
 mod ingest;
 pub mod keycodec;
 mod kv;
+mod source;
 mod store;
 mod value;
 
@@ -29,6 +30,6 @@ pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, SledKv, WriteBatch};
 pub use store::{
     CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader, TimeFilter,
-    FORMAT_VERSION,
+    FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

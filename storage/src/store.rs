@@ -31,6 +31,7 @@ use crate::error::{corrupt, Error, FlowError, Result};
 use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
 use crate::ingest::{prepare, ConditionEvaluator};
 use crate::kv::{KvStore, SledKv, WriteBatch};
+use crate::source::{SourceRecord, SourceTable};
 use crate::value::Value;
 
 /// The on-disk format version this build reads and writes.
@@ -87,6 +88,8 @@ struct Table {
 struct Inner {
     kv: Box<dyn KvStore>,
     tables: BTreeMap<String, Table>,
+    sources: BTreeMap<String, SourceTable>,
+    views: BTreeMap<String, String>,
     next_table_id: u32,
     poisoned: Option<String>,
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
@@ -165,6 +168,8 @@ impl Store {
         let mut inner = Inner {
             kv,
             tables: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            views: BTreeMap::new(),
             next_table_id: 0,
             poisoned: None,
             evaluator: None,
@@ -246,6 +251,7 @@ impl Store {
                 t.flows.push(flow);
             }
             None => {
+                inner.name_is_free(&target)?;
                 let id = inner.next_table_id;
                 let rec = TableRecord {
                     name: target.clone(),
@@ -303,9 +309,253 @@ impl Store {
     ///
     /// The batch is validated as a whole first (SPEC §2); on any error nothing is applied.
     pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
-        let started = Instant::now();
+        let mut g = self.write_inner()?;
+        g.apply(flow, batch, BTreeMap::new(), false)
+    }
+
+    /// Creates a source table: a durable, append-only table flows can read from.
+    pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
+        inner.name_is_free(name)?;
+        let columns = SourceTable::columns_of(schema)?;
+        let id = inner.next_table_id;
+        let rec = SourceRecord {
+            name: name.to_string(),
+            columns: columns.clone(),
+        };
+        let mut b = WriteBatch::default();
+        b.put(
+            key(b'S', id, None, None),
+            serde_json::to_vec(&rec).map_err(corrupt)?,
+        );
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.next_table_id += 1;
+        inner.sources.insert(
+            name.to_string(),
+            SourceTable::new(id, name.to_string(), columns),
+        );
+        Ok(())
+    }
+
+    /// Appends rows to a source table, durably; returns its new row count. Columns are matched by
+    /// name and cast to the table's types; missing columns are NULL.
+    pub fn append(&self, source: &str, batch: &RecordBatch) -> Result<u64> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let src = inner
+            .sources
+            .get_mut(source)
+            .ok_or_else(|| Error::NotFound {
+                kind: "source table",
+                name: source.to_string(),
+            })?;
+        let batch = src.conform(batch)?;
+        if batch.num_rows() == 0 {
+            return Ok(src.rows);
+        }
+        let mut b = WriteBatch::default();
+        for (i, chunk) in SourceTable::encode_chunks(&batch)?.into_iter().enumerate() {
+            b.put(key(b'A', src.id, Some(src.appends), Some(i as u32)), chunk);
+        }
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        src.appends += 1;
+        src.rows += batch.num_rows() as u64;
+        src.batches.push(batch);
+        Ok(src.rows)
+    }
+
+    /// The schema and rows of a source table.
+    pub fn source_data(
+        &self,
+        source: &str,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.schema.clone(), src.batches.clone()))
+    }
+
+    /// Names of the source tables.
+    pub fn sources(&self) -> Result<Vec<String>> {
+        Ok(self.read_inner()?.sources.keys().cloned().collect())
+    }
+
+    /// Processes what the flow's source table received since the flow's checkpoint (or, with
+    /// `full`, rebuilds the target from all of it) as one commit. The new checkpoint is part of the
+    /// commit record, so it is durable exactly when the data it describes is. Returns `None` when
+    /// there was nothing new.
+    pub fn refresh(&self, flow: &str, full: bool) -> Result<Option<CommitInfo>> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let table = inner.flow_table(flow)?;
+        let spec = &inner.tables[&table]
+            .flows
+            .iter()
+            .find(|f| f.spec.name == flow)
+            .expect("found")
+            .spec;
+        let source = spec.source_table.clone().ok_or_else(|| {
+            Error::InvalidQuery(format!("flow `{flow}` has no source table to refresh from"))
+        })?;
+        let src = inner.sources.get(&source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.clone(),
+        })?;
+        let from = if full {
+            0
+        } else {
+            inner.tables[&table].checkpoint(flow)
+        };
+        if from >= src.rows && !full {
+            return Ok(None);
+        }
+        let total = src.rows;
+        let batches = src.rows_from(from);
+        let batch = arrow::compute::concat_batches(&src.schema, &batches)
+            .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+        let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
+        inner.apply(flow, &batch, params, full).map(Some)
+    }
+
+    /// Keeps a view definition (`CREATE VIEW name AS ...`) with the database.
+    pub fn create_view(&self, name: &str, sql: &str) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        inner.name_is_free(name)?;
+        let mut b = WriteBatch::default();
+        b.put(
+            [b"V".as_slice(), name.as_bytes()].concat(),
+            sql.as_bytes().to_vec(),
+        );
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.views.insert(name.to_string(), sql.to_string());
+        Ok(())
+    }
+
+    /// The views: name and defining SQL.
+    pub fn views(&self) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .read_inner()?
+            .views
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    /// Drops a table (target, source) or view and all its data.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let mut b = WriteBatch::default();
+        let mut prefixes: Vec<Vec<u8>> = Vec::new();
+        if let Some(t) = inner.tables.get(name) {
+            for tag in [b'T', b'C', b'E'] {
+                prefixes.push(key(tag, t.id, None, None));
+            }
+        } else if let Some(s) = inner.sources.get(name) {
+            if let Some(t) = inner.tables.values().find(|t| {
+                t.flows
+                    .iter()
+                    .any(|f| f.spec.source_table.as_deref() == Some(name))
+            }) {
+                return Err(Error::InvalidQuery(format!(
+                    "source table `{name}` feeds `{}`; drop that first",
+                    t.name
+                )));
+            }
+            for tag in [b'S', b'A'] {
+                prefixes.push(key(tag, s.id, None, None));
+            }
+        } else if inner.views.contains_key(name) {
+            b.delete([b"V".as_slice(), name.as_bytes()].concat());
+        } else {
+            return Err(Error::NotFound {
+                kind: "table",
+                name: name.to_string(),
+            });
+        }
+        for p in prefixes {
+            for kv in inner.kv.scan_prefix(&p) {
+                b.delete(kv?.0);
+            }
+        }
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.tables.remove(name);
+        inner.sources.remove(name);
+        inner.views.remove(name);
+        Ok(())
+    }
+}
+
+/// The commit parameter that records how many source rows a flow has consumed.
+pub const SOURCE_OFFSET: &str = "source_offset";
+/// The commit parameter that marks a full refresh (the target was rebuilt).
+pub const FULL_REFRESH: &str = "full_refresh";
+
+impl Table {
+    /// How many rows of its source `flow` has consumed: the offset of its last refresh.
+    fn checkpoint(&self, flow: &str) -> u64 {
+        self.commits
+            .iter()
+            .rev()
+            .find(|c| {
+                c.parameters.get("flow").map(String::as_str) == Some(flow)
+                    && c.parameters.contains_key(SOURCE_OFFSET)
+            })
+            .and_then(|c| c.parameters[SOURCE_OFFSET].parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Inner {
+    fn name_is_free(&self, name: &str) -> Result<()> {
+        if self.tables.contains_key(name)
+            || self.sources.contains_key(name)
+            || self.views.contains_key(name)
+        {
+            return Err(Error::AlreadyExists {
+                kind: "table",
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn flow_table(&self, flow: &str) -> Result<String> {
+        self.tables
+            .values()
+            .find(|t| t.flows.iter().any(|f| f.spec.name == flow))
+            .map(|t| t.name.clone())
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: flow.to_string(),
+            })
+    }
+
+    fn apply(
+        &mut self,
+        flow: &str,
+        batch: &RecordBatch,
+        mut params: BTreeMap<String, String>,
+        full: bool,
+    ) -> Result<CommitInfo> {
+        let started = Instant::now();
+        let inner = self;
         let table = inner
             .tables
             .values_mut()
@@ -324,12 +574,20 @@ impl Store {
         let ts = now_us().max(last.timestamp_us + 1);
         let (events, truncates) = prepare(f, batch, inner.evaluator.as_ref(), ts)?;
 
-        let fx = table.state.apply(events, truncates, version, ts);
+        let reset = if full {
+            params.insert(FULL_REFRESH.to_string(), "true".to_string());
+            table.state.reset(version)
+        } else {
+            0
+        };
+        let mut fx = table.state.apply(events, truncates, version, ts);
+        fx.metrics.num_deleted_rows += reset;
+        params.insert("flow".to_string(), flow.to_string());
         let commit = CommitInfo {
             version,
             timestamp_us: ts,
             operation: format!("FLOW {flow}"),
-            parameters: BTreeMap::from([("flow".to_string(), flow.to_string())]),
+            parameters: params,
             metrics: fx.metrics.clone(),
             duration_us: 0,
         };
@@ -372,8 +630,10 @@ impl Store {
             }
         }
     }
+}
 
-    /// Names of the tables.
+impl Store {
+    /// Names of the target tables.
     pub fn tables(&self) -> Result<Vec<String>> {
         Ok(self.read_inner()?.tables.keys().cloned().collect())
     }
@@ -462,6 +722,9 @@ impl Inner {
                     let c = commits
                         .get(version as usize)
                         .ok_or_else(|| corrupt(format!("events of missing commit {version}")))?;
+                    if c.parameters.contains_key(FULL_REFRESH) {
+                        state.reset(version);
+                    }
                     state.apply(events, truncates, version, c.timestamp_us);
                     Ok(())
                 };
@@ -490,6 +753,46 @@ impl Inner {
                     commits,
                 },
             );
+        }
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"S").collect::<Result<_>>()?;
+        for (k, v) in records {
+            let id = k
+                .get(1..5)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| corrupt("short source key"))?;
+            let rec: SourceRecord =
+                serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
+            let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
+            let mut last_append = None;
+            for kv in self.kv.scan_prefix(&key(b'A', id, None, None)) {
+                let (k, v) = kv?;
+                let append = parse_version(&k)?;
+                if last_append != Some(append) {
+                    src.appends += 1;
+                    last_append = Some(append);
+                }
+                for b in SourceTable::decode_chunk(&v)? {
+                    if b.schema().fields().len() != src.columns.len() {
+                        return Err(corrupt(format!(
+                            "source `{}`: chunk does not match the table",
+                            rec.name
+                        )));
+                    }
+                    let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    src.rows += b.num_rows() as u64;
+                    src.batches.push(b);
+                }
+            }
+            self.next_table_id = self.next_table_id.max(id + 1);
+            self.sources.insert(rec.name, src);
+        }
+        for kv in self.kv.scan_prefix(b"V") {
+            let (k, v) = kv?;
+            let name = String::from_utf8(k[1..].to_vec()).map_err(|_| corrupt("view name"))?;
+            let sql = String::from_utf8(v).map_err(|_| corrupt("view text"))?;
+            self.views.insert(name, sql);
         }
         Ok(())
     }

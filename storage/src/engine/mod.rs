@@ -143,6 +143,25 @@ impl TableState {
         self.schema.mode
     }
 
+    /// Forgets every event and retires every current row, by commit `version` (a full refresh
+    /// rebuilds the table from its source this way).
+    pub fn reset(&mut self, version: u64) -> u64 {
+        let live: Vec<RowId> = self.rows.live.iter().collect();
+        for &r in &live {
+            self.rows.retire(r, version);
+        }
+        for ks in self.keys.values_mut() {
+            ks.events.clear();
+            ks.timeline.clear();
+            ks.max_sys = None;
+            ks.deleted_since = None;
+            ks.lookup = OnceLock::new();
+        }
+        self.truncates.clear();
+        self.gc_queue.clear();
+        live.len() as u64
+    }
+
     /// Applies one commit's events. `truncates` are SCD1 truncate sequences.
     pub fn apply(
         &mut self,

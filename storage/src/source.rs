@@ -1,0 +1,165 @@
+//! Source tables: durable, append-only Arrow tables that flows read from (`CREATE TABLE`,
+//! `INSERT INTO`). Each append is one commit: its rows are stored as Arrow IPC, LZ4-compressed,
+//! in chunks of bounded size; the whole table is kept in memory as record batches.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::ipc::reader::StreamReader;
+use arrow::ipc::writer::StreamWriter;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{corrupt, Error, Result};
+use crate::flow::SourceColumn;
+use crate::value::{cast_column, ColumnType};
+
+/// The catalog record of a source table.
+#[derive(Serialize, Deserialize)]
+pub(crate) struct SourceRecord {
+    pub name: String,
+    pub columns: Vec<SourceColumn>,
+}
+
+pub(crate) struct SourceTable {
+    pub id: u32,
+    pub name: String,
+    pub schema: SchemaRef,
+    pub columns: Vec<SourceColumn>,
+    pub batches: Vec<RecordBatch>,
+    pub rows: u64,
+    /// Number of appends (the next chunk sequence).
+    pub appends: u64,
+}
+
+/// About how many bytes of Arrow data one stored chunk holds.
+const CHUNK_BYTES: usize = 48 * 1024;
+
+impl SourceTable {
+    pub fn new(id: u32, name: String, columns: Vec<SourceColumn>) -> Self {
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|c| Field::new(&c.name, c.ty.to_arrow(), true))
+                .collect::<Vec<_>>(),
+        ));
+        SourceTable {
+            id,
+            name,
+            schema,
+            columns,
+            batches: Vec::new(),
+            rows: 0,
+            appends: 0,
+        }
+    }
+
+    /// The columns for an Arrow schema, or an error naming the unsupported column.
+    pub fn columns_of(schema: &Schema) -> Result<Vec<SourceColumn>> {
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                ColumnType::from_arrow(f.data_type())
+                    .map(|ty| SourceColumn {
+                        name: f.name().clone(),
+                        ty,
+                    })
+                    .ok_or_else(|| {
+                        Error::InvalidQuery(format!(
+                            "column `{}` has type {}, which asof does not store",
+                            f.name(),
+                            f.data_type()
+                        ))
+                    })
+            })
+            .collect()
+    }
+
+    /// Casts `batch` (matched by column name) to this table's schema; missing columns are NULL.
+    pub fn conform(&self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let n = batch.num_rows();
+        let mut cols = Vec::with_capacity(self.columns.len());
+        for c in &self.columns {
+            let col = match batch.column_by_name(&c.name) {
+                Some(a) => {
+                    let (a, failed) = cast_column(a, &c.ty).map_err(|e| Error::InvalidBatch {
+                        column: c.name.clone(),
+                        problem: format!("cannot be converted to {}: {e}", c.ty),
+                        rows: n,
+                    })?;
+                    if failed > 0 {
+                        return Err(Error::InvalidBatch {
+                            column: c.name.clone(),
+                            problem: format!("has values that cannot be converted to {}", c.ty),
+                            rows: failed,
+                        });
+                    }
+                    a
+                }
+                None => arrow::array::new_null_array(&c.ty.to_arrow(), n),
+            };
+            cols.push(col);
+        }
+        for f in batch.schema().fields() {
+            if !self.columns.iter().any(|c| &c.name == f.name()) {
+                return Err(Error::InvalidBatch {
+                    column: f.name().clone(),
+                    problem: format!("is not a column of `{}`", self.name),
+                    rows: n,
+                });
+            }
+        }
+        RecordBatch::try_new(self.schema.clone(), cols)
+            .map_err(|e| Error::InvalidQuery(e.to_string()))
+    }
+
+    /// The stored chunks of `batch`.
+    pub fn encode_chunks(batch: &RecordBatch) -> Result<Vec<Vec<u8>>> {
+        let total = batch.get_array_memory_size().max(1);
+        let rows = batch.num_rows().max(1);
+        let per_chunk = (rows * CHUNK_BYTES / total).clamp(1, rows);
+        let mut out = Vec::new();
+        let mut offset = 0;
+        while offset < batch.num_rows() {
+            let len = per_chunk.min(batch.num_rows() - offset);
+            let slice = batch.slice(offset, len);
+            let mut buf = Vec::new();
+            {
+                let mut w = StreamWriter::try_new(&mut buf, &slice.schema())
+                    .map_err(|e| corrupt(e.to_string()))?;
+                w.write(&slice).map_err(|e| corrupt(e.to_string()))?;
+                w.finish().map_err(|e| corrupt(e.to_string()))?;
+            }
+            out.push(lz4_flex::compress_prepend_size(&buf));
+            offset += len;
+        }
+        Ok(out)
+    }
+
+    pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
+        let raw = lz4_flex::decompress_size_prepended(bytes)
+            .map_err(|e| corrupt(format!("source chunk: {e}")))?;
+        let reader = StreamReader::try_new(std::io::Cursor::new(raw), None)
+            .map_err(|e| corrupt(format!("source chunk: {e}")))?;
+        reader
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| corrupt(format!("source chunk: {e}")))
+    }
+
+    /// Rows `from..` of the table, as batches.
+    pub fn rows_from(&self, from: u64) -> Vec<RecordBatch> {
+        let mut skip = from;
+        let mut out = Vec::new();
+        for b in &self.batches {
+            let n = b.num_rows() as u64;
+            if skip >= n {
+                skip -= n;
+                continue;
+            }
+            out.push(b.slice(skip as usize, (n - skip) as usize));
+            skip = 0;
+        }
+        out
+    }
+}
