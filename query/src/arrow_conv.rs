@@ -11,7 +11,7 @@ use arrow::array::{
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
-use asof_storage::keycodec::decode_tuple;
+use asof_storage::keycodec::{decode_tuple, decode_value};
 use asof_storage::{
     ColumnType, StoredAs, TableSchema, TimeUnit, Value, END_AT, START_AT, SYSTEM_END_AT,
     SYSTEM_START_AT,
@@ -200,6 +200,20 @@ impl TemporalBuilder {
     }
 
     pub fn append(&mut self, encoded: Option<&[u8]>) {
+        if let [ty] = &self.types[..] {
+            // One component: decode straight into the builder, no intermediate vector.
+            match encoded.map(|b| decode_value(b, ty)) {
+                Some(Ok((v, []))) => {
+                    self.parts[0].append(&v);
+                    self.valid.push(true);
+                }
+                _ => {
+                    self.parts[0].append_null();
+                    self.valid.push(false);
+                }
+            }
+            return;
+        }
         match encoded.map(|b| decode_tuple(b, &self.types)) {
             Some(Ok(values)) => {
                 for (p, v) in self.parts.iter_mut().zip(&values) {

@@ -6,7 +6,7 @@ use std::ops::Bound;
 use arrow::array::ArrayRef;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
-use asof_storage::keycodec::{decode_tuple, encode_tuple};
+use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
     ColumnType, RowView, ScanCursor, ScanSpec, Store, StoredAs, TableSchema, TimeFilter, Value,
 };
@@ -55,6 +55,11 @@ impl TimeSelection {
 }
 
 fn encode_values(vs: &[Value], types: &[ColumnType], what: &str) -> Result<Vec<u8>> {
+    let refs: Vec<&ColumnType> = types.iter().collect();
+    encode_refs(vs, &refs, what)
+}
+
+fn encode_refs(vs: &[Value], types: &[&ColumnType], what: &str) -> Result<Vec<u8>> {
     if vs.len() != types.len() {
         return Err(QueryError::Invalid(format!(
             "{what} needs {} value(s), got {}",
@@ -62,15 +67,14 @@ fn encode_values(vs: &[Value], types: &[ColumnType], what: &str) -> Result<Vec<u
             vs.len()
         )));
     }
-    let typed: Vec<Value> = vs
-        .iter()
-        .zip(types)
-        .map(|(v, t)| {
-            v.coerce(t)
-                .map_err(|e| QueryError::Invalid(format!("{what}: {e}")))
-        })
-        .collect::<Result<_>>()?;
-    encode_tuple(&typed, types).map_err(|e| QueryError::Invalid(format!("{what}: {e}")))
+    let mut out = Vec::with_capacity(types.len() * 9);
+    for (v, t) in vs.iter().zip(types) {
+        let v = v
+            .coerce(t)
+            .map_err(|e| QueryError::Invalid(format!("{what}: {e}")))?;
+        encode_value(&v, t, &mut out).map_err(|e| QueryError::Invalid(format!("{what}: {e}")))?;
+    }
+    Ok(out)
 }
 
 /// Which keys to read. Values are given in key-column order; fewer values than key columns select
@@ -399,32 +403,35 @@ pub fn lookup(
     business: Option<&[Value]>,
     system: Option<&Value>,
 ) -> Result<Option<LookupRow>> {
-    let schema = store.schema(table)?;
-    let k = encode_values(key, &schema.key_types(), "key")?;
-    let seq_types = schema.sequence_types();
-    let b = business
-        .map(|b| encode_values(b, &seq_types, "business time"))
-        .transpose()?;
-    let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
-    let s = match (system, sys_types.is_empty()) {
-        (Some(s), false) => Some(encode_values(
-            std::slice::from_ref(s),
-            &sys_types,
-            "system time",
-        )?),
-        _ => None,
-    };
-    let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
-    let found = store.read(table, |r| {
-        r.lookup(&k, b.as_deref(), s.as_deref()).map(|row| {
-            row.map(|row| LookupRow {
-                values: row.values.to_vec(),
-                start: dec(row.start, &seq_types),
-                end: dec(row.end, &seq_types),
-                system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
-                system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
-            })
-        })
-    })??;
-    Ok(found)
+    store.read(table, |r| {
+        let schema = r.schema();
+        let key_types: Vec<&ColumnType> = schema
+            .key_columns
+            .iter()
+            .map(|&i| &schema.columns[i].1)
+            .collect();
+        let seq_types: Vec<ColumnType> = schema.sequence.iter().map(|(_, t)| t.clone()).collect();
+        let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
+        let k = encode_refs(key, &key_types, "key")?;
+        let b = business
+            .map(|b| encode_values(b, &seq_types, "business time"))
+            .transpose()?;
+        let s = match (system, sys_types.is_empty()) {
+            (Some(s), false) => Some(encode_values(
+                std::slice::from_ref(s),
+                &sys_types,
+                "system time",
+            )?),
+            _ => None,
+        };
+        let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
+        let row = r.lookup(&k, b.as_deref(), s.as_deref())?;
+        Ok(row.map(|row| LookupRow {
+            values: row.values.to_vec(),
+            start: dec(row.start, &seq_types),
+            end: dec(row.end, &seq_types),
+            system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
+            system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
+        }))
+    })?
 }

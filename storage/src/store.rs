@@ -856,6 +856,7 @@ impl Default for ScanSpec {
 #[derive(Clone, Debug, Default)]
 pub struct ScanCursor {
     after: Option<(Vec<u8>, usize)>,
+    next_id: u32,
     done: bool,
 }
 
@@ -961,7 +962,40 @@ impl TableReader<'_> {
             }
         }
         let rows = &self.table.state.rows;
+        let matches = |row: &StoredRow| {
+            (if current {
+                row.retired.is_none()
+            } else {
+                row.visible_at(version)
+            }) && spec
+                .business
+                .matches(row.start.as_deref(), row.end.as_deref())
+                && spec
+                    .system
+                    .matches(row.sys_start.as_deref(), row.sys_end.as_deref())
+        };
         let mut n = 0;
+        if matches!(
+            (&spec.key_lo, &spec.key_hi),
+            (Bound::Unbounded, Bound::Unbounded)
+        ) {
+            // No key range: read the row store in storage order, sequentially.
+            let mut id = cursor.next_id;
+            while (id as usize) < rows.len() {
+                if n == max_rows {
+                    cursor.next_id = id;
+                    return Ok(());
+                }
+                let row = &rows[id];
+                if matches(row) {
+                    f(RowView::of(row));
+                    n += 1;
+                }
+                id += 1;
+            }
+            cursor.done = true;
+            return Ok(());
+        }
         let skip_in_first = cursor.after.as_ref().map_or(0, |(_, i)| *i);
         for (ki, (k, ks)) in self.table.state.key_range(lo, hi).enumerate() {
             let from = if ki == 0 { skip_in_first } else { 0 };
@@ -971,19 +1005,7 @@ impl TableReader<'_> {
                     return Ok(());
                 }
                 let row = &rows[r];
-                let visible = if current {
-                    row.retired.is_none()
-                } else {
-                    row.visible_at(version)
-                };
-                if visible
-                    && spec
-                        .business
-                        .matches(row.start.as_deref(), row.end.as_deref())
-                    && spec
-                        .system
-                        .matches(row.sys_start.as_deref(), row.sys_end.as_deref())
-                {
+                if matches(row) {
                     f(RowView::of(row));
                     n += 1;
                 }

@@ -11,9 +11,29 @@ use super::fold::{Bytes, RowId};
 use super::StoredRow;
 
 struct Entry {
+    /// The first 16 bytes of `start`, zero-padded: most comparisons end here, in the node's array.
+    prefix: [u8; 16],
     start: Bytes,
     end: Option<Bytes>,
     row: RowId,
+}
+
+fn prefix(b: &[u8]) -> [u8; 16] {
+    let mut p = [0u8; 16];
+    let n = b.len().min(16);
+    p[..n].copy_from_slice(&b[..n]);
+    p
+}
+
+impl Entry {
+    /// `start <= b`.
+    fn starts_at_or_before(&self, bp: &[u8; 16], b: &[u8]) -> bool {
+        match self.prefix.cmp(bp) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => &self.start[..] <= b,
+        }
+    }
 }
 
 /// The lookup index of one key. Built on first use; dropped whenever the key changes.
@@ -41,8 +61,10 @@ impl PointIndex {
         };
         for (id, r) in rows {
             let (mut l, mut h) = (idx(&r.sys_start) + size, idx(&r.sys_end) + size);
+            let start = r.start.clone().unwrap_or_default();
             let entry = || Entry {
-                start: r.start.clone().unwrap_or_default(),
+                prefix: prefix(&start),
+                start: start.clone(),
                 end: r.end.clone(),
                 row: id,
             };
@@ -61,6 +83,7 @@ impl PointIndex {
         }
         for n in &mut nodes {
             n.sort_by(|a, b| a.start.cmp(&b.start));
+            n.shrink_to_fit();
         }
         PointIndex {
             points,
@@ -75,10 +98,15 @@ impl PointIndex {
             .points
             .partition_point(|p| &p[..] <= s)
             .checked_sub(1)?;
+        let bp = prefix(b);
         let mut node = leaf + self.size;
         while node >= 1 {
             let list = &self.nodes[node];
-            let i = list.partition_point(|e| &e.start[..] <= b);
+            if list.is_empty() {
+                node >>= 1;
+                continue;
+            }
+            let i = list.partition_point(|e| e.starts_at_or_before(&bp, b));
             if i > 0 {
                 let e = &list[i - 1];
                 if e.end.as_deref().is_none_or(|end| b < end) {
