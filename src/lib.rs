@@ -57,6 +57,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub use asof_query::sql::{DataFusionEvaluator, Output as SqlOutput, SqlSession};
 pub use asof_query::{
     key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema, KeySelection,
     LookupRow, QueryError, ScanRequest, TableScan, TimeSelection,

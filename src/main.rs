@@ -26,6 +26,19 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Runs `;`-separated SQL statements (the Databricks AUTO CDC dialect) and prints each query's
+    /// result.
+    Sql {
+        /// The statements.
+        #[arg(required_unless_present = "file")]
+        statements: Option<String>,
+        /// Read the statements from this file instead.
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// Runs an example folder: creates the flows of its `*.flow.json` files, applies each flow's
     /// `<flow>.events.csv`, and prints every target table and its history.
     Example {
@@ -96,6 +109,40 @@ fn run(cli: Cli) -> Res<()> {
     let store =
         Store::open(&cli.db).map_err(|e| format!("cannot open {}: {e}", cli.db.display()))?;
     match cli.command {
+        Command::Sql {
+            statements,
+            file,
+            format,
+        } => {
+            let text = match (statements, file) {
+                (_, Some(f)) => {
+                    std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?
+                }
+                (Some(s), None) => s,
+                (None, None) => unreachable!("clap requires one"),
+            };
+            let mut session = asof::SqlSession::new(store)?;
+            for out in session.execute(&text)? {
+                match out {
+                    asof::SqlOutput::Batches(schema, batches) => {
+                        let batches = if batches.is_empty() {
+                            vec![RecordBatch::new_empty(schema)]
+                        } else {
+                            batches
+                        };
+                        print_batches(&batches, format)?
+                    }
+                    asof::SqlOutput::Done(line) => {
+                        if matches!(format, Format::Table) {
+                            println!("{line}")
+                        } else {
+                            eprintln!("{line}")
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
         Command::Example { dir } => example(&store, &dir),
         Command::CreateFlow { file } => {
             create_flow(&store, &file)?;

@@ -8,6 +8,7 @@
 mod arrow_conv;
 mod error;
 mod scan;
+pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};

@@ -160,7 +160,10 @@ impl ColumnType {
                 tz: tz.as_deref().map(str::to_string),
             },
             DataType::List(f) | DataType::LargeList(f)
-                if matches!(f.data_type(), DataType::Utf8 | DataType::LargeUtf8) =>
+                if matches!(
+                    f.data_type(),
+                    DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                ) =>
             {
                 ColumnType::ListUtf8
             }
@@ -399,9 +402,11 @@ pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef
         t => (array.clone(), t.clone(), None),
     };
     let cast = cast_with_options(&source, &naive_target, &options).map_err(|e| e.to_string())?;
-    let failed = if cast.null_count() > array.null_count() {
+    // Logical nulls: a NullArray has no validity buffer but every value is NULL.
+    let failed = if cast.logical_null_count() > array.logical_null_count() {
+        let src = array.logical_nulls();
         (0..array.len())
-            .filter(|&i| array.is_valid(i) && cast.is_null(i))
+            .filter(|&i| src.as_ref().is_none_or(|n| n.is_valid(i)) && cast.is_null(i))
             .count()
     } else {
         0

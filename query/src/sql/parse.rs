@@ -1,0 +1,520 @@
+//! The AUTO CDC dialect: statement splitting, classification, and the flow grammar of Databricks
+//! (`CREATE FLOW ... AS AUTO CDC INTO ...`, `CREATE OR REFRESH STREAMING TABLE`, `REFRESH STREAMING
+//! TABLE`). Everything else is plain SQL for DataFusion.
+
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+
+use crate::error::{QueryError, Result};
+
+/// One statement of a script: its tokens (whitespace included) and its text.
+#[derive(Clone, Debug)]
+pub(crate) struct Stmt {
+    pub tokens: Vec<TokenWithSpan>,
+}
+
+impl Stmt {
+    /// The significant tokens (no whitespace or comments).
+    pub fn words(&self) -> Vec<&TokenWithSpan> {
+        self.tokens
+            .iter()
+            .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+            .collect()
+    }
+
+    /// The first `n` significant tokens, upper-cased when they are words.
+    pub fn head(&self, n: usize) -> Vec<String> {
+        self.words()
+            .iter()
+            .take(n)
+            .map(|t| upper(&t.token))
+            .collect()
+    }
+}
+
+pub(crate) fn upper(t: &Token) -> String {
+    match t {
+        Token::Word(w) if w.quote_style.is_none() => w.value.to_uppercase(),
+        other => other.to_string(),
+    }
+}
+
+fn syntax(t: Option<&TokenWithSpan>, msg: impl std::fmt::Display) -> QueryError {
+    match t {
+        Some(t) => QueryError::Invalid(format!(
+            "syntax error at line {}, column {}: {msg} (found `{}`)",
+            t.span.start.line, t.span.start.column, t.token
+        )),
+        None => QueryError::Invalid(format!("syntax error at the end of the statement: {msg}")),
+    }
+}
+
+/// Splits a script into statements at `;`.
+pub(crate) fn split(sql: &str) -> Result<Vec<Stmt>> {
+    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+        .tokenize_with_location()
+        .map_err(|e| QueryError::Invalid(format!("syntax error: {e}")))?;
+    let mut out = Vec::new();
+    let mut cur = Vec::new();
+    for t in tokens {
+        if t.token == Token::SemiColon {
+            out.push(Stmt {
+                tokens: std::mem::take(&mut cur),
+            });
+        } else {
+            cur.push(t);
+        }
+    }
+    out.push(Stmt { tokens: cur });
+    Ok(out.into_iter().filter(|s| !s.words().is_empty()).collect())
+}
+
+/// A column list clause: all, these, or all but these.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Cols {
+    All,
+    Only(Vec<String>),
+    Except(Vec<String>),
+}
+
+/// Where a flow reads from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Source {
+    Table(String),
+}
+
+/// A parsed AUTO CDC flow.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FlowAst {
+    pub name: String,
+    pub target: String,
+    pub source: Option<Source>,
+    pub keys: Vec<String>,
+    pub sequence_by: Vec<String>,
+    pub system_sequence_by: Option<String>,
+    pub stored_as: Option<String>,
+    pub delete_when: Option<Vec<TokenWithSpan>>,
+    pub truncate_when: Option<Vec<TokenWithSpan>>,
+    pub ignore_null_updates: Option<Cols>,
+    pub columns: Option<Cols>,
+    pub track_history: Option<Cols>,
+    pub columns_to_update: Option<String>,
+}
+
+/// What a statement is.
+#[derive(Debug)]
+pub(crate) enum Kind {
+    /// `CREATE [OR REFRESH] STREAMING TABLE t [(schema)]`, with the standalone flow if any.
+    StreamingTable { name: String, flow: Option<FlowAst> },
+    /// `CREATE FLOW f AS AUTO CDC ...`.
+    Flow(FlowAst),
+    /// `REFRESH STREAMING TABLE t [FULL]`.
+    Refresh { name: String, full: bool },
+    /// Anything else: SQL for DataFusion.
+    Sql,
+}
+
+struct P<'a> {
+    toks: Vec<&'a TokenWithSpan>,
+    i: usize,
+}
+
+const CLAUSES: &[&str] = &[
+    "KEYS", "IGNORE", "APPLY", "SEQUENCE", "SYSTEM", "COLUMNS", "STORED", "TRACK",
+];
+
+impl<'a> P<'a> {
+    fn peek(&self) -> Option<&'a TokenWithSpan> {
+        self.toks.get(self.i).copied()
+    }
+    fn peek_upper(&self) -> Option<String> {
+        self.peek().map(|t| upper(&t.token))
+    }
+    fn next(&mut self) -> Option<&'a TokenWithSpan> {
+        let t = self.peek();
+        self.i += 1;
+        t
+    }
+    fn eat(&mut self, kw: &str) -> bool {
+        if self.peek_upper().as_deref() == Some(kw) {
+            self.i += 1;
+            true
+        } else {
+            false
+        }
+    }
+    fn expect(&mut self, kw: &str) -> Result<()> {
+        if self.eat(kw) {
+            Ok(())
+        } else {
+            Err(syntax(self.peek(), format!("expected {kw}")))
+        }
+    }
+    fn ident(&mut self, what: &str) -> Result<String> {
+        match self.next() {
+            Some(TokenWithSpan {
+                token: Token::Word(w),
+                ..
+            }) => {
+                let mut name = w.value.clone();
+                // Qualified names keep their last part.
+                while self.peek().is_some_and(|t| t.token == Token::Period) {
+                    self.i += 1;
+                    match self.next() {
+                        Some(TokenWithSpan {
+                            token: Token::Word(w),
+                            ..
+                        }) => name = w.value.clone(),
+                        t => return Err(syntax(t, format!("expected {what}"))),
+                    }
+                }
+                Ok(name)
+            }
+            t => Err(syntax(t, format!("expected {what}"))),
+        }
+    }
+    fn ident_list(&mut self, what: &str) -> Result<Vec<String>> {
+        if self.peek().is_none_or(|t| t.token != Token::LParen) {
+            return Err(syntax(self.peek(), "expected `(`"));
+        }
+        self.i += 1;
+        let mut out = vec![self.ident(what)?];
+        loop {
+            match self.next() {
+                Some(TokenWithSpan {
+                    token: Token::Comma,
+                    ..
+                }) => out.push(self.ident(what)?),
+                Some(TokenWithSpan {
+                    token: Token::RParen,
+                    ..
+                }) => return Ok(out),
+                t => return Err(syntax(t, "expected `,` or `)`")),
+            }
+        }
+    }
+    /// `(a, b)` or `* EXCEPT (a, b)` (or a bare `*`).
+    fn cols(&mut self) -> Result<Cols> {
+        if self.peek().is_some_and(|t| t.token == Token::Mul) {
+            self.i += 1;
+            if self.eat("EXCEPT") {
+                return Ok(Cols::Except(self.ident_list("a column")?));
+            }
+            return Ok(Cols::All);
+        }
+        Ok(Cols::Only(self.ident_list("a column")?))
+    }
+    /// The tokens of an expression, up to the next clause keyword at depth 0.
+    fn expr(&mut self, all: &'a [TokenWithSpan]) -> Result<Vec<TokenWithSpan>> {
+        let start = self.i;
+        let mut depth = 0i32;
+        while let Some(t) = self.peek() {
+            match &t.token {
+                Token::LParen => depth += 1,
+                Token::RParen => depth -= 1,
+                _ if depth == 0 && CLAUSES.contains(&upper(&t.token).as_str()) => break,
+                _ => {}
+            }
+            self.i += 1;
+        }
+        if self.i == start {
+            return Err(syntax(self.peek(), "expected an expression"));
+        }
+        // Keep the original whitespace between the expression's first and last tokens.
+        let (first, last) = (self.toks[start], self.toks[self.i - 1]);
+        let a = all
+            .iter()
+            .position(|t| std::ptr::eq(t, first))
+            .expect("token of this statement");
+        let b = all
+            .iter()
+            .position(|t| std::ptr::eq(t, last))
+            .expect("token of this statement");
+        Ok(all[a..=b].to_vec())
+    }
+}
+
+/// Classifies a statement and parses the AUTO CDC forms.
+pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
+    let head = stmt.head(5);
+    let h: Vec<&str> = head.iter().map(String::as_str).collect();
+    let mut p = P {
+        toks: stmt.words(),
+        i: 0,
+    };
+    match h.as_slice() {
+        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"]
+        | ["CREATE", "STREAMING", "TABLE", ..] => {
+            p.eat("CREATE");
+            if p.eat("OR") {
+                p.expect("REFRESH")?;
+            }
+            p.expect("STREAMING")?;
+            p.expect("TABLE")?;
+            let name = p.ident("a table name")?;
+            // An optional schema: the target's columns come from its flow, so it is only read past.
+            if p.peek().is_some_and(|t| t.token == Token::LParen) {
+                let mut depth = 0;
+                while let Some(t) = p.next() {
+                    match t.token {
+                        Token::LParen => depth += 1,
+                        Token::RParen => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            let flow = if p.eat("FLOW") {
+                p.expect("AUTO")?;
+                p.expect("CDC")?;
+                let mut ast = FlowAst {
+                    name: name.clone(),
+                    target: name.clone(),
+                    ..Default::default()
+                };
+                flow_body(&mut p, &stmt.tokens, &mut ast)?;
+                Some(ast)
+            } else {
+                None
+            };
+            if let Some(t) = p.peek() {
+                return Err(syntax(Some(t), "unexpected text after the streaming table"));
+            }
+            Ok(Kind::StreamingTable { name, flow })
+        }
+        ["CREATE", "FLOW", ..] => {
+            p.i = 2;
+            let name = p.ident("a flow name")?;
+            p.expect("AS")?;
+            p.expect("AUTO")?;
+            p.expect("CDC")?;
+            if p.peek_upper().as_deref() == Some("ONCE") {
+                return Err(syntax(
+                    p.peek(),
+                    "AUTO CDC ONCE flows are not supported yet",
+                ));
+            }
+            p.expect("INTO")?;
+            let target = p.ident("a target table")?;
+            let mut ast = FlowAst {
+                name,
+                target,
+                ..Default::default()
+            };
+            flow_body(&mut p, &stmt.tokens, &mut ast)?;
+            Ok(Kind::Flow(ast))
+        }
+        ["REFRESH", "STREAMING", "TABLE", ..] | ["REFRESH", "TABLE", ..] => {
+            p.eat("REFRESH");
+            p.eat("STREAMING");
+            p.expect("TABLE")?;
+            let name = p.ident("a table name")?;
+            let full = p.eat("FULL");
+            if let Some(t) = p.peek() {
+                return Err(syntax(Some(t), "expected the end of the statement"));
+            }
+            Ok(Kind::Refresh { name, full })
+        }
+        _ => Ok(Kind::Sql),
+    }
+}
+
+/// `FROM source KEYS (...) clauses...`
+fn flow_body<'a>(p: &mut P<'a>, all: &'a [TokenWithSpan], ast: &mut FlowAst) -> Result<()> {
+    p.expect("FROM")?;
+    ast.source = Some(source(p)?);
+    while let Some(t) = p.peek() {
+        match upper(&t.token).as_str() {
+            "KEYS" => {
+                p.i += 1;
+                ast.keys = p.ident_list("a key column")?;
+            }
+            "IGNORE" => {
+                p.i += 1;
+                p.expect("NULL")?;
+                p.expect("UPDATES")?;
+                ast.ignore_null_updates = Some(if p.eat("ON") { p.cols()? } else { Cols::All });
+            }
+            "APPLY" => {
+                p.i += 1;
+                p.expect("AS")?;
+                if p.eat("DELETE") {
+                    p.expect("WHEN")?;
+                    ast.delete_when = Some(p.expr(all)?);
+                } else if p.eat("TRUNCATE") {
+                    p.expect("WHEN")?;
+                    ast.truncate_when = Some(p.expr(all)?);
+                } else {
+                    return Err(syntax(p.peek(), "expected DELETE or TRUNCATE"));
+                }
+            }
+            "SEQUENCE" => {
+                p.i += 1;
+                p.expect("BY")?;
+                ast.sequence_by = if p.eat("STRUCT") {
+                    p.ident_list("a sequence column")?
+                } else {
+                    vec![p.ident("a sequence column")?]
+                };
+            }
+            "SYSTEM" => {
+                p.i += 1;
+                p.expect("SEQUENCE")?;
+                p.expect("BY")?;
+                ast.system_sequence_by = Some(p.ident("a system sequence column")?);
+            }
+            "COLUMNS" => {
+                p.i += 1;
+                if p.eat("TO") {
+                    p.expect("UPDATE")?;
+                    ast.columns_to_update = Some(p.ident("a column")?);
+                } else {
+                    ast.columns = Some(p.cols()?);
+                }
+            }
+            "STORED" => {
+                p.i += 1;
+                p.expect("AS")?;
+                ast.stored_as = Some(if p.eat("BITEMPORAL") {
+                    "BITEMPORAL".into()
+                } else {
+                    p.expect("SCD")?;
+                    p.expect("TYPE")?;
+                    match p.next() {
+                        Some(TokenWithSpan {
+                            token: Token::Number(n, _),
+                            ..
+                        }) if n == "1" || n == "2" => format!("SCD{n}"),
+                        t => return Err(syntax(t, "expected SCD TYPE 1 or SCD TYPE 2")),
+                    }
+                });
+            }
+            "TRACK" => {
+                p.i += 1;
+                p.expect("HISTORY")?;
+                p.expect("ON")?;
+                ast.track_history = Some(p.cols()?);
+            }
+            _ => {
+                return Err(syntax(
+                    Some(t),
+                    "expected a flow clause (KEYS, SEQUENCE BY, APPLY AS, COLUMNS, STORED AS, ...)",
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `stream(t)`, `STREAM t`, `stream(read_files(...))` or `t`.
+fn source(p: &mut P<'_>) -> Result<Source> {
+    if p.peek_upper().as_deref() == Some("STREAM") {
+        p.i += 1;
+        if p.peek().is_some_and(|t| t.token == Token::LParen) {
+            p.i += 1;
+            if p.peek_upper().as_deref() == Some("READ_FILES") {
+                return Err(syntax(
+                    p.peek(),
+                    "read_files sources are not supported yet; load the files into a table first",
+                ));
+            }
+            let name = p.ident("a source table")?;
+            match p.next() {
+                Some(TokenWithSpan {
+                    token: Token::RParen,
+                    ..
+                }) => {}
+                t => return Err(syntax(t, "expected `)`")),
+            }
+            return Ok(Source::Table(name));
+        }
+    }
+    Ok(Source::Table(p.ident("a source table")?))
+}
+
+/// The SQL text of an expression's tokens, with Databricks' double-quoted string literals
+/// (`operation = "DELETE"`) turned into standard ones unless they name a column.
+pub(crate) fn expr_sql(tokens: &[TokenWithSpan], columns: &[String]) -> String {
+    tokens
+        .iter()
+        .map(|t| match &t.token {
+            Token::Word(w) if w.quote_style == Some('"') && !columns.contains(&w.value) => {
+                format!("'{}'", w.value.replace('\'', "''"))
+            }
+            Token::DoubleQuotedString(s) if !columns.contains(s) => {
+                format!("'{}'", s.replace('\'', "''"))
+            }
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_reference_flow() {
+        let sql = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/seed_bitemporal/flow.sql"
+        ))
+        .unwrap();
+        let stmts = split(&sql).unwrap();
+        assert_eq!(stmts.len(), 2);
+        assert!(
+            matches!(classify(&stmts[0]).unwrap(), Kind::StreamingTable { ref name, flow: None } if name == "company_points")
+        );
+        let Kind::Flow(f) = classify(&stmts[1]).unwrap() else {
+            panic!("a flow")
+        };
+        assert_eq!(
+            (f.name.as_str(), f.target.as_str()),
+            ("company_points_cdc", "company_points")
+        );
+        assert_eq!(f.source, Some(Source::Table("company_events".into())));
+        assert_eq!(f.keys, ["CompanyId"]);
+        assert_eq!(f.sequence_by, ["business_time"]);
+        assert_eq!(f.system_sequence_by.as_deref(), Some("system_time"));
+        assert_eq!(f.stored_as.as_deref(), Some("BITEMPORAL"));
+        assert_eq!(
+            f.columns,
+            Some(Cols::Except(vec![
+                "business_time".into(),
+                "system_time".into(),
+                "operation".into()
+            ]))
+        );
+        assert_eq!(
+            expr_sql(&f.delete_when.unwrap(), &[]),
+            "operation = 'DELETE'"
+        );
+    }
+
+    #[test]
+    fn double_quoted_literals_and_errors_with_positions() {
+        let stmts = split("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM s KEYS (id) APPLY AS DELETE WHEN op = \"D\" AND (x > 1) SEQUENCE BY STRUCT(a, b) STORED AS SCD TYPE 2").unwrap();
+        let Kind::Flow(f) = classify(&stmts[0]).unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            expr_sql(&f.delete_when.unwrap(), &["x".into()]),
+            "op = 'D' AND (x > 1)"
+        );
+        assert_eq!(f.sequence_by, ["a", "b"]);
+        assert_eq!(f.stored_as.as_deref(), Some("SCD2"));
+        let e = classify(&split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS id").unwrap()[0])
+            .unwrap_err();
+        assert!(e.to_string().contains("line 1, column 41"), "{e}");
+        let e = classify(
+            &split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS (id) STORED AS SCD TYPE 3")
+                .unwrap()[0],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("SCD TYPE 1 or SCD TYPE 2"), "{e}");
+    }
+}

@@ -1,0 +1,178 @@
+//! DataFusion glue: target tables as table providers (their scans run in the store, with key
+//! equality and the temporal selections pushed down), and SQL conditions for flows.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
+use asof_storage::{ConditionEvaluator, Store, Value};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::TableType;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::arrow_conv::table_arrow_schema;
+use crate::error::Result;
+use crate::scan::{scan_all, KeySelection, ScanRequest, TimeSelection};
+
+/// A target table seen through a business and a system selection.
+pub(crate) struct TargetTable {
+    store: Store,
+    table: String,
+    schema: SchemaRef,
+    key_column: Option<String>,
+    business: TimeSelection,
+    system: TimeSelection,
+}
+
+impl std::fmt::Debug for TargetTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetTable")
+            .field("table", &self.table)
+            .field("business", &self.business)
+            .field("system", &self.system)
+            .finish()
+    }
+}
+
+impl TargetTable {
+    pub fn new(
+        store: Store,
+        table: &str,
+        business: TimeSelection,
+        system: TimeSelection,
+    ) -> Result<Self> {
+        let schema = store.schema(table)?;
+        let key_column = match schema.key_columns.as_slice() {
+            [k] => Some(schema.columns[*k].0.clone()),
+            _ => None,
+        };
+        Ok(TargetTable {
+            schema: table_arrow_schema(&schema),
+            store,
+            table: table.to_string(),
+            key_column,
+            business,
+            system,
+        })
+    }
+
+    /// `key = literal`, the one filter the storage scan takes.
+    fn key_value(&self, e: &Expr) -> Option<Value> {
+        let Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Eq,
+            right,
+        }) = e
+        else {
+            return None;
+        };
+        let (col, lit) = match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(v, ..)) | (Expr::Literal(v, ..), Expr::Column(c)) => {
+                (c, v)
+            }
+            _ => return None,
+        };
+        if Some(&col.name) != self.key_column.as_ref() {
+            return None;
+        }
+        match lit {
+            ScalarValue::Utf8(Some(s))
+            | ScalarValue::LargeUtf8(Some(s))
+            | ScalarValue::Utf8View(Some(s)) => Some(Value::Str(s.as_str().into())),
+            ScalarValue::Int64(Some(i)) => Some(Value::Int(*i)),
+            ScalarValue::Int32(Some(i)) => Some(Value::Int((*i).into())),
+            ScalarValue::Int16(Some(i)) => Some(Value::Int((*i).into())),
+            ScalarValue::Int8(Some(i)) => Some(Value::Int((*i).into())),
+            _ => None,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for TargetTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    fn supports_filters_pushdown(
+        &self,
+        filters: &[&Expr],
+    ) -> datafusion::error::Result<Vec<TableProviderFilterPushDown>> {
+        Ok(filters
+            .iter()
+            .map(|f| {
+                if self.key_value(f).is_some() {
+                    TableProviderFilterPushDown::Exact
+                } else {
+                    TableProviderFilterPushDown::Unsupported
+                }
+            })
+            .collect())
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let keys = match filters.iter().find_map(|f| self.key_value(f)) {
+            Some(v) => KeySelection::Eq(vec![v]),
+            None => KeySelection::All,
+        };
+        let req = ScanRequest {
+            business: self.business.clone(),
+            system: self.system.clone(),
+            keys,
+            ..Default::default()
+        };
+        let batches = scan_all(&self.store, &self.table, &req)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let exec =
+            MemorySourceConfig::try_new_exec(&[batches], self.schema.clone(), projection.cloned())?;
+        Ok(exec)
+    }
+}
+
+/// Evaluates flow conditions (`APPLY AS DELETE WHEN ...`) as SQL expressions with DataFusion,
+/// vectorised over the batch.
+#[derive(Default)]
+pub struct DataFusionEvaluator;
+
+impl ConditionEvaluator for DataFusionEvaluator {
+    fn evaluate(
+        &self,
+        expr: &str,
+        batch: &RecordBatch,
+    ) -> std::result::Result<BooleanArray, String> {
+        let ctx = super::new_context();
+        let schema =
+            DFSchema::try_from(batch.schema().as_ref().clone()).map_err(|e| e.to_string())?;
+        let e = ctx
+            .parse_sql_expr(expr, &schema)
+            .map_err(|e| e.to_string())?;
+        let phys = ctx
+            .create_physical_expr(e, &schema)
+            .map_err(|e| e.to_string())?;
+        let v = phys
+            .evaluate(batch)
+            .map_err(|e| e.to_string())?
+            .into_array(batch.num_rows())
+            .map_err(|e| e.to_string())?;
+        if v.data_type() != &DataType::Boolean {
+            return Err(format!(
+                "the condition gives {}, not a boolean",
+                v.data_type()
+            ));
+        }
+        Ok(v.as_boolean().clone())
+    }
+}

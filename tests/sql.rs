@@ -1,0 +1,231 @@
+//! The SQL front door: the reference case run as written, source tables, refresh, temporal
+//! clauses, views, and documented errors.
+
+mod common;
+
+use asof::{SqlOutput, SqlSession, Store};
+use common::{data_dir, read_csv, sorted};
+
+fn session() -> (tempfile::TempDir, SqlSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    (dir, SqlSession::new(store).unwrap())
+}
+
+/// The rows of the last query of `sql` as strings, sorted (NULL = None), and its column names.
+fn query(s: &mut SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let Some(SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
+        panic!("{sql}: no query")
+    };
+    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            rows.push(
+                b.columns()
+                    .iter()
+                    .map(|c| {
+                        (!c.is_null(r))
+                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
+                    })
+                    .collect(),
+            );
+        }
+    }
+    (names, sorted(rows))
+}
+
+fn events_values(rows: &[Vec<Option<String>>]) -> String {
+    rows.iter()
+        .map(|r| {
+            let f = |i: usize| r[i].clone().unwrap();
+            format!(
+                "('{}', '{}', TIMESTAMP '{}', TIMESTAMP '{}', '{}')",
+                f(0),
+                f(1),
+                f(2),
+                f(3),
+                f(4)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const CREATE_SOURCE: &str = "CREATE TABLE company_events (CompanyId STRING, DataPoint STRING, business_time TIMESTAMP, system_time TIMESTAMP, operation STRING)";
+
+#[test]
+fn the_reference_flow_runs_as_written() {
+    let (_dir, mut s) = session();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    s.execute(CREATE_SOURCE).unwrap();
+    s.execute(&format!(
+        "INSERT INTO company_events VALUES {}",
+        events_values(&events)
+    ))
+    .unwrap();
+    let flow = std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap();
+    s.execute(&flow).unwrap();
+    let (names, rows) = query(&mut s, "SELECT * FROM company_points");
+    let (exp_names, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(names, exp_names);
+    assert_eq!(rows, sorted(exp));
+}
+
+#[test]
+fn events_one_at_a_time_with_insert_and_refresh() {
+    let (_dir, mut s) = session();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    s.execute(CREATE_SOURCE).unwrap();
+    let flow = std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap();
+    s.execute(&flow).unwrap();
+    for n in 1..=4 {
+        s.execute(&format!(
+            "INSERT INTO company_events VALUES {}; REFRESH STREAMING TABLE company_points",
+            events_values(&events[n - 1..n])
+        ))
+        .unwrap();
+        let (_, rows) = query(&mut s, "SELECT * FROM company_points");
+        let (_, exp) =
+            read_csv(&data_dir().join(format!("seed_bitemporal/expected_after_{n}.csv")));
+        assert_eq!(rows, sorted(exp), "after event {n}");
+    }
+    // Nothing new: REFRESH says so; FULL rebuilds the same table.
+    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("nothing new")),
+        "{out:?}"
+    );
+    s.execute("REFRESH STREAMING TABLE company_points FULL")
+        .unwrap();
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+}
+
+#[test]
+fn temporal_clauses_joins_aggregates_and_views() {
+    let (dir, mut s) = session();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    s.execute(CREATE_SOURCE).unwrap();
+    s.execute(&format!(
+        "INSERT INTO company_events VALUES {}",
+        events_values(&events)
+    ))
+    .unwrap();
+    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
+        .unwrap();
+    let (_, rows) = query(
+        &mut s,
+        "SELECT DataPoint FROM company_points FOR SYSTEM_TIME AS OF '2025-07-18T12:22:00' FOR BUSINESS_TIME AS OF '2025-07-18T12:10:00'",
+    );
+    assert_eq!(rows, vec![vec![Some("XFv1".to_string())]]);
+    let (_, rows) = query(&mut s, "SELECT p.DataPoint FROM company_points FOR VALID_TIME AS OF '2025-07-18T12:10:00' p WHERE p.__SYSTEM_END_AT IS NULL");
+    assert_eq!(rows, vec![vec![Some("XFv3".to_string())]]);
+    let (_, rows) = query(&mut s, "SELECT count(*) FROM company_points FOR SYSTEM_TIME BETWEEN '2025-07-18T12:00:00' AND '2025-07-18T12:20:00'");
+    assert_eq!(rows, vec![vec![Some("3".to_string())]]);
+    let (_, rows) = query(&mut s, "SELECT count(*) FROM company_points FOR SYSTEM_TIME FROM '2025-07-18T12:00:00' TO '2025-07-18T12:20:00'");
+    assert_eq!(rows, vec![vec![Some("1".to_string())]]);
+    let (_, rows) = query(
+        &mut s,
+        "SELECT count(*) FROM company_points FOR SYSTEM_TIME ALL WHERE CompanyId = 'A'",
+    );
+    assert_eq!(rows, vec![vec![Some("6".to_string())]]);
+    // Joins and window functions over source and target tables.
+    let (_, rows) = query(
+        &mut s,
+        "SELECT e.operation, count(*) FROM company_events e JOIN company_points p ON e.CompanyId = p.CompanyId AND e.DataPoint = p.DataPoint GROUP BY e.operation",
+    );
+    assert_eq!(rows.len(), 3);
+    let (_, rows) = query(&mut s, "SELECT DataPoint, row_number() OVER (ORDER BY __START_AT, __SYSTEM_START_AT) FROM company_points WHERE __SYSTEM_END_AT IS NULL");
+    assert_eq!(rows.len(), 3);
+    // A view renames the temporal columns and survives a restart.
+    s.execute("CREATE VIEW points_v AS SELECT CompanyId, DataPoint, __START_AT AS valid_from, __END_AT AS valid_to FROM company_points WHERE __SYSTEM_END_AT IS NULL").unwrap();
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let (names, rows) = query(&mut s, "SELECT * FROM points_v");
+    assert_eq!(names, ["CompanyId", "DataPoint", "valid_from", "valid_to"]);
+    assert_eq!(rows.len(), 3);
+}
+
+#[test]
+fn create_table_as_select_and_scd_flows() {
+    let (_dir, mut s) = session();
+    s.execute(
+        "CREATE TABLE src AS SELECT * FROM (VALUES (1, 'a', 1, 'U'), (1, 'b', 2, 'U'), (2, 'x', 1, 'U'), (2, NULL, 3, 'D')) AS v(id, val, ts, op);
+         CREATE OR REFRESH STREAMING TABLE t1;
+         CREATE FLOW f1 AS AUTO CDC INTO t1 FROM stream(src) KEYS (id) APPLY AS DELETE WHEN op = \"D\" SEQUENCE BY ts COLUMNS * EXCEPT (op, ts) STORED AS SCD TYPE 1;
+         CREATE OR REFRESH STREAMING TABLE t2 FLOW AUTO CDC FROM STREAM src KEYS (id) APPLY AS DELETE WHEN op = 'D' SEQUENCE BY ts COLUMNS * EXCEPT (op) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT id, val FROM t1").1,
+        vec![vec![Some("1".into()), Some("b".into())]]
+    );
+    let (_, rows) = query(&mut s, "SELECT id, val, __START_AT, __END_AT FROM t2");
+    assert_eq!(rows.len(), 3);
+    assert!(rows.contains(&vec![
+        Some("2".into()),
+        Some("x".into()),
+        Some("1".into()),
+        Some("3".into())
+    ]));
+    s.execute("DROP TABLE t2").unwrap();
+    assert!(s.execute("SELECT * FROM t2").is_err());
+}
+
+#[test]
+fn documented_errors() {
+    let (_dir, mut s) = session();
+    s.execute("CREATE TABLE src (id BIGINT, ts BIGINT, f DOUBLE, upd ARRAY<STRING>, op STRING)")
+        .unwrap();
+    let err = |s: &mut SqlSession, sql: &str| s.execute(sql).expect_err(sql).to_string();
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (nope) SEQUENCE BY ts",
+    );
+    assert!(e.contains("KEYS") && e.contains("nope"), "{e}");
+    let e = err(&mut s, "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (id) APPLY AS TRUNCATE WHEN op = 'T' SEQUENCE BY ts STORED AS SCD TYPE 2");
+    assert!(e.contains("TRUNCATE") && e.contains("SCD TYPE 1"), "{e}");
+    let e = err(&mut s, "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (id) SEQUENCE BY ts COLUMNS TO UPDATE upd STORED AS BITEMPORAL");
+    assert!(
+        e.contains("COLUMNS TO UPDATE") && e.contains("BITEMPORAL"),
+        "{e}"
+    );
+    let e = err(&mut s, "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (id) IGNORE NULL UPDATES SEQUENCE BY ts COLUMNS TO UPDATE upd");
+    assert!(
+        e.contains("IGNORE NULL UPDATES") && e.contains("COLUMNS TO UPDATE"),
+        "{e}"
+    );
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (id) SEQUENCE BY f",
+    );
+    assert!(e.contains("cannot be ordered"), "{e}");
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM missing KEYS (id) SEQUENCE BY ts",
+    );
+    assert!(e.contains("missing"), "{e}");
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS id SEQUENCE BY ts",
+    );
+    assert!(e.contains("syntax error at line 1, column 48"), "{e}");
+    // A NULL sequence in the source: the flow is created, its first refresh is refused whole.
+    s.execute("INSERT INTO src VALUES (1, NULL, 1.0, NULL, 'U')")
+        .unwrap();
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM src KEYS (id) SEQUENCE BY ts",
+    );
+    assert!(
+        e.contains("`ts`") && e.contains("NULL") && e.contains("1 row"),
+        "{e}"
+    );
+    let e = err(&mut s, "SELEC 1");
+    assert!(
+        e.to_lowercase().contains("syntax") || e.contains("Expected"),
+        "{e}"
+    );
+}
