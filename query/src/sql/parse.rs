@@ -509,7 +509,7 @@ mod tests {
         assert_eq!(f.stored_as.as_deref(), Some("SCD2"));
         let e = classify(&split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS id").unwrap()[0])
             .unwrap_err();
-        assert!(e.to_string().contains("line 1, column 41"), "{e}");
+        assert!(e.to_string().contains("line 1, column 46"), "{e}");
         let e = classify(
             &split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS (id) STORED AS SCD TYPE 3")
                 .unwrap()[0],
