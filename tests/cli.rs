@@ -71,3 +71,45 @@ fn errors_are_clear_and_exit_non_zero() {
         "{err}"
     );
 }
+
+#[test]
+fn sql_runs_statements_and_files_and_prints_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, out, err) = asof(&db, &["sql", "-f", "examples/quickstart.sql"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("| 1  | Paris |"), "{out}");
+    // The late correction: what last month's report said, and what we know now.
+    let (ok, out, err) = asof(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT city FROM customers_bitemporal FOR BUSINESS_TIME AS OF '2025-02-15T00:00:00' FOR SYSTEM_TIME AS OF '2025-04-01T00:00:00' WHERE id = 1; \
+             SELECT city, __START_AT FROM customers_bitemporal FOR BUSINESS_TIME AS OF '2025-02-15T00:00:00' FOR SYSTEM_TIME AS OF '2025-06-01T00:00:00' WHERE id = 1",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        out,
+        "city\nLyon\ncity,__START_AT\nNice,2025-02-01T00:00:00\n"
+    );
+    // The script can run again on the same database.
+    let (ok, _, err) = asof(&db, &["sql", "-f", "examples/quickstart.sql"]);
+    assert!(ok, "{err}");
+    // Errors: a message on stderr, a non-zero exit, no panic.
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "CREATE FLOW f AS AUTO CDC INTO t FROM customer_changes KEYS id SEQUENCE BY valid_at",
+        ],
+    );
+    assert!(!ok);
+    assert!(
+        err.starts_with("error: invalid query: syntax error at line 1, column "),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"));
+}
