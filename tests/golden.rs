@@ -3,31 +3,12 @@
 
 mod common;
 
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs};
+use asof::Store;
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};
 use itertools::Itertools;
 
 fn seed_flow() -> asof::Flow {
-    let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
-    let schema = Schema::new(vec![
-        Field::new("CompanyId", DataType::Utf8, false),
-        Field::new("DataPoint", DataType::Utf8, true),
-        Field::new("business_time", ts.clone(), false),
-        Field::new("system_time", ts, false),
-        Field::new("operation", DataType::Utf8, false),
-    ]);
-    FlowSpec::builder("company_points_cdc", "company_points", &schema)
-        .keys(["CompanyId"])
-        .delete_when(Condition::equals("operation", "DELETE"))
-        .sequence_by(["business_time"])
-        .system_sequence_by("system_time")
-        .columns(ColumnSelection::all_except([
-            "business_time",
-            "system_time",
-            "operation",
-        ]))
-        .stored_as(StoredAs::Bitemporal)
+    common::seed_flow_builder("company_points_cdc", "company_points")
         .build()
         .expect("valid flow")
 }

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema};
 use asof::{
     ColumnSelection, Condition, FlowSpec, KeySelection, ScanRequest, Store, StoredAs,
     TimeSelection, Value,
@@ -18,27 +18,7 @@ use proptest::prelude::*;
 fn golden_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
-    let schema = Schema::new(vec![
-        Field::new("CompanyId", DataType::Utf8, false),
-        Field::new("DataPoint", DataType::Utf8, true),
-        Field::new("business_time", ts.clone(), false),
-        Field::new("system_time", ts, false),
-        Field::new("operation", DataType::Utf8, false),
-    ]);
-    let flow = FlowSpec::builder("cdc", "points", &schema)
-        .keys(["CompanyId"])
-        .delete_when(Condition::equals("operation", "DELETE"))
-        .sequence_by(["business_time"])
-        .system_sequence_by("system_time")
-        .columns(ColumnSelection::all_except([
-            "business_time",
-            "system_time",
-            "operation",
-        ]))
-        .stored_as(StoredAs::Bitemporal)
-        .build()
-        .unwrap();
+    let flow = common::seed_flow_builder("cdc", "points").build().unwrap();
     store.create_flow(flow).unwrap();
     let (h, mut rows) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
     // A second company with the same events shifted to B, to have more than one key.

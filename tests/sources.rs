@@ -3,7 +3,7 @@
 
 mod common;
 
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs};
+use asof::Store;
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};
 
 fn expected(n: usize) -> Vec<Vec<Option<String>>> {
@@ -14,31 +14,8 @@ fn setup(store: &Store) -> (Vec<String>, Vec<Vec<Option<String>>>) {
     let (h, rows) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
     let schema = string_batch(&h, &rows[..1]).schema();
     store.create_source("company_events", &schema).unwrap();
-    let ts = arrow::datatypes::DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None);
-    let typed = arrow::datatypes::Schema::new(
-        schema
-            .fields()
-            .iter()
-            .map(|f| {
-                if f.name().ends_with("_time") {
-                    f.as_ref().clone().with_data_type(ts.clone())
-                } else {
-                    f.as_ref().clone()
-                }
-            })
-            .collect::<Vec<_>>(),
-    );
-    let flow = FlowSpec::builder("cdc", "company_points", &typed)
-        .keys(["CompanyId"])
-        .delete_when(Condition::equals("operation", "DELETE"))
-        .sequence_by(["business_time"])
-        .system_sequence_by("system_time")
-        .columns(ColumnSelection::all_except([
-            "business_time",
-            "system_time",
-            "operation",
-        ]))
-        .stored_as(StoredAs::Bitemporal)
+    // The source holds strings; the flow reads its time columns as timestamps.
+    let flow = common::seed_flow_builder("cdc", "company_points")
         .source_table("company_events")
         .build()
         .unwrap();

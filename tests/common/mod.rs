@@ -127,3 +127,29 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
     rows.sort_by_key(model::MRow::sort_key);
     rows
 }
+
+/// The flow of the reference case (`seed_bitemporal/flow.sql`) as a builder, over the typed
+/// source schema; callers name it and finish it.
+pub fn seed_flow_builder(name: &str, target: &str) -> asof::FlowBuilder {
+    use arrow::datatypes::TimeUnit;
+    use asof::{ColumnSelection, Condition, FlowSpec, StoredAs};
+    let ts = DataType::Timestamp(TimeUnit::Microsecond, None);
+    let schema = Schema::new(vec![
+        Field::new("CompanyId", DataType::Utf8, false),
+        Field::new("DataPoint", DataType::Utf8, true),
+        Field::new("business_time", ts.clone(), false),
+        Field::new("system_time", ts, false),
+        Field::new("operation", DataType::Utf8, false),
+    ]);
+    FlowSpec::builder(name, target, &schema)
+        .keys(["CompanyId"])
+        .delete_when(Condition::equals("operation", "DELETE"))
+        .sequence_by(["business_time"])
+        .system_sequence_by("system_time")
+        .columns(ColumnSelection::all_except([
+            "business_time",
+            "system_time",
+            "operation",
+        ]))
+        .stored_as(StoredAs::Bitemporal)
+}

@@ -96,6 +96,15 @@ pub(crate) struct Version {
 }
 
 impl Version {
+    /// A version no row shows yet.
+    pub fn unshown(values: Row, end: Option<Bytes>) -> Self {
+        Version {
+            values,
+            end,
+            row: None,
+        }
+    }
+
     pub fn same_segment(&self, other: &Version) -> bool {
         self.end == other.end
             && (std::sync::Arc::ptr_eq(&self.values, &other.values)
@@ -263,14 +272,7 @@ pub(crate) fn refold(
             };
             if same {
                 if let Some((s, v)) = open.take() {
-                    new_versions.push((
-                        s,
-                        Version {
-                            values: v,
-                            end: Some(x.clone()),
-                            row: None,
-                        },
-                    ));
+                    new_versions.push((s, Version::unshown(v, Some(x.clone()))));
                 }
                 converged_at = Some(x.clone());
                 break;
@@ -279,14 +281,7 @@ pub(crate) fn refold(
         match step {
             Step::Delete => {
                 if let Some((s, v)) = open.take() {
-                    new_versions.push((
-                        s,
-                        Version {
-                            values: v,
-                            end: Some(x.clone()),
-                            row: None,
-                        },
-                    ));
+                    new_versions.push((s, Version::unshown(v, Some(x.clone()))));
                 }
                 base = None;
             }
@@ -295,14 +290,7 @@ pub(crate) fn refold(
                 open = match open.take() {
                     Some((s, ov)) if rules.same_tracked(&ov, &vals) => Some((s, vals.clone())),
                     Some((s, ov)) => {
-                        new_versions.push((
-                            s,
-                            Version {
-                                values: ov,
-                                end: Some(x.clone()),
-                                row: None,
-                            },
-                        ));
+                        new_versions.push((s, Version::unshown(ov, Some(x.clone()))));
                         Some((x.clone(), vals.clone()))
                     }
                     None => Some((x.clone(), vals.clone())),
@@ -312,14 +300,7 @@ pub(crate) fn refold(
         }
     }
     if let Some((s, v)) = open.take() {
-        new_versions.push((
-            s,
-            Version {
-                values: v,
-                end: None,
-                row: None,
-            },
-        ));
+        new_versions.push((s, Version::unshown(v, None)));
     }
 
     // Replace the old versions of the region [region_start, converged_at) by the new ones, keeping
@@ -385,66 +366,21 @@ fn append(
     match (ev.kind, open) {
         (EventKind::Delete, None) => {}
         (EventKind::Delete, Some((start, values))) => {
-            replace_version(
-                tl,
-                start,
-                Version {
-                    values,
-                    end: Some(x.clone()),
-                    row: None,
-                },
-                diff,
-            );
+            replace_version(tl, start, Version::unshown(values, Some(x.clone())), diff);
         }
         (EventKind::Upsert, None) => {
             let vals = rules.merge(None, ev);
-            insert_version(
-                tl,
-                x.clone(),
-                Version {
-                    values: vals,
-                    end: None,
-                    row: None,
-                },
-                diff,
-            );
+            insert_version(tl, x.clone(), Version::unshown(vals, None), diff);
         }
         (EventKind::Upsert, Some((start, values))) => {
             let vals = rules.merge(Some(&values), ev);
             if rules.same_tracked(&values, &vals) {
                 if vals[..] != values[..] {
-                    replace_version(
-                        tl,
-                        start,
-                        Version {
-                            values: vals,
-                            end: None,
-                            row: None,
-                        },
-                        diff,
-                    );
+                    replace_version(tl, start, Version::unshown(vals, None), diff);
                 }
             } else {
-                replace_version(
-                    tl,
-                    start,
-                    Version {
-                        values,
-                        end: Some(x.clone()),
-                        row: None,
-                    },
-                    diff,
-                );
-                insert_version(
-                    tl,
-                    x.clone(),
-                    Version {
-                        values: vals,
-                        end: None,
-                        row: None,
-                    },
-                    diff,
-                );
+                replace_version(tl, start, Version::unshown(values, Some(x.clone())), diff);
+                insert_version(tl, x.clone(), Version::unshown(vals, None), diff);
             }
         }
     }
