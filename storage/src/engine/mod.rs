@@ -389,27 +389,41 @@ fn emit_scd_rows(
     }
     let scd2 = mode == StoredAs::Scd2;
     for start in diff.added {
-        let v = ks
-            .timeline
-            .get_mut(&start)
-            .expect("added version is in the timeline");
-        if !scd2 && v.end.is_some() {
+        let open = ks.timeline.get(&start).is_some_and(|v| v.end.is_none());
+        if !scd2 && !open {
             continue; // SCD1 shows only the open version.
         }
-        let row = StoredRow {
-            key: key.clone(),
-            values: v.values.clone(),
-            start: scd2.then(|| start.clone()),
-            end: if scd2 { v.end.clone() } else { None },
-            sys_start: None,
-            sys_end: None,
-            added: version,
-            retired: None,
-        };
-        let id = rows.push(row);
-        ks.timeline.get_mut(&start).expect("present").row = Some(id);
-        ks.rows.push(id);
+        show_version(rows, key, ks, &start, scd2, None, version);
     }
+}
+
+/// Writes a row showing the timeline version at `start` (with its business interval when
+/// `business`, open on system time from `sys_start` when given) and links the version to it.
+fn show_version(
+    rows: &mut RowStore,
+    key: &Bytes,
+    ks: &mut KeyState,
+    start: &Bytes,
+    business: bool,
+    sys_start: Option<Bytes>,
+    version: u64,
+) {
+    let v = ks
+        .timeline
+        .get_mut(start)
+        .expect("the version is in the timeline");
+    let id = rows.push(StoredRow {
+        key: key.clone(),
+        values: v.values.clone(),
+        start: business.then(|| start.clone()),
+        end: if business { v.end.clone() } else { None },
+        sys_start,
+        sys_end: None,
+        added: version,
+        retired: None,
+    });
+    v.row = Some(id);
+    ks.rows.push(id);
 }
 
 fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut KeyState, ts: i64) {
@@ -510,23 +524,7 @@ fn emit_bitemporal_step(
         ks.rows.push(id);
     }
     for start in diff.added {
-        let v = ks
-            .timeline
-            .get(&start)
-            .expect("added version is in the timeline");
-        let row = StoredRow {
-            key: key.clone(),
-            values: v.values.clone(),
-            start: Some(start.clone()),
-            end: v.end.clone(),
-            sys_start: Some(t.clone()),
-            sys_end: None,
-            added: version,
-            retired: None,
-        };
-        let id = rows.push(row);
-        ks.timeline.get_mut(&start).expect("present").row = Some(id);
-        ks.rows.push(id);
+        show_version(rows, key, ks, &start, true, Some(t.clone()), version);
     }
 }
 
