@@ -229,3 +229,53 @@ fn documented_errors() {
         "{e}"
     );
 }
+
+#[test]
+fn key_filters_are_pushed_into_the_storage_scan() {
+    let (_dir, mut s) = session();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    s.execute(CREATE_SOURCE).unwrap();
+    s.execute(&format!(
+        "INSERT INTO company_events VALUES {}",
+        events_values(&events)
+    ))
+    .unwrap();
+    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
+        .unwrap();
+    let plan = |s: &mut SqlSession, sql: &str| {
+        query(s, &format!("EXPLAIN {sql}"))
+            .1
+            .iter()
+            .map(|r| r[1].clone().unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // The key equality is taken by the scan: no filter is left for DataFusion to run.
+    let p = plan(
+        &mut s,
+        "SELECT DataPoint FROM company_points WHERE CompanyId = 'A'",
+    );
+    assert!(!p.contains("FilterExec"), "{p}");
+    // Another predicate stays a DataFusion filter.
+    let p = plan(
+        &mut s,
+        "SELECT DataPoint FROM company_points WHERE DataPoint = 'XFv1'",
+    );
+    assert!(p.contains("FilterExec"), "{p}");
+    assert_eq!(
+        query(
+            &mut s,
+            "SELECT count(*) FROM company_points WHERE CompanyId = 'A'"
+        )
+        .1,
+        vec![vec![Some("6".to_string())]]
+    );
+    assert_eq!(
+        query(
+            &mut s,
+            "SELECT count(*) FROM company_points WHERE CompanyId = 'B'"
+        )
+        .1,
+        vec![vec![Some("0".to_string())]]
+    );
+}
