@@ -38,7 +38,13 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Write query results to this file instead of standard output (required for `arrow`).
+        #[arg(long)]
+        output: Option<PathBuf>,
     },
+    /// An interactive SQL prompt with line editing and history (statements end with `;`). With
+    /// standard input not a terminal, runs it as a script.
+    Shell,
     /// Runs an example folder: creates the flows of its `*.flow.json` files, applies each flow's
     /// `<flow>.events.csv`, and prints every target table and its history.
     Example {
@@ -88,8 +94,14 @@ enum Command {
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {
+    /// Aligned text tables.
     Table,
+    /// CSV: one header line, NULL as an empty field, ISO 8601 timestamps.
     Csv,
+    /// Newline-delimited JSON objects.
+    Json,
+    /// An Arrow IPC file (needs --output).
+    Arrow,
 }
 
 fn main() -> ExitCode {
@@ -113,6 +125,7 @@ fn run(cli: Cli) -> Res<()> {
             statements,
             file,
             format,
+            output,
         } => {
             let text = match (statements, file) {
                 (_, Some(f)) => {
@@ -121,28 +134,14 @@ fn run(cli: Cli) -> Res<()> {
                 (Some(s), None) => s,
                 (None, None) => unreachable!("clap requires one"),
             };
-            let mut session = asof::SqlSession::new(store)?;
-            for out in session.execute(&text)? {
-                match out {
-                    asof::SqlOutput::Batches(schema, batches) => {
-                        let batches = if batches.is_empty() {
-                            vec![RecordBatch::new_empty(schema)]
-                        } else {
-                            batches
-                        };
-                        print_batches(&batches, format)?
-                    }
-                    asof::SqlOutput::Done(line) => {
-                        if matches!(format, Format::Table) {
-                            println!("{line}")
-                        } else {
-                            eprintln!("{line}")
-                        }
-                    }
-                }
+            if matches!(format, Format::Arrow) && output.is_none() {
+                return Err("--format arrow needs --output FILE".into());
             }
-            Ok(())
+            let mut session = asof::SqlSession::new(store)?;
+            let outputs = session.execute(&text)?;
+            print_outputs(outputs, format, output.as_deref())
         }
+        Command::Shell => shell(store, &cli.db),
         Command::Example { dir } => example(&store, &dir),
         Command::CreateFlow { file } => {
             create_flow(&store, &file)?;
@@ -254,17 +253,120 @@ fn print_history(store: &Store, table: &str) {
 }
 
 fn print_batches(batches: &[RecordBatch], format: Format) -> Res<()> {
+    write_batches(batches, format, &mut std::io::stdout())
+}
+
+fn write_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std::io::Write) -> Res<()> {
     match format {
-        Format::Table => println!("{}", arrow::util::pretty::pretty_format_batches(batches)?),
+        Format::Table => writeln!(
+            out,
+            "{}",
+            arrow::util::pretty::pretty_format_batches(batches)?
+        )?,
         Format::Csv => {
             let mut w = arrow::csv::WriterBuilder::new()
                 .with_header(true)
-                .build(std::io::stdout());
+                .build(out);
             for b in batches {
                 w.write(b)?;
             }
         }
+        Format::Json => {
+            let mut w = arrow::json::LineDelimitedWriter::new(out);
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
+        Format::Arrow => {
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .ok_or("no result to write")?;
+            let mut w = arrow::ipc::writer::FileWriter::try_new(out, &schema)?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+        }
     }
+    Ok(())
+}
+
+/// Prints each statement's output: query results in `format` (to `output` if given), and the
+/// lines of other statements on stdout for tables, stderr otherwise.
+fn print_outputs(outputs: Vec<asof::SqlOutput>, format: Format, output: Option<&Path>) -> Res<()> {
+    let mut file = match output {
+        Some(p) => Some(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => None,
+    };
+    for out in outputs {
+        match out {
+            asof::SqlOutput::Batches(schema, batches) => {
+                let batches = if batches.is_empty() {
+                    vec![RecordBatch::new_empty(schema)]
+                } else {
+                    batches
+                };
+                match file.as_mut() {
+                    Some(f) => write_batches(&batches, format, f)?,
+                    None => print_batches(&batches, format)?,
+                }
+            }
+            asof::SqlOutput::Done(line) => {
+                if matches!(format, Format::Table) && file.is_none() {
+                    println!("{line}")
+                } else {
+                    eprintln!("{line}")
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The interactive prompt; a script when standard input is not a terminal.
+fn shell(store: Store, db: &Path) -> Res<()> {
+    use std::io::{IsTerminal, Read};
+    let mut session = asof::SqlSession::new(store)?;
+    if !std::io::stdin().is_terminal() {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text)?;
+        return print_outputs(session.execute(&text)?, Format::Table, None);
+    }
+    let mut rl = rustyline::DefaultEditor::new()?;
+    let history = db.join("shell_history");
+    let _ = rl.load_history(&history);
+    println!(
+        "asof {}: SQL in the Databricks AUTO CDC dialect; end statements with `;`, Ctrl-D quits.",
+        env!("CARGO_PKG_VERSION")
+    );
+    let mut buf = String::new();
+    loop {
+        let prompt = if buf.is_empty() { "asof> " } else { "  ... " };
+        match rl.readline(prompt) {
+            Ok(line) => {
+                buf.push_str(&line);
+                buf.push('\n');
+                if line.trim_end().ends_with(';') {
+                    let _ = rl.add_history_entry(buf.trim());
+                    match session.execute(&buf) {
+                        Ok(outs) => {
+                            if let Err(e) = print_outputs(outs, Format::Table, None) {
+                                eprintln!("error: {e}");
+                            }
+                        }
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                    buf.clear();
+                }
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => buf.clear(),
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let _ = rl.save_history(&history);
     Ok(())
 }
 

@@ -113,3 +113,65 @@ fn sql_runs_statements_and_files_and_prints_csv() {
     );
     assert!(!err.contains("panicked"));
 }
+
+#[test]
+fn json_and_arrow_outputs_and_the_shell_on_a_pipe() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a'), (2, NULL)) AS v(id, name)",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = asof(
+        &db,
+        &["sql", "--format", "json", "SELECT * FROM t ORDER BY id"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "{\"id\":1,\"name\":\"a\"}\n{\"id\":2}\n");
+    let file = dir.path().join("out.arrow");
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "arrow",
+            "--output",
+            file.to_str().unwrap(),
+            "SELECT * FROM t",
+        ],
+    );
+    assert!(ok, "{err}");
+    let reader =
+        arrow::ipc::reader::FileReader::try_new(std::fs::File::open(&file).unwrap(), None).unwrap();
+    assert_eq!(reader.map(|b| b.unwrap().num_rows()).sum::<usize>(), 2);
+    let (ok, _, err) = asof(&db, &["sql", "--format", "arrow", "SELECT 1"]);
+    assert!(!ok && err.contains("--output"), "{err}");
+
+    // `asof shell` reads a script from a pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_asof"))
+        .arg("--db")
+        .arg(&db)
+        .arg("shell")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"SELECT count(*) AS n FROM t;\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("| 2 |"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
