@@ -69,8 +69,6 @@ pub(crate) type Candidates = smallvec::SmallVec<[(Bytes, Event); 1]>;
 pub(crate) enum Limit<'a> {
     /// The latest candidate.
     None,
-    /// System sequence `< t`.
-    Below(&'a [u8]),
     /// System sequence `<= t`.
     UpTo(&'a [u8]),
 }
@@ -79,7 +77,6 @@ impl Limit<'_> {
     pub fn effective<'e>(&self, cands: &'e [(Bytes, Event)]) -> Option<&'e Event> {
         let ok = |s: &[u8]| match self {
             Limit::None => true,
-            Limit::Below(t) => s < *t,
             Limit::UpTo(t) => s <= *t,
         };
         cands.iter().rev().find(|(s, _)| ok(s)).map(|(_, e)| e)
@@ -410,22 +407,4 @@ fn insert_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut Ti
     }
     diff.added.insert(start.clone());
     tl.insert(start, v);
-}
-
-/// Folds all events from scratch into a new timeline (used on open and to rebuild a past state).
-pub(crate) fn fold_all(
-    events: &EventMap,
-    truncates: &BTreeSet<Bytes>,
-    limit: Limit<'_>,
-    rules: &FoldRules<'_>,
-) -> Timeline {
-    let mut tl = Timeline::new();
-    let Some(first) = events.keys().next() else {
-        return tl;
-    };
-    let mut diff = TimelineDiff::default();
-    refold(
-        &mut tl, events, truncates, limit, rules, first, first, false, &mut diff,
-    );
-    tl
 }

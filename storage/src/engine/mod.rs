@@ -14,7 +14,7 @@ use roaring::RoaringBitmap;
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Row;
 use fold::{
-    fold_all, refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff,
+    refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
 };
 pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
@@ -550,17 +550,25 @@ fn replay_system_history(
             row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
         })
         .collect();
+    // The rows alive just before `t` are the business timeline then: no refold of the events
+    // known before `t` is needed.
     let mut opened: HashMap<Bytes, Bytes> = HashMap::new();
+    let mut tl = Timeline::new();
     for &r in &region {
         let row = &rows[r];
         let ss = row.sys_start.as_ref().expect("bitemporal row");
         if ss[..] < t[..] {
-            opened.insert(row.start.clone().expect("bitemporal row"), ss.clone());
+            let start = row.start.clone().expect("bitemporal row");
+            opened.insert(start.clone(), ss.clone());
+            tl.insert(
+                start,
+                Version {
+                    values: row.values.clone(),
+                    end: row.end.clone(),
+                    row: Some(MARK),
+                },
+            );
         }
-    }
-    let mut tl = fold_all(&ks.events, &no_truncates, Limit::Below(t), rules);
-    for v in tl.values_mut() {
-        v.row = Some(MARK);
     }
     let mut points: BTreeMap<Bytes, Vec<Bytes>> = BTreeMap::new();
     for (seq, cands) in &ks.events {
