@@ -53,6 +53,21 @@ fn events_values(rows: &[Vec<Option<String>>]) -> String {
         .join(", ")
 }
 
+/// A session holding the reference case: its source with all four events, and its flow.
+fn reference_session() -> (tempfile::TempDir, SqlSession) {
+    let (dir, mut s) = session();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    s.execute(CREATE_SOURCE).unwrap();
+    s.execute(&format!(
+        "INSERT INTO company_events VALUES {}",
+        events_values(&events)
+    ))
+    .unwrap();
+    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
+        .unwrap();
+    (dir, s)
+}
+
 const CREATE_SOURCE: &str = "CREATE TABLE company_events (CompanyId STRING, DataPoint STRING, business_time TIMESTAMP, system_time TIMESTAMP, operation STRING)";
 
 #[test]
@@ -105,16 +120,7 @@ fn events_one_at_a_time_with_insert_and_refresh() {
 
 #[test]
 fn temporal_clauses_joins_aggregates_and_views() {
-    let (dir, mut s) = session();
-    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    s.execute(CREATE_SOURCE).unwrap();
-    s.execute(&format!(
-        "INSERT INTO company_events VALUES {}",
-        events_values(&events)
-    ))
-    .unwrap();
-    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
-        .unwrap();
+    let (dir, mut s) = reference_session();
     let (_, rows) = query(
         &mut s,
         "SELECT DataPoint FROM company_points FOR SYSTEM_TIME AS OF '2025-07-18T12:22:00' FOR BUSINESS_TIME AS OF '2025-07-18T12:10:00'",
@@ -232,16 +238,7 @@ fn documented_errors() {
 
 #[test]
 fn key_filters_are_pushed_into_the_storage_scan() {
-    let (_dir, mut s) = session();
-    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    s.execute(CREATE_SOURCE).unwrap();
-    s.execute(&format!(
-        "INSERT INTO company_events VALUES {}",
-        events_values(&events)
-    ))
-    .unwrap();
-    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
-        .unwrap();
+    let (_dir, mut s) = reference_session();
     let plan = |s: &mut SqlSession, sql: &str| {
         query(s, &format!("EXPLAIN {sql}"))
             .1

@@ -9,8 +9,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::OnceLock;
 
-use roaring::RoaringBitmap;
-
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Row;
 use fold::{
@@ -70,7 +68,6 @@ pub(crate) struct CommitEffects {
     pub truncates: Vec<Bytes>,
     /// Ids of the first row added; rows `first_row..rows.len()` are new.
     pub first_row: RowId,
-    pub retired: RoaringBitmap,
     pub metrics: CommitMetrics,
 }
 
@@ -257,7 +254,6 @@ impl TableState {
         self.tracked = tracked;
         self.ignore_null = ignore_null;
         fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
-        fx.metrics.num_deleted_rows = fx.retired.len();
         fx
     }
 
@@ -383,8 +379,7 @@ fn emit_scd_rows(
     ks.lookup = OnceLock::new();
     for (_, v) in diff.removed {
         if let Some(r) = v.row {
-            rows.retire(r, version);
-            fx.retired.insert(r);
+            retire(rows, r, version, fx);
         }
     }
     let scd2 = mode == StoredAs::Scd2;
@@ -395,6 +390,12 @@ fn emit_scd_rows(
         }
         show_version(rows, key, ks, &start, scd2, None, version);
     }
+}
+
+/// Retires row `r` by commit `version`, and counts it.
+fn retire(rows: &mut RowStore, r: RowId, version: u64, fx: &mut CommitEffects) {
+    rows.retire(r, version);
+    fx.metrics.num_deleted_rows += 1;
 }
 
 /// Writes a row showing the timeline version at `start` (with its business interval when
@@ -507,8 +508,7 @@ fn emit_bitemporal_step(
             rows.get_mut(r).sys_end = Some(t.clone());
             continue;
         }
-        rows.retire(r, version);
-        fx.retired.insert(r);
+        retire(rows, r, version, fx);
         let old = &rows[r];
         let closed = StoredRow {
             key: key.clone(),
@@ -656,8 +656,7 @@ fn replay_system_history(
         }
     }
     for (_, r) in old_by_id {
-        rows.retire(r, version);
-        fx.retired.insert(r);
+        retire(rows, r, version, fx);
     }
     ks.timeline = tl;
 }
