@@ -102,6 +102,45 @@ enum Format {
     Json,
     /// An Arrow IPC file (needs --output).
     Arrow,
+    /// A Parquet file, Snappy-compressed (needs --output).
+    Parquet,
+}
+
+/// A progress bar on standard error, drawn only when it is a terminal.
+struct Bar(indicatif::ProgressBar);
+
+impl Bar {
+    fn for_terminal() -> Option<std::sync::Arc<Bar>> {
+        use std::io::IsTerminal;
+        std::io::stderr()
+            .is_terminal()
+            .then(|| std::sync::Arc::new(Bar(indicatif::ProgressBar::hidden())))
+    }
+}
+
+impl asof::Progress for Bar {
+    fn begin(&self, task: &str, total: u64) {
+        self.0
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        self.0.reset();
+        self.0.set_length(total);
+        self.0.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:40}] {percent}% ({elapsed}, about {eta} left)",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        );
+        self.0.set_message(task.to_string());
+    }
+    fn advance(&self, done: u64) {
+        self.0.set_position(done);
+    }
+    fn end(&self) {
+        self.0.finish_and_clear();
+        self.0
+            .set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
 }
 
 fn main() -> ExitCode {
@@ -134,10 +173,13 @@ fn run(cli: Cli) -> Res<()> {
                 (Some(s), None) => s,
                 (None, None) => unreachable!("clap requires one"),
             };
-            if matches!(format, Format::Arrow) && output.is_none() {
-                return Err("--format arrow needs --output FILE".into());
+            if matches!(format, Format::Arrow | Format::Parquet) && output.is_none() {
+                return Err("--format arrow and --format parquet need --output FILE".into());
             }
             let mut session = asof::SqlSession::new(store)?;
+            if let Some(bar) = Bar::for_terminal() {
+                session.set_progress(bar);
+            }
             let outputs = session.execute(&text)?;
             print_outputs(outputs, format, output.as_deref())
         }
@@ -289,6 +331,22 @@ fn write_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std::io:
             }
             w.finish()?;
         }
+        Format::Parquet => {
+            let schema = batches
+                .first()
+                .map(|b| b.schema())
+                .ok_or("no result to write")?;
+            let props = parquet::file::properties::WriterProperties::builder()
+                .set_compression(parquet::basic::Compression::SNAPPY)
+                .build();
+            let mut buf = Vec::new();
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+            for b in batches {
+                w.write(b)?;
+            }
+            w.close()?;
+            out.write_all(&buf)?;
+        }
     }
     Ok(())
 }
@@ -329,6 +387,9 @@ fn print_outputs(outputs: Vec<asof::SqlOutput>, format: Format, output: Option<&
 fn shell(store: Store, db: &Path) -> Res<()> {
     use std::io::{IsTerminal, Read};
     let mut session = asof::SqlSession::new(store)?;
+    if let Some(bar) = Bar::for_terminal() {
+        session.set_progress(bar);
+    }
     if !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;

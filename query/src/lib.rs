@@ -7,11 +7,13 @@
 
 mod arrow_conv;
 mod error;
+mod files;
 mod scan;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
+pub use files::{FileFormat, FileSource};
 pub use scan::{
     key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, TableScan,
     TimeSelection,

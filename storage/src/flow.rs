@@ -170,6 +170,10 @@ pub struct FlowSpec {
     /// The source table the flow reads (`FROM stream(t)`), for [`crate::Store::refresh`].
     #[serde(default)]
     pub source_table: Option<String>,
+    /// `AUTO CDC ONCE`: [`crate::Store::refresh`] runs the flow until it has written one commit,
+    /// and after that only on a full refresh.
+    #[serde(default)]
+    pub once: bool,
 }
 
 impl FlowSpec {
@@ -201,6 +205,7 @@ impl FlowSpec {
                 columns_to_update: None,
                 tombstone_gc_threshold_secs: DEFAULT_TOMBSTONE_GC_SECONDS,
                 source_table: None,
+                once: false,
             },
             arrow_source: source,
         }
@@ -272,6 +277,11 @@ impl FlowBuilder {
     /// The source table the flow reads from (for [`crate::Store::refresh`]).
     pub fn source_table(mut self, table: impl Into<String>) -> Self {
         self.spec.source_table = Some(table.into());
+        self
+    }
+    /// `AUTO CDC ONCE`: see [`FlowSpec::once`].
+    pub fn once(mut self, once: bool) -> Self {
+        self.spec.once = once;
         self
     }
     /// The tombstone GC threshold in seconds.

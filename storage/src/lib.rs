@@ -16,6 +16,7 @@ mod flow;
 mod ingest;
 pub mod keycodec;
 mod kv;
+mod progress;
 mod source;
 mod store;
 mod value;
@@ -28,6 +29,7 @@ pub use flow::{
 };
 pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, SledKv, WriteBatch};
+pub use progress::Progress;
 pub use store::{
     CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader, TimeFilter,
     FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET,

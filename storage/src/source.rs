@@ -19,6 +19,10 @@ use crate::value::{cast_column, ColumnType};
 pub(crate) struct SourceRecord {
     pub name: String,
     pub columns: Vec<SourceColumn>,
+    /// Where the rows come from, opaque to storage (the query layer keeps its `read_files`
+    /// arguments here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 pub(crate) struct SourceTable {
@@ -30,6 +34,10 @@ pub(crate) struct SourceTable {
     pub rows: u64,
     /// Number of appends (the next chunk sequence).
     pub appends: u64,
+    /// See [`SourceRecord::origin`].
+    pub origin: Option<String>,
+    /// The names given to appends by [`crate::Store::append_loaded`] (the files loaded so far).
+    pub loaded: std::collections::BTreeSet<String>,
 }
 
 /// About how many bytes of Arrow data one stored chunk holds.
@@ -51,6 +59,8 @@ impl SourceTable {
             batches: Vec::new(),
             rows: 0,
             appends: 0,
+            origin: None,
+            loaded: Default::default(),
         }
     }
 

@@ -14,7 +14,7 @@
 //! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
 //! replaying them on open.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -31,6 +31,7 @@ use crate::error::{corrupt, Error, FlowError, Result};
 use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
 use crate::ingest::{prepare, ConditionEvaluator};
 use crate::kv::{KvStore, SledKv, WriteBatch};
+use crate::progress::Progress;
 use crate::source::{SourceRecord, SourceTable};
 use crate::value::Value;
 
@@ -93,6 +94,7 @@ struct Inner {
     next_table_id: u32,
     poisoned: Option<String>,
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
+    progress: Option<Arc<dyn Progress>>,
 }
 
 /// An asof store: a folder with target tables and the flows that feed them.
@@ -173,6 +175,7 @@ impl Store {
             next_table_id: 0,
             poisoned: None,
             evaluator: None,
+            progress: None,
         };
         inner.load()?;
         Ok(Store {
@@ -200,6 +203,13 @@ impl Store {
             return Err(Error::Poisoned(p.clone()));
         }
         Ok(g)
+    }
+
+    /// Registers where the progress of long work (a refresh, a large apply) is reported.
+    pub fn set_progress(&self, progress: Arc<dyn Progress>) {
+        if let Ok(mut g) = self.inner.write() {
+            g.progress = Some(progress);
+        }
     }
 
     /// Registers the evaluator of [`crate::Condition::Expr`] conditions.
@@ -310,11 +320,23 @@ impl Store {
     /// The batch is validated as a whole first (SPEC §2); on any error nothing is applied.
     pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
         let mut g = self.write_inner()?;
-        g.apply(flow, batch, BTreeMap::new(), false)
+        g.apply(&[(flow, batch)], BTreeMap::new(), false)
     }
 
     /// Creates a source table: a durable, append-only table flows can read from.
     pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
+        self.create_source_with_origin(name, schema, None)
+    }
+
+    /// Creates a source table that remembers where its rows come from: `origin` is opaque to the
+    /// store (the SQL layer keeps a `read_files` call there) and is given back by
+    /// [`Store::source_origin`].
+    pub fn create_source_with_origin(
+        &self,
+        name: &str,
+        schema: &arrow::datatypes::Schema,
+        origin: Option<&str>,
+    ) -> Result<()> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         inner.name_is_free(name)?;
@@ -323,6 +345,7 @@ impl Store {
         let rec = SourceRecord {
             name: name.to_string(),
             columns: columns.clone(),
+            origin: origin.map(str::to_string),
         };
         let mut b = WriteBatch::default();
         b.put(
@@ -334,16 +357,37 @@ impl Store {
             .write(b)
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         inner.next_table_id += 1;
-        inner.sources.insert(
-            name.to_string(),
-            SourceTable::new(id, name.to_string(), columns),
-        );
+        let mut src = SourceTable::new(id, name.to_string(), columns);
+        src.origin = origin.map(str::to_string);
+        inner.sources.insert(name.to_string(), src);
         Ok(())
+    }
+
+    /// The origin a source table was created with, and the names of the appends made with
+    /// [`Store::append_loaded`].
+    pub fn source_origin(&self, source: &str) -> Result<(Option<String>, BTreeSet<String>)> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.origin.clone(), src.loaded.clone()))
     }
 
     /// Appends rows to a source table, durably; returns its new row count. Columns are matched by
     /// name and cast to the table's types; missing columns are NULL.
     pub fn append(&self, source: &str, batch: &RecordBatch) -> Result<u64> {
+        self.append_inner(source, batch, None)
+    }
+
+    /// Appends rows under a name (a file's path, say), durably and atomically with the name: after
+    /// a crash either both are there or neither. [`Store::source_origin`] lists the names, so a
+    /// loader can skip what it already loaded. An empty batch still records its name.
+    pub fn append_loaded(&self, source: &str, batch: &RecordBatch, name: &str) -> Result<u64> {
+        self.append_inner(source, batch, Some(name))
+    }
+
+    fn append_inner(&self, source: &str, batch: &RecordBatch, name: Option<&str>) -> Result<u64> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let src = inner
@@ -354,12 +398,20 @@ impl Store {
                 name: source.to_string(),
             })?;
         let batch = src.conform(batch)?;
-        if batch.num_rows() == 0 {
+        if batch.num_rows() == 0 && name.is_none() {
             return Ok(src.rows);
         }
         let mut b = WriteBatch::default();
-        for (i, chunk) in SourceTable::encode_chunks(&batch)?.into_iter().enumerate() {
-            b.put(key(b'A', src.id, Some(src.appends), Some(i as u32)), chunk);
+        if batch.num_rows() > 0 {
+            for (i, chunk) in SourceTable::encode_chunks(&batch)?.into_iter().enumerate() {
+                b.put(key(b'A', src.id, Some(src.appends), Some(i as u32)), chunk);
+            }
+        }
+        if let Some(n) = name {
+            b.put(
+                key(b'L', src.id, Some(src.appends), None),
+                n.as_bytes().to_vec(),
+            );
         }
         inner
             .kv
@@ -367,7 +419,12 @@ impl Store {
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         src.appends += 1;
         src.rows += batch.num_rows() as u64;
-        src.batches.push(batch);
+        if let Some(n) = name {
+            src.loaded.insert(n.to_string());
+        }
+        if batch.num_rows() > 0 {
+            src.batches.push(batch);
+        }
         Ok(src.rows)
     }
 
@@ -389,41 +446,47 @@ impl Store {
         Ok(self.read_inner()?.sources.keys().cloned().collect())
     }
 
-    /// Processes what the flow's source table received since the flow's checkpoint (or, with
-    /// `full`, rebuilds the target from all of it) as one commit. The new checkpoint is part of the
-    /// commit record, so it is durable exactly when the data it describes is. Returns `None` when
-    /// there was nothing new.
+    /// Processes what the flow's source table received since the flow's checkpoint as one commit.
+    /// The new checkpoint is part of the commit record, so it is durable exactly when the data it
+    /// describes is. Returns `None` when there was nothing new, or when an `AUTO CDC ONCE` flow
+    /// has already run.
+    ///
+    /// With `full`, the flow's whole target is rebuilt from all the data of all its flows: see
+    /// [`Store::refresh_table`].
     pub fn refresh(&self, flow: &str, full: bool) -> Result<Option<CommitInfo>> {
         let mut g = self.write_inner()?;
-        let inner = &mut *g;
-        let table = inner.flow_table(flow)?;
-        let spec = &inner.tables[&table]
+        let table = g.flow_table(flow)?;
+        if full {
+            return g.refresh_full(&table).map(Some);
+        }
+        g.refresh_flow(&table, flow)
+    }
+
+    /// Refreshes every flow of target `table`: without `full`, one commit per flow that has new
+    /// source rows; with `full`, one commit that empties the table and applies all the source
+    /// data of all its flows (`AUTO CDC ONCE` flows included), so readers never see it half
+    /// rebuilt.
+    pub fn refresh_table(&self, table: &str, full: bool) -> Result<Vec<CommitInfo>> {
+        let mut g = self.write_inner()?;
+        if !g.tables.contains_key(table) {
+            return Err(Error::NotFound {
+                kind: "table",
+                name: table.to_string(),
+            });
+        }
+        if full {
+            return Ok(vec![g.refresh_full(table)?]);
+        }
+        let flows: Vec<String> = g.tables[table]
             .flows
             .iter()
-            .find(|f| f.spec.name == flow)
-            .expect("found")
-            .spec;
-        let source = spec.source_table.clone().ok_or_else(|| {
-            Error::InvalidQuery(format!("flow `{flow}` has no source table to refresh from"))
-        })?;
-        let src = inner.sources.get(&source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.clone(),
-        })?;
-        let from = if full {
-            0
-        } else {
-            inner.tables[&table].checkpoint(flow)
-        };
-        if from >= src.rows && !full {
-            return Ok(None);
+            .map(|f| f.spec.name.clone())
+            .collect();
+        let mut out = Vec::new();
+        for f in flows {
+            out.extend(g.refresh_flow(table, &f)?);
         }
-        let total = src.rows;
-        let batches = src.rows_from(from);
-        let batch = arrow::compute::concat_batches(&src.schema, &batches)
-            .map_err(|e| Error::InvalidQuery(e.to_string()))?;
-        let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
-        inner.apply(flow, &batch, params, full).map(Some)
+        Ok(out)
     }
 
     /// Keeps a view definition (`CREATE VIEW name AS ...`) with the database.
@@ -475,7 +538,7 @@ impl Store {
                     t.name
                 )));
             }
-            for tag in [b'S', b'A'] {
+            for tag in [b'S', b'A', b'L'] {
                 prefixes.push(key(tag, s.id, None, None));
             }
         } else if inner.views.contains_key(name) {
@@ -509,16 +572,18 @@ pub const FULL_REFRESH: &str = "full_refresh";
 
 impl Table {
     /// How many rows of its source `flow` has consumed: the offset of its last refresh.
-    fn checkpoint(&self, flow: &str) -> u64 {
-        self.commits
-            .iter()
-            .rev()
-            .find(|c| {
-                c.parameters.get("flow").map(String::as_str) == Some(flow)
-                    && c.parameters.contains_key(SOURCE_OFFSET)
-            })
-            .and_then(|c| c.parameters[SOURCE_OFFSET].parse().ok())
-            .unwrap_or(0)
+    /// How many rows of its source `flow` has processed, from the last commit that says so:
+    /// `source_offset` in a commit of that flow alone, `source_offset.<flow>` in a full refresh of
+    /// the table. `None` if the flow never wrote a commit.
+    fn checkpoint(&self, flow: &str) -> Option<u64> {
+        let per_flow = format!("{SOURCE_OFFSET}.{flow}");
+        self.commits.iter().rev().find_map(|c| {
+            let own = (c.parameters.get("flow").map(String::as_str) == Some(flow))
+                .then(|| c.parameters.get(SOURCE_OFFSET))
+                .flatten();
+            own.or_else(|| c.parameters.get(&per_flow))
+                .and_then(|v| v.parse().ok())
+        })
     }
 }
 
@@ -547,32 +612,104 @@ impl Inner {
             })
     }
 
+    /// The source of `flow` (of `table`) and the rows it holds.
+    fn flow_source(&self, table: &str, flow: &str) -> Result<(&SourceTable, &FlowSpec)> {
+        let spec = &self.tables[table]
+            .flows
+            .iter()
+            .find(|f| f.spec.name == flow)
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: flow.to_string(),
+            })?
+            .spec;
+        let source = spec.source_table.as_ref().ok_or_else(|| {
+            Error::InvalidQuery(format!("flow `{flow}` has no source table to refresh from"))
+        })?;
+        let src = self.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.clone(),
+        })?;
+        Ok((src, spec))
+    }
+
+    fn refresh_flow(&mut self, table: &str, flow: &str) -> Result<Option<CommitInfo>> {
+        let t = &self.tables[table];
+        let checkpoint = t.checkpoint(flow);
+        let (src, spec) = self.flow_source(table, flow)?;
+        if spec.once && checkpoint.is_some() {
+            return Ok(None);
+        }
+        let from = checkpoint.unwrap_or(0);
+        if from >= src.rows {
+            return Ok(None);
+        }
+        let total = src.rows;
+        let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
+            .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+        let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
+        self.apply(&[(flow, &batch)], params, false).map(Some)
+    }
+
+    fn refresh_full(&mut self, table: &str) -> Result<CommitInfo> {
+        let flows: Vec<String> = self.tables[table]
+            .flows
+            .iter()
+            .map(|f| f.spec.name.clone())
+            .collect();
+        let mut params = BTreeMap::new();
+        let mut batches = Vec::new();
+        for f in &flows {
+            let (src, _) = self.flow_source(table, f)?;
+            params.insert(format!("{SOURCE_OFFSET}.{f}"), src.rows.to_string());
+            batches.push(
+                arrow::compute::concat_batches(&src.schema, &src.batches)
+                    .map_err(|e| Error::InvalidQuery(e.to_string()))?,
+            );
+        }
+        let parts: Vec<(&str, &RecordBatch)> =
+            flows.iter().map(String::as_str).zip(&batches).collect();
+        self.apply(&parts, params, true)
+    }
+
+    /// Applies batches of source rows, each through its flow (all flows of one table), as one
+    /// commit; with `full`, the table is emptied first.
     fn apply(
         &mut self,
-        flow: &str,
-        batch: &RecordBatch,
+        parts: &[(&str, &RecordBatch)],
         mut params: BTreeMap<String, String>,
         full: bool,
     ) -> Result<CommitInfo> {
         let started = Instant::now();
         let inner = self;
+        let first = parts.first().map(|p| p.0).unwrap_or_default();
         let table = inner
             .tables
             .values_mut()
-            .find(|t| t.flows.iter().any(|f| f.spec.name == flow))
+            .find(|t| t.flows.iter().any(|f| f.spec.name == first))
             .ok_or_else(|| Error::NotFound {
                 kind: "flow",
-                name: flow.to_string(),
+                name: first.to_string(),
             })?;
-        let f = table
-            .flows
-            .iter()
-            .find(|f| f.spec.name == flow)
-            .expect("found");
         let last = table.commits.last().expect("commit 0 exists");
         let version = last.version + 1;
         let ts = now_us().max(last.timestamp_us + 1);
-        let (events, truncates) = prepare(f, batch, inner.evaluator.as_ref(), ts)?;
+        let mut events = Vec::new();
+        let mut truncates = Vec::new();
+        for (flow, batch) in parts {
+            let f = table
+                .flows
+                .iter()
+                .find(|f| f.spec.name == *flow)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "flow",
+                    name: flow.to_string(),
+                })?;
+            let (e, t) = prepare(f, batch, inner.evaluator.as_ref(), ts)?;
+            events.extend(e);
+            truncates.extend(t);
+        }
+        let flow = parts.iter().map(|p| p.0).collect::<Vec<_>>().join(",");
 
         let reset = if full {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
@@ -580,7 +717,22 @@ impl Inner {
         } else {
             0
         };
-        let mut fx = table.state.apply(events, truncates, version, ts);
+        let progress = inner.progress.clone();
+        let n_events = events.len() as u64;
+        // Only work big enough to be noticed gets a bar.
+        let progress = progress.filter(|_| n_events >= 100_000);
+        if let Some(p) = &progress {
+            p.begin(&format!("applying events to {}", table.name), n_events);
+        }
+        let mut tick = |done: u64| {
+            if let Some(p) = &progress {
+                p.advance(done)
+            }
+        };
+        let mut fx = table.state.apply(events, truncates, version, ts, &mut tick);
+        if let Some(p) = &progress {
+            p.end();
+        }
         fx.metrics.num_deleted_rows += reset;
         params.insert("flow".to_string(), flow.to_string());
         let commit = CommitInfo {
@@ -725,7 +877,7 @@ impl Inner {
                     if c.parameters.contains_key(FULL_REFRESH) {
                         state.reset(version);
                     }
-                    state.apply(events, truncates, version, c.timestamp_us);
+                    state.apply(events, truncates, version, c.timestamp_us, &mut |_| {});
                     Ok(())
                 };
             for kv in self.kv.scan_prefix(&key(b'E', id, None, None)) {
@@ -764,7 +916,16 @@ impl Inner {
             let rec: SourceRecord =
                 serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
             let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
+            src.origin = rec.origin;
             let mut last_append = None;
+            for kv in self.kv.scan_prefix(&key(b'L', id, None, None)) {
+                let (k, v) = kv?;
+                src.appends = src.appends.max(parse_version(&k)? + 1);
+                src.loaded
+                    .insert(String::from_utf8(v).map_err(|_| corrupt("loaded name is not UTF-8"))?);
+            }
+            let named_appends = src.appends;
+            src.appends = 0;
             for kv in self.kv.scan_prefix(&key(b'A', id, None, None)) {
                 let (k, v) = kv?;
                 let append = parse_version(&k)?;
@@ -785,6 +946,11 @@ impl Inner {
                     src.batches.push(b);
                 }
             }
+            // Appends are numbered densely except that an empty named append has no chunk.
+            src.appends = src
+                .appends
+                .max(named_appends)
+                .max(last_append.map_or(0, |a| a + 1));
             self.next_table_id = self.next_table_id.max(id + 1);
             self.sources.insert(rec.name, src);
         }

@@ -14,14 +14,16 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use asof_storage::{ColumnSelection, Condition, FlowSpec, Store, StoredAs};
+use asof_storage::{ColumnSelection, Condition, FlowSpec, Progress, Store, StoredAs};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
+use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
+use crate::files::FileSource;
 use crate::scan::TimeSelection;
-use parse::{classify, expr_sql, split, upper, Cols, FlowAst, Kind, Source, Stmt};
+use parse::{classify, expr_sql, read_files_args, split, upper, Cols, FlowAst, Kind, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
 
@@ -39,8 +41,17 @@ pub struct SqlSession {
     store: Store,
     ctx: SessionContext,
     runtime: tokio::runtime::Runtime,
-    /// Streaming tables declared in this session whose flow has not been created yet.
-    declared: Vec<String>,
+    /// Streaming tables declared in this session whose flow has not been created yet, with their
+    /// declared columns.
+    declared: Vec<(String, Option<SchemaRef>)>,
+    progress: Option<Arc<dyn Progress>>,
+    /// Scratch tables registered for the statement being run.
+    scratch: usize,
+}
+
+/// The name of the hidden source table that holds the files a `read_files` flow loaded.
+fn files_source(flow: &str) -> String {
+    format!("__asof_files_{flow}")
 }
 
 fn df(e: datafusion::error::DataFusionError) -> QueryError {
@@ -61,7 +72,15 @@ impl SqlSession {
             ctx: new_context(),
             runtime,
             declared: Vec::new(),
+            progress: None,
+            scratch: 0,
         })
+    }
+
+    /// Reports the progress of long work (loading files, a full refresh) to `progress`.
+    pub fn set_progress(&mut self, progress: Arc<dyn Progress>) {
+        self.store.set_progress(progress.clone());
+        self.progress = Some(progress);
     }
 
     /// Runs `;`-separated statements in order; stops at the first error.
@@ -77,17 +96,25 @@ impl SqlSession {
         match classify(stmt)? {
             Kind::StreamingTable {
                 name,
+                schema,
                 flow: Some(f),
             } => {
-                let _ = name;
+                let declared = self.declared_schema(&name, schema.as_deref())?;
+                self.declared.push((name, declared));
                 self.create_flow(f)
             }
-            Kind::StreamingTable { name, flow: None } => {
+            Kind::StreamingTable {
+                name,
+                schema,
+                flow: None,
+            } => {
                 if self.store.tables()?.contains(&name) {
                     // CREATE OR REFRESH of an existing table: refresh its flows.
                     return self.refresh(&name, false);
                 }
-                self.declared.push(name.clone());
+                let declared = self.declared_schema(&name, schema.as_deref())?;
+                self.declared.retain(|(d, _)| d != &name);
+                self.declared.push((name.clone(), declared));
                 Ok(Output::Done(format!(
                     "streaming table {name} declared; it is created with its flow"
                 )))
@@ -101,25 +128,40 @@ impl SqlSession {
     fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
         let flows = self.store.flows(table)?;
         let mut lines = Vec::new();
-        for f in flows {
-            match self.store.refresh(&f.name, full)? {
-                Some(c) => lines.push(format!(
-                    "{}: commit {} read {} events, wrote {} and retired {} row versions",
-                    f.name,
-                    c.version,
-                    c.metrics.num_events_read,
-                    c.metrics.num_upserted_rows,
-                    c.metrics.num_deleted_rows
-                )),
-                None => lines.push(format!("{}: nothing new", f.name)),
+        for f in &flows {
+            if let Some(n) = self.load_new_files(f.source_table.as_deref())? {
+                lines.push(format!("{}: loaded {n} new files", f.name));
+            }
+        }
+        let commits = self.store.refresh_table(table, full)?;
+        for c in &commits {
+            lines.push(format!(
+                "{}: commit {} read {} events, wrote {} and retired {} row versions",
+                c.parameters.get("flow").map_or("", String::as_str),
+                c.version,
+                c.metrics.num_events_read,
+                c.metrics.num_upserted_rows,
+                c.metrics.num_deleted_rows
+            ));
+        }
+        for f in &flows {
+            let wrote = commits.iter().any(|c| {
+                c.parameters
+                    .get("flow")
+                    .is_some_and(|n| n.split(',').any(|n| n == f.name))
+            });
+            if !wrote {
+                lines.push(format!("{}: nothing new", f.name));
             }
         }
         Ok(Output::Done(lines.join("\n")))
     }
 
     fn create_flow(&mut self, f: FlowAst) -> Result<Output> {
-        let Some(Source::Table(source)) = f.source.clone() else {
-            return Err(QueryError::Invalid("a flow needs a source".into()));
+        let source = match f.source.clone() {
+            Some(Source::Table(source)) => source,
+            Some(Source::Files(files)) => self.create_files_source(&f.name, files)?,
+            None => return Err(QueryError::Invalid("a flow needs a source".into())),
         };
         let (schema, _) = self.store.source_data(&source).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
@@ -137,7 +179,8 @@ impl SqlSession {
         let mut b = FlowSpec::builder(&f.name, &f.target, &schema)
             .keys(f.keys.clone())
             .sequence_by(f.sequence_by.clone())
-            .source_table(&source);
+            .source_table(&source)
+            .once(f.once);
         if let Some(s) = &f.system_sequence_by {
             b = b.system_sequence_by(s);
         }
@@ -165,8 +208,15 @@ impl SqlSession {
             b = b.columns_to_update(c);
         }
         let flow = b.build().map_err(asof_storage::Error::from)?;
+        if let Some((_, Some(declared))) = self.declared.iter().find(|(d, _)| d == &f.target) {
+            check_declared(
+                &f.target,
+                declared,
+                &table_arrow_schema(&flow.target_schema()),
+            )?;
+        }
         self.store.create_flow(flow)?;
-        self.declared.retain(|d| d != &f.target);
+        self.declared.retain(|(d, _)| d != &f.target);
         let line = match self.store.refresh(&f.name, false)? {
             Some(c) => format!(
                 "flow {} into {}: commit {} read {} events, wrote {} row versions",
@@ -178,6 +228,90 @@ impl SqlSession {
             ),
         };
         Ok(Output::Done(line))
+    }
+
+    /// The Arrow schema of a declared column list (`a INT, b STRING`), read by DataFusion.
+    fn declared_schema(&mut self, table: &str, columns: Option<&str>) -> Result<Option<SchemaRef>> {
+        let Some(columns) = columns else {
+            return Ok(None);
+        };
+        let scratch = format!("__asof_declare_{table}");
+        let ddl = format!("CREATE TABLE \"{scratch}\" ({columns})");
+        self.runtime
+            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
+            .map_err(|e| {
+                QueryError::Invalid(format!("the columns of streaming table `{table}`: {e}"))
+            })?;
+        let provider = self
+            .runtime
+            .block_on(self.ctx.table_provider(scratch.as_str()))
+            .map_err(df)?;
+        self.ctx.deregister_table(scratch.as_str()).map_err(df)?;
+        Ok(Some(provider.schema()))
+    }
+
+    /// Creates the hidden source table of a `read_files` flow and loads the files into it.
+    fn create_files_source(&mut self, flow: &str, mut files: FileSource) -> Result<String> {
+        files.path = std::fs::canonicalize(&files.path).map_err(|e| {
+            QueryError::Invalid(format!("flow `{flow}` reads {}: {e}", files.path.display()))
+        })?;
+        let list = files.list()?;
+        let schema = files.infer(&list)?;
+        let name = files_source(flow);
+        let origin = serde_json::to_string(&files)
+            .map_err(|e| QueryError::Invalid(format!("cannot keep read_files options: {e}")))?;
+        self.store
+            .create_source_with_origin(&name, &schema, Some(&origin))?;
+        self.load_new_files(Some(&name))?;
+        Ok(name)
+    }
+
+    /// Loads the files that appeared since the last load into the flow's hidden source table, one
+    /// durable append per file, named by its path. Returns how many, or `None` when the flow does
+    /// not read files.
+    fn load_new_files(&mut self, source: Option<&str>) -> Result<Option<usize>> {
+        let Some(source) = source else {
+            return Ok(None);
+        };
+        let (origin, loaded) = self.store.source_origin(source)?;
+        let Some(origin) = origin else {
+            return Ok(None);
+        };
+        let files: FileSource = serde_json::from_str(&origin).map_err(|e| {
+            QueryError::Invalid(format!(
+                "the read_files options of `{source}` are damaged: {e}"
+            ))
+        })?;
+        let (schema, _) = self.store.source_data(source)?;
+        let new: Vec<_> = files
+            .list()?
+            .into_iter()
+            .filter(|p| !loaded.contains(&p.display().to_string()))
+            .collect();
+        let bytes: u64 = new
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum();
+        let bar = self.progress.clone().filter(|_| bytes >= 16 << 20);
+        if let Some(b) = &bar {
+            b.begin(&format!("loading {} files", new.len()), bytes);
+        }
+        let mut done = 0;
+        for path in &new {
+            let batches = files.read(path, &schema)?;
+            let batch = arrow::compute::concat_batches(&schema, &batches)?;
+            self.store
+                .append_loaded(source, &batch, &path.display().to_string())?;
+            done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            if let Some(b) = &bar {
+                b.advance(done);
+            }
+        }
+        if let Some(b) = &bar {
+            b.end();
+        }
+        Ok(Some(new.len()))
     }
 
     /// Registers every table and view of the store with DataFusion.
@@ -204,7 +338,11 @@ impl SqlSession {
         }
         for (name, sql) in self.store.views()? {
             self.ctx.deregister_table(name.as_str()).map_err(df)?;
-            let plan = self.runtime.block_on(self.ctx.sql(&sql)).map_err(df)?;
+            let mut text = String::new();
+            for stmt in split(&sql)? {
+                text = self.rewrite(&stmt)?;
+            }
+            let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
             self.ctx
                 .register_table(name.as_str(), plan.into_view())
                 .map_err(df)?;
@@ -213,6 +351,7 @@ impl SqlSession {
     }
 
     fn sql(&mut self, stmt: &Stmt) -> Result<Output> {
+        self.clear_scratch()?;
         self.register_all()?;
         let head = stmt.head(4);
         let h: Vec<&str> = head.iter().map(String::as_str).collect();
@@ -231,7 +370,8 @@ impl SqlSession {
                     .ok_or_else(|| QueryError::Invalid("CREATE VIEW needs AS SELECT ...".into()))?;
                 let body = text_from(stmt, words[as_at + 1]);
                 // Check it plans before keeping it.
-                self.runtime.block_on(self.ctx.sql(&body)).map_err(df)?;
+                let planned = self.rewrite(&sub_stmt(stmt, words[as_at + 1]))?;
+                self.runtime.block_on(self.ctx.sql(&planned)).map_err(df)?;
                 self.store.create_view(&name, &body)?;
                 Ok(Output::Done(format!("view {name} created")))
             }
@@ -247,10 +387,7 @@ impl SqlSession {
                 Ok(Output::Done(format!("{name} dropped")))
             }
             _ => {
-                let text = self.rewrite_temporal(stmt)?;
-                let frame = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
-                let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-                let batches = self.runtime.block_on(frame.collect()).map_err(df)?;
+                let (schema, batches) = self.query(stmt)?;
                 Ok(Output::Batches(schema, batches))
             }
         }
@@ -269,8 +406,7 @@ impl SqlSession {
             .get(name_at + 1)
             .is_some_and(|t| upper(&t.token) == "AS")
         {
-            let query = text_from(stmt, words[name_at + 2]);
-            let (schema, batches) = self.query(&query)?;
+            let (schema, batches) = self.query(&sub_stmt(stmt, words[name_at + 2]))?;
             self.store.create_source(&name, &schema)?;
             let mut n = 0;
             for b in &batches {
@@ -333,7 +469,7 @@ impl SqlSession {
             .get(i)
             .copied()
             .ok_or_else(|| QueryError::Invalid("INSERT needs VALUES or a query".into()))?;
-        let (_, batches) = self.query(&text_from(stmt, first))?;
+        let (_, batches) = self.query(&sub_stmt(stmt, first))?;
         let mut total = 0;
         let mut rows = 0;
         for b in batches {
@@ -363,49 +499,43 @@ impl SqlSession {
         )))
     }
 
-    fn query(&mut self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let frame = self.runtime.block_on(self.ctx.sql(sql)).map_err(df)?;
+    fn query(&mut self, stmt: &Stmt) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        let sql = self.rewrite(stmt)?;
+        let frame = self.runtime.block_on(self.ctx.sql(&sql)).map_err(df)?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = self.runtime.block_on(frame.collect()).map_err(df)?;
         Ok((schema, batches))
     }
 
-    /// Rewrites `t FOR SYSTEM_TIME ... [FOR BUSINESS_TIME ...]` into a registered provider that
-    /// carries the selections into the storage scan.
-    fn rewrite_temporal(&mut self, stmt: &Stmt) -> Result<String> {
+    /// Rewrites what DataFusion does not know into references to scratch tables registered for
+    /// this statement:
+    /// - `t FOR SYSTEM_TIME ... [FOR BUSINESS_TIME ...]` (and `VALID_TIME`): a provider that
+    ///   carries the selections into the storage scan;
+    /// - `read_files('path', ...)`: the files, read now;
+    /// - `temporal_scan('t', business, system)` and `table_as_of('t', b, s)`: the table functions
+    ///   for clients that cannot write the clauses;
+    /// - `VALUES` used as a table: its columns named `col1`, `col2`, ... as in Databricks.
+    fn rewrite(&mut self, stmt: &Stmt) -> Result<String> {
         let toks = &stmt.tokens;
         let sig: Vec<usize> = (0..toks.len())
             .filter(|&i| !matches!(toks[i].token, Token::Whitespace(_)))
             .collect();
+        let words: Vec<&TokenWithSpan> = sig.iter().map(|&i| &toks[i]).collect();
+        let at = |j: usize| words.get(j).map(|t| upper(&t.token)).unwrap_or_default();
+        let is_timeline = |w: &str| matches!(w, "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME");
         let mut out = String::new();
         let mut copied = 0; // tokens before this index are in `out`
         let mut k = 0;
-        let mut n = 0;
         while k < sig.len() {
-            let at = |j: usize| {
-                sig.get(j)
-                    .map(|&i| upper(&toks[i].token))
-                    .unwrap_or_default()
-            };
-            if at(k + 1) == "FOR"
-                && matches!(
-                    at(k + 2).as_str(),
-                    "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME"
-                )
-            {
-                let table = word(Some(&toks[sig[k]]))?;
+            let lparen_next = words.get(k + 1).is_some_and(|t| t.token == Token::LParen);
+            let (text, next) = if at(k + 1) == "FOR" && is_timeline(&at(k + 2)) {
+                let table = word(Some(words[k]))?;
                 let mut system = TimeSelection::All;
                 let mut business = TimeSelection::All;
                 let mut j = k + 1;
-                while at(j) == "FOR"
-                    && matches!(
-                        at(j + 2 - 1).as_str(),
-                        "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME"
-                    )
-                {
+                while at(j) == "FOR" && is_timeline(&at(j + 1)) {
                     let which = at(j + 1);
-                    j += 2;
-                    let (sel, next) = temporal(toks, &sig, j)?;
+                    let (sel, next) = temporal(toks, &sig, j + 2)?;
                     j = next;
                     if which == "SYSTEM_TIME" {
                         system = sel;
@@ -413,36 +543,233 @@ impl SqlSession {
                         business = sel;
                     }
                 }
-                n += 1;
-                let scratch = format!("__asof_{n}_{table}");
-                let provider = TargetTable::new(self.store.clone(), &table, business, system)?;
-                self.ctx.deregister_table(scratch.as_str()).map_err(df)?;
-                self.ctx
-                    .register_table(scratch.as_str(), Arc::new(provider))
-                    .map_err(df)?;
-                for t in &toks[copied..sig[k]] {
-                    out.push_str(&t.token.to_string());
-                }
+                let scratch = self.register_target(&table, business, system)?;
                 // Keep the table's name as the alias unless the query gives one.
                 let alias_follows = at(j) == "AS"
-                    || sig.get(j).is_some_and(|&i| matches!(&toks[i].token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
-                out.push_str(&format!("\"{scratch}\""));
-                if !alias_follows {
-                    out.push_str(&format!(" AS \"{table}\""));
+                    || words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
+                let text = if alias_follows {
+                    format!("\"{scratch}\"")
+                } else {
+                    format!("\"{scratch}\" AS \"{table}\"")
+                };
+                (text, j)
+            } else if at(k) == "READ_FILES" && lparen_next {
+                let (files, next) = read_files_args(&words, k + 1)?;
+                let list = files.list()?;
+                let schema = files.infer(&list)?;
+                let mut batches = Vec::new();
+                for f in &list {
+                    batches.extend(files.read(f, &schema)?);
                 }
-                copied = sig.get(j).copied().unwrap_or(toks.len());
-                if j > 0 {
-                    copied = sig[j - 1] + 1;
+                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+                (
+                    format!("\"{}\"", self.register_scratch("files", Arc::new(t))?),
+                    next,
+                )
+            } else if matches!(at(k).as_str(), "TEMPORAL_SCAN" | "TABLE_AS_OF") && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let name = at(k).to_lowercase();
+                let arg = |i: usize| -> Result<&asof_storage::Value> {
+                    args.get(i).ok_or_else(|| {
+                        QueryError::Invalid(format!("{name}: argument {} is missing", i + 1))
+                    })
+                };
+                let table = match arg(0)? {
+                    asof_storage::Value::Str(s) => s.to_string(),
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "{name}: the first argument is a table name in quotes"
+                        )))
+                    }
+                };
+                if args.len() > 3 {
+                    return Err(QueryError::Invalid(format!(
+                        "{name} takes at most 3 arguments"
+                    )));
                 }
-                k = j;
+                let sel = |i: usize| -> Result<TimeSelection> {
+                    match (name.as_str(), args.get(i)) {
+                        (_, None | Some(asof_storage::Value::Null)) => Ok(TimeSelection::All),
+                        ("table_as_of", Some(v)) => Ok(TimeSelection::AsOf(vec![v.clone()])),
+                        (_, Some(asof_storage::Value::Str(s))) => selection_text(s),
+                        (_, Some(v)) => Err(QueryError::Invalid(format!(
+                            "temporal_scan: a selection is text such as 'AS OF 2025-01-01', not {v:?}"
+                        ))),
+                    }
+                };
+                let (business, system) = (sel(1)?, sel(2)?);
+                let scratch = self.register_target(&table, business, system)?;
+                (format!("\"{scratch}\""), next)
+            } else if at(k) == "VALUES"
+                && k > 0
+                && (at(k - 1) == "FROM" || words[k - 1].token == Token::LParen)
+            {
+                // `VALUES (..), (..)`: count the first row's columns and find the end.
+                let (mut j, mut depth, mut columns) = (k + 1, 0, 1);
+                let mut rows = 0;
+                while let Some(t) = words.get(j) {
+                    match t.token {
+                        Token::LParen => depth += 1,
+                        Token::RParen => {
+                            depth -= 1;
+                            if depth == 0 {
+                                rows += 1;
+                                if words.get(j + 1).map(|t| &t.token) != Some(&Token::Comma) {
+                                    j += 1;
+                                    break;
+                                }
+                            }
+                        }
+                        Token::Comma if depth == 1 && rows == 0 => columns += 1,
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let inner: String = toks[sig[k]..=sig[j - 1]]
+                    .iter()
+                    .map(|t| t.token.to_string())
+                    .collect();
+                let select = (1..=columns)
+                    .map(|i| format!("column{i} AS col{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let text = if at(k - 1) == "FROM" {
+                    format!("(SELECT {select} FROM ({inner}))")
+                } else {
+                    format!("SELECT {select} FROM ({inner})")
+                };
+                (text, j)
+            } else {
+                k += 1;
                 continue;
+            };
+            for t in &toks[copied..sig[k]] {
+                out.push_str(&t.token.to_string());
             }
-            k += 1;
+            out.push_str(&text);
+            copied = sig[next - 1] + 1;
+            k = next;
         }
         for t in &toks[copied..] {
             out.push_str(&t.token.to_string());
         }
         Ok(out)
+    }
+
+    /// Registers a provider under a fresh scratch name and returns the name.
+    fn register_scratch(
+        &mut self,
+        what: &str,
+        provider: Arc<dyn datafusion::catalog::TableProvider>,
+    ) -> Result<String> {
+        self.scratch += 1;
+        let name = format!("__asof_{}_{what}", self.scratch);
+        self.ctx.deregister_table(name.as_str()).map_err(df)?;
+        self.ctx
+            .register_table(name.as_str(), provider)
+            .map_err(df)?;
+        Ok(name)
+    }
+
+    /// Registers target `table` seen through the selections; returns the scratch name.
+    fn register_target(
+        &mut self,
+        table: &str,
+        business: TimeSelection,
+        system: TimeSelection,
+    ) -> Result<String> {
+        let provider = TargetTable::new(self.store.clone(), table, business, system)?;
+        self.register_scratch(table, Arc::new(provider))
+    }
+
+    /// Drops the scratch tables of the last statement.
+    fn clear_scratch(&mut self) -> Result<()> {
+        let names: Vec<String> = self
+            .ctx
+            .catalog("datafusion")
+            .and_then(|c| c.schema("public"))
+            .map(|s| s.table_names())
+            .unwrap_or_default();
+        for n in names.iter().filter(|n| n.starts_with("__asof_")) {
+            self.ctx.deregister_table(n.as_str()).map_err(df)?;
+        }
+        Ok(())
+    }
+}
+
+/// A selection written as text, for `temporal_scan`: `AS OF t`, `FROM a TO b`, `BETWEEN a AND b`
+/// or `ALL`, with bare time literals (`AS OF 2025-01-01T00:00:00`).
+fn selection_text(s: &str) -> Result<TimeSelection> {
+    let t = s.trim();
+    let u = t.to_ascii_uppercase();
+    let lit = |x: &str| -> asof_storage::Value {
+        let x = x.trim().trim_matches('\'');
+        match x.parse::<i64>() {
+            Ok(n) => asof_storage::Value::Int(n),
+            Err(_) => asof_storage::Value::Str(x.into()),
+        }
+    };
+    let bad = || {
+        QueryError::Invalid(format!(
+            "temporal_scan: `{s}` is not a selection (AS OF t, FROM a TO b, BETWEEN a AND b or ALL)"
+        ))
+    };
+    if u == "ALL" || u.is_empty() {
+        Ok(TimeSelection::All)
+    } else if let Some(rest) = u.strip_prefix("AS OF ") {
+        Ok(TimeSelection::AsOf(vec![lit(&t[t.len() - rest.len()..])]))
+    } else if let Some(rest) = u.strip_prefix("FROM ") {
+        let at = rest.find(" TO ").ok_or_else(bad)?;
+        let off = t.len() - rest.len();
+        Ok(TimeSelection::FromTo(
+            vec![lit(&t[off..off + at])],
+            vec![lit(&t[off + at + 4..])],
+        ))
+    } else if let Some(rest) = u.strip_prefix("BETWEEN ") {
+        let at = rest.find(" AND ").ok_or_else(bad)?;
+        let off = t.len() - rest.len();
+        Ok(TimeSelection::Between(
+            vec![lit(&t[off..off + at])],
+            vec![lit(&t[off + at + 5..])],
+        ))
+    } else {
+        Err(bad())
+    }
+}
+
+/// The literal arguments of a table function, `(lit, lit, ...)` from the `(` at significant token
+/// `i`: strings, numbers and NULL. Returns them and the index after the `)`.
+fn literal_args(
+    words: &[&TokenWithSpan],
+    mut i: usize,
+) -> Result<(Vec<asof_storage::Value>, usize)> {
+    let mut out = Vec::new();
+    i += 1; // `(`
+    loop {
+        let t = words
+            .get(i)
+            .ok_or_else(|| QueryError::Invalid("a table function's `)` is missing".into()))?;
+        match &t.token {
+            Token::RParen => return Ok((out, i + 1)),
+            Token::Comma => {}
+            Token::SingleQuotedString(s) => out.push(asof_storage::Value::Str(s.as_str().into())),
+            Token::Number(n, _) => out
+                .push(asof_storage::Value::Int(n.parse().map_err(|_| {
+                    QueryError::Invalid(format!("`{n}` is not a whole number"))
+                })?)),
+            Token::Word(w) if w.value.eq_ignore_ascii_case("NULL") => {
+                out.push(asof_storage::Value::Null)
+            }
+            Token::Word(w)
+                if w.value.eq_ignore_ascii_case("TIMESTAMP")
+                    || w.value.eq_ignore_ascii_case("DATE") => {}
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "a table function takes literals here, not `{other}`"
+                )))
+            }
+        }
+        i += 1;
     }
 }
 
@@ -454,6 +781,31 @@ pub(crate) fn new_context() -> SessionContext {
     config.options_mut().sql_parser.enable_ident_normalization = false;
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
     SessionContext::new_with_config(config)
+}
+
+/// Checks a flow's target columns against the columns its streaming table declared: each declared
+/// column must exist, with a type the flow's can be cast to.
+fn check_declared(table: &str, declared: &SchemaRef, actual: &SchemaRef) -> Result<()> {
+    for d in declared.fields() {
+        let Ok(a) = actual.field_with_name(d.name()) else {
+            return Err(QueryError::Invalid(format!(
+                "streaming table `{table}` declares column `{}`, which its flow does not produce (it produces {})",
+                d.name(),
+                actual.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        };
+        if a.data_type() != d.data_type()
+            && !arrow::compute::can_cast_types(a.data_type(), d.data_type())
+        {
+            return Err(QueryError::Invalid(format!(
+                "streaming table `{table}` declares column `{}` as {}, but its flow produces {}",
+                d.name(),
+                d.data_type(),
+                a.data_type()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `AS OF x` | `FROM a TO b` | `BETWEEN a AND b` | `ALL`, starting at significant token `j`.
@@ -529,6 +881,18 @@ fn word(t: Option<&TokenWithSpan>) -> Result<String> {
             "expected a name, found `{other}`"
         ))),
         None => Err(QueryError::Invalid("expected a name".into())),
+    }
+}
+
+/// The statement from token `first` on.
+fn sub_stmt(stmt: &Stmt, first: &TokenWithSpan) -> Stmt {
+    let i = stmt
+        .tokens
+        .iter()
+        .position(|t| std::ptr::eq(t, first))
+        .expect("token of the statement");
+    Stmt {
+        tokens: stmt.tokens[i..].to_vec(),
     }
 }
 

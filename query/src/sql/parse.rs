@@ -6,6 +6,7 @@ use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{QueryError, Result};
+use crate::files::FileSource;
 
 /// One statement of a script: its tokens (whitespace included) and its text.
 #[derive(Clone, Debug)]
@@ -81,12 +82,16 @@ pub(crate) enum Cols {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Source {
     Table(String),
+    /// `read_files(...)`, or `stream(read_files(...))`.
+    Files(FileSource),
 }
 
 /// A parsed AUTO CDC flow.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FlowAst {
     pub name: String,
+    /// `AUTO CDC ONCE`: processed when created and on a full refresh only.
+    pub once: bool,
     pub target: String,
     pub source: Option<Source>,
     pub keys: Vec<String>,
@@ -105,7 +110,12 @@ pub(crate) struct FlowAst {
 #[derive(Debug)]
 pub(crate) enum Kind {
     /// `CREATE [OR REFRESH] STREAMING TABLE t [(schema)]`, with the standalone flow if any.
-    StreamingTable { name: String, flow: Option<FlowAst> },
+    StreamingTable {
+        name: String,
+        /// The declared column list, as SQL text (`a INT, b STRING`).
+        schema: Option<String>,
+        flow: Option<FlowAst>,
+    },
     /// `CREATE FLOW f AS AUTO CDC ...`.
     Flow(FlowAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
@@ -252,9 +262,12 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.expect("STREAMING")?;
             p.expect("TABLE")?;
             let name = p.ident("a table name")?;
-            // An optional schema: the target's columns come from its flow, so it is only read past.
+            // An optional schema: the target's columns come from its flow, which is checked
+            // against it.
+            let mut schema = None;
             if p.peek().is_some_and(|t| t.token == Token::LParen) {
                 let mut depth = 0;
+                let mut text = Vec::new();
                 while let Some(t) = p.next() {
                     match t.token {
                         Token::LParen => depth += 1,
@@ -266,7 +279,11 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                         }
                         _ => {}
                     }
+                    if depth > 1 || !matches!(t.token, Token::LParen) {
+                        text.push(t.token.to_string());
+                    }
                 }
+                schema = Some(text.join(" "));
             }
             let flow = if p.eat("FLOW") {
                 p.expect("AUTO")?;
@@ -284,7 +301,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             if let Some(t) = p.peek() {
                 return Err(syntax(Some(t), "unexpected text after the streaming table"));
             }
-            Ok(Kind::StreamingTable { name, flow })
+            Ok(Kind::StreamingTable { name, schema, flow })
         }
         ["CREATE", "FLOW", ..] => {
             p.i = 2;
@@ -292,17 +309,13 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.expect("AS")?;
             p.expect("AUTO")?;
             p.expect("CDC")?;
-            if p.peek_upper().as_deref() == Some("ONCE") {
-                return Err(syntax(
-                    p.peek(),
-                    "AUTO CDC ONCE flows are not supported yet",
-                ));
-            }
+            let once = p.eat("ONCE");
             p.expect("INTO")?;
             let target = p.ident("a target table")?;
             let mut ast = FlowAst {
                 name,
                 target,
+                once,
                 ..Default::default()
             };
             flow_body(&mut p, &stmt.tokens, &mut ast)?;
@@ -410,30 +423,81 @@ fn flow_body<'a>(p: &mut P<'a>, all: &'a [TokenWithSpan], ast: &mut FlowAst) -> 
     Ok(())
 }
 
-/// `stream(t)`, `STREAM t`, `stream(read_files(...))` or `t`.
+/// `stream(t)`, `STREAM t`, `stream(read_files(...))`, `read_files(...)` or `t`.
 fn source(p: &mut P<'_>) -> Result<Source> {
+    let paren = |p: &P<'_>| p.peek().is_some_and(|t| t.token == Token::LParen);
+    let mut wrapped = false;
     if p.peek_upper().as_deref() == Some("STREAM") {
         p.i += 1;
-        if p.peek().is_some_and(|t| t.token == Token::LParen) {
+        if paren(p) {
             p.i += 1;
-            if p.peek_upper().as_deref() == Some("READ_FILES") {
-                return Err(syntax(
-                    p.peek(),
-                    "read_files sources are not supported yet; load the files into a table first",
-                ));
-            }
-            let name = p.ident("a source table")?;
-            match p.next() {
-                Some(TokenWithSpan {
-                    token: Token::RParen,
-                    ..
-                }) => {}
-                t => return Err(syntax(t, "expected `)`")),
-            }
-            return Ok(Source::Table(name));
+            wrapped = true;
         }
     }
-    Ok(Source::Table(p.ident("a source table")?))
+    let src = if p.peek_upper().as_deref() == Some("READ_FILES") {
+        p.i += 1;
+        let (files, next) = read_files_args(&p.toks, p.i)?;
+        p.i = next;
+        Source::Files(files)
+    } else {
+        Source::Table(p.ident("a source table")?)
+    };
+    if wrapped {
+        match p.next() {
+            Some(TokenWithSpan {
+                token: Token::RParen,
+                ..
+            }) => {}
+            t => return Err(syntax(t, "expected `)`")),
+        }
+    }
+    Ok(src)
+}
+
+/// The arguments of `read_files('path', name => value, ...)`, starting at the `(` at significant
+/// token `i`; returns the source and the index after the `)`.
+pub(crate) fn read_files_args(
+    toks: &[&TokenWithSpan],
+    mut i: usize,
+) -> Result<(FileSource, usize)> {
+    let at = |i: usize| toks.get(i).copied();
+    if at(i).map(|t| &t.token) != Some(&Token::LParen) {
+        return Err(syntax(at(i), "expected `(` after read_files"));
+    }
+    i += 1;
+    let path = match at(i).map(|t| &t.token) {
+        Some(Token::SingleQuotedString(s)) => s.clone(),
+        _ => {
+            return Err(syntax(
+                at(i),
+                "read_files takes a path in single quotes first",
+            ))
+        }
+    };
+    i += 1;
+    let mut src = FileSource::new(path);
+    loop {
+        match at(i).map(|t| &t.token) {
+            Some(Token::RParen) => return Ok((src, i + 1)),
+            Some(Token::Comma) => i += 1,
+            _ => return Err(syntax(at(i), "expected `,` or `)` in read_files(...)")),
+        }
+        let name = match at(i).map(|t| &t.token) {
+            Some(Token::Word(w)) => w.value.clone(),
+            _ => return Err(syntax(at(i), "expected an option name")),
+        };
+        if at(i + 1).map(|t| &t.token) != Some(&Token::RArrow) {
+            return Err(syntax(at(i + 1), "expected `=>` after the option name"));
+        }
+        let value = match at(i + 2).map(|t| &t.token) {
+            Some(Token::SingleQuotedString(s)) => s.clone(),
+            Some(Token::Word(w)) => w.value.clone(),
+            Some(Token::Number(n, _)) => n.clone(),
+            _ => return Err(syntax(at(i + 2), "expected the option's value")),
+        };
+        src.set_option(&name, &value)?;
+        i += 3;
+    }
 }
 
 /// The SQL text of an expression's tokens, with Databricks' double-quoted string literals
@@ -467,7 +531,7 @@ mod tests {
         let stmts = split(&sql).unwrap();
         assert_eq!(stmts.len(), 2);
         assert!(
-            matches!(classify(&stmts[0]).unwrap(), Kind::StreamingTable { ref name, flow: None } if name == "company_points")
+            matches!(classify(&stmts[0]).unwrap(), Kind::StreamingTable { ref name, flow: None, .. } if name == "company_points")
         );
         let Kind::Flow(f) = classify(&stmts[1]).unwrap() else {
             panic!("a flow")

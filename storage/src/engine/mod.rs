@@ -166,6 +166,7 @@ impl TableState {
         truncates: Vec<Bytes>,
         version: u64,
         ts: i64,
+        tick: &mut dyn FnMut(u64),
     ) -> CommitEffects {
         let mut fx = CommitEffects {
             first_row: self.rows.len() as RowId,
@@ -218,11 +219,17 @@ impl TableState {
         let mut incoming = incoming;
         incoming.sort_by(|a, b| a.key.cmp(&b.key));
         let mut incoming = incoming.into_iter().peekable();
+        let (mut done, mut reported) = (0u64, 0u64);
         while let Some(first) = incoming.next() {
             let key = first.key.clone();
             let mut evs = vec![first];
             while let Some(e) = incoming.next_if(|e| e.key == key) {
                 evs.push(e);
+            }
+            done += evs.len() as u64;
+            if done - reported >= 16 * 1024 {
+                tick(done);
+                reported = done;
             }
             let mode = self.schema.mode;
             let ks = self.keys.entry(key.clone()).or_default();

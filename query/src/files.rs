@@ -1,0 +1,431 @@
+//! Files as sources: `read_files('path', format => 'csv' | 'json' | 'parquet', ...)` over one file
+//! or a folder, with the schema inferred the way Databricks' `read_files` / Auto Loader does.
+//!
+//! - A folder is read recursively, in path order; names starting with `_` or `.` are skipped
+//!   (Spark's convention for hidden and marker files such as `_SUCCESS`).
+//! - `format` defaults to the extension of the first file (`.csv`, `.json`/`.jsonl`/`.ndjson`,
+//!   `.parquet`).
+//! - CSV options: `header` (default `false`, as in Databricks; without a header the columns are
+//!   `_c0`, `_c1`, ...), `sep` or `delimiter` (default `,`), `quote`, `escape`. An empty field is
+//!   NULL. Column types are inferred over every file (integers, floats, booleans, dates,
+//!   timestamps, else strings).
+//! - JSON is JSON Lines, one object per line, types inferred over every file.
+//! - The schemas of several files are merged by column name; a column whose types disagree is an
+//!   error that names it and both files.
+
+use std::fs::File;
+use std::io::{BufReader, Seek};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{Field, Schema, SchemaRef};
+
+use crate::error::{QueryError, Result};
+
+/// The file formats `read_files` understands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FileFormat {
+    /// Comma-separated values (RFC 4180 quoting).
+    Csv,
+    /// JSON Lines: one object per line.
+    Json,
+    /// Apache Parquet.
+    Parquet,
+}
+
+/// What `read_files` was asked for: a path and its options.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FileSource {
+    /// A file or a folder.
+    pub path: PathBuf,
+    /// The format; `None` means "from the file extension".
+    pub format: Option<FileFormat>,
+    /// CSV: the first line names the columns.
+    pub header: bool,
+    /// CSV: the field separator.
+    pub delimiter: u8,
+    /// CSV: the quote character.
+    pub quote: u8,
+    /// CSV: the escape character, if any.
+    pub escape: Option<u8>,
+}
+
+impl FileSource {
+    /// A source over `path` with Databricks' default options.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        FileSource {
+            path: path.into(),
+            format: None,
+            header: false,
+            delimiter: b',',
+            quote: b'"',
+            escape: None,
+        }
+    }
+
+    /// Sets an option given as `name => 'value'` in SQL. Names are case-insensitive.
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<()> {
+        let byte = |what: &str| -> Result<u8> {
+            match value.as_bytes() {
+                [b] => Ok(*b),
+                _ if value == "\\t" => Ok(b'\t'),
+                _ => Err(QueryError::Invalid(format!(
+                    "read_files option `{what}` takes one character, not `{value}`"
+                ))),
+            }
+        };
+        match name.to_ascii_lowercase().as_str() {
+            "format" => {
+                self.format = Some(match value.to_ascii_lowercase().as_str() {
+                    "csv" => FileFormat::Csv,
+                    "json" => FileFormat::Json,
+                    "parquet" => FileFormat::Parquet,
+                    other => {
+                        return Err(QueryError::Invalid(format!(
+                            "read_files cannot read format `{other}` (csv, json or parquet)"
+                        )))
+                    }
+                })
+            }
+            "header" => {
+                self.header = match value.to_ascii_lowercase().as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "read_files option `header` is true or false, not `{value}`"
+                        )))
+                    }
+                }
+            }
+            "sep" | "delimiter" => self.delimiter = byte("sep")?,
+            "quote" => self.quote = byte("quote")?,
+            "escape" => self.escape = Some(byte("escape")?),
+            // Accepted for compatibility; types are always inferred.
+            "infercolumntypes" | "inferschema" => {}
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "read_files has no option `{other}` here (format, header, sep, quote, escape)"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The files this source covers, in path order.
+    pub fn list(&self) -> Result<Vec<PathBuf>> {
+        let meta = std::fs::metadata(&self.path).map_err(|e| {
+            QueryError::Invalid(format!(
+                "read_files: cannot read {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        if meta.is_file() {
+            return Ok(vec![self.path.clone()]);
+        }
+        let mut out = Vec::new();
+        let mut dirs = vec![self.path.clone()];
+        while let Some(d) = dirs.pop() {
+            let entries = std::fs::read_dir(&d).map_err(|e| {
+                QueryError::Invalid(format!("read_files: cannot list {}: {e}", d.display()))
+            })?;
+            for e in entries {
+                let e = e.map_err(|e| QueryError::Invalid(format!("read_files: {e}")))?;
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name.starts_with('_') || name.starts_with('.') {
+                    continue;
+                }
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    out.push(p);
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn format_of(&self, file: &Path) -> Result<FileFormat> {
+        if let Some(f) = self.format {
+            return Ok(f);
+        }
+        match file
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("csv") => Ok(FileFormat::Csv),
+            Some("json" | "jsonl" | "ndjson") => Ok(FileFormat::Json),
+            Some("parquet") => Ok(FileFormat::Parquet),
+            _ => Err(QueryError::Invalid(format!(
+                "read_files: cannot tell the format of {}; give format => 'csv' | 'json' | 'parquet'",
+                file.display()
+            ))),
+        }
+    }
+
+    /// The schema inferred over `files`, merged by column name.
+    pub fn infer(&self, files: &[PathBuf]) -> Result<SchemaRef> {
+        let mut merged: Vec<(Field, PathBuf)> = Vec::new();
+        for file in files {
+            let schema = self.infer_one(file)?;
+            for f in schema.fields() {
+                match merged.iter_mut().find(|(m, _)| m.name() == f.name()) {
+                    None => merged.push((f.as_ref().clone().with_nullable(true), file.clone())),
+                    Some((m, from)) => {
+                        if m.data_type() == f.data_type() || f.data_type().is_null() {
+                            continue;
+                        }
+                        if m.data_type().is_null() {
+                            *m = f.as_ref().clone().with_nullable(true);
+                            continue;
+                        }
+                        // Integers that meet floats widen, as Spark's inference does.
+                        if m.data_type().is_numeric() && f.data_type().is_numeric() {
+                            *m = m
+                                .clone()
+                                .with_data_type(arrow::datatypes::DataType::Float64);
+                            continue;
+                        }
+                        return Err(QueryError::Invalid(format!(
+                            "read_files: column `{}` is {} in {} but {} in {}",
+                            f.name(),
+                            m.data_type(),
+                            from.display(),
+                            f.data_type(),
+                            file.display()
+                        )));
+                    }
+                }
+            }
+        }
+        if merged.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "read_files: no columns found under {}",
+                self.path.display()
+            )));
+        }
+        Ok(Arc::new(Schema::new(
+            merged.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),
+        )))
+    }
+
+    fn open(file: &Path) -> Result<File> {
+        File::open(file).map_err(|e| {
+            QueryError::Invalid(format!("read_files: cannot open {}: {e}", file.display()))
+        })
+    }
+
+    fn infer_one(&self, file: &Path) -> Result<Schema> {
+        let bad = |e: &dyn std::fmt::Display| {
+            QueryError::Invalid(format!("read_files: {}: {e}", file.display()))
+        };
+        match self.format_of(file)? {
+            FileFormat::Csv => {
+                let (schema, _) = self
+                    .csv_format()
+                    .infer_schema(Self::open(file)?, None)
+                    .map_err(|e| bad(&e))?;
+                Ok(if self.header {
+                    schema
+                } else {
+                    Schema::new(
+                        schema
+                            .fields()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, f)| f.as_ref().clone().with_name(format!("_c{i}")))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            }
+            FileFormat::Json => {
+                let mut r = BufReader::new(Self::open(file)?);
+                let (schema, _) =
+                    arrow::json::reader::infer_json_schema(&mut r, None).map_err(|e| bad(&e))?;
+                Ok(schema)
+            }
+            FileFormat::Parquet => {
+                let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+                    Self::open(file)?,
+                )
+                .map_err(|e| bad(&e))?;
+                Ok(b.schema().as_ref().clone())
+            }
+        }
+    }
+
+    fn csv_format(&self) -> arrow::csv::reader::Format {
+        let mut f = arrow::csv::reader::Format::default()
+            .with_header(self.header)
+            .with_delimiter(self.delimiter)
+            .with_quote(self.quote)
+            .with_null_regex(regex::Regex::new("^$").expect("valid regex"));
+        if let Some(e) = self.escape {
+            f = f.with_escape(e);
+        }
+        f
+    }
+
+    /// Reads one file under `schema` (from [`FileSource::infer`]); columns a file lacks are NULL.
+    pub fn read(&self, file: &Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+        let bad = |e: &dyn std::fmt::Display| {
+            QueryError::Invalid(format!("read_files: {}: {e}", file.display()))
+        };
+        let own = Arc::new(self.infer_one(file)?);
+        if let Some(extra) = own
+            .fields()
+            .iter()
+            .find(|f| schema.field_with_name(f.name()).is_err())
+        {
+            return Err(QueryError::Invalid(format!(
+                "read_files: {} has column `{}`, which the table's schema (inferred from the first files) lacks",
+                file.display(),
+                extra.name()
+            )));
+        }
+        // Read with the merged types of this file's own columns, then fill the rest with NULLs.
+        let read_schema = Arc::new(Schema::new(
+            own.fields()
+                .iter()
+                .map(|f| {
+                    schema
+                        .field_with_name(f.name())
+                        .cloned()
+                        .unwrap_or_else(|_| f.as_ref().clone())
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let batches: Vec<RecordBatch> = match self.format_of(file)? {
+            FileFormat::Csv => {
+                let mut b = arrow::csv::ReaderBuilder::new(read_schema.clone())
+                    .with_header(self.header)
+                    .with_delimiter(self.delimiter)
+                    .with_quote(self.quote)
+                    .with_null_regex(regex::Regex::new("^$").expect("valid regex"))
+                    .with_batch_size(64 * 1024);
+                if let Some(e) = self.escape {
+                    b = b.with_escape(e);
+                }
+                b.build(Self::open(file)?)
+                    .map_err(|e| bad(&e))?
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?
+            }
+            FileFormat::Json => {
+                let mut f = Self::open(file)?;
+                f.rewind().map_err(|e| bad(&e))?;
+                arrow::json::ReaderBuilder::new(read_schema.clone())
+                    .with_batch_size(64 * 1024)
+                    .build(BufReader::new(f))
+                    .map_err(|e| bad(&e))?
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| bad(&e))?
+            }
+            FileFormat::Parquet => {
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(Self::open(
+                    file,
+                )?)
+                .map_err(|e| bad(&e))?
+                .with_batch_size(64 * 1024)
+                .build()
+                .map_err(|e| bad(&e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&e))?
+            }
+        };
+        batches
+            .into_iter()
+            .map(|b| conform(b, schema).map_err(|e| bad(&e)))
+            .collect()
+    }
+}
+
+/// `batch` under `schema`: columns matched by name and cast, missing ones NULL.
+fn conform(
+    batch: RecordBatch,
+    schema: &SchemaRef,
+) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
+            Some(c) => arrow::compute::cast(c, f.data_type()),
+            None => Ok(arrow::array::new_null_array(
+                f.data_type(),
+                batch.num_rows(),
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_folder_with_header_merges_and_skips_hidden_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("a.csv"),
+            "id,name,ts\n1,x,2025-01-01T00:00:00\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("b.csv"), "id,score\n2,1.5\n3,\n").unwrap();
+        std::fs::write(dir.path().join("_SUCCESS"), "").unwrap();
+        let mut src = FileSource::new(dir.path());
+        src.set_option("format", "csv").unwrap();
+        src.set_option("header", "true").unwrap();
+        let files = src.list().unwrap();
+        assert_eq!(files.len(), 2);
+        let schema = src.infer(&files).unwrap();
+        let names: Vec<_> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["id", "name", "ts", "score"]);
+        let b = src.read(&files[1], &schema).unwrap();
+        assert_eq!(b[0].num_rows(), 2);
+        assert_eq!(b[0].column(1).null_count(), 2, "name is missing from b.csv");
+        assert_eq!(b[0].column(3).null_count(), 1, "an empty field is NULL");
+    }
+
+    #[test]
+    fn csv_without_header_names_columns_like_spark_and_bad_options_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.csv");
+        std::fs::write(&f, "1;a\n2;b\n").unwrap();
+        let mut src = FileSource::new(&f);
+        src.set_option("sep", ";").unwrap();
+        let schema = src.infer(&src.list().unwrap()).unwrap();
+        assert_eq!(schema.field(0).name(), "_c0");
+        assert_eq!(schema.field(1).name(), "_c1");
+        let e = src.set_option("header", "yes").unwrap_err().to_string();
+        assert!(e.contains("header"), "{e}");
+        let e = src.set_option("format", "avro").unwrap_err().to_string();
+        assert!(e.contains("avro"), "{e}");
+        let e = FileSource::new(dir.path().join("none")).list().unwrap_err();
+        assert!(e.to_string().contains("none"), "{e}");
+    }
+
+    #[test]
+    fn conflicting_types_name_the_column_and_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.json"), "{\"k\": 1}\n").unwrap();
+        std::fs::write(dir.path().join("b.json"), "{\"k\": \"x\"}\n").unwrap();
+        let src = FileSource::new(dir.path());
+        let e = src.infer(&src.list().unwrap()).unwrap_err().to_string();
+        assert!(
+            e.contains("`k`") && e.contains("a.json") && e.contains("b.json"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,315 @@
+//! SQL over files and the rest of the dialect: `read_files` (CSV, JSON, Parquet; a file or a
+//! folder; as a query and as a streaming flow source), `VALUES` column names, `AUTO CDC ONCE`,
+//! declared streaming-table columns, several flows into one target, and the temporal table
+//! functions.
+
+mod common;
+
+use asof::{SqlOutput, SqlSession, Store};
+use common::{data_dir, read_csv, sorted};
+
+fn session(dir: &std::path::Path) -> SqlSession {
+    SqlSession::new(Store::open(dir).unwrap()).unwrap()
+}
+
+/// The rows of the last query of `sql` as strings, sorted (NULL = None), and its column names.
+fn query(s: &mut SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let Some(SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
+        panic!("{sql}: no query")
+    };
+    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            rows.push(
+                b.columns()
+                    .iter()
+                    .map(|c| {
+                        (!c.is_null(r))
+                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
+                    })
+                    .collect(),
+            );
+        }
+    }
+    (names, sorted(rows))
+}
+
+const FLOW_BODY: &str = "KEYS (CompanyId)
+APPLY AS DELETE WHEN operation = \"DELETE\"
+SEQUENCE BY business_time
+SYSTEM SEQUENCE BY system_time
+COLUMNS * EXCEPT (business_time, system_time, operation)
+STORED AS BITEMPORAL";
+
+/// The reference events as one CSV file per event, in `dir`.
+fn event_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let text = std::fs::read_to_string(data_dir().join("seed_bitemporal/events.csv")).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    lines
+        .enumerate()
+        .map(|(i, l)| {
+            let p = dir.join(format!("events_{i}.csv"));
+            std::fs::write(&p, format!("{header}\n{l}\n")).unwrap();
+            p
+        })
+        .collect()
+}
+
+#[test]
+fn a_streaming_flow_over_a_folder_picks_up_new_files_on_refresh() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let staged = tempfile::tempdir().unwrap();
+    let files = event_files(staged.path());
+    let mut s = session(db.path());
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
+        landing.path().display()
+    ))
+    .expect_err("an empty folder has no schema to infer");
+    std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
+        landing.path().display()
+    ))
+    .unwrap();
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_1.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+    // Each new file is loaded once, across restarts; a refresh with no new file changes nothing.
+    for n in 2..=4 {
+        std::fs::copy(
+            &files[n - 1],
+            landing.path().join(format!("events_{}.csv", n - 1)),
+        )
+        .unwrap();
+        drop(s);
+        s = session(db.path());
+        let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+        assert!(
+            matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 1 new files")),
+            "{out:?}"
+        );
+        let (_, exp) =
+            read_csv(&data_dir().join(format!("seed_bitemporal/expected_after_{n}.csv")));
+        assert_eq!(
+            query(&mut s, "SELECT * FROM company_points").1,
+            sorted(exp),
+            "after file {n}"
+        );
+    }
+    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 0 new files") && l.contains("nothing new")),
+        "{out:?}"
+    );
+    // A file with a column the inferred schema lacks is refused by name; the table is unchanged.
+    std::fs::write(
+        landing.path().join("events_9.csv"),
+        "CompanyId,DataPoint,business_time,system_time,operation,extra\nB,x,2025-07-19T00:00:00,2025-07-19T00:00:00,INSERT,1\n",
+    )
+    .unwrap();
+    let e = s
+        .execute("REFRESH STREAMING TABLE company_points")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`extra`") && e.contains("events_9.csv"), "{e}");
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+}
+
+#[test]
+fn read_files_in_queries_csv_json_and_parquet() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(&dir.path().join("db"));
+    let csv = data_dir().join("seed_bitemporal/events.csv");
+    let (names, rows) = query(
+        &mut s,
+        &format!(
+            "SELECT * FROM read_files('{}', format => 'csv', header => true) WHERE operation <> 'DELETE'",
+            csv.display()
+        ),
+    );
+    assert_eq!(names[0], "CompanyId");
+    assert_eq!(rows.len(), 3);
+    // Without a header the columns are _c0, _c1, ... (the header line is then a row).
+    let (names, rows) = query(
+        &mut s,
+        &format!("SELECT * FROM read_files('{}')", csv.display()),
+    );
+    assert_eq!(names[..2], ["_c0", "_c1"]);
+    assert_eq!(rows.len(), 5);
+
+    // JSON Lines, format from the extension; CTAS keeps it as a source table.
+    let json = dir.path().join("e.json");
+    std::fs::write(
+        &json,
+        "{\"id\": 1, \"v\": \"a\", \"ts\": 1}\n{\"id\": 1, \"v\": \"b\", \"ts\": 2}\n{\"id\": 2, \"v\": null, \"ts\": 1}\n",
+    )
+    .unwrap();
+    s.execute(&format!(
+        "CREATE TABLE j AS SELECT * FROM read_files('{}')",
+        json.display()
+    ))
+    .unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT count(*), max(v) FROM j").1,
+        [[Some("3".into()), Some("b".into())]]
+    );
+
+    // Parquet: written by arrow, read back through read_files, and used by a flow.
+    let pq = dir.path().join("p.parquet");
+    let (_, batches) = match s.execute("SELECT * FROM j").unwrap().pop().unwrap() {
+        SqlOutput::Batches(schema, b) => (schema, b),
+        o => panic!("{o:?}"),
+    };
+    let mut w = parquet::arrow::ArrowWriter::try_new(
+        std::fs::File::create(&pq).unwrap(),
+        batches[0].schema(),
+        None,
+    )
+    .unwrap();
+    for b in &batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE jt FLOW AUTO CDC FROM read_files('{}', format => 'parquet') KEYS (id) SEQUENCE BY ts STORED AS SCD TYPE 1",
+        pq.display()
+    ))
+    .unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT id, v FROM jt").1,
+        [
+            vec![Some("1".into()), Some("b".into())],
+            vec![Some("2".into()), None]
+        ]
+    );
+    // Errors name the problem.
+    let e = s
+        .execute("SELECT * FROM read_files('/no/such/place', format => 'csv')")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/no/such/place"), "{e}");
+    let e = s
+        .execute(&format!(
+            "SELECT * FROM read_files('{}', colour => 'red')",
+            csv.display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("colour"), "{e}");
+}
+
+#[test]
+fn values_columns_are_named_col1_col2_as_in_databricks() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    let (names, rows) = query(&mut s, "SELECT * FROM VALUES (1, 'a'), (2, 'b')");
+    assert_eq!(names, ["col1", "col2"]);
+    assert_eq!(rows.len(), 2);
+    s.execute("CREATE TABLE v AS SELECT * FROM (VALUES (1, 'x', 10))")
+        .unwrap();
+    let (names, _) = query(&mut s, "SELECT col1, col2, col3 FROM v");
+    assert_eq!(names, ["col1", "col2", "col3"]);
+    // An explicit alias list still wins.
+    let (names, _) = query(&mut s, "SELECT * FROM (VALUES (1, 2)) AS t(a, b)");
+    assert_eq!(names, ["a", "b"]);
+}
+
+#[test]
+fn once_flows_declared_columns_and_two_flows_into_one_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE backfill (id BIGINT, v STRING, ts BIGINT);
+         CREATE TABLE live (id BIGINT, v STRING, ts BIGINT);
+         INSERT INTO backfill VALUES (1, 'old', 1), (2, 'old', 1);
+         INSERT INTO live VALUES (1, 'new', 5);
+         CREATE OR REFRESH STREAMING TABLE t (id BIGINT, v STRING);
+         CREATE FLOW hist AS AUTO CDC ONCE INTO t FROM backfill KEYS (id) SEQUENCE BY ts COLUMNS * EXCEPT (ts) STORED AS SCD TYPE 2;
+         CREATE FLOW cur AS AUTO CDC INTO t FROM stream(live) KEYS (id) SEQUENCE BY ts COLUMNS * EXCEPT (ts) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    let current = |s: &mut SqlSession| query(s, "SELECT id, v FROM t WHERE __END_AT IS NULL").1;
+    assert_eq!(
+        current(&mut s),
+        [
+            vec![Some("1".into()), Some("new".into())],
+            vec![Some("2".into()), Some("old".into())]
+        ]
+    );
+    // ONCE: new backfill rows are not read by a refresh, only by a full one.
+    s.execute("INSERT INTO backfill VALUES (3, 'old', 1); INSERT INTO live VALUES (2, 'new', 5); REFRESH STREAMING TABLE t").unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT count(*) FROM t WHERE id = 3").1,
+        [[Some("0".into())]]
+    );
+    assert_eq!(
+        query(&mut s, "SELECT v FROM t WHERE id = 2 AND __END_AT IS NULL").1,
+        [[Some("new".into())]]
+    );
+    s.execute("REFRESH STREAMING TABLE t FULL").unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT v FROM t WHERE id = 3").1,
+        [[Some("old".into())]]
+    );
+    // Declared columns are checked against what the flow produces.
+    let e = s
+        .execute(
+            "CREATE OR REFRESH STREAMING TABLE u (id BIGINT, colour STRING);
+             CREATE FLOW fu AS AUTO CDC INTO u FROM live KEYS (id) SEQUENCE BY ts",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`colour`") && e.contains("`u`"), "{e}");
+    // A second flow must use the target's keys.
+    let e = s
+        .execute("CREATE FLOW other AS AUTO CDC INTO t FROM live KEYS (v) SEQUENCE BY ts COLUMNS * EXCEPT (ts) STORED AS SCD TYPE 2")
+        .unwrap_err()
+        .to_string();
+    assert!(e.to_lowercase().contains("key"), "{e}");
+}
+
+#[test]
+fn temporal_table_functions_match_the_clauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC FROM read_files('{}', format => 'csv', header => true) {FLOW_BODY}",
+        data_dir().join("seed_bitemporal/events.csv").display()
+    ))
+    .unwrap();
+    let pairs = [
+        (
+            "SELECT * FROM company_points FOR SYSTEM_TIME AS OF '2025-07-18T12:22:00' FOR BUSINESS_TIME AS OF '2025-07-18T12:10:00'",
+            "SELECT * FROM table_as_of('company_points', '2025-07-18T12:10:00', '2025-07-18T12:22:00')",
+        ),
+        (
+            "SELECT * FROM company_points FOR SYSTEM_TIME AS OF '2025-07-18T12:22:00'",
+            "SELECT * FROM table_as_of('company_points', NULL, '2025-07-18T12:22:00')",
+        ),
+        (
+            "SELECT * FROM company_points FOR SYSTEM_TIME BETWEEN '2025-07-18T12:00:00' AND '2025-07-18T12:20:00' FOR BUSINESS_TIME FROM '2025-07-18T12:00:00' TO '2025-07-18T12:10:00'",
+            "SELECT * FROM temporal_scan('company_points', 'FROM 2025-07-18T12:00:00 TO 2025-07-18T12:10:00', 'BETWEEN 2025-07-18T12:00:00 AND 2025-07-18T12:20:00')",
+        ),
+        (
+            "SELECT * FROM company_points",
+            "SELECT * FROM temporal_scan('company_points', 'ALL', 'ALL')",
+        ),
+    ];
+    for (clause, function) in pairs {
+        let a = query(&mut s, clause);
+        assert!(!a.1.is_empty(), "{clause}");
+        assert_eq!(a, query(&mut s, function), "{function}");
+    }
+    let e = s
+        .execute("SELECT * FROM temporal_scan('company_points', 'SOMETIME', 'ALL')")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("SOMETIME"), "{e}");
+}
