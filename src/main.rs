@@ -120,10 +120,6 @@ impl Bar {
 
 impl asof::Progress for Bar {
     fn begin(&self, task: &str, total: u64) {
-        self.0
-            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        self.0.reset();
-        self.0.set_length(total);
         self.0.set_style(
             indicatif::ProgressStyle::with_template(
                 "{msg} [{bar:40}] {percent}% ({elapsed}, about {eta} left)",
@@ -132,6 +128,11 @@ impl asof::Progress for Bar {
             .progress_chars("=> "),
         );
         self.0.set_message(task.to_string());
+        self.0.set_length(total);
+        self.0.set_position(0);
+        self.0.reset_elapsed();
+        self.0.reset_eta();
+        self.0.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     }
     fn advance(&self, done: u64) {
         self.0.set_position(done);

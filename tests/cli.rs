@@ -175,3 +175,44 @@ fn json_and_arrow_outputs_and_the_shell_on_a_pipe() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[test]
+fn sql_reads_files_and_writes_parquet_quietly_when_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let out_file = dir.path().join("points.parquet");
+    let script = "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+        FROM stream(read_files('tests/data/seed_bitemporal/events.csv', format => 'csv', header => true))
+        KEYS (CompanyId) APPLY AS DELETE WHEN operation = 'DELETE' SEQUENCE BY business_time
+        SYSTEM SEQUENCE BY system_time COLUMNS * EXCEPT (business_time, system_time, operation)
+        STORED AS BITEMPORAL;
+        REFRESH STREAMING TABLE company_points FULL;
+        SELECT * FROM company_points ORDER BY __SYSTEM_START_AT, __START_AT";
+    let (ok, out, err) = asof(
+        &db,
+        &[
+            "sql",
+            script,
+            "--format",
+            "parquet",
+            "--output",
+            out_file.to_str().unwrap(),
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.is_empty(), "{out}");
+    // Statement lines go to stderr; no progress bar is drawn on a pipe.
+    assert!(err.contains("company_points"), "{err}");
+    assert!(!err.contains('%') && !err.contains('\r'), "{err}");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+        std::fs::File::open(&out_file).unwrap(),
+    )
+    .unwrap()
+    .build()
+    .unwrap();
+    let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+    assert_eq!(rows, 6, "expected_after_4 has six rows");
+    // Without --output the binary formats are refused with a clear message.
+    let (ok, _, err) = asof(&db, &["sql", "SELECT 1", "--format", "parquet"]);
+    assert!(!ok && err.contains("--output"), "{err}");
+}

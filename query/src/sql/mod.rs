@@ -295,7 +295,7 @@ impl SqlSession {
             .sum();
         let bar = self.progress.clone().filter(|_| bytes >= 16 << 20);
         if let Some(b) = &bar {
-            b.begin(&format!("loading {} files", new.len()), bytes);
+            b.begin(&format!("loading {} file(s)", new.len()), bytes);
         }
         let mut done = 0;
         for path in &new {
