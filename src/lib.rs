@@ -59,12 +59,14 @@
 
 pub use asof_query::sql::{DataFusionEvaluator, Output as SqlOutput, SqlSession};
 pub use asof_query::{
-    key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema, FileFormat, FileSource,
-    KeySelection, LookupRow, QueryError, ScanRequest, TableScan, TimeSelection,
+    history_batch, key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema,
+    table_changes, ChangeBound, FileFormat, FileSource, KeySelection, LookupRow, QueryError,
+    ScanRequest, TableScan, TimeSelection,
 };
 pub use asof_storage::{
-    keycodec, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
+    keycodec, ChangeType, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
     ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvStore, Progress, SledKv,
     SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, Value, WriteBatch, END_AT,
-    FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
+    VacuumReport, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
+    SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

@@ -8,13 +8,15 @@
 mod arrow_conv;
 mod error;
 mod files;
+mod history;
 mod scan;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
 pub use files::{FileFormat, FileSource};
+pub use history::history_batch;
 pub use scan::{
-    key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, TableScan,
-    TimeSelection,
+    key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,
+    ScanRequest, TableScan, TimeSelection,
 };

@@ -2,9 +2,10 @@
 //! projection selection pushed into the storage scan.
 
 use std::ops::Bound;
+use std::sync::Arc;
 
-use arrow::array::ArrayRef;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
@@ -223,38 +224,138 @@ impl TableScan {
     }
 
     fn make_cols(&self) -> Vec<Col> {
-        let n_out = self.schema.columns.len();
-        let sys = self
-            .schema
-            .system_sequence
-            .clone()
-            .map(|t| vec![(String::new(), t)]);
-        let seq = &self.schema.sequence;
-        let bt = self.schema.mode != StoredAs::Scd1;
-        self.columns
-            .iter()
-            .map(|&c| {
-                if c < n_out {
-                    return Col::Value(
-                        c,
-                        ValueBuilder::new(&self.schema.columns[c].1, self.batch_size),
-                    );
-                }
-                match (c - n_out, bt) {
-                    (0, true) => Col::Start(TemporalBuilder::new(seq, self.batch_size)),
-                    (1, true) => Col::End(TemporalBuilder::new(seq, self.batch_size)),
-                    (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(
-                        sys.as_deref().expect("bitemporal"),
-                        self.batch_size,
-                    )),
-                    _ => Col::SysEnd(TemporalBuilder::new(
-                        sys.as_deref().expect("bitemporal"),
-                        self.batch_size,
-                    )),
-                }
-            })
-            .collect()
+        make_cols(&self.schema, &self.columns, self.batch_size)
     }
+}
+
+/// Builders for `columns` of a table (output columns, then the temporal ones).
+fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize) -> Vec<Col> {
+    let n_out = schema.columns.len();
+    let sys = schema.system_sequence.clone().map(|t| vec![(String::new(), t)]);
+    let seq = &schema.sequence;
+    let bt = schema.mode != StoredAs::Scd1;
+    columns
+        .iter()
+        .map(|&c| {
+            if c < n_out {
+                return Col::Value(c, ValueBuilder::new(&schema.columns[c].1, cap));
+            }
+            match (c - n_out, bt) {
+                (0, true) => Col::Start(TemporalBuilder::new(seq, cap)),
+                (1, true) => Col::End(TemporalBuilder::new(seq, cap)),
+                (2, true) | (0, false) => {
+                    Col::SysStart(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap))
+                }
+                _ => Col::SysEnd(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap)),
+            }
+        })
+        .collect()
+}
+
+/// Where a change feed starts or ends: a commit version, or a time (µs since the epoch, UTC).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChangeBound {
+    /// A commit version.
+    Version(u64),
+    /// A commit time: from the first commit at or after it; up to the last commit at or before it.
+    Timestamp(i64),
+}
+
+/// The change data feed of `table` between two commits, both included (SPEC §7): the changed
+/// rows with `_change_type` (`insert`, `delete`, `update_preimage`, `update_postimage`),
+/// `_commit_version` and `_commit_timestamp`. `end = None` means the latest commit.
+pub fn table_changes(
+    store: &Store,
+    table: &str,
+    start: &ChangeBound,
+    end: Option<&ChangeBound>,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    store.read(table, |r| {
+        let schema = r.schema();
+        let history = r.history();
+        let from = match start {
+            ChangeBound::Version(v) => *v,
+            ChangeBound::Timestamp(t) => {
+                match history.iter().find(|c| c.timestamp_us >= *t) {
+                    Some(c) => c.version,
+                    None => {
+                        return Err(QueryError::Invalid(format!(
+                            "`{table}` has no commit at or after the start of the change feed"
+                        )))
+                    }
+                }
+            }
+        };
+        let to = match end {
+            None => r.latest_version(),
+            Some(ChangeBound::Version(v)) => *v,
+            Some(ChangeBound::Timestamp(t)) => {
+                match history.iter().rev().find(|c| c.timestamp_us <= *t) {
+                    Some(c) => c.version,
+                    None => {
+                        return Err(QueryError::Invalid(format!(
+                            "`{table}` has no commit at or before the end of the change feed"
+                        )))
+                    }
+                }
+            }
+        };
+        let full = table_arrow_schema(schema);
+        let columns: Vec<usize> = (0..full.fields().len()).collect();
+        let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
+        fields.push(Arc::new(Field::new("_commit_version", DataType::Int64, false)));
+        fields.push(Arc::new(Field::new(
+            "_commit_timestamp",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        )));
+        let out: SchemaRef = Arc::new(Schema::new(fields));
+        const BATCH: usize = 8192;
+        let mut batches = Vec::new();
+        let mut cols = make_cols(schema, &columns, BATCH);
+        let mut kinds = StringBuilder::new();
+        let mut versions = Int64Builder::new();
+        let mut stamps = TimestampMicrosecondBuilder::new();
+        let mut n = 0;
+        let mut flush = |cols: &mut Vec<Col>,
+                         kinds: &mut StringBuilder,
+                         versions: &mut Int64Builder,
+                         stamps: &mut TimestampMicrosecondBuilder|
+         -> Result<()> {
+            let mut arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
+            arrays.push(Arc::new(kinds.finish()));
+            arrays.push(Arc::new(versions.finish()));
+            arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
+            batches.push(RecordBatch::try_new(out.clone(), arrays)?);
+            Ok(())
+        };
+        let mut failed = None;
+        r.changes(from, to, |v, kind, row| {
+            if failed.is_some() {
+                return;
+            }
+            for c in cols.iter_mut() {
+                c.append(&row);
+            }
+            kinds.append_value(kind.as_str());
+            versions.append_value(v as i64);
+            stamps.append_value(r.commit(v).map_or(0, |c| c.timestamp_us));
+            n += 1;
+            if n % BATCH == 0 {
+                if let Err(e) = flush(&mut cols, &mut kinds, &mut versions, &mut stamps) {
+                    failed = Some(e);
+                }
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if n % BATCH != 0 {
+            flush(&mut cols, &mut kinds, &mut versions, &mut stamps)?;
+        }
+        Ok((out, batches))
+    })?
 }
 
 impl Iterator for TableScan {

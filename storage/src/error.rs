@@ -53,6 +53,19 @@ pub enum Error {
         /// The latest version.
         latest: u64,
     },
+    /// A version older than the history VACUUM kept.
+    #[error("version {version} of `{table}` was removed by VACUUM; its history starts at version {oldest}")]
+    VersionVacuumed {
+        /// The table.
+        table: String,
+        /// The version asked for.
+        version: u64,
+        /// The oldest version still readable.
+        oldest: u64,
+    },
+    /// The table was vacuumed while a scan of it was running; run the scan again.
+    #[error("`{0}` was vacuumed while it was being read; read it again")]
+    ScanInterrupted(String),
     /// The stored data cannot be read back: a damaged file, or a value that fails validation.
     #[error("the store is corrupt: {0}")]
     Corrupt(String),

@@ -8,25 +8,30 @@ use std::path::Path;
 
 use crate::error::{Error, Result};
 
-/// An atomic group of writes.
+/// An atomic group of writes, applied in the order they were added (a put after a delete of the
+/// same key leaves the put).
 #[derive(Default, Debug)]
 pub struct WriteBatch {
-    pub(crate) puts: Vec<(Vec<u8>, Vec<u8>)>,
-    pub(crate) deletes: Vec<Vec<u8>>,
+    /// `(key, Some(value))` puts, `(key, None)` deletes.
+    pub(crate) ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
 }
 
 impl WriteBatch {
     /// Adds a put.
     pub fn put(&mut self, k: Vec<u8>, v: Vec<u8>) {
-        self.puts.push((k, v));
+        self.ops.push((k, Some(v)));
     }
     /// Adds a delete.
     pub fn delete(&mut self, k: Vec<u8>) {
-        self.deletes.push(k);
+        self.ops.push((k, None));
+    }
+    /// The operations, in order: `(key, Some(value))` puts and `(key, None)` deletes.
+    pub fn ops(&self) -> &[(Vec<u8>, Option<Vec<u8>>)] {
+        &self.ops
     }
     /// Number of operations.
     pub fn len(&self) -> usize {
-        self.puts.len() + self.deletes.len()
+        self.ops.len()
     }
     /// Whether there is nothing to write.
     pub fn is_empty(&self) -> bool {
@@ -34,11 +39,10 @@ impl WriteBatch {
     }
     /// Bytes of keys and values.
     pub fn bytes(&self) -> usize {
-        self.puts
+        self.ops
             .iter()
-            .map(|(k, v)| k.len() + v.len())
-            .sum::<usize>()
-            + self.deletes.iter().map(Vec::len).sum::<usize>()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, Vec::len))
+            .sum()
     }
 }
 
@@ -112,11 +116,11 @@ impl KvStore for SledKv {
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
         let mut b = sled::Batch::default();
-        for (k, v) in batch.puts {
-            b.insert(k, v);
-        }
-        for k in batch.deletes {
-            b.remove(k);
+        for (k, v) in batch.ops {
+            match v {
+                Some(v) => b.insert(k, v),
+                None => b.remove(k),
+            }
         }
         self.db.apply_batch(b)?;
         self.db.flush()?;

@@ -31,7 +31,7 @@ pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, SledKv, WriteBatch};
 pub use progress::Progress;
 pub use store::{
-    CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader, TimeFilter,
-    FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET,
+    ChangeType, CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader,
+    TimeFilter, VacuumReport, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -38,6 +38,8 @@ pub(crate) struct SourceTable {
     pub origin: Option<String>,
     /// The names given to appends by [`crate::Store::append_loaded`] (the files loaded so far).
     pub loaded: std::collections::BTreeSet<String>,
+    /// One commit per statement that changed the table (`CREATE TABLE`, then `WRITE`s).
+    pub history: Vec<crate::CommitInfo>,
 }
 
 /// About how many bytes of Arrow data one stored chunk holds.
@@ -61,6 +63,7 @@ impl SourceTable {
             appends: 0,
             origin: None,
             loaded: Default::default(),
+            history: Vec::new(),
         }
     }
 

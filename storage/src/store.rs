@@ -14,7 +14,7 @@
 //! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
 //! replaying them on open.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -24,7 +24,7 @@ use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
-use crate::engine::fold::Bytes;
+use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
 use crate::engine::{CommitMetrics, Incoming, StoredRow, TableState};
 use crate::error::{corrupt, Error, FlowError, Result};
@@ -76,6 +76,9 @@ struct TableRecord {
     name: String,
     schema: TableSchema,
     flows: Vec<FlowSpec>,
+    /// `TBLPROPERTIES`, as last set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    properties: BTreeMap<String, String>,
 }
 
 struct Table {
@@ -83,7 +86,61 @@ struct Table {
     name: String,
     flows: Vec<Flow>,
     state: TableState,
+    /// The commit log from the oldest version kept (0 unless vacuumed), in version order.
     commits: Vec<CommitInfo>,
+    properties: BTreeMap<String, String>,
+    /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
+    generation: u64,
+}
+
+/// The table property that sets the SCD1 tombstone GC threshold (SPEC §6).
+pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
+
+/// The operation name of a commit that set table properties.
+const SET_PROPERTIES: &str = "SET TBLPROPERTIES";
+
+/// What a VACUUM did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VacuumReport {
+    /// The oldest version that can still be read (time travel, change feed).
+    pub oldest_version: u64,
+    /// Commit records removed.
+    pub commits_removed: u64,
+    /// Row versions dropped from the row store (retired before the oldest version kept).
+    pub row_versions_removed: u64,
+    /// Events in the log before, and in the compacted log after.
+    pub events_before: u64,
+    /// See `events_before`.
+    pub events_after: u64,
+    /// Bytes of the table's log (commit records and event blocks) before and after.
+    pub bytes_before: u64,
+    /// See `bytes_before`.
+    pub bytes_after: u64,
+}
+
+/// How a commit changed one row (SPEC §7 change data feed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// A row that was not there before.
+    Insert,
+    /// A row that is gone.
+    Delete,
+    /// A row as it was before an update (same row identity).
+    UpdatePreimage,
+    /// A row as it is after an update.
+    UpdatePostimage,
+}
+
+impl ChangeType {
+    /// The `_change_type` value: `insert`, `delete`, `update_preimage`, `update_postimage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Insert => "insert",
+            ChangeType::Delete => "delete",
+            ChangeType::UpdatePreimage => "update_preimage",
+            ChangeType::UpdatePostimage => "update_postimage",
+        }
+    }
 }
 
 struct Inner {
@@ -128,6 +185,120 @@ fn parse_version(k: &[u8]) -> Result<u64> {
 
 fn now_us() -> i64 {
     chrono::Utc::now().timestamp_micros()
+}
+
+fn format_us(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_else(|| us.to_string())
+}
+
+/// A commit whose events are the compacted log of everything up to it (written by VACUUM).
+const VACUUM_BASE: &str = "vacuum_base";
+
+/// The GC threshold among `properties`, checked.
+fn gc_property(properties: &BTreeMap<String, String>) -> Result<Option<u64>> {
+    properties
+        .get(TOMBSTONE_GC_PROPERTY)
+        .map(|v| {
+            v.trim().parse::<u64>().map_err(|_| {
+                Error::InvalidQuery(format!(
+                    "{TOMBSTONE_GC_PROPERTY} is a whole number of seconds, not `{v}`"
+                ))
+            })
+        })
+        .transpose()
+}
+
+/// A table's commit records, in version order and without gaps.
+fn load_commits(kv: &dyn KvStore, id: u32, table: &str) -> Result<Vec<CommitInfo>> {
+    let mut commits: Vec<CommitInfo> = Vec::new();
+    for kv in kv.scan_prefix(&key(b'C', id, None, None)) {
+        let (_, v) = kv?;
+        let c: CommitInfo =
+            serde_json::from_slice(&v).map_err(|e| corrupt(format!("commit record: {e}")))?;
+        if let Some(prev) = commits.last() {
+            if c.version != prev.version + 1 {
+                return Err(corrupt(format!(
+                    "table {table}: commit {} follows {}",
+                    c.version, prev.version
+                )));
+            }
+        } else if c.version != 0 && !c.parameters.contains_key(VACUUM_BASE) {
+            return Err(corrupt(format!(
+                "table {table}: the log starts at commit {} with no vacuum base",
+                c.version
+            )));
+        }
+        commits.push(c);
+    }
+    if commits.is_empty() {
+        return Err(corrupt(format!("table {table} has no commit")));
+    }
+    Ok(commits)
+}
+
+/// Replays a table's log into `state`: every data commit's events, in commit order, through the
+/// same engine path as when they were first applied (up to commit `up_to` if given). The engine is
+/// deterministic, so this rebuilds the timelines and every row version with the commits that
+/// wrote and retired it. Property commits take effect where they are in the log.
+fn replay_log(
+    kv: &dyn KvStore,
+    id: u32,
+    state: &mut TableState,
+    commits: &[CommitInfo],
+    up_to: Option<u64>,
+) -> Result<()> {
+    let width = state.schema.columns.len();
+    let mut settings = commits
+        .iter()
+        .filter(|c| c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE))
+        .peekable();
+    let mut replay = |state: &mut TableState,
+                      (version, events, truncates): (u64, Vec<Incoming>, Vec<Bytes>)|
+     -> Result<()> {
+        while let Some(c) = settings.next_if(|c| {
+            c.version < version || (c.version == version && c.parameters.contains_key(VACUUM_BASE))
+        }) {
+            if let Some(secs) = gc_property(&c.parameters)? {
+                state.set_tombstone_gc_secs(secs);
+            }
+        }
+        let c = commits
+            .binary_search_by_key(&version, |c| c.version)
+            .map(|i| &commits[i])
+            .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
+        if c.parameters.contains_key(FULL_REFRESH) {
+            state.reset(version);
+        }
+        state.apply(events, truncates, version, c.timestamp_us, &mut |_| {});
+        Ok(())
+    };
+    let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
+    for kv in kv.scan_prefix(&key(b'E', id, None, None)) {
+        let (k, v) = kv?;
+        let version = parse_version(&k)?;
+        if up_to.is_some_and(|h| version > h) {
+            break;
+        }
+        if pending.as_ref().is_some_and(|p| p.0 != version) {
+            replay(state, pending.take().expect("pending"))?;
+        }
+        let blk = codec::decode_block(&v)?;
+        let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
+        p.1.extend(blk.events(width)?);
+        p.2.extend(blk.truncates.into_iter().map(Bytes::from));
+    }
+    if let Some(p) = pending.take() {
+        replay(state, p)?;
+    }
+    // Settings after the last data commit.
+    for c in settings.filter(|c| up_to.is_none_or(|h| c.version <= h)) {
+        if let Some(secs) = gc_property(&c.parameters)? {
+            state.set_tombstone_gc_secs(secs);
+        }
+    }
+    Ok(())
 }
 
 impl Store {
@@ -222,8 +393,28 @@ impl Store {
     /// Creates a flow, and its target table if it does not exist yet (commit 0 of the table). A
     /// flow into an existing table must agree with it on mode, keys, columns and sequence types.
     pub fn create_flow(&self, flow: Flow) -> Result<()> {
+        self.create_flow_with_properties(flow, BTreeMap::new())
+    }
+
+    /// [`Store::create_flow`], with table properties (`TBLPROPERTIES`) for the target when this
+    /// flow creates it; [`TOMBSTONE_GC_PROPERTY`] overrides the flow's GC threshold. Properties
+    /// for a target that exists already are refused (use [`Store::set_properties`]).
+    pub fn create_flow_with_properties(
+        &self,
+        mut flow: Flow,
+        properties: BTreeMap<String, String>,
+    ) -> Result<()> {
+        if let Some(secs) = gc_property(&properties)? {
+            flow.spec.tombstone_gc_threshold_secs = secs;
+        }
         let mut g = self.write_inner()?;
         let name = flow.spec.name.clone();
+        if !properties.is_empty() && g.tables.contains_key(&flow.spec.target) {
+            return Err(Error::InvalidQuery(format!(
+                "`{}` exists already; set its properties with ALTER STREAMING TABLE ... SET TBLPROPERTIES",
+                flow.spec.target
+            )));
+        }
         if g.tables
             .values()
             .any(|t| t.flows.iter().any(|f| f.spec.name == name))
@@ -248,6 +439,7 @@ impl Store {
                     name: t.name.clone(),
                     schema,
                     flows: specs,
+                    properties: t.properties.clone(),
                 };
                 let mut b = WriteBatch::default();
                 b.put(
@@ -267,16 +459,21 @@ impl Store {
                     name: target.clone(),
                     schema: schema.clone(),
                     flows: vec![flow.spec.clone()],
+                    properties: properties.clone(),
                 };
                 let ts = now_us();
+                let mut parameters = BTreeMap::from([
+                    ("flow".to_string(), name.clone()),
+                    ("stored_as".to_string(), schema.mode.to_string()),
+                ]);
+                for (k, v) in &properties {
+                    parameters.insert(format!("property.{k}"), v.clone());
+                }
                 let commit = CommitInfo {
                     version: 0,
                     timestamp_us: ts,
                     operation: "CREATE TABLE".into(),
-                    parameters: BTreeMap::from([
-                        ("flow".to_string(), name.clone()),
-                        ("stored_as".to_string(), schema.mode.to_string()),
-                    ]),
+                    parameters,
                     metrics: CommitMetrics::default(),
                     duration_us: 0,
                 };
@@ -308,6 +505,8 @@ impl Store {
                         flows: vec![flow],
                         state,
                         commits: vec![commit],
+                        properties,
+                        generation: 0,
                     },
                 );
             }
@@ -347,10 +546,22 @@ impl Store {
             columns: columns.clone(),
             origin: origin.map(str::to_string),
         };
+        let commit = CommitInfo {
+            version: 0,
+            timestamp_us: now_us(),
+            operation: "CREATE TABLE".into(),
+            parameters: BTreeMap::new(),
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+        };
         let mut b = WriteBatch::default();
         b.put(
             key(b'S', id, None, None),
             serde_json::to_vec(&rec).map_err(corrupt)?,
+        );
+        b.put(
+            key(b'H', id, Some(0), None),
+            serde_json::to_vec(&commit).map_err(corrupt)?,
         );
         inner
             .kv
@@ -359,6 +570,7 @@ impl Store {
         inner.next_table_id += 1;
         let mut src = SourceTable::new(id, name.to_string(), columns);
         src.origin = origin.map(str::to_string);
+        src.history.push(commit);
         inner.sources.insert(name.to_string(), src);
         Ok(())
     }
@@ -413,12 +625,31 @@ impl Store {
                 n.as_bytes().to_vec(),
             );
         }
+        let last = src.history.last();
+        let commit = CommitInfo {
+            version: last.map_or(0, |c| c.version + 1),
+            timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+            operation: "WRITE".into(),
+            parameters: name
+                .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
+                .unwrap_or_default(),
+            metrics: CommitMetrics {
+                num_upserted_rows: batch.num_rows() as u64,
+                ..Default::default()
+            },
+            duration_us: 0,
+        };
+        b.put(
+            key(b'H', src.id, Some(commit.version), None),
+            serde_json::to_vec(&commit).map_err(corrupt)?,
+        );
         inner
             .kv
             .write(b)
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         src.appends += 1;
         src.rows += batch.num_rows() as u64;
+        src.history.push(commit);
         if let Some(n) = name {
             src.loaded.insert(n.to_string());
         }
@@ -439,6 +670,17 @@ impl Store {
             name: source.to_string(),
         })?;
         Ok((src.schema.clone(), src.batches.clone()))
+    }
+
+    /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
+    /// written as `num_upserted_rows`).
+    pub fn source_history(&self, source: &str) -> Result<Vec<CommitInfo>> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: source.to_string(),
+        })?;
+        Ok(src.history.clone())
     }
 
     /// Names of the source tables.
@@ -538,7 +780,7 @@ impl Store {
                     t.name
                 )));
             }
-            for tag in [b'S', b'A', b'L'] {
+            for tag in [b'S', b'A', b'L', b'H'] {
                 prefixes.push(key(tag, s.id, None, None));
             }
         } else if inner.views.contains_key(name) {
@@ -571,6 +813,17 @@ pub const SOURCE_OFFSET: &str = "source_offset";
 pub const FULL_REFRESH: &str = "full_refresh";
 
 impl Table {
+    /// An empty state for this table, as its first flow and creation properties define it.
+    fn new_state(&self) -> TableState {
+        let first = &self.flows[0];
+        TableState::new(
+            self.state.schema.clone(),
+            first.tracked.clone(),
+            first.ignore_null.clone(),
+            first.spec.tombstone_gc_threshold_secs,
+        )
+    }
+
     /// How many rows of its source `flow` has consumed: the offset of its last refresh.
     /// How many rows of its source `flow` has processed, from the last commit that says so:
     /// `source_offset` in a commit of that flow alone, `source_offset.<flow>` in a full refresh of
@@ -785,6 +1038,250 @@ impl Inner {
 }
 
 impl Store {
+    /// Sets table properties (`ALTER STREAMING TABLE t SET TBLPROPERTIES (...)`): one commit
+    /// (operation `SET TBLPROPERTIES`) that records them. [`TOMBSTONE_GC_PROPERTY`] takes effect
+    /// from this commit on.
+    pub fn set_properties(
+        &self,
+        table: &str,
+        properties: BTreeMap<String, String>,
+    ) -> Result<CommitInfo> {
+        let gc = gc_property(&properties)?;
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        let mut all = t.properties.clone();
+        all.extend(properties.clone());
+        let rec = TableRecord {
+            name: t.name.clone(),
+            schema: t.state.schema.clone(),
+            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
+            properties: all.clone(),
+        };
+        let last = t.commits.last().expect("a commit");
+        let commit = CommitInfo {
+            version: last.version + 1,
+            timestamp_us: now_us().max(last.timestamp_us + 1),
+            operation: SET_PROPERTIES.into(),
+            parameters: properties,
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+        };
+        let mut b = WriteBatch::default();
+        b.put(
+            key(b'T', t.id, None, None),
+            serde_json::to_vec(&rec).map_err(corrupt)?,
+        );
+        b.put(
+            key(b'C', t.id, Some(commit.version), None),
+            serde_json::to_vec(&commit).map_err(corrupt)?,
+        );
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        if let Some(secs) = gc {
+            t.state.set_tombstone_gc_secs(secs);
+        }
+        t.properties = all;
+        t.commits.push(commit.clone());
+        Ok(commit)
+    }
+
+    /// The table's properties (`SHOW TBLPROPERTIES`), the GC threshold always among them.
+    pub fn properties(&self, table: &str) -> Result<BTreeMap<String, String>> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        let mut p = t.properties.clone();
+        p.entry(TOMBSTONE_GC_PROPERTY.to_string())
+            .or_insert_with(|| (t.state.tombstone_gc_us / 1_000_000).to_string());
+        Ok(p)
+    }
+
+    /// The version of `table` current at `timestamp_us` (µs since the epoch, UTC): the last commit
+    /// at or before it (`TIMESTAMP AS OF`).
+    pub fn version_at(&self, table: &str, timestamp_us: i64) -> Result<u64> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        let i = t.commits.partition_point(|c| c.timestamp_us <= timestamp_us);
+        if i == 0 {
+            let first = &t.commits[0];
+            return Err(Error::InvalidQuery(format!(
+                "`{table}` has no version at that time: its {} commit {} is at {}",
+                if first.version == 0 { "first" } else { "oldest kept" },
+                first.version,
+                format_us(first.timestamp_us)
+            )));
+        }
+        Ok(t.commits[i - 1].version)
+    }
+
+    /// VACUUM: forgets the history older than `retain` (time travel and the change feed can no
+    /// longer reach it) and frees what only that history used.
+    ///
+    /// The oldest version kept is the one that was current `retain` ago. The events of every
+    /// commit up to it are compacted into one block set, written as that commit's: the set of
+    /// events the table held then, without those dropped by a full refresh or a tombstone GC.
+    /// Older commit records are deleted, and the table is rebuilt from the compacted log, which
+    /// drops the row versions retired before the oldest version kept. The current table and every
+    /// version kept read exactly as before (SPEC §3: a table depends only on its set of events).
+    /// The vacuum is itself a commit (operation `VACUUM`).
+    pub fn vacuum(&self, table: &str, retain: std::time::Duration) -> Result<VacuumReport> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        let now = now_us().max(t.commits.last().expect("a commit").timestamp_us + 1);
+        let cutoff = now.saturating_sub(i64::try_from(retain.as_micros()).unwrap_or(i64::MAX));
+        let oldest_kept = t.commits[0].version;
+        let i = t.commits.partition_point(|c| c.timestamp_us <= cutoff);
+        let h = if i == 0 {
+            oldest_kept
+        } else {
+            t.commits[i - 1].version
+        };
+        let id = t.id;
+        if h == oldest_kept {
+            // Nothing old enough to forget: the vacuum is only recorded.
+            let commit = CommitInfo {
+                version: t.commits.last().expect("a commit").version + 1,
+                timestamp_us: now,
+                operation: "VACUUM".into(),
+                parameters: BTreeMap::from([
+                    ("retain_hours".to_string(), format!("{:.3}", retain.as_secs_f64() / 3600.0)),
+                    ("oldest_version".to_string(), h.to_string()),
+                    ("commits_removed".to_string(), "0".to_string()),
+                ]),
+                metrics: CommitMetrics::default(),
+                duration_us: 0,
+            };
+            let mut b = WriteBatch::default();
+            b.put(
+                key(b'C', id, Some(commit.version), None),
+                serde_json::to_vec(&commit).map_err(corrupt)?,
+            );
+            inner
+                .kv
+                .write(b)
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+            inner.tables.get_mut(table).expect("found").commits.push(commit);
+            return Ok(VacuumReport {
+                oldest_version: h,
+                commits_removed: 0,
+                row_versions_removed: 0,
+                events_before: 0,
+                events_after: 0,
+                bytes_before: 0,
+                bytes_after: 0,
+            });
+        }
+        let log_bytes = |kv: &dyn KvStore| -> Result<(u64, u64)> {
+            let mut bytes = 0;
+            let mut events = 0;
+            for tag in [b'C', b'E'] {
+                for kv in kv.scan_prefix(&key(tag, id, None, None)) {
+                    let (k, v) = kv?;
+                    bytes += (k.len() + v.len()) as u64;
+                    if tag == b'E' {
+                        events += codec::decode_block(&v)?.flags.len() as u64;
+                    }
+                }
+            }
+            Ok((bytes, events))
+        };
+        let (bytes_before, events_before) = log_bytes(inner.kv.as_ref())?;
+        let rows_before = t.state.rows.len() as u64;
+
+        let mut b = WriteBatch::default();
+        let mut commits_removed = 0;
+        {
+            // The events the table held as of `h`, from a replay of the log up to it.
+            let mut at_h = t.new_state();
+            replay_log(inner.kv.as_ref(), id, &mut at_h, &t.commits, Some(h))?;
+            let (events, truncates) = at_h.event_set();
+            for kv in inner.kv.scan_prefix(&key(b'E', id, None, None)) {
+                let (k, _) = kv?;
+                if parse_version(&k)? > h {
+                    break;
+                }
+                b.delete(k);
+            }
+            for c in t.commits.iter().take_while(|c| c.version < h) {
+                b.delete(key(b'C', id, Some(c.version), None));
+                commits_removed += 1;
+            }
+            let types: Vec<_> = t.state.schema.columns.iter().map(|(_, t)| t.clone()).collect();
+            for (i, blk) in codec::event_blocks(&events, &truncates, &types)
+                .iter()
+                .enumerate()
+            {
+                b.put(key(b'E', id, Some(h), Some(i as u32)), codec::encode_block(blk)?);
+            }
+            // The base replaces everything before it: it must not be reset on replay.
+            let mut base = t.commits[t.commits.partition_point(|c| c.version < h)].clone();
+            base.parameters.remove(FULL_REFRESH);
+            base.parameters.insert(VACUUM_BASE.to_string(), "true".to_string());
+            // The settings of the removed commits, as they stood at `h`.
+            base.parameters.insert(
+                TOMBSTONE_GC_PROPERTY.to_string(),
+                (at_h.tombstone_gc_us / 1_000_000).to_string(),
+            );
+            b.put(
+                key(b'C', id, Some(h), None),
+                serde_json::to_vec(&base).map_err(corrupt)?,
+            );
+        }
+        let last = t.commits.last().expect("a commit");
+        let commit = CommitInfo {
+            version: last.version + 1,
+            timestamp_us: now,
+            operation: "VACUUM".into(),
+            parameters: BTreeMap::from([
+                ("retain_hours".to_string(), format!("{:.3}", retain.as_secs_f64() / 3600.0)),
+                ("oldest_version".to_string(), h.to_string()),
+                ("commits_removed".to_string(), commits_removed.to_string()),
+            ]),
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+        };
+        b.put(
+            key(b'C', id, Some(commit.version), None),
+            serde_json::to_vec(&commit).map_err(corrupt)?,
+        );
+        inner
+            .kv
+            .write(b)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        // Rebuild from the log as it now is, as an open would.
+        let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
+            let t = &inner.tables[table];
+            let commits = load_commits(inner.kv.as_ref(), id, &t.name)?;
+            let mut state = t.new_state();
+            replay_log(inner.kv.as_ref(), id, &mut state, &commits, None)?;
+            Ok((state, commits))
+        })();
+        let (state, commits) = rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;
+        let t = inner.tables.get_mut(table).expect("found");
+        t.state = state;
+        t.commits = commits;
+        t.generation += 1;
+        Ok(VacuumReport {
+            oldest_version: h,
+            commits_removed,
+            row_versions_removed: rows_before.saturating_sub(t.state.rows.len() as u64),
+            events_before,
+            events_after,
+            bytes_before,
+            bytes_after,
+        })
+    }
+
     /// Names of the target tables.
     pub fn tables(&self) -> Result<Vec<String>> {
         Ok(self.read_inner()?.tables.keys().cloned().collect())
@@ -848,52 +1345,8 @@ impl Inner {
                 first.ignore_null.clone(),
                 first.spec.tombstone_gc_threshold_secs,
             );
-            let mut commits: Vec<CommitInfo> = Vec::new();
-            for kv in self.kv.scan_prefix(&key(b'C', id, None, None)) {
-                let (_, v) = kv?;
-                let c: CommitInfo = serde_json::from_slice(&v)
-                    .map_err(|e| corrupt(format!("commit record: {e}")))?;
-                if c.version != commits.len() as u64 {
-                    return Err(corrupt(format!(
-                        "table {}: commit {} follows {}",
-                        rec.name,
-                        c.version,
-                        commits.len()
-                    )));
-                }
-                commits.push(c);
-            }
-            // Replay: every data commit's events, in commit order, through the same engine path
-            // as when they were first applied. The engine is deterministic, so this rebuilds the
-            // timelines and every row version with the commits that wrote and retired it.
-            let width = state.schema.columns.len();
-            let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
-            let replay =
-                |state: &mut TableState, p: (u64, Vec<Incoming>, Vec<Bytes>)| -> Result<()> {
-                    let (version, events, truncates) = p;
-                    let c = commits
-                        .get(version as usize)
-                        .ok_or_else(|| corrupt(format!("events of missing commit {version}")))?;
-                    if c.parameters.contains_key(FULL_REFRESH) {
-                        state.reset(version);
-                    }
-                    state.apply(events, truncates, version, c.timestamp_us, &mut |_| {});
-                    Ok(())
-                };
-            for kv in self.kv.scan_prefix(&key(b'E', id, None, None)) {
-                let (k, v) = kv?;
-                let version = parse_version(&k)?;
-                if pending.as_ref().is_some_and(|p| p.0 != version) {
-                    replay(&mut state, pending.take().expect("pending"))?;
-                }
-                let blk = codec::decode_block(&v)?;
-                let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
-                p.1.extend(blk.events(width)?);
-                p.2.extend(blk.truncates.into_iter().map(Bytes::from));
-            }
-            if let Some(p) = pending.take() {
-                replay(&mut state, p)?;
-            }
+            let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
+            replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
             self.next_table_id = self.next_table_id.max(id + 1);
             self.tables.insert(
                 rec.name.clone(),
@@ -903,6 +1356,8 @@ impl Inner {
                     flows,
                     state,
                     commits,
+                    properties: rec.properties,
+                    generation: 0,
                 },
             );
         }
@@ -925,6 +1380,13 @@ impl Inner {
                     .insert(String::from_utf8(v).map_err(|_| corrupt("loaded name is not UTF-8"))?);
             }
             let named_appends = src.appends;
+            for kv in self.kv.scan_prefix(&key(b'H', id, None, None)) {
+                let (_, v) = kv?;
+                src.history.push(
+                    serde_json::from_slice(&v)
+                        .map_err(|e| corrupt(format!("source commit record: {e}")))?,
+                );
+            }
             src.appends = 0;
             for kv in self.kv.scan_prefix(&key(b'A', id, None, None)) {
                 let (k, v) = kv?;
@@ -1024,6 +1486,8 @@ pub struct ScanCursor {
     after: Option<(Vec<u8>, usize)>,
     next_id: u32,
     done: bool,
+    /// The row store generation the scan started on (see VACUUM).
+    generation: Option<u64>,
 }
 
 impl ScanCursor {
@@ -1076,7 +1540,131 @@ impl TableReader<'_> {
 
     /// The latest commit version.
     pub fn latest_version(&self) -> u64 {
-        self.table.commits.len() as u64 - 1
+        self.table.commits.last().expect("a commit").version
+    }
+
+    /// The oldest version that can be read: 0, or where the last VACUUM cut the history.
+    pub fn oldest_version(&self) -> u64 {
+        self.table.commits[0].version
+    }
+
+    /// The commit record of `version`, if kept.
+    pub fn commit(&self, version: u64) -> Option<&CommitInfo> {
+        let i = self.table.commits.binary_search_by_key(&version, |c| c.version).ok()?;
+        Some(&self.table.commits[i])
+    }
+
+    /// Checks that `version` can be read.
+    fn check_version(&self, version: u64) -> Result<()> {
+        let latest = self.latest_version();
+        if version > latest {
+            return Err(Error::NoSuchVersion {
+                table: self.table.name.clone(),
+                version,
+                latest,
+            });
+        }
+        let oldest = self.oldest_version();
+        if version < oldest {
+            return Err(Error::VersionVacuumed {
+                table: self.table.name.clone(),
+                version,
+                oldest,
+            });
+        }
+        Ok(())
+    }
+
+    /// The change data feed of commits `from..=to` (SPEC §7): calls `f` with each commit's
+    /// changed rows, in commit order. Within a commit, a retired row and a written row with the
+    /// same row identity (the keys; plus `coalesce(__START_AT, __END_AT)` for SCD2; plus
+    /// `__SYSTEM_START_AT` for BITEMPORAL) are an update (pre-image, then post-image) unless they
+    /// are equal, which is no change; other retired rows are deletes, other written rows inserts.
+    /// `from` must be after the oldest version kept: that commit holds the compacted history.
+    pub fn changes(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, ChangeType, RowView<'_>),
+    ) -> Result<()> {
+        if from > to {
+            return Err(Error::InvalidQuery(format!(
+                "the change feed from version {from} to {to}: the start is after the end"
+            )));
+        }
+        self.check_version(to)?;
+        self.check_version(from)?;
+        let oldest = self.oldest_version();
+        if from <= oldest && oldest > 0 {
+            return Err(Error::VersionVacuumed {
+                table: self.table.name.clone(),
+                version: from,
+                oldest: oldest + 1,
+            });
+        }
+        let rows = &self.table.state.rows;
+        let mode = self.table.state.schema.mode;
+        let identity = |r: &StoredRow| -> Vec<u8> {
+            let mut id = Vec::with_capacity(r.key.len() + 32);
+            let mut part = |b: &[u8]| {
+                id.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                id.extend_from_slice(b);
+            };
+            part(&r.key);
+            if mode != StoredAs::Scd1 {
+                part(r.start.as_deref().or(r.end.as_deref()).unwrap_or_default());
+            }
+            if mode == StoredAs::Bitemporal {
+                part(r.sys_start.as_deref().unwrap_or_default());
+            }
+            id
+        };
+        for v in from..=to {
+            let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
+            let mut deletes = Vec::new();
+            if let Some(ids) = rows.retired_by(v) {
+                for id in ids {
+                    let r = &rows[id];
+                    if r.added < v {
+                        pre.insert(identity(r), id);
+                        deletes.push(id);
+                    }
+                }
+            }
+            let mut matched = HashSet::new();
+            let mut out: Vec<(ChangeType, RowId)> = Vec::new();
+            for id in rows.first_added(v)..rows.first_added(v + 1) {
+                let r = &rows[id];
+                if r.retired == Some(v) {
+                    continue; // written and replaced within the commit
+                }
+                match pre.get(&identity(r)) {
+                    Some(&p) => {
+                        matched.insert(p);
+                        let q = &rows[p];
+                        let same = q.values == r.values
+                            && q.start == r.start
+                            && q.end == r.end
+                            && q.sys_start == r.sys_start
+                            && q.sys_end == r.sys_end;
+                        if !same {
+                            out.push((ChangeType::UpdatePreimage, p));
+                            out.push((ChangeType::UpdatePostimage, id));
+                        }
+                    }
+                    None => out.push((ChangeType::Insert, id)),
+                }
+            }
+            for id in deletes {
+                if !matched.contains(&id) {
+                    f(v, ChangeType::Delete, RowView::of(&rows[id]));
+                }
+            }
+            for (t, id) in out {
+                f(v, t, RowView::of(&rows[id]));
+            }
+        }
+        Ok(())
     }
 
     /// The commit log.
@@ -1100,12 +1688,13 @@ impl TableReader<'_> {
     ) -> Result<()> {
         let latest = self.latest_version();
         let version = spec.version.unwrap_or(latest);
-        if version > latest {
-            return Err(Error::NoSuchVersion {
-                table: self.table.name.clone(),
-                version,
-                latest,
-            });
+        self.check_version(version)?;
+        match cursor.generation {
+            None => cursor.generation = Some(self.table.generation),
+            Some(g) if g != self.table.generation => {
+                return Err(Error::ScanInterrupted(self.table.name.clone()))
+            }
+            Some(_) => {}
         }
         let current = version == latest;
         let lo: Bound<&[u8]> = match (&cursor.after, &spec.key_lo) {

@@ -153,3 +153,33 @@ pub fn seed_flow_builder(name: &str, target: &str) -> asof::FlowBuilder {
         ]))
         .stored_as(StoredAs::Bitemporal)
 }
+
+/// The change feed of commits `from..=to`, as (version, change type, model row).
+pub fn engine_changes(
+    store: &Store,
+    table: &str,
+    from: u64,
+    to: u64,
+) -> Result<Vec<(u64, asof::ChangeType, model::MRow)>, asof::Error> {
+    use asof::keycodec::decode_tuple;
+    store.read(table, |r| {
+        let schema = r.schema().clone();
+        let seq = schema.sequence_types();
+        let sys: Vec<asof::ColumnType> = schema.system_sequence.iter().cloned().collect();
+        let mut out = Vec::new();
+        r.changes(from, to, |v, kind, row| {
+            out.push((
+                v,
+                kind,
+                model::MRow {
+                    values: row.values.to_vec(),
+                    start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
+                    end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
+                    sys_start: row.sys_start.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                    sys_end: row.sys_end.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                },
+            ))
+        })?;
+        Ok(out)
+    })?
+}

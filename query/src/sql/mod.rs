@@ -10,6 +10,7 @@
 mod parse;
 mod provider;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -22,7 +23,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
-use crate::scan::TimeSelection;
+use crate::scan::{ChangeBound, TimeSelection};
 use parse::{classify, expr_sql, read_files_args, split, upper, Cols, FlowAst, Kind, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
@@ -43,11 +44,23 @@ pub struct SqlSession {
     runtime: tokio::runtime::Runtime,
     /// Streaming tables declared in this session whose flow has not been created yet, with their
     /// declared columns.
-    declared: Vec<(String, Option<SchemaRef>)>,
+    declared: Vec<Declared>,
     progress: Option<Arc<dyn Progress>>,
     /// Scratch tables registered for the statement being run.
     scratch: usize,
 }
+
+/// A streaming table declared by `CREATE OR REFRESH STREAMING TABLE`, waiting for its flow.
+struct Declared {
+    name: String,
+    /// Its declared columns, checked against the flow's.
+    schema: Option<SchemaRef>,
+    /// Its `TBLPROPERTIES`, given to the table when the flow creates it.
+    properties: BTreeMap<String, String>,
+}
+
+/// `VACUUM t` without `RETAIN`: seven days, as Delta Lake.
+const DEFAULT_RETAIN_HOURS: f64 = 168.0;
 
 /// The name of the hidden source table that holds the files a `read_files` flow loaded.
 fn files_source(flow: &str) -> String {
@@ -97,30 +110,70 @@ impl SqlSession {
             Kind::StreamingTable {
                 name,
                 schema,
-                flow: Some(f),
+                properties,
+                flow,
             } => {
-                let declared = self.declared_schema(&name, schema.as_deref())?;
-                self.declared.push((name, declared));
-                self.create_flow(f)
-            }
-            Kind::StreamingTable {
-                name,
-                schema,
-                flow: None,
-            } => {
-                if self.store.tables()?.contains(&name) {
+                if flow.is_none() && self.store.tables()?.contains(&name) {
                     // CREATE OR REFRESH of an existing table: refresh its flows.
                     return self.refresh(&name, false);
                 }
-                let declared = self.declared_schema(&name, schema.as_deref())?;
-                self.declared.retain(|(d, _)| d != &name);
-                self.declared.push((name.clone(), declared));
-                Ok(Output::Done(format!(
-                    "streaming table {name} declared; it is created with its flow"
-                )))
+                let schema = self.declared_schema(&name, schema.as_deref())?;
+                self.declared.retain(|d| d.name != name);
+                self.declared.push(Declared {
+                    name: name.clone(),
+                    schema,
+                    properties,
+                });
+                match flow {
+                    Some(f) => self.create_flow(f),
+                    None => Ok(Output::Done(format!(
+                        "streaming table {name} declared; it is created with its flow"
+                    ))),
+                }
             }
             Kind::Flow(f) => self.create_flow(f),
             Kind::Refresh { name, full } => self.refresh(&name, full),
+            Kind::SetProperties { name, properties } => {
+                let c = self.store.set_properties(&name, properties)?;
+                Ok(Output::Done(format!(
+                    "{name}: properties set (commit {})",
+                    c.version
+                )))
+            }
+            Kind::ShowProperties(name) => {
+                let props = self.store.properties(&name)?;
+                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                    arrow::datatypes::Field::new("key", arrow::datatypes::DataType::Utf8, false),
+                    arrow::datatypes::Field::new("value", arrow::datatypes::DataType::Utf8, false),
+                ]));
+                let batch = RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        Arc::new(arrow::array::StringArray::from_iter_values(props.keys())),
+                        Arc::new(arrow::array::StringArray::from_iter_values(props.values())),
+                    ],
+                )?;
+                Ok(Output::Batches(schema, vec![batch]))
+            }
+            Kind::DescribeHistory(name) => {
+                let history = match self.store.history(&name) {
+                    Ok(h) => h,
+                    Err(asof_storage::Error::NotFound { .. }) => self.store.source_history(&name)?,
+                    Err(e) => return Err(e.into()),
+                };
+                let batch = crate::history::history_batch(&history)?;
+                Ok(Output::Batches(batch.schema(), vec![batch]))
+            }
+            Kind::Vacuum { name, retain_hours } => {
+                let hours = retain_hours.unwrap_or(DEFAULT_RETAIN_HOURS);
+                let r = self
+                    .store
+                    .vacuum(&name, std::time::Duration::from_secs_f64(hours * 3600.0))?;
+                Ok(Output::Done(format!(
+                    "{name}: history kept from version {}; removed {} commits and {} row versions; log {} -> {} bytes",
+                    r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
+                )))
+            }
             Kind::Sql => self.sql(stmt),
         }
     }
@@ -208,15 +261,21 @@ impl SqlSession {
             b = b.columns_to_update(c);
         }
         let flow = b.build().map_err(asof_storage::Error::from)?;
-        if let Some((_, Some(declared))) = self.declared.iter().find(|(d, _)| d == &f.target) {
-            check_declared(
-                &f.target,
-                declared,
-                &table_arrow_schema(&flow.target_schema()),
-            )?;
+        let declared = self.declared.iter().find(|d| d.name == f.target);
+        if let Some(Declared {
+            schema: Some(schema),
+            ..
+        }) = declared
+        {
+            check_declared(&f.target, schema, &table_arrow_schema(&flow.target_schema()))?;
         }
-        self.store.create_flow(flow)?;
-        self.declared.retain(|(d, _)| d != &f.target);
+        let properties = declared.map(|d| d.properties.clone()).unwrap_or_default();
+        if self.store.tables()?.contains(&f.target) {
+            self.store.create_flow(flow)?;
+        } else {
+            self.store.create_flow_with_properties(flow, properties)?;
+        }
+        self.declared.retain(|d| d.name != f.target);
         let line = match self.store.refresh(&f.name, false)? {
             Some(c) => format!(
                 "flow {} into {}: commit {} read {} events, wrote {} row versions",
@@ -330,6 +389,7 @@ impl SqlSession {
                 &name,
                 TimeSelection::All,
                 TimeSelection::All,
+                None,
             )?;
             self.ctx.deregister_table(name.as_str()).map_err(df)?;
             self.ctx
@@ -528,22 +588,51 @@ impl SqlSession {
         let mut k = 0;
         while k < sig.len() {
             let lparen_next = words.get(k + 1).is_some_and(|t| t.token == Token::LParen);
-            let (text, next) = if at(k + 1) == "FOR" && is_timeline(&at(k + 2)) {
+            let travel = |j: usize| {
+                (at(j) == "FOR" && is_timeline(&at(j + 1)))
+                    || (matches!(at(j).as_str(), "VERSION" | "TIMESTAMP")
+                        && at(j + 1) == "AS"
+                        && at(j + 2) == "OF")
+            };
+            let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_)) {
                 let table = word(Some(words[k]))?;
                 let mut system = TimeSelection::All;
                 let mut business = TimeSelection::All;
+                let mut version = None;
                 let mut j = k + 1;
-                while at(j) == "FOR" && is_timeline(&at(j + 1)) {
-                    let which = at(j + 1);
-                    let (sel, next) = temporal(toks, &sig, j + 2)?;
-                    j = next;
-                    if which == "SYSTEM_TIME" {
-                        system = sel;
-                    } else {
-                        business = sel;
+                while travel(j) {
+                    if at(j) == "FOR" {
+                        let which = at(j + 1);
+                        let (sel, next) = temporal(toks, &sig, j + 2)?;
+                        j = next;
+                        if which == "SYSTEM_TIME" {
+                            system = sel;
+                        } else {
+                            business = sel;
+                        }
+                        continue;
                     }
+                    let by_version = at(j) == "VERSION";
+                    let lit = words.get(j + 3).map(|t| &t.token);
+                    version = Some(match (by_version, lit) {
+                        (true, Some(Token::Number(n, _))) => n.parse::<u64>().map_err(|_| {
+                            QueryError::Invalid(format!("VERSION AS OF takes a version number, not `{n}`"))
+                        })?,
+                        (false, Some(Token::SingleQuotedString(ts))) => {
+                            self.store.version_at(&table, parse_timestamp(ts)?)?
+                        }
+                        (_, other) => {
+                            return Err(QueryError::Invalid(format!(
+                                "expected {} after {} AS OF, found `{}`",
+                                if by_version { "a version number" } else { "a timestamp in quotes" },
+                                at(j),
+                                other.map(|t| t.to_string()).unwrap_or_default()
+                            )))
+                        }
+                    });
+                    j += 4;
                 }
-                let scratch = self.register_target(&table, business, system)?;
+                let scratch = self.register_target(&table, business, system, version)?;
                 // Keep the table's name as the alias unless the query gives one.
                 let alias_follows = at(j) == "AS"
                     || words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
@@ -598,8 +687,47 @@ impl SqlSession {
                     }
                 };
                 let (business, system) = (sel(1)?, sel(2)?);
-                let scratch = self.register_target(&table, business, system)?;
+                let scratch = self.register_target(&table, business, system, None)?;
                 (format!("\"{scratch}\""), next)
+            } else if at(k) == "TABLE_CHANGES" && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let bound = |v: Option<&asof_storage::Value>| -> Result<Option<ChangeBound>> {
+                    Ok(match v {
+                        None | Some(asof_storage::Value::Null) => None,
+                        Some(asof_storage::Value::Int(n)) if *n >= 0 => {
+                            Some(ChangeBound::Version(*n as u64))
+                        }
+                        Some(asof_storage::Value::Str(s)) => {
+                            Some(ChangeBound::Timestamp(parse_timestamp(s)?))
+                        }
+                        Some(other) => {
+                            return Err(QueryError::Invalid(format!(
+                                "table_changes takes versions or timestamps, not {other:?}"
+                            )))
+                        }
+                    })
+                };
+                let table = match args.first() {
+                    Some(asof_storage::Value::Str(s)) => s.to_string(),
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "table_changes('table', start [, end]): the table name comes first, in quotes".into(),
+                        ))
+                    }
+                };
+                if !(2..=3).contains(&args.len()) {
+                    return Err(QueryError::Invalid(
+                        "table_changes('table', start [, end]) takes two or three arguments".into(),
+                    ));
+                }
+                let start = bound(args.get(1))?.ok_or_else(|| {
+                    QueryError::Invalid("table_changes needs a start version or timestamp".into())
+                })?;
+                let end = bound(args.get(2))?;
+                let (schema, batches) =
+                    crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
+                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+                (format!("\"{}\"", self.register_scratch("changes", Arc::new(t))?), next)
             } else if at(k) == "VALUES"
                 && k > 0
                 && (at(k - 1) == "FROM" || words[k - 1].token == Token::LParen)
@@ -677,8 +805,9 @@ impl SqlSession {
         table: &str,
         business: TimeSelection,
         system: TimeSelection,
+        version: Option<u64>,
     ) -> Result<String> {
-        let provider = TargetTable::new(self.store.clone(), table, business, system)?;
+        let provider = TargetTable::new(self.store.clone(), table, business, system, version)?;
         self.register_scratch(table, Arc::new(provider))
     }
 
@@ -694,6 +823,19 @@ impl SqlSession {
             self.ctx.deregister_table(n.as_str()).map_err(df)?;
         }
         Ok(())
+    }
+}
+
+/// A timestamp literal (`2025-07-18T10:00:00`, `2025-07-18 10:00:00`, `2025-07-18`, with or
+/// without a zone; no zone means UTC) as µs since the epoch.
+fn parse_timestamp(s: &str) -> Result<i64> {
+    let ty = asof_storage::ColumnType::Timestamp {
+        unit: asof_storage::TimeUnit::Microsecond,
+        tz: None,
+    };
+    match asof_storage::Value::parse(s, &ty) {
+        Ok(asof_storage::Value::Int(us)) => Ok(us),
+        _ => Err(QueryError::Invalid(format!("`{s}` is not a timestamp"))),
     }
 }
 

@@ -2,6 +2,8 @@
 //! (`CREATE FLOW ... AS AUTO CDC INTO ...`, `CREATE OR REFRESH STREAMING TABLE`, `REFRESH STREAMING
 //! TABLE`). Everything else is plain SQL for DataFusion.
 
+use std::collections::BTreeMap;
+
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
@@ -114,8 +116,21 @@ pub(crate) enum Kind {
         name: String,
         /// The declared column list, as SQL text (`a INT, b STRING`).
         schema: Option<String>,
+        /// `TBLPROPERTIES ('k' = 'v', ...)`.
+        properties: BTreeMap<String, String>,
         flow: Option<FlowAst>,
     },
+    /// `ALTER [STREAMING] TABLE t SET TBLPROPERTIES (...)`.
+    SetProperties {
+        name: String,
+        properties: BTreeMap<String, String>,
+    },
+    /// `DESCRIBE HISTORY t`.
+    DescribeHistory(String),
+    /// `SHOW TBLPROPERTIES t`.
+    ShowProperties(String),
+    /// `VACUUM t [RETAIN n HOURS]`.
+    Vacuum { name: String, retain_hours: Option<f64> },
     /// `CREATE FLOW f AS AUTO CDC ...`.
     Flow(FlowAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
@@ -253,8 +268,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         i: 0,
     };
     match h.as_slice() {
-        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"]
-        | ["CREATE", "STREAMING", "TABLE", ..] => {
+        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"] | ["CREATE", "STREAMING", "TABLE", ..] => {
             p.eat("CREATE");
             if p.eat("OR") {
                 p.expect("REFRESH")?;
@@ -285,6 +299,19 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 }
                 schema = Some(text.join(" "));
             }
+            let mut properties = BTreeMap::new();
+            loop {
+                if p.eat("TBLPROPERTIES") {
+                    properties.extend(property_list(&mut p)?);
+                } else if p.eat("COMMENT") {
+                    match p.next().map(|t| &t.token) {
+                        Some(Token::SingleQuotedString(_)) => {}
+                        _ => return Err(syntax(p.toks.get(p.i - 1).copied(), "expected the comment in quotes")),
+                    }
+                } else {
+                    break;
+                }
+            }
             let flow = if p.eat("FLOW") {
                 p.expect("AUTO")?;
                 p.expect("CDC")?;
@@ -301,7 +328,12 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             if let Some(t) = p.peek() {
                 return Err(syntax(Some(t), "unexpected text after the streaming table"));
             }
-            Ok(Kind::StreamingTable { name, schema, flow })
+            Ok(Kind::StreamingTable {
+                name,
+                schema,
+                properties,
+                flow,
+            })
         }
         ["CREATE", "FLOW", ..] => {
             p.i = 2;
@@ -332,7 +364,106 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             }
             Ok(Kind::Refresh { name, full })
         }
+        ["ALTER", "STREAMING", "TABLE", ..] | ["ALTER", "TABLE", ..] => {
+            p.eat("ALTER");
+            p.eat("STREAMING");
+            p.expect("TABLE")?;
+            let name = p.ident("a table name")?;
+            p.expect("SET")?;
+            p.expect("TBLPROPERTIES")?;
+            let properties = property_list(&mut p)?;
+            if let Some(t) = p.peek() {
+                return Err(syntax(Some(t), "expected the end of the statement"));
+            }
+            Ok(Kind::SetProperties { name, properties })
+        }
+        ["DESCRIBE", "HISTORY", ..] | ["SHOW", "TBLPROPERTIES", ..] => {
+            let history = p.eat("DESCRIBE");
+            p.i = 2;
+            let name = p.ident("a table name")?;
+            if let Some(t) = p.peek() {
+                return Err(syntax(Some(t), "expected the end of the statement"));
+            }
+            Ok(if history {
+                Kind::DescribeHistory(name)
+            } else {
+                Kind::ShowProperties(name)
+            })
+        }
+        ["VACUUM", ..] => {
+            p.i = 1;
+            let name = p.ident("a table name")?;
+            let retain_hours = if p.eat("RETAIN") {
+                let n = match p.next() {
+                    Some(TokenWithSpan {
+                        token: Token::Number(n, _),
+                        ..
+                    }) => n.parse::<f64>().ok().filter(|h| *h >= 0.0),
+                    _ => None,
+                };
+                let Some(n) = n else {
+                    return Err(syntax(p.toks.get(p.i - 1).copied(), "expected a number of hours"));
+                };
+                p.expect("HOURS")?;
+                Some(n)
+            } else {
+                None
+            };
+            if let Some(t) = p.peek() {
+                return Err(syntax(Some(t), "expected RETAIN n HOURS or the end of the statement"));
+            }
+            Ok(Kind::Vacuum { name, retain_hours })
+        }
         _ => Ok(Kind::Sql),
+    }
+}
+
+/// `('key' = 'value', ...)`: keys and values are quoted strings (or bare words and numbers).
+fn property_list(p: &mut P<'_>) -> Result<BTreeMap<String, String>> {
+    let text = |t: Option<&TokenWithSpan>| match t.map(|t| &t.token) {
+        Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => Some(s.clone()),
+        Some(Token::Number(n, _)) => Some(n.clone()),
+        Some(Token::Word(w)) => Some(w.value.clone()),
+        _ => None,
+    };
+    match p.next() {
+        Some(TokenWithSpan {
+            token: Token::LParen,
+            ..
+        }) => {}
+        t => return Err(syntax(t, "expected `(` and the properties")),
+    }
+    let mut out = BTreeMap::new();
+    loop {
+        let k = text(p.peek()).ok_or_else(|| syntax(p.peek(), "expected a property name"))?;
+        p.i += 1;
+        // Dotted names may come as words and dots: pipelines.cdc.x
+        let mut k = k;
+        while p.peek().is_some_and(|t| t.token == Token::Period) {
+            p.i += 1;
+            k.push('.');
+            k.push_str(&text(p.next()).ok_or_else(|| syntax(p.peek(), "expected a name part"))?);
+        }
+        match p.next() {
+            Some(TokenWithSpan {
+                token: Token::Eq, ..
+            }) => {}
+            t => return Err(syntax(t, "expected `=` after the property name")),
+        }
+        let v = text(p.peek()).ok_or_else(|| syntax(p.peek(), "expected a property value"))?;
+        p.i += 1;
+        out.insert(k, v);
+        match p.next() {
+            Some(TokenWithSpan {
+                token: Token::Comma,
+                ..
+            }) => {}
+            Some(TokenWithSpan {
+                token: Token::RParen,
+                ..
+            }) => return Ok(out),
+            t => return Err(syntax(t, "expected `,` or `)` in the properties")),
+        }
     }
 }
 

@@ -25,6 +25,8 @@ pub(crate) struct TargetTable {
     key_column: Option<String>,
     business: TimeSelection,
     system: TimeSelection,
+    /// `VERSION AS OF` / `TIMESTAMP AS OF`: the commit to read; `None` = latest.
+    version: Option<u64>,
 }
 
 impl std::fmt::Debug for TargetTable {
@@ -33,6 +35,7 @@ impl std::fmt::Debug for TargetTable {
             .field("table", &self.table)
             .field("business", &self.business)
             .field("system", &self.system)
+            .field("version", &self.version)
             .finish()
     }
 }
@@ -43,6 +46,7 @@ impl TargetTable {
         table: &str,
         business: TimeSelection,
         system: TimeSelection,
+        version: Option<u64>,
     ) -> Result<Self> {
         let schema = store.schema(table)?;
         let key_column = match schema.key_columns.as_slice() {
@@ -56,6 +60,7 @@ impl TargetTable {
             key_column,
             business,
             system,
+            version,
         })
     }
 
@@ -132,6 +137,7 @@ impl TableProvider for TargetTable {
             business: self.business.clone(),
             system: self.system.clone(),
             keys,
+            version: self.version,
             ..Default::default()
         };
         let batches = scan_all(&self.store, &self.table, &req)

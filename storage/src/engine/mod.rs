@@ -136,8 +136,33 @@ impl TableState {
         }
     }
 
+    /// Changes the tombstone GC threshold from now on (`TBLPROPERTIES`).
+    pub fn set_tombstone_gc_secs(&mut self, secs: u64) {
+        self.tombstone_gc_us = i64::try_from(secs.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+    }
+
     fn mode(&self) -> StoredAs {
         self.schema.mode
+    }
+
+    /// Every event the state holds (the candidates of every key, and the truncates): applied in
+    /// one commit to an empty state they give this state back (SPEC §3: the table depends only on
+    /// the set of events). VACUUM compacts the log this way.
+    pub fn event_set(&self) -> (Vec<Incoming>, Vec<Bytes>) {
+        let mut out = Vec::new();
+        for (key, ks) in &self.keys {
+            for (seq, cands) in &ks.events {
+                for (sys, ev) in cands {
+                    out.push(Incoming {
+                        key: key.clone(),
+                        seq: seq.clone(),
+                        sys: sys.clone(),
+                        event: ev.clone(),
+                    });
+                }
+            }
+        }
+        (out, self.truncates.iter().cloned().collect())
     }
 
     /// Forgets every event and retires every current row, by commit `version` (a full refresh

@@ -1,5 +1,6 @@
 //! The row store: every version of every target row, in an append-only arena.
 
+use std::collections::BTreeMap;
 use std::ops::Index;
 
 use roaring::RoaringBitmap;
@@ -30,12 +31,17 @@ impl StoredRow {
 
 const CHUNK: usize = 1 << 16;
 
-/// Row versions by id, in fixed-size chunks (growing never moves a row), and the set of live ids.
+/// Row versions by id, in fixed-size chunks (growing never moves a row), the set of live ids, and
+/// the ids each commit retired.
+///
+/// Ids are handed out in commit order, so the rows a commit wrote are one range of ids
+/// ([`RowStore::first_added`]); together with [`RowStore::retired_by`] that is the change feed.
 #[derive(Default)]
 pub(crate) struct RowStore {
     chunks: Vec<Vec<StoredRow>>,
     len: usize,
     pub live: RoaringBitmap,
+    retired: BTreeMap<u64, RoaringBitmap>,
 }
 
 impl RowStore {
@@ -65,6 +71,26 @@ impl RowStore {
         let i = id as usize;
         self.chunks[i / CHUNK][i % CHUNK].retired = Some(version);
         self.live.remove(id);
+        self.retired.entry(version).or_default().insert(id);
+    }
+
+    /// The ids commit `version` retired.
+    pub fn retired_by(&self, version: u64) -> Option<&RoaringBitmap> {
+        self.retired.get(&version)
+    }
+
+    /// The first id written by commit `version` or later (`len()` if none).
+    pub fn first_added(&self, version: u64) -> RowId {
+        let (mut lo, mut hi) = (0usize, self.len);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self[mid as RowId].added < version {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo as RowId
     }
 }
 
