@@ -132,7 +132,8 @@ impl asof::Progress for Bar {
         self.0.set_position(0);
         self.0.reset_elapsed();
         self.0.reset_eta();
-        self.0.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        self.0
+            .set_draw_target(indicatif::ProgressDrawTarget::stderr());
     }
     fn advance(&self, done: u64) {
         self.0.set_position(done);

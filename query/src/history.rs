@@ -11,11 +11,14 @@ use asof_storage::CommitInfo;
 
 use crate::error::Result;
 
+/// Reads one metric of a commit.
+type Metric = fn(&CommitInfo) -> u64;
+
 /// The commit log as a batch: `version`, `timestamp`, `operation`, `operationParameters` (JSON),
 /// one column per metric of SPEC §7, and `duration_ms`.
 pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
     let commits: Vec<&CommitInfo> = history.iter().rev().collect();
-    let metric = |f: fn(&CommitInfo) -> u64| -> ArrayRef {
+    let metric = |f: Metric| -> ArrayRef {
         Arc::new(Int64Array::from_iter_values(
             commits.iter().map(|c| f(c) as i64),
         ))
@@ -45,13 +48,17 @@ pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
             serde_json::to_string(&c.parameters).unwrap_or_else(|_| "{}".into())
         }))),
     ];
-    let metrics: [(&str, fn(&CommitInfo) -> u64); 7] = [
+    let metrics: [(&str, Metric); 7] = [
         ("num_events_read", |c| c.metrics.num_events_read),
         ("num_upserted_rows", |c| c.metrics.num_upserted_rows),
         ("num_deleted_rows", |c| c.metrics.num_deleted_rows),
         ("num_late_events", |c| c.metrics.num_late_events),
-        ("num_duplicates_ignored", |c| c.metrics.num_duplicates_ignored),
-        ("num_conflicts_resolved", |c| c.metrics.num_conflicts_resolved),
+        ("num_duplicates_ignored", |c| {
+            c.metrics.num_duplicates_ignored
+        }),
+        ("num_conflicts_resolved", |c| {
+            c.metrics.num_conflicts_resolved
+        }),
         ("num_tombstones_collected", |c| {
             c.metrics.num_tombstones_collected
         }),

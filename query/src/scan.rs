@@ -231,7 +231,10 @@ impl TableScan {
 /// Builders for `columns` of a table (output columns, then the temporal ones).
 fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize) -> Vec<Col> {
     let n_out = schema.columns.len();
-    let sys = schema.system_sequence.clone().map(|t| vec![(String::new(), t)]);
+    let sys = schema
+        .system_sequence
+        .clone()
+        .map(|t| vec![(String::new(), t)]);
     let seq = &schema.sequence;
     let bt = schema.mode != StoredAs::Scd1;
     columns
@@ -243,10 +246,14 @@ fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize) -> Vec<Col> {
             match (c - n_out, bt) {
                 (0, true) => Col::Start(TemporalBuilder::new(seq, cap)),
                 (1, true) => Col::End(TemporalBuilder::new(seq, cap)),
-                (2, true) | (0, false) => {
-                    Col::SysStart(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap))
-                }
-                _ => Col::SysEnd(TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap)),
+                (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(
+                    sys.as_deref().expect("bitemporal"),
+                    cap,
+                )),
+                _ => Col::SysEnd(TemporalBuilder::new(
+                    sys.as_deref().expect("bitemporal"),
+                    cap,
+                )),
             }
         })
         .collect()
@@ -275,16 +282,14 @@ pub fn table_changes(
         let history = r.history();
         let from = match start {
             ChangeBound::Version(v) => *v,
-            ChangeBound::Timestamp(t) => {
-                match history.iter().find(|c| c.timestamp_us >= *t) {
-                    Some(c) => c.version,
-                    None => {
-                        return Err(QueryError::Invalid(format!(
-                            "`{table}` has no commit at or after the start of the change feed"
-                        )))
-                    }
+            ChangeBound::Timestamp(t) => match history.iter().find(|c| c.timestamp_us >= *t) {
+                Some(c) => c.version,
+                None => {
+                    return Err(QueryError::Invalid(format!(
+                        "`{table}` has no commit at or after the start of the change feed"
+                    )))
                 }
-            }
+            },
         };
         let to = match end {
             None => r.latest_version(),
@@ -304,7 +309,11 @@ pub fn table_changes(
         let columns: Vec<usize> = (0..full.fields().len()).collect();
         let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
         fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
-        fields.push(Arc::new(Field::new("_commit_version", DataType::Int64, false)));
+        fields.push(Arc::new(Field::new(
+            "_commit_version",
+            DataType::Int64,
+            false,
+        )));
         fields.push(Arc::new(Field::new(
             "_commit_timestamp",
             DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),

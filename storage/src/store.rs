@@ -1106,12 +1106,18 @@ impl Store {
     pub fn version_at(&self, table: &str, timestamp_us: i64) -> Result<u64> {
         let g = self.read_inner()?;
         let t = g.table(table)?;
-        let i = t.commits.partition_point(|c| c.timestamp_us <= timestamp_us);
+        let i = t
+            .commits
+            .partition_point(|c| c.timestamp_us <= timestamp_us);
         if i == 0 {
             let first = &t.commits[0];
             return Err(Error::InvalidQuery(format!(
                 "`{table}` has no version at that time: its {} commit {} is at {}",
-                if first.version == 0 { "first" } else { "oldest kept" },
+                if first.version == 0 {
+                    "first"
+                } else {
+                    "oldest kept"
+                },
                 first.version,
                 format_us(first.timestamp_us)
             )));
@@ -1153,7 +1159,10 @@ impl Store {
                 timestamp_us: now,
                 operation: "VACUUM".into(),
                 parameters: BTreeMap::from([
-                    ("retain_hours".to_string(), format!("{:.3}", retain.as_secs_f64() / 3600.0)),
+                    (
+                        "retain_hours".to_string(),
+                        format!("{:.3}", retain.as_secs_f64() / 3600.0),
+                    ),
                     ("oldest_version".to_string(), h.to_string()),
                     ("commits_removed".to_string(), "0".to_string()),
                 ]),
@@ -1169,7 +1178,12 @@ impl Store {
                 .kv
                 .write(b)
                 .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-            inner.tables.get_mut(table).expect("found").commits.push(commit);
+            inner
+                .tables
+                .get_mut(table)
+                .expect("found")
+                .commits
+                .push(commit);
             return Ok(VacuumReport {
                 oldest_version: h,
                 commits_removed: 0,
@@ -1215,17 +1229,27 @@ impl Store {
                 b.delete(key(b'C', id, Some(c.version), None));
                 commits_removed += 1;
             }
-            let types: Vec<_> = t.state.schema.columns.iter().map(|(_, t)| t.clone()).collect();
+            let types: Vec<_> = t
+                .state
+                .schema
+                .columns
+                .iter()
+                .map(|(_, t)| t.clone())
+                .collect();
             for (i, blk) in codec::event_blocks(&events, &truncates, &types)
                 .iter()
                 .enumerate()
             {
-                b.put(key(b'E', id, Some(h), Some(i as u32)), codec::encode_block(blk)?);
+                b.put(
+                    key(b'E', id, Some(h), Some(i as u32)),
+                    codec::encode_block(blk)?,
+                );
             }
             // The base replaces everything before it: it must not be reset on replay.
             let mut base = t.commits[t.commits.partition_point(|c| c.version < h)].clone();
             base.parameters.remove(FULL_REFRESH);
-            base.parameters.insert(VACUUM_BASE.to_string(), "true".to_string());
+            base.parameters
+                .insert(VACUUM_BASE.to_string(), "true".to_string());
             // The settings of the removed commits, as they stood at `h`.
             base.parameters.insert(
                 TOMBSTONE_GC_PROPERTY.to_string(),
@@ -1242,7 +1266,10 @@ impl Store {
             timestamp_us: now,
             operation: "VACUUM".into(),
             parameters: BTreeMap::from([
-                ("retain_hours".to_string(), format!("{:.3}", retain.as_secs_f64() / 3600.0)),
+                (
+                    "retain_hours".to_string(),
+                    format!("{:.3}", retain.as_secs_f64() / 3600.0),
+                ),
                 ("oldest_version".to_string(), h.to_string()),
                 ("commits_removed".to_string(), commits_removed.to_string()),
             ]),
@@ -1550,7 +1577,11 @@ impl TableReader<'_> {
 
     /// The commit record of `version`, if kept.
     pub fn commit(&self, version: u64) -> Option<&CommitInfo> {
-        let i = self.table.commits.binary_search_by_key(&version, |c| c.version).ok()?;
+        let i = self
+            .table
+            .commits
+            .binary_search_by_key(&version, |c| c.version)
+            .ok()?;
         Some(&self.table.commits[i])
     }
 

@@ -175,8 +175,12 @@ pub fn engine_changes(
                     values: row.values.to_vec(),
                     start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
                     end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
-                    sys_start: row.sys_start.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                    sys_end: row.sys_end.map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                    sys_start: row
+                        .sys_start
+                        .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
+                    sys_end: row
+                        .sys_end
+                        .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
                 },
             ))
         })?;

@@ -68,7 +68,12 @@ fn files_source(flow: &str) -> String {
 }
 
 fn df(e: datafusion::error::DataFusionError) -> QueryError {
-    QueryError::Invalid(e.to_string())
+    use datafusion::error::DataFusionError;
+    // Errors of asof raised inside a DataFusion plan come back wrapped; unwrap them.
+    match e.find_root() {
+        DataFusionError::External(inner) => QueryError::Invalid(inner.to_string()),
+        _ => QueryError::Invalid(e.to_string()),
+    }
 }
 
 impl SqlSession {
@@ -158,7 +163,9 @@ impl SqlSession {
             Kind::DescribeHistory(name) => {
                 let history = match self.store.history(&name) {
                     Ok(h) => h,
-                    Err(asof_storage::Error::NotFound { .. }) => self.store.source_history(&name)?,
+                    Err(asof_storage::Error::NotFound { .. }) => {
+                        self.store.source_history(&name)?
+                    }
                     Err(e) => return Err(e.into()),
                 };
                 let batch = crate::history::history_batch(&history)?;
@@ -169,6 +176,12 @@ impl SqlSession {
                 let r = self
                     .store
                     .vacuum(&name, std::time::Duration::from_secs_f64(hours * 3600.0))?;
+                if r.commits_removed == 0 {
+                    return Ok(Output::Done(format!(
+                        "{name}: nothing older than {hours} hours to remove; history kept from version {}",
+                        r.oldest_version
+                    )));
+                }
                 Ok(Output::Done(format!(
                     "{name}: history kept from version {}; removed {} commits and {} row versions; log {} -> {} bytes",
                     r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
@@ -267,7 +280,11 @@ impl SqlSession {
             ..
         }) = declared
         {
-            check_declared(&f.target, schema, &table_arrow_schema(&flow.target_schema()))?;
+            check_declared(
+                &f.target,
+                schema,
+                &table_arrow_schema(&flow.target_schema()),
+            )?;
         }
         let properties = declared.map(|d| d.properties.clone()).unwrap_or_default();
         if self.store.tables()?.contains(&f.target) {
@@ -594,7 +611,8 @@ impl SqlSession {
                         && at(j + 1) == "AS"
                         && at(j + 2) == "OF")
             };
-            let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_)) {
+            let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_))
+            {
                 let table = word(Some(words[k]))?;
                 let mut system = TimeSelection::All;
                 let mut business = TimeSelection::All;
@@ -616,7 +634,9 @@ impl SqlSession {
                     let lit = words.get(j + 3).map(|t| &t.token);
                     version = Some(match (by_version, lit) {
                         (true, Some(Token::Number(n, _))) => n.parse::<u64>().map_err(|_| {
-                            QueryError::Invalid(format!("VERSION AS OF takes a version number, not `{n}`"))
+                            QueryError::Invalid(format!(
+                                "VERSION AS OF takes a version number, not `{n}`"
+                            ))
                         })?,
                         (false, Some(Token::SingleQuotedString(ts))) => {
                             self.store.version_at(&table, parse_timestamp(ts)?)?
@@ -624,7 +644,11 @@ impl SqlSession {
                         (_, other) => {
                             return Err(QueryError::Invalid(format!(
                                 "expected {} after {} AS OF, found `{}`",
-                                if by_version { "a version number" } else { "a timestamp in quotes" },
+                                if by_version {
+                                    "a version number"
+                                } else {
+                                    "a timestamp in quotes"
+                                },
                                 at(j),
                                 other.map(|t| t.to_string()).unwrap_or_default()
                             )))
@@ -727,7 +751,10 @@ impl SqlSession {
                 let (schema, batches) =
                     crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
                 let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
-                (format!("\"{}\"", self.register_scratch("changes", Arc::new(t))?), next)
+                (
+                    format!("\"{}\"", self.register_scratch("changes", Arc::new(t))?),
+                    next,
+                )
             } else if at(k) == "VALUES"
                 && k > 0
                 && (at(k - 1) == "FROM" || words[k - 1].token == Token::LParen)

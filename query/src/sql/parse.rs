@@ -130,7 +130,10 @@ pub(crate) enum Kind {
     /// `SHOW TBLPROPERTIES t`.
     ShowProperties(String),
     /// `VACUUM t [RETAIN n HOURS]`.
-    Vacuum { name: String, retain_hours: Option<f64> },
+    Vacuum {
+        name: String,
+        retain_hours: Option<f64>,
+    },
     /// `CREATE FLOW f AS AUTO CDC ...`.
     Flow(FlowAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
@@ -268,7 +271,8 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         i: 0,
     };
     match h.as_slice() {
-        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"] | ["CREATE", "STREAMING", "TABLE", ..] => {
+        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"]
+        | ["CREATE", "STREAMING", "TABLE", ..] => {
             p.eat("CREATE");
             if p.eat("OR") {
                 p.expect("REFRESH")?;
@@ -306,7 +310,12 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 } else if p.eat("COMMENT") {
                     match p.next().map(|t| &t.token) {
                         Some(Token::SingleQuotedString(_)) => {}
-                        _ => return Err(syntax(p.toks.get(p.i - 1).copied(), "expected the comment in quotes")),
+                        _ => {
+                            return Err(syntax(
+                                p.toks.get(p.i - 1).copied(),
+                                "expected the comment in quotes",
+                            ))
+                        }
                     }
                 } else {
                     break;
@@ -402,7 +411,10 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                     _ => None,
                 };
                 let Some(n) = n else {
-                    return Err(syntax(p.toks.get(p.i - 1).copied(), "expected a number of hours"));
+                    return Err(syntax(
+                        p.toks.get(p.i - 1).copied(),
+                        "expected a number of hours",
+                    ));
                 };
                 p.expect("HOURS")?;
                 Some(n)
@@ -410,7 +422,10 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 None
             };
             if let Some(t) = p.peek() {
-                return Err(syntax(Some(t), "expected RETAIN n HOURS or the end of the statement"));
+                return Err(syntax(
+                    Some(t),
+                    "expected RETAIN n HOURS or the end of the statement",
+                ));
             }
             Ok(Kind::Vacuum { name, retain_hours })
         }

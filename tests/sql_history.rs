@@ -1,0 +1,311 @@
+//! SPEC §7 through SQL: DESCRIBE HISTORY, VERSION AS OF / TIMESTAMP AS OF (with the temporal
+//! clauses), table_changes, VACUUM and table properties.
+
+mod common;
+
+use asof::{SqlOutput, SqlSession, Store};
+use common::{data_dir, read_csv, sorted};
+
+type Rows = Vec<Vec<Option<String>>>;
+
+fn query(s: &mut SqlSession, sql: &str) -> (Vec<String>, Rows) {
+    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let Some(SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
+        panic!("{sql}: no query")
+    };
+    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            rows.push(
+                b.columns()
+                    .iter()
+                    .map(|c| {
+                        (!c.is_null(r))
+                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
+                    })
+                    .collect(),
+            );
+        }
+    }
+    (names, rows)
+}
+
+fn err(s: &mut SqlSession, sql: &str) -> String {
+    s.execute(sql).expect_err(sql).to_string()
+}
+
+/// The reference case fed one event per INSERT + REFRESH: commits 1..=4 of `company_points`.
+fn reference(dir: &std::path::Path) -> SqlSession {
+    let mut s = SqlSession::new(Store::open(dir).unwrap()).unwrap();
+    s.execute("CREATE TABLE company_events (CompanyId STRING, DataPoint STRING, business_time TIMESTAMP, system_time TIMESTAMP, operation STRING)").unwrap();
+    s.execute(&std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap())
+        .unwrap();
+    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    for e in events {
+        let f = |i: usize| e[i].clone().unwrap();
+        s.execute(&format!(
+            "INSERT INTO company_events VALUES ('{}', '{}', TIMESTAMP '{}', TIMESTAMP '{}', '{}'); REFRESH STREAMING TABLE company_points",
+            f(0), f(1), f(2), f(3), f(4)
+        ))
+        .unwrap();
+    }
+    s
+}
+
+#[test]
+fn every_version_reads_back_exactly_and_with_the_temporal_clauses() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = reference(dir.path());
+    for n in 1..=4 {
+        let (_, exp) =
+            read_csv(&data_dir().join(format!("seed_bitemporal/expected_after_{n}.csv")));
+        let (_, got) = query(
+            &mut s,
+            &format!("SELECT * FROM company_points VERSION AS OF {n}"),
+        );
+        assert_eq!(sorted(got), sorted(exp), "version {n}");
+    }
+    // Combined with both timelines, in either order.
+    let (_, a) = query(&mut s, "SELECT DataPoint FROM company_points VERSION AS OF 2 FOR SYSTEM_TIME AS OF '2025-07-18T12:22:00' FOR BUSINESS_TIME AS OF '2025-07-18T12:10:00'");
+    assert_eq!(a, [[Some("XFv1".to_string())]]);
+    let (_, b) = query(&mut s, "SELECT DataPoint FROM company_points FOR BUSINESS_TIME AS OF '2025-07-18T12:20:00' VERSION AS OF 2 p WHERE p.__SYSTEM_END_AT IS NULL");
+    assert_eq!(b, [[Some("XFv2".to_string())]]);
+    // TIMESTAMP AS OF: the commit current at that time, from DESCRIBE HISTORY.
+    let (names, history) = query(&mut s, "DESCRIBE HISTORY company_points");
+    assert_eq!(
+        names[..4],
+        ["version", "timestamp", "operation", "operationParameters"]
+    );
+    assert!(
+        names.contains(&"num_late_events".to_string())
+            && names.contains(&"duration_ms".to_string())
+    );
+    assert_eq!(
+        history.len(),
+        5,
+        "CREATE TABLE and four refreshes, newest first"
+    );
+    assert_eq!(history[0][0].as_deref(), Some("4"));
+    assert_eq!(history[4][2].as_deref(), Some("CREATE TABLE"));
+    assert_eq!(history[0][2].as_deref(), Some("FLOW company_points_cdc"));
+    let ts_of_3 = history[1][1].clone().unwrap();
+    let (_, at_ts) = query(
+        &mut s,
+        &format!("SELECT * FROM company_points TIMESTAMP AS OF '{ts_of_3}'"),
+    );
+    let (_, at_v) = query(&mut s, "SELECT * FROM company_points VERSION AS OF 3");
+    assert_eq!(sorted(at_ts), sorted(at_v));
+    // The third event was late on business time: the history says so.
+    let late = names.iter().position(|n| n == "num_late_events").unwrap();
+    assert_eq!(history[1][late].as_deref(), Some("1"));
+
+    let e = err(&mut s, "SELECT * FROM company_points VERSION AS OF 9");
+    assert!(
+        e.contains("no version 9") && e.contains("latest is 4"),
+        "{e}"
+    );
+    let e = err(
+        &mut s,
+        "SELECT * FROM company_points TIMESTAMP AS OF '2001-01-01'",
+    );
+    assert!(e.contains("no version at that time"), "{e}");
+    let e = err(&mut s, "SELECT * FROM company_points VERSION AS OF 'x'");
+    assert!(e.contains("version number"), "{e}");
+    // Source tables have a history too: CREATE TABLE and one WRITE per INSERT.
+    let (_, h) = query(&mut s, "DESCRIBE HISTORY company_events");
+    assert_eq!(h.len(), 5);
+    assert_eq!(h[0][2].as_deref(), Some("WRITE"));
+}
+
+#[test]
+fn table_changes_by_version_and_by_timestamp() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = reference(dir.path());
+    let (names, rows) = query(
+        &mut s,
+        "SELECT DataPoint, __SYSTEM_START_AT, __SYSTEM_END_AT, _change_type, _commit_version FROM table_changes('company_points', 2, 2) ORDER BY _change_type",
+    );
+    assert_eq!(names[3..], ["_change_type", "_commit_version"]);
+    // Event 2 closes XFv1's system time (an update of the row with identity (A, 10:01, 10:05)) and
+    // writes the corrected XFv1 and XFv2 rows.
+    let s_ = |x: &str| Some(x.to_string());
+    assert_eq!(
+        rows,
+        vec![
+            vec![
+                s_("XFv1"),
+                s_("2025-07-18T12:20:00"),
+                None,
+                s_("insert"),
+                s_("2")
+            ],
+            vec![
+                s_("XFv2"),
+                s_("2025-07-18T12:20:00"),
+                None,
+                s_("insert"),
+                s_("2")
+            ],
+            vec![
+                s_("XFv1"),
+                s_("2025-07-18T10:05:00"),
+                s_("2025-07-18T12:20:00"),
+                s_("update_postimage"),
+                s_("2")
+            ],
+            vec![
+                s_("XFv1"),
+                s_("2025-07-18T10:05:00"),
+                None,
+                s_("update_preimage"),
+                s_("2")
+            ],
+        ]
+    );
+    // The whole feed from commit 1, applied to the empty table of commit 0, gives the final table.
+    let (_, feed) = query(&mut s, "SELECT CompanyId, DataPoint, __START_AT, __END_AT, __SYSTEM_START_AT, __SYSTEM_END_AT, _change_type FROM table_changes('company_points', 1) ORDER BY _commit_version");
+    let mut table: Rows = Vec::new();
+    for mut r in feed {
+        let kind = r.pop().unwrap().unwrap();
+        if kind == "insert" || kind == "update_postimage" {
+            table.push(r);
+        } else {
+            let at = table
+                .iter()
+                .position(|x| *x == r)
+                .expect("a removed row was there");
+            table.remove(at);
+        }
+    }
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(sorted(table), sorted(exp));
+    // By timestamp: from the commit at or after it.
+    let (_, history) = query(&mut s, "DESCRIBE HISTORY company_points");
+    let ts_of_4 = history[0][1].clone().unwrap();
+    let (_, by_ts) = query(
+        &mut s,
+        &format!("SELECT _commit_version FROM table_changes('company_points', '{ts_of_4}')"),
+    );
+    assert!(!by_ts.is_empty() && by_ts.iter().all(|r| r[0].as_deref() == Some("4")));
+    let e = err(
+        &mut s,
+        "SELECT * FROM table_changes('company_points', 3, 2)",
+    );
+    assert!(e.contains("after the end"), "{e}");
+    let e = err(
+        &mut s,
+        "SELECT * FROM table_changes('company_points', 1, 7)",
+    );
+    assert!(e.contains("no version 7"), "{e}");
+    let e = err(&mut s, "SELECT * FROM table_changes('nope', 1)");
+    assert!(e.contains("nope"), "{e}");
+}
+
+#[test]
+fn vacuum_keeps_the_table_and_refuses_travel_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = reference(dir.path());
+    let (_, before) = query(&mut s, "SELECT * FROM company_points");
+    // The default retention (7 days) keeps everything here.
+    let out = s.execute("VACUUM company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("nothing older")),
+        "{out:?}"
+    );
+    assert_eq!(
+        sorted(query(&mut s, "SELECT * FROM company_points VERSION AS OF 1").1).len(),
+        1
+    );
+    s.execute("VACUUM company_points RETAIN 0 HOURS").unwrap();
+    assert_eq!(
+        sorted(query(&mut s, "SELECT * FROM company_points").1),
+        sorted(before.clone())
+    );
+    let e = err(&mut s, "SELECT * FROM company_points VERSION AS OF 2");
+    assert!(
+        e.contains("removed by VACUUM") && e.contains("version 2"),
+        "{e}"
+    );
+    // New events after the vacuum are applied as before; a restart reads the same.
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    assert_eq!(
+        sorted(query(&mut s, "SELECT * FROM company_points").1),
+        sorted(before)
+    );
+    s.execute("INSERT INTO company_events VALUES ('B', 'YFv1', TIMESTAMP '2025-07-19T00:00:00', TIMESTAMP '2025-07-19T00:00:00', 'INSERT'); REFRESH STREAMING TABLE company_points").unwrap();
+    assert_eq!(
+        query(
+            &mut s,
+            "SELECT count(*) FROM company_points WHERE CompanyId = 'B'"
+        )
+        .1,
+        [[Some("1".into())]]
+    );
+    let (_, h) = query(&mut s, "DESCRIBE HISTORY company_points");
+    assert!(h.iter().any(|r| r[2].as_deref() == Some("VACUUM")));
+    let e = err(&mut s, "VACUUM company_points RETAIN -1 HOURS");
+    assert!(e.contains("hours"), "{e}");
+}
+
+#[test]
+fn table_properties_at_creation_and_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE src (id BIGINT, v STRING, ts BIGINT, op STRING);
+         CREATE OR REFRESH STREAMING TABLE t TBLPROPERTIES ('pipelines.cdc.tombstoneGCThresholdInSeconds' = '0', 'quality' = 'gold');
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(src) KEYS (id) APPLY AS DELETE WHEN op = 'D' SEQUENCE BY ts COLUMNS * EXCEPT (op)",
+    )
+    .unwrap();
+    let (_, props) = query(&mut s, "SHOW TBLPROPERTIES t");
+    assert!(props.contains(&vec![Some("quality".into()), Some("gold".into())]));
+    assert!(props.contains(&vec![
+        Some("pipelines.cdc.tombstoneGCThresholdInSeconds".into()),
+        Some("0".into())
+    ]));
+    // With a threshold of 0 s a delete's tombstone is collected at the next commit, so a late
+    // upsert older than the delete brings the key back (SPEC §6, the documented exception).
+    s.execute("INSERT INTO src VALUES (1, 'a', 5, 'U'); REFRESH STREAMING TABLE t")
+        .unwrap();
+    s.execute("INSERT INTO src VALUES (1, NULL, 9, 'D'); REFRESH STREAMING TABLE t")
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    s.execute("INSERT INTO src VALUES (2, 'b', 1, 'U'); REFRESH STREAMING TABLE t")
+        .unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'late', 7, 'U'); REFRESH STREAMING TABLE t")
+        .unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT v FROM t WHERE id = 1").1,
+        [[Some("late".into())]]
+    );
+    // Raised again, the same late event would be ignored.
+    s.execute("ALTER STREAMING TABLE t SET TBLPROPERTIES ('pipelines.cdc.tombstoneGCThresholdInSeconds' = '86400')").unwrap();
+    s.execute("INSERT INTO src VALUES (3, 'c', 5, 'U'), (3, NULL, 9, 'D'); REFRESH STREAMING TABLE t; INSERT INTO src VALUES (4, 'd', 1, 'U'); REFRESH STREAMING TABLE t; INSERT INTO src VALUES (3, 'late', 7, 'U'); REFRESH STREAMING TABLE t").unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT count(*) FROM t WHERE id = 3").1,
+        [[Some("0".into())]]
+    );
+    // The setting survives a restart (the log replays it where it was made).
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    assert_eq!(
+        query(&mut s, "SELECT v FROM t WHERE id = 1").1,
+        [[Some("late".into())]]
+    );
+    assert_eq!(
+        query(&mut s, "SELECT count(*) FROM t WHERE id = 3").1,
+        [[Some("0".into())]]
+    );
+    let e = err(&mut s, "ALTER STREAMING TABLE t SET TBLPROPERTIES ('pipelines.cdc.tombstoneGCThresholdInSeconds' = 'soon')");
+    assert!(
+        e.contains("tombstoneGCThresholdInSeconds") && e.contains("soon"),
+        "{e}"
+    );
+    let (_, h) = query(&mut s, "DESCRIBE HISTORY t");
+    assert_eq!(h[0][2].as_deref(), Some("FLOW f"));
+    assert!(h
+        .iter()
+        .any(|r| r[2].as_deref() == Some("SET TBLPROPERTIES")));
+}
