@@ -63,6 +63,28 @@ fn scans(c: &mut Criterion) {
                     .sum::<usize>()
             })
         });
+        // Time travel: the whole table as of the commit half-way through the workload.
+        let half = store.read("bench", |r| r.latest_version() / 2).unwrap();
+        let old = ScanRequest {
+            version: Some(half),
+            ..Default::default()
+        };
+        let old_rows: usize = asof::scan(&store, "bench", &old)
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        g.throughput(Throughput::Elements(old_rows as u64));
+        g.bench_function(
+            BenchmarkId::new(format!("version_as_of_{mode:?}"), old_rows),
+            |b| {
+                b.iter(|| {
+                    asof::scan(&store, "bench", &old)
+                        .unwrap()
+                        .map(|b| b.unwrap().num_rows())
+                        .sum::<usize>()
+                })
+            },
+        );
     }
     g.finish();
 }

@@ -65,8 +65,8 @@ pub use asof_query::{
 };
 pub use asof_storage::{
     keycodec, ChangeType, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
-    ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvStore, Progress, SledKv,
-    SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, VacuumReport, Value,
-    WriteBatch, END_AT, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
-    SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvPair, KvStore, Progress,
+    SledKv, SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, VacuumReport,
+    Value, WriteBatch, END_AT, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT,
+    SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

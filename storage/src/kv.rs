@@ -60,8 +60,82 @@ pub trait KvStore: Send + Sync {
 }
 
 /// sled 0.34 behind [`KvStore`]: one tree, one `apply_batch` and one `flush` per write.
+///
+/// Beside sled's files it keeps a small manifest (`asof.manifest`): for each table, the highest
+/// commit version written and flushed so far. sled recovers a damaged log to its last consistent
+/// state, as after a crash, and would drop acknowledged commits without a word; on open, every
+/// version the manifest names must be there, or the store is reported as corrupt. The manifest is
+/// rewritten (write to a temporary file, rename) after each flush, so it never claims more than
+/// sled has; a crash between the two leaves it behind, which is harmless.
 pub struct SledKv {
     db: sled::Db,
+    manifest: Manifest,
+}
+
+/// Tags of the keys whose versions the manifest follows: target commits (`C`) and source commits
+/// (`H`), each under the tag of the record whose deletion drops the table (`T`, `S`).
+const FOLLOWED: [(u8, u8); 2] = [(b'C', b'T'), (b'H', b'S')];
+
+struct Manifest {
+    path: std::path::PathBuf,
+    /// (tag, table id) -> highest version written.
+    marks: std::sync::Mutex<std::collections::BTreeMap<(u8, u32), u64>>,
+}
+
+impl Manifest {
+    fn load(dir: &Path) -> Result<Manifest> {
+        let path = dir.join("asof.manifest");
+        let mut marks = std::collections::BTreeMap::new();
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    Error::Corrupt(format!("{} is damaged: not text", path.display()))
+                })?;
+                for line in text.lines().filter(|l| !l.is_empty()) {
+                    let bad = || Error::Corrupt(format!("{} is damaged: `{line}`", path.display()));
+                    let mut f = line.split(' ');
+                    let (Some(tag), Some(id), Some(v), None) =
+                        (f.next(), f.next(), f.next(), f.next())
+                    else {
+                        return Err(bad());
+                    };
+                    let tag = match tag.as_bytes() {
+                        [t] if FOLLOWED.iter().any(|(c, _)| c == t) => *t,
+                        _ => return Err(bad()),
+                    };
+                    marks.insert(
+                        (tag, id.parse().map_err(|_| bad())?),
+                        v.parse().map_err(|_| bad())?,
+                    );
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::Io(format!("{}: {e}", path.display()))),
+        }
+        Ok(Manifest {
+            path,
+            marks: std::sync::Mutex::new(marks),
+        })
+    }
+
+    fn save(&self, marks: &std::collections::BTreeMap<(u8, u32), u64>) -> Result<()> {
+        let mut text = String::new();
+        for ((tag, id), v) in marks {
+            text.push_str(&format!("{} {id} {v}\n", *tag as char));
+        }
+        let tmp = self.path.with_extension("manifest.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::rename(&tmp, &self.path))
+            .map_err(|e| Error::Io(format!("{}: {e}", self.path.display())))
+    }
+}
+
+/// `(tag, table id, version)` of a versioned key (`tag`, id u32, version u64, ...).
+fn versioned(k: &[u8]) -> Option<(u8, u32, u64)> {
+    let tag = *k.first()?;
+    let id = u32::from_be_bytes(k.get(1..5)?.try_into().ok()?);
+    let v = u64::from_be_bytes(k.get(5..13)?.try_into().ok()?);
+    Some((tag, id, v))
 }
 
 impl SledKv {
@@ -78,7 +152,12 @@ impl SledKv {
                 .cache_capacity(cache_bytes)
                 .open()
             {
-                Ok(db) => return Ok(SledKv { db }),
+                Ok(db) => {
+                    let manifest = Manifest::load(path)?;
+                    let kv = SledKv { db, manifest };
+                    kv.check_manifest()?;
+                    return Ok(kv);
+                }
                 Err(e) => {
                     let msg = e.to_string();
                     let locked = msg.contains("could not acquire lock");
@@ -89,13 +168,39 @@ impl SledKv {
                     return Err(if locked {
                         Error::InUse(path.display().to_string())
                     } else if matches!(e, sled::Error::Corruption { .. }) {
-                        Error::Corrupt(msg)
+                        Error::Corrupt(format!(
+                            "the key-value files in {} are damaged and cannot be read",
+                            path.display()
+                        ))
                     } else {
                         Error::Io(msg)
                     });
                 }
             }
         }
+    }
+}
+
+impl SledKv {
+    /// Every version the manifest names must be in the tree.
+    fn check_manifest(&self) -> Result<()> {
+        let marks = self
+            .manifest
+            .marks
+            .lock()
+            .map_err(|_| Error::Poisoned("manifest".into()))?;
+        for (&(tag, id), &v) in marks.iter() {
+            let mut k = vec![tag];
+            k.extend_from_slice(&id.to_be_bytes());
+            k.extend_from_slice(&v.to_be_bytes());
+            if self.db.get(&k)?.is_none() {
+                let what = if tag == b'C' { "table" } else { "source table" };
+                return Err(Error::Corrupt(format!(
+                    "commit {v} of {what} #{id} was acknowledged but is missing: the store's files were truncated, overwritten or replaced by an older copy"
+                )));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -115,6 +220,39 @@ impl KvStore for SledKv {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        let mut marks = self
+            .manifest
+            .marks
+            .lock()
+            .map_err(|_| Error::Poisoned("manifest".into()))?;
+        // A dropped table leaves the manifest before its data leaves the tree.
+        let before = marks.len();
+        for (k, v) in &batch.ops {
+            if let (None, [tag, id @ ..]) = (v, k.as_slice()) {
+                if let (Some((followed, _)), Ok(id)) = (
+                    FOLLOWED.iter().find(|(_, record)| record == tag),
+                    <[u8; 4]>::try_from(id),
+                ) {
+                    marks.remove(&(*followed, u32::from_be_bytes(id)));
+                }
+            }
+        }
+        if marks.len() != before {
+            self.manifest.save(&marks)?;
+        }
+        let mut grown = marks.clone();
+        let mut grew = false;
+        for (k, v) in &batch.ops {
+            if let (Some(_), Some((tag, id, version))) = (v, versioned(k)) {
+                if FOLLOWED.iter().any(|(c, _)| *c == tag) {
+                    let m = grown.entry((tag, id)).or_insert(0);
+                    if version > *m || (version == 0 && *m == 0) {
+                        *m = version;
+                        grew = true;
+                    }
+                }
+            }
+        }
         let mut b = sled::Batch::default();
         for (k, v) in batch.ops {
             match v {
@@ -124,6 +262,10 @@ impl KvStore for SledKv {
         }
         self.db.apply_batch(b)?;
         self.db.flush()?;
+        if grew {
+            self.manifest.save(&grown)?;
+            *marks = grown;
+        }
         Ok(())
     }
 }

@@ -1703,6 +1703,12 @@ impl TableReader<'_> {
         &self.table.commits
     }
 
+    /// Number of row versions held (current, retired, and closed on system time), which time
+    /// travel and the change feed read.
+    pub fn row_versions(&self) -> u64 {
+        self.table.state.rows.len() as u64
+    }
+
     /// Number of rows in the current table.
     pub fn live_rows(&self) -> u64 {
         self.table.state.rows.live.len()

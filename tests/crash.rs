@@ -1,0 +1,310 @@
+//! Crash test: a child process ingests (appends to a source table, then refreshes the flow from
+//! it, commit after commit) and is killed with SIGKILL at random moments, over and over. After
+//! every kill the store is reopened and checked:
+//!
+//! - every commit the child reported as acknowledged is there (source appends and flow commits);
+//! - the commit log has no gap and no half commit (the store opens, versions are contiguous);
+//! - the flow's checkpoint matches the data it wrote: the table equals the reference model over
+//!   exactly the source rows before the checkpoint (nothing applied twice, nothing lost);
+//! - the child then resumes from where the store says it is.
+//!
+//! `ASOF_CRASH_KILLS` sets the number of kills (default 12 in CI; try 500 for a long run):
+//! `ASOF_CRASH_KILLS=500 cargo test --release --test crash -- --nocapture`.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs, Value};
+use common::model::{model, MEvent, MFlow, Op};
+use rand::{Rng, SeedableRng};
+
+const ROWS_PER_APPEND: usize = 200;
+const KEYS: i64 = 50;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("sys", DataType::Int64, false),
+        Field::new("op", DataType::Utf8, false),
+        Field::new("a", DataType::Int64, true),
+    ]))
+}
+
+/// Append number `n`: deterministic, with late events on both timelines and deletes.
+fn append_batch(n: u64) -> RecordBatch {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(n);
+    let mut k = Vec::new();
+    let mut seq = Vec::new();
+    let mut sys = Vec::new();
+    let mut op = Vec::new();
+    let mut a = Vec::new();
+    for i in 0..ROWS_PER_APPEND {
+        let base = (n as i64) * ROWS_PER_APPEND as i64 + i as i64;
+        k.push(rng.gen_range(0..KEYS));
+        // Mostly in order, sometimes far back.
+        seq.push(if rng.gen_bool(0.1) {
+            rng.gen_range(0..=base)
+        } else {
+            base
+        });
+        sys.push(if rng.gen_bool(0.05) {
+            rng.gen_range(0..=base)
+        } else {
+            base
+        });
+        op.push(if rng.gen_bool(0.05) { "D" } else { "U" });
+        a.push(rng.gen_bool(0.9).then(|| rng.gen_range(0..1000)));
+    }
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(k)),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(Int64Array::from(sys)),
+            Arc::new(StringArray::from(op)),
+            Arc::new(Int64Array::from(a)),
+        ],
+    )
+    .unwrap()
+}
+
+fn flow(mode: StoredAs) -> asof::Flow {
+    let mut b = FlowSpec::builder("f", "t", &schema())
+        .keys(["k"])
+        .sequence_by(["seq"])
+        .delete_when(Condition::equals("op", "D"))
+        .columns(ColumnSelection::all_except(["seq", "sys", "op"]))
+        .stored_as(mode)
+        .source_table("src");
+    if mode == StoredAs::Bitemporal {
+        b = b.system_sequence_by("sys");
+    }
+    b.build().unwrap()
+}
+
+/// The child: open, set up if new, then append + refresh forever, printing what was acknowledged.
+fn child(dir: &str, mode: StoredAs) {
+    let store = Store::open(dir).expect("child opens the store");
+    if store.sources().unwrap().is_empty() {
+        store.create_source("src", &schema()).unwrap();
+    }
+    if store.tables().unwrap().is_empty() {
+        store.create_flow(flow(mode)).unwrap();
+    }
+    let out = std::io::stdout();
+    // Catch up first: rows appended before the last kill but not yet refreshed.
+    if let Some(c) = store.refresh("f", false).unwrap() {
+        println!("FLOW {}", c.version);
+    }
+    let mut n = store
+        .source_data("src")
+        .unwrap()
+        .1
+        .iter()
+        .map(|b| b.num_rows())
+        .sum::<usize>() as u64
+        / ROWS_PER_APPEND as u64;
+    loop {
+        let rows = store.append("src", &append_batch(n)).unwrap();
+        println!("APPEND {rows}");
+        let c = store.refresh("f", false).unwrap().expect("new rows");
+        println!("FLOW {}", c.version);
+        use std::io::Write;
+        out.lock().flush().unwrap();
+        n += 1;
+    }
+}
+
+fn model_rows(mode: StoredAs, src: &[RecordBatch], upto: usize) -> Vec<common::model::MRow> {
+    let mut events = Vec::new();
+    for b in src {
+        let col = |i: usize| {
+            b.column(i)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .unwrap()
+                .clone()
+        };
+        let (k, seq, sys, a) = (col(0), col(1), col(2), col(4));
+        let op = b.column(3).as_any().downcast_ref::<StringArray>().unwrap();
+        for r in 0..b.num_rows() {
+            if events.len() == upto {
+                break;
+            }
+            events.push(MEvent {
+                key: vec![Value::Int(k.value(r))],
+                seq: vec![Value::Int(seq.value(r))],
+                sys: (mode == StoredAs::Bitemporal).then(|| Value::Int(sys.value(r))),
+                op: if op.value(r) == "D" {
+                    Op::Delete
+                } else {
+                    Op::Upsert
+                },
+                values: vec![
+                    Value::Int(k.value(r)),
+                    if a.is_null(r) {
+                        Value::Null
+                    } else {
+                        Value::Int(a.value(r))
+                    },
+                ],
+                update: None,
+            });
+        }
+    }
+    let f = MFlow {
+        mode,
+        tracked: vec![true, true],
+        ignore_null: vec![false, false],
+    };
+    let mut rows = model(&f, &events);
+    rows.sort_by_key(common::model::MRow::sort_key);
+    rows
+}
+
+#[test]
+fn crash_child() {
+    // Runs only as the child of `killed_at_random_moments_the_store_keeps_every_acknowledged_commit`.
+    if let (Ok(dir), Ok(mode)) = (
+        std::env::var("ASOF_CRASH_DIR"),
+        std::env::var("ASOF_CRASH_MODE"),
+    ) {
+        child(
+            &dir,
+            if mode == "scd2" {
+                StoredAs::Scd2
+            } else {
+                StoredAs::Bitemporal
+            },
+        );
+    }
+}
+
+fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut acked_rows = 0u64;
+    let mut acked_version = 0u64;
+    let mut checked = 0u64;
+    for kill in 0..kills {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+            .env("ASOF_CRASH_DIR", dir.path())
+            .env(
+                "ASOF_CRASH_MODE",
+                if mode == StoredAs::Scd2 {
+                    "scd2"
+                } else {
+                    "bitemporal"
+                },
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Let it make progress, then kill it at a random moment (sometimes during open).
+        let wait = Duration::from_millis(rng.gen_range(5..250));
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut lines = Vec::new();
+            for l in BufReader::new(stdout).lines() {
+                match l {
+                    Ok(l) => lines.push(l),
+                    Err(_) => break,
+                }
+            }
+            lines
+        });
+        let start = Instant::now();
+        while start.elapsed() < wait {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("the child stopped by itself ({status}) after kill {kill}");
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        for l in reader.join().unwrap() {
+            if let Some(v) = l.strip_prefix("APPEND ") {
+                acked_rows = acked_rows.max(v.parse().unwrap());
+            } else if let Some(v) = l.strip_prefix("FLOW ") {
+                acked_version = acked_version.max(v.parse().unwrap());
+            }
+        }
+
+        // Reopen and check.
+        let store =
+            Store::open(dir.path()).unwrap_or_else(|e| panic!("reopen after kill {kill}: {e}"));
+        if store.tables().unwrap().is_empty() {
+            assert_eq!(
+                acked_version, 0,
+                "a flow commit was acknowledged but the table is gone"
+            );
+            continue;
+        }
+        let (_, src) = store.source_data("src").unwrap();
+        let src_rows: u64 = src.iter().map(|b| b.num_rows() as u64).sum();
+        assert!(
+            src_rows >= acked_rows,
+            "kill {kill}: source has {src_rows} rows, {acked_rows} were acknowledged"
+        );
+        assert_eq!(
+            src_rows % ROWS_PER_APPEND as u64,
+            0,
+            "kill {kill}: a half append"
+        );
+        let history = store.history("t").unwrap();
+        for (i, c) in history.iter().enumerate() {
+            assert_eq!(c.version, i as u64, "kill {kill}: the log has a gap");
+        }
+        let latest = history.last().unwrap().version;
+        assert!(
+            latest >= acked_version,
+            "kill {kill}: commit {acked_version} was acknowledged, the log ends at {latest}"
+        );
+        let offset: usize = history
+            .iter()
+            .rev()
+            .find_map(|c| c.parameters.get(asof::SOURCE_OFFSET))
+            .map_or(0, |o| o.parse().unwrap());
+        assert!(offset as u64 <= src_rows);
+        assert_eq!(
+            common::engine_rows(&store, "t"),
+            model_rows(mode, &src, offset),
+            "kill {kill}: the table is not the model over the {offset} rows its checkpoint covers"
+        );
+        checked += history.len() as u64;
+    }
+    (kills, checked)
+}
+
+#[test]
+fn killed_at_random_moments_the_store_keeps_every_acknowledged_commit() {
+    if std::env::var("ASOF_CRASH_DIR").is_ok() {
+        return; // we are the child's test binary, running the other test
+    }
+    let kills: usize = std::env::var("ASOF_CRASH_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(12);
+    let mut total = (0, 0);
+    for (i, mode) in [StoredAs::Bitemporal, StoredAs::Scd2]
+        .into_iter()
+        .enumerate()
+    {
+        let (k, c) = crash_run(mode, kills.div_ceil(2), 7 + i as u64);
+        total.0 += k;
+        total.1 += c;
+    }
+    println!(
+        "crash test: {} kills survived, {} commits checked",
+        total.0, total.1
+    );
+}
