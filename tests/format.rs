@@ -77,11 +77,17 @@ fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
 
 #[test]
 fn the_version_1_fixture_opens_and_reads_the_same() {
-    assert_eq!(FORMAT_VERSION, 1, "a new format version needs a new fixture beside this one");
+    assert_eq!(
+        FORMAT_VERSION, 1,
+        "a new format version needs a new fixture beside this one"
+    );
     // Work on a copy: opening may write (sled's recovery, the manifest).
     let tmp = tempfile::tempdir().unwrap();
     // Files only: git keeps no empty folders (sled's `blobs/`), and sled recreates them.
-    for e in std::fs::read_dir(fixture_dir()).expect("the fixture is committed").flatten() {
+    for e in std::fs::read_dir(fixture_dir())
+        .expect("the fixture is committed")
+        .flatten()
+    {
         if e.path().is_file() {
             std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
         }
@@ -99,9 +105,13 @@ fn the_version_1_fixture_opens_and_reads_the_same() {
     );
     let mut s = SqlSession::new(store).unwrap();
     for n in 1..=4 {
-        let (_, exp) = read_csv(&data_dir().join(format!("seed_bitemporal/expected_after_{n}.csv")));
+        let (_, exp) =
+            read_csv(&data_dir().join(format!("seed_bitemporal/expected_after_{n}.csv")));
         assert_eq!(
-            rows(&mut s, &format!("SELECT * FROM company_points VERSION AS OF {n}")),
+            rows(
+                &mut s,
+                &format!("SELECT * FROM company_points VERSION AS OF {n}")
+            ),
             sorted(exp),
             "version {n}"
         );
@@ -111,9 +121,18 @@ fn the_version_1_fixture_opens_and_reads_the_same() {
         Vec::<Vec<Option<String>>>::new(),
         "the last event deleted A"
     );
-    assert_eq!(rows(&mut s, "SELECT count(*) FROM points_now"), [[Some("3".to_string())]]);
-    assert_eq!(rows(&mut s, "SELECT count(*) FROM company_events"), [[Some("4".to_string())]]);
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM points_now"),
+        [[Some("3".to_string())]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM company_events"),
+        [[Some("4".to_string())]]
+    );
     // And it takes new commits.
     s.execute("INSERT INTO company_events VALUES ('B', 'n', TIMESTAMP '2025-08-01T00:00:00', TIMESTAMP '2025-08-01T00:00:00', 'INSERT'); REFRESH STREAMING TABLE latest").unwrap();
-    assert_eq!(rows(&mut s, "SELECT DataPoint FROM latest"), [[Some("n".to_string())]]);
+    assert_eq!(
+        rows(&mut s, "SELECT DataPoint FROM latest"),
+        [[Some("n".to_string())]]
+    );
 }

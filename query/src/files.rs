@@ -250,13 +250,13 @@ impl FileSource {
                     arrow::json::reader::infer_json_schema(&mut r, None).map_err(|e| bad(&e))?;
                 Ok(schema)
             }
-            FileFormat::Parquet => {
+            FileFormat::Parquet => parquet_guard(file, || {
                 let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
                     Self::open(file)?,
                 )
                 .map_err(|e| bad(&e))?;
                 Ok(b.schema().as_ref().clone())
-            }
+            }),
         }
     }
 
@@ -327,7 +327,7 @@ impl FileSource {
                     .collect::<Result<_, _>>()
                     .map_err(|e| bad(&e))?
             }
-            FileFormat::Parquet => {
+            FileFormat::Parquet => parquet_guard(file, || {
                 parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(Self::open(
                     file,
                 )?)
@@ -336,14 +336,30 @@ impl FileSource {
                 .build()
                 .map_err(|e| bad(&e))?
                 .collect::<Result<_, _>>()
-                .map_err(|e| bad(&e))?
-            }
+                .map_err(|e| bad(&e))
+            })?,
         };
         batches
             .into_iter()
             .map(|b| conform(b, schema).map_err(|e| bad(&e)))
             .collect()
     }
+}
+
+/// Runs a Parquet read. The parquet crate can panic on a damaged file instead of returning an
+/// error (found by fuzzing, `tests/data/fuzz/read_parquet`); that is an error here.
+fn parquet_guard<T>(file: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(QueryError::Invalid(format!(
+            "read_files: {} is not a readable Parquet file ({msg})",
+            file.display()
+        )))
+    })
 }
 
 /// `batch` under `schema`: columns matched by name and cast, missing ones NULL.

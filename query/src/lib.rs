@@ -8,6 +8,8 @@
 mod arrow_conv;
 mod error;
 mod files;
+#[doc(hidden)]
+pub mod fuzzing;
 mod history;
 mod scan;
 pub mod sql;

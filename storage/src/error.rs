@@ -213,3 +213,16 @@ impl From<sled::Error> for Error {
 pub(crate) fn corrupt(what: impl fmt::Display) -> Error {
     Error::Corrupt(what.to_string())
 }
+
+/// Runs `f`, a decoder from a third-party crate that may panic on damaged input instead of
+/// returning an error, and turns a panic into [`Error::Corrupt`].
+pub(crate) fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let msg = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Corrupt(format!("{what} is damaged ({msg})")))
+    })
+}

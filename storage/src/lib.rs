@@ -13,6 +13,8 @@ mod codec;
 mod engine;
 mod error;
 mod flow;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ingest;
 pub mod keycodec;
 mod kv;
@@ -28,7 +30,7 @@ pub use flow::{
     DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };
 pub use ingest::ConditionEvaluator;
-pub use kv::{KvPair, KvStore, SledKv, WriteBatch};
+pub use kv::{KvPair, KvStore, MemKv, SledKv, WriteBatch};
 pub use progress::Progress;
 pub use store::{
     ChangeType, CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader,

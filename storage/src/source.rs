@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Field, Schema, SchemaRef};
-use arrow::ipc::reader::StreamReader;
 use arrow::ipc::writer::StreamWriter;
 use serde::{Deserialize, Serialize};
 
@@ -153,11 +152,26 @@ impl SourceTable {
     pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
         let raw = lz4_flex::decompress_size_prepended(bytes)
             .map_err(|e| corrupt(format!("source chunk: {e}")))?;
-        let reader = StreamReader::try_new(std::io::Cursor::new(raw), None)
-            .map_err(|e| corrupt(format!("source chunk: {e}")))?;
-        reader
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| corrupt(format!("source chunk: {e}")))
+        // arrow's IPC stream reader allocates whatever length a message header claims (a damaged
+        // chunk can make that exabytes, an abort) and can panic on damaged input (both found by
+        // fuzzing, `tests/data/fuzz/decode_source_chunk`). The push decoder slices the bytes we
+        // have instead, and a panic inside is turned into an error.
+        crate::error::no_panic("source chunk", || {
+            let mut buf = arrow::buffer::Buffer::from_vec(raw);
+            let mut decoder = arrow::ipc::reader::StreamDecoder::new();
+            let mut out = Vec::new();
+            while !buf.is_empty() {
+                match decoder.decode(&mut buf) {
+                    Ok(Some(b)) => out.push(b),
+                    Ok(None) => {}
+                    Err(e) => return Err(corrupt(format!("source chunk: {e}"))),
+                }
+            }
+            decoder
+                .finish()
+                .map_err(|e| corrupt(format!("source chunk: {e}")))?;
+            Ok(out)
+        })
     }
 
     /// Rows `from..` of the table, as batches.

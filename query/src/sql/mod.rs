@@ -7,7 +7,7 @@
 //! `BUSINESS_TIME` or `VALID_TIME`) are rewritten into a reference to a provider that carries the
 //! selection into the storage scan.
 
-mod parse;
+pub(crate) mod parse;
 mod provider;
 
 use std::collections::BTreeMap;

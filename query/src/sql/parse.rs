@@ -4,8 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use datafusion::sql::sqlparser::dialect::GenericDialect;
-use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;

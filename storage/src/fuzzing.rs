@@ -1,0 +1,19 @@
+//! Entry points for fuzzing the decoders of stored data (shared by `fuzz/` and `tests/fuzz.rs`).
+//! Each takes arbitrary bytes and must return an error, never panic, on anything it did not write.
+
+use crate::error::Result;
+
+/// Decodes an event block (rkyv validated with bytecheck, then LZ4) and its events, as opening a
+/// store does. Returns the number of events.
+pub fn decode_event_block(data: &[u8], width: usize) -> Result<usize> {
+    let b = crate::codec::decode_block(data)?;
+    Ok(b.events(width)?.len())
+}
+
+/// Decodes a source table chunk (LZ4, then Arrow IPC). Returns the number of rows.
+pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
+    Ok(crate::source::SourceTable::decode_chunk(data)?
+        .iter()
+        .map(|b| b.num_rows())
+        .sum())
+}

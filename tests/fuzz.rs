@@ -1,0 +1,200 @@
+//! A short fuzzing run in the test suite: the same entry points as the cargo-fuzz targets in
+//! `fuzz/` (`asof_query::fuzzing`, `asof_storage::fuzzing`), fed with the regression inputs kept in
+//! `tests/data/fuzz/<target>/` and then with mutations of valid inputs. Any panic fails the test
+//! and writes the input next to the regression inputs, to be kept once fixed.
+//!
+//! `ASOF_FUZZ_RUNS` sets the mutations per target (default 1500). Long, coverage-guided runs use
+//! cargo-fuzz: see `fuzz/README.md`.
+
+mod common;
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+
+use asof::FileFormat;
+use asof_query::fuzzing as q;
+use asof_storage::fuzzing as st;
+use rand::{Rng, SeedableRng};
+
+fn corpus_dir(target: &str) -> PathBuf {
+    common::data_dir().join("fuzz").join(target)
+}
+
+fn regressions(target: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    if let Ok(d) = std::fs::read_dir(corpus_dir(target)) {
+        for e in d.flatten() {
+            out.push(std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}
+
+fn mutate(rng: &mut rand::rngs::StdRng, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut d = seeds[rng.gen_range(0..seeds.len())].clone();
+    for _ in 0..rng.gen_range(1..5) {
+        let n = d.len();
+        match rng.gen_range(0..7) {
+            0 if n > 0 => {
+                let i = rng.gen_range(0..n);
+                d[i] ^= 1 << rng.gen_range(0..8);
+            }
+            1 if n > 0 => {
+                let i = rng.gen_range(0..n);
+                d[i] = rng.gen();
+            }
+            2 if n > 0 => {
+                let a = rng.gen_range(0..n);
+                let b = (a + rng.gen_range(1..16)).min(n);
+                d.drain(a..b);
+            }
+            3 => {
+                let i = rng.gen_range(0..=n);
+                let bytes: Vec<u8> = (0..rng.gen_range(1..8)).map(|_| rng.gen()).collect();
+                d.splice(i..i, bytes);
+            }
+            4 if n > 0 => {
+                let a = rng.gen_range(0..n);
+                let b = (a + rng.gen_range(1..32)).min(n);
+                let piece = d[a..b].to_vec();
+                let i = rng.gen_range(0..=d.len());
+                d.splice(i..i, piece);
+            }
+            5 if n > 0 => d.truncate(rng.gen_range(0..n)),
+            _ => {
+                // Splice in a tail of another seed.
+                let other = &seeds[rng.gen_range(0..seeds.len())];
+                if !other.is_empty() {
+                    let from = rng.gen_range(0..other.len());
+                    let at = rng.gen_range(0..=d.len());
+                    d.truncate(at);
+                    d.extend_from_slice(&other[from..]);
+                }
+            }
+        }
+    }
+    d
+}
+
+/// Runs `f` on the regression inputs, then on mutations of `seeds`; returns the executions.
+fn run(target: &str, seeds: Vec<Vec<u8>>, f: impl Fn(&[u8])) -> usize {
+    let runs: usize = std::env::var("ASOF_FUZZ_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1500);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0xa50f);
+    let mut inputs = regressions(target);
+    inputs.extend(seeds.iter().cloned());
+    let n_fixed = inputs.len();
+    // Decoders that panic inside are caught by the library; keep their messages off the output.
+    std::panic::set_hook(Box::new(|_| {}));
+    for i in 0..n_fixed + runs {
+        let input = if i < n_fixed {
+            inputs[i].clone()
+        } else {
+            mutate(&mut rng, &seeds)
+        };
+        if catch_unwind(AssertUnwindSafe(|| f(&input))).is_err() {
+            let _ = std::panic::take_hook();
+            let dir = corpus_dir(target);
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join(format!("crash-{i}"));
+            std::fs::write(&path, &input).unwrap();
+            panic!("{target}: input {i} panics; written to {}", path.display());
+        }
+    }
+    let _ = std::panic::take_hook();
+    n_fixed + runs
+}
+
+fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
+    use asof::KvStore;
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(common::data_dir().join("fixture_v1"))
+        .unwrap()
+        .flatten()
+    {
+        if e.path().is_file() {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    let kv = asof::SledKv::open(tmp.path(), 1 << 20).unwrap();
+    let values: Vec<Vec<u8>> = kv.scan_prefix(&[tag]).map(|r| r.unwrap().1).collect();
+    assert!(!values.is_empty());
+    values
+}
+
+#[test]
+fn sql_parser() {
+    let seeds = vec![
+        std::fs::read(common::data_dir().join("seed_bitemporal/flow.sql")).unwrap(),
+        std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/quickstart.sql")).unwrap(),
+        b"CREATE OR REFRESH STREAMING TABLE t (a INT, b STRING) TBLPROPERTIES ('x' = '1') FLOW AUTO CDC FROM stream(read_files('/tmp/x', format => 'csv', header => true)) KEYS (a) IGNORE NULL UPDATES ON * EXCEPT (b) APPLY AS TRUNCATE WHEN b = \"T\" SEQUENCE BY STRUCT(a, b) COLUMNS TO UPDATE c STORED AS SCD TYPE 1; ALTER STREAMING TABLE t SET TBLPROPERTIES (pipelines.cdc.tombstoneGCThresholdInSeconds = 5); VACUUM t RETAIN 2 HOURS; DESCRIBE HISTORY t; REFRESH STREAMING TABLE t FULL".to_vec(),
+    ];
+    let n = run("sql_parser", seeds, |d| {
+        let _ = q::parse_sql(d);
+    });
+    println!("sql_parser: {n} executions");
+}
+
+#[test]
+fn csv_and_json_ingest() {
+    let csv = std::fs::read(common::data_dir().join("seed_bitemporal/events.csv")).unwrap();
+    let json = b"{\"k\": 1, \"seq\": 1, \"sys\": 2, \"v\": \"a\"}\n{\"k\": 1, \"seq\": 0, \"sys\": 3, \"v\": null}\n{\"k\": 2, \"seq\": 5, \"sys\": 1, \"v\": \"b\", \"extra\": [1, 2]}\n".to_vec();
+    let n = run(
+        "ingest_csv",
+        vec![csv, b"a,b\n1,2\n,\n3,x\n".to_vec()],
+        |d| {
+            let _ = q::ingest_file(d, FileFormat::Csv);
+        },
+    );
+    let m = run("ingest_json", vec![json], |d| {
+        let _ = q::ingest_file(d, FileFormat::Json);
+    });
+    println!("ingest: {n} CSV and {m} JSON executions");
+}
+
+#[test]
+fn parquet_reading() {
+    let batch = arrow::array::RecordBatch::try_from_iter(vec![
+        (
+            "k",
+            std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 2, 1]))
+                as arrow::array::ArrayRef,
+        ),
+        (
+            "seq",
+            std::sync::Arc::new(arrow::array::Int64Array::from(vec![1, 1, 2])) as _,
+        ),
+        (
+            "v",
+            std::sync::Arc::new(arrow::array::StringArray::from(vec![
+                Some("a"),
+                None,
+                Some("c"),
+            ])) as _,
+        ),
+    ])
+    .unwrap();
+    let mut buf = Vec::new();
+    let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    let n = run("read_parquet", vec![buf], |d| {
+        let _ = q::ingest_file(d, FileFormat::Parquet);
+    });
+    println!("read_parquet: {n} executions");
+}
+
+#[test]
+fn stored_data_decoding() {
+    let n = run("decode_event_block", fixture_values(b'E'), |d| {
+        for width in [2, 3] {
+            let _ = st::decode_event_block(d, width);
+        }
+    });
+    let m = run("decode_source_chunk", fixture_values(b'A'), |d| {
+        let _ = st::decode_source_chunk(d);
+    });
+    println!("decoding: {n} event blocks and {m} source chunks");
+}
