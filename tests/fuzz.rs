@@ -89,10 +89,9 @@ fn run(target: &str, seeds: Vec<Vec<u8>>, f: impl Fn(&[u8])) -> usize {
     // Decoders that panic inside are caught by the library; keep their messages off the output.
     std::panic::set_hook(Box::new(|_| {}));
     for i in 0..n_fixed + runs {
-        let input = if i < n_fixed {
-            inputs[i].clone()
-        } else {
-            mutate(&mut rng, &seeds)
+        let input = match inputs.get(i) {
+            Some(fixed) => fixed.clone(),
+            None => mutate(&mut rng, &seeds),
         };
         if catch_unwind(AssertUnwindSafe(|| f(&input))).is_err() {
             let _ = std::panic::take_hook();
