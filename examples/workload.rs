@@ -63,6 +63,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.read("bench", |r| r.live_rows())?
     );
 
+    // A SQL query over the whole history streams: its memory is a few batches, not the table.
+    let _ = std::fs::write("/proc/self/clear_refs", "5"); // resets the peak RSS
+    let before_query = peak_rss_mib();
+    let mut session = asof::SqlSession::new(store.clone())?;
+    let start = Instant::now();
+    session.execute("SELECT count(*), max(__END_AT) FROM bench")?;
+    println!(
+        "SQL over all {} row versions of the current table in {:.2} s; peak RSS {:.0} MiB before, {:.0} MiB during",
+        store.read("bench", |r| r.live_rows())?,
+        start.elapsed().as_secs_f64(),
+        before_query,
+        peak_rss_mib(),
+    );
+    drop(session);
+
     // Bytes on disk per stored row version, before and after VACUUM RETAIN 0 HOURS.
     let versions = store.read("bench", |r| r.row_versions())?;
     let disk = |p: &std::path::Path| -> u64 {

@@ -253,6 +253,15 @@ fn key_filters_are_pushed_into_the_storage_scan() {
         "SELECT DataPoint FROM company_points WHERE CompanyId = 'A'",
     );
     assert!(!p.contains("FilterExec"), "{p}");
+    // The scan streams from the store (no in-memory copy of the table), with the key taken.
+    assert!(
+        p.contains("StoreScanExec: table=company_points, keys=Eq"),
+        "{p}"
+    );
+    assert!(
+        !p.contains("MemoryExec") && !p.contains("DataSourceExec"),
+        "{p}"
+    );
     // Another predicate stays a DataFusion filter.
     let p = plan(
         &mut s,

@@ -7,15 +7,21 @@ use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use asof_storage::{ConditionEvaluator, Store, Value};
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, ScalarValue};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::TableType;
+use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
-use datafusion::physical_plan::ExecutionPlan;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
+};
 
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::Result;
-use crate::scan::{scan_all, KeySelection, ScanRequest, TimeSelection};
+use crate::scan::{scan, KeySelection, ScanRequest, TimeSelection};
 
 /// A target table seen through a business and a system selection.
 pub(crate) struct TargetTable {
@@ -133,18 +139,126 @@ impl TableProvider for TargetTable {
             Some(v) => KeySelection::Eq(vec![v]),
             None => KeySelection::All,
         };
+        let names = projection.map(|p| {
+            p.iter()
+                .map(|&i| self.schema.field(i).name().clone())
+                .collect::<Vec<_>>()
+        });
+        let out = match projection {
+            Some(p) => Arc::new(self.schema.project(p)?),
+            None => self.schema.clone(),
+        };
         let req = ScanRequest {
             business: self.business.clone(),
             system: self.system.clone(),
             keys,
             version: self.version,
+            projection: names,
             ..Default::default()
         };
-        let batches = scan_all(&self.store, &self.table, &req)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        let exec =
-            MemorySourceConfig::try_new_exec(&[batches], self.schema.clone(), projection.cloned())?;
-        Ok(exec)
+        // Planning checks the request (and pins nothing yet); the scan itself starts when the
+        // plan runs and streams one batch at a time.
+        scan(&self.store, &self.table, &req).map_err(external)?;
+        Ok(Arc::new(StoreScanExec::new(
+            self.store.clone(),
+            self.table.clone(),
+            req,
+            out,
+        )))
+    }
+}
+
+fn external(e: crate::error::QueryError) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
+}
+
+/// The physical plan of a target table scan: streams the storage scan's batches, never holding
+/// more than one in memory (issue: a query over a large history must not materialise it).
+struct StoreScanExec {
+    store: Store,
+    table: String,
+    req: ScanRequest,
+    schema: SchemaRef,
+    properties: Arc<PlanProperties>,
+}
+
+impl StoreScanExec {
+    fn new(store: Store, table: String, req: ScanRequest, schema: SchemaRef) -> Self {
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        StoreScanExec {
+            store,
+            table,
+            req,
+            schema,
+            properties,
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreScanExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreScanExec")
+            .field("table", &self.table)
+            .finish()
+    }
+}
+
+impl DisplayAs for StoreScanExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
+                f,
+                "StoreScanExec: table={}, keys={:?}, business={:?}, system={:?}, version={:?}",
+                self.table, self.req.keys, self.req.business, self.req.system, self.req.version
+            ),
+            DisplayFormatType::TreeRender => write!(f, "table={}", self.table),
+        }
+    }
+}
+
+impl ExecutionPlan for StoreScanExec {
+    fn name(&self) -> &str {
+        "StoreScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
+    ) -> datafusion::error::Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> datafusion::error::Result<SendableRecordBatchStream> {
+        let scan = scan(&self.store, &self.table, &self.req).map_err(external)?;
+        let batches = scan.map(|b| b.map_err(external));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::iter(batches),
+        )))
     }
 }
 
