@@ -8,7 +8,7 @@
 
 mod common;
 
-use asof::{SqlOutput, SqlSession, Store, FORMAT_VERSION};
+use asof::{SqlSession, Store, FORMAT_VERSION};
 use common::{data_dir, read_csv, sorted};
 
 fn fixture_dir() -> std::path::PathBuf {
@@ -55,24 +55,7 @@ fn write_fixture() {
 }
 
 fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
-    let Some(SqlOutput::Batches(_, batches)) = s.execute(sql).unwrap().pop() else {
-        panic!("{sql}: no rows")
-    };
-    let mut out = Vec::new();
-    for b in batches {
-        for r in 0..b.num_rows() {
-            out.push(
-                b.columns()
-                    .iter()
-                    .map(|c| {
-                        (!c.is_null(r))
-                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
-                    })
-                    .collect(),
-            );
-        }
-    }
-    sorted(out)
+    sorted(common::sql_rows(s, sql).1)
 }
 
 #[test]

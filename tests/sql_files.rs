@@ -12,27 +12,9 @@ fn session(dir: &std::path::Path) -> SqlSession {
     SqlSession::new(Store::open(dir).unwrap()).unwrap()
 }
 
-/// The rows of the last query of `sql` as strings, sorted (NULL = None), and its column names.
+/// The rows of the last query of `sql`, sorted, and its column names.
 fn query(s: &mut SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
-    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let Some(SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
-        panic!("{sql}: no query")
-    };
-    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let mut rows = Vec::new();
-    for b in batches {
-        for r in 0..b.num_rows() {
-            rows.push(
-                b.columns()
-                    .iter()
-                    .map(|c| {
-                        (!c.is_null(r))
-                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
-                    })
-                    .collect(),
-            );
-        }
-    }
+    let (names, rows) = common::sql_rows(s, sql);
     (names, sorted(rows))
 }
 

@@ -9,26 +9,7 @@ use common::{data_dir, read_csv, sorted};
 type Rows = Vec<Vec<Option<String>>>;
 
 fn query(s: &mut SqlSession, sql: &str) -> (Vec<String>, Rows) {
-    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let Some(SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
-        panic!("{sql}: no query")
-    };
-    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
-    let mut rows = Vec::new();
-    for b in batches {
-        for r in 0..b.num_rows() {
-            rows.push(
-                b.columns()
-                    .iter()
-                    .map(|c| {
-                        (!c.is_null(r))
-                            .then(|| arrow::util::display::array_value_to_string(c, r).unwrap())
-                    })
-                    .collect(),
-            );
-        }
-    }
-    (names, rows)
+    common::sql_rows(s, sql)
 }
 
 fn err(s: &mut SqlSession, sql: &str) -> String {

@@ -187,3 +187,25 @@ pub fn engine_changes(
         Ok(out)
     })?
 }
+
+/// Runs `sql` in the session and returns the column names and rows (as displayed strings, NULL =
+/// None, in the order the query gave them) of its last statement, which must be a query.
+pub fn sql_rows(s: &mut asof::SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let out = s.execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let Some(asof::SqlOutput::Batches(schema, batches)) = out.into_iter().last() else {
+        panic!("{sql}: no query")
+    };
+    let names = schema.fields().iter().map(|f| f.name().clone()).collect();
+    let mut rows = Vec::new();
+    for b in batches {
+        for r in 0..b.num_rows() {
+            rows.push(
+                b.columns()
+                    .iter()
+                    .map(|c| (!c.is_null(r)).then(|| array_value_to_string(c, r).unwrap()))
+                    .collect(),
+            );
+        }
+    }
+    (names, rows)
+}
