@@ -39,13 +39,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("scd2") => StoredAs::Scd2,
         _ => StoredAs::Bitemporal,
     };
-    let batches = workload::batches(events, 10_000, 10_000, 42);
     let dir = tempfile::tempdir()?;
-    let store = Store::open(dir.path())?;
+    // sled's page cache is set explicitly (asof's default is 256 MiB).
+    let options = asof::StoreOptions {
+        cache_bytes: 64 << 20,
+    };
+    let store = Store::open_with(dir.path(), options.clone())?;
     store.create_flow(workload::flow(mode))?;
     let start = Instant::now();
-    for b in &batches {
-        store.apply("bench_cdc", b)?;
+    for b in workload::batch_iter(events, 10_000, 10_000, 42) {
+        store.apply("bench_cdc", &b)?;
     }
     let secs = start.elapsed().as_secs_f64();
     let rows = store.read("bench", |r| r.live_rows())?;
@@ -56,7 +59,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     drop(store);
     let start = Instant::now();
-    let store = Store::open(dir.path())?;
+    let store = Store::open_with(dir.path(), options.clone())?;
     println!(
         "reopen (replay) in {:.2} s; {} live row versions",
         start.elapsed().as_secs_f64(),
@@ -102,7 +105,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let vacuum_secs = start.elapsed().as_secs_f64();
     let after_versions = store.read("bench", |r| r.row_versions())?;
     drop(store);
-    let store = Store::open(dir.path())?;
+    let store = Store::open_with(dir.path(), options.clone())?;
     let after = disk(dir.path());
     println!(
         "before VACUUM: {versions} row versions, {before} bytes on disk ({:.1} B/version), log {} bytes, {} events",

@@ -187,13 +187,22 @@ fn crash_child() {
     }
 }
 
+/// Kills per store: the check recomputes the model over all the store's rows, so a long run
+/// starts a fresh store now and then instead of growing one without end.
+const KILLS_PER_STORE: usize = 25;
+
 fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acked_rows = 0u64;
     let mut acked_version = 0u64;
     let mut checked = 0u64;
     for kill in 0..kills {
+        if kill > 0 && kill % KILLS_PER_STORE == 0 {
+            dir = tempfile::tempdir().unwrap();
+            acked_rows = 0;
+            acked_version = 0;
+        }
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
             .env("ASOF_CRASH_DIR", dir.path())

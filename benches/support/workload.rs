@@ -55,11 +55,24 @@ pub fn flow(mode: StoredAs) -> Flow {
 }
 
 /// The events as batches of `batch` rows.
+#[allow(dead_code)]
 pub fn batches(events: usize, keys: i64, batch: usize, seed: u64) -> Vec<RecordBatch> {
+    batch_iter(events, keys, batch, seed).collect()
+}
+
+/// The same batches, made one at a time (for workloads too big to hold).
+pub fn batch_iter(
+    events: usize,
+    keys: i64,
+    batch: usize,
+    seed: u64,
+) -> impl Iterator<Item = RecordBatch> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut out = Vec::new();
     let mut i = 0usize;
-    while i < events {
+    std::iter::from_fn(move || {
+        if i >= events {
+            return None;
+        }
         let n = batch.min(events - i);
         let (mut id, mut bt, mut st, mut op) = (
             Vec::with_capacity(n),
@@ -110,8 +123,7 @@ pub fn batches(events: usize, keys: i64, batch: usize, seed: u64) -> Vec<RecordB
             Arc::new(StringArray::from(v4)),
             Arc::new(BooleanArray::from(v5)),
         ];
-        out.push(RecordBatch::try_new(schema(), cols).expect("batch"));
         i += n;
-    }
-    out
+        Some(RecordBatch::try_new(schema(), cols).expect("batch"))
+    })
 }

@@ -9,7 +9,9 @@ pub mod error;
 pub mod files;
 #[path = "../../query/src/fuzzing.rs"]
 pub mod fuzzing;
+#[path = "../../query/src/sql/parse.rs"]
+pub mod parse;
+/// `crate::sql::parse`, as the query crate names it.
 pub mod sql {
-    #[path = "../../../query/src/sql/parse.rs"]
-    pub mod parse;
+    pub use super::parse;
 }

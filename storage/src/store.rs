@@ -274,10 +274,15 @@ fn replay_log(
         state.apply(events, truncates, version, c.timestamp_us, &mut |_| {});
         Ok(())
     };
+    // After a VACUUM the log starts with a base commit: every block up to it is its events.
+    let base = commits
+        .first()
+        .filter(|c| c.parameters.contains_key(VACUUM_BASE))
+        .map_or(0, |c| c.version);
     let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
     for kv in kv.scan_prefix(&key(b'E', id, None, None)) {
         let (k, v) = kv?;
-        let version = parse_version(&k)?;
+        let version = parse_version(&k)?.max(base);
         if up_to.is_some_and(|h| version > h) {
             break;
         }
@@ -1128,13 +1133,14 @@ impl Store {
     /// VACUUM: forgets the history older than `retain` (time travel and the change feed can no
     /// longer reach it) and frees what only that history used.
     ///
-    /// The oldest version kept is the one that was current `retain` ago. The events of every
-    /// commit up to it are compacted into one block set, written as that commit's: the set of
-    /// events the table held then, without those dropped by a full refresh or a tombstone GC.
-    /// Older commit records are deleted, and the table is rebuilt from the compacted log, which
-    /// drops the row versions retired before the oldest version kept. The current table and every
-    /// version kept read exactly as before (SPEC §3: a table depends only on its set of events).
-    /// The vacuum is itself a commit (operation `VACUUM`).
+    /// The oldest version kept, `h`, is the one that was current `retain` ago. Commit records
+    /// before it are deleted and commit `h` becomes the *base*: on replay, every event block up to
+    /// it is applied as one commit at `h`, which gives the table at `h` exactly (SPEC §3: a table
+    /// depends only on its set of events), so the row versions retired before `h` are never
+    /// rebuilt. Event blocks before the last full refresh up to `h` are deleted; if a tombstone GC
+    /// dropped events up to `h`, the blocks up to `h` are instead replaced by the event set the
+    /// table held at `h`. The table is rebuilt from the new log; the current table and every
+    /// version kept read exactly as before. The vacuum is itself a commit (operation `VACUUM`).
     pub fn vacuum(&self, table: &str, retain: std::time::Duration) -> Result<VacuumReport> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
@@ -1213,8 +1219,21 @@ impl Store {
 
         let mut b = WriteBatch::default();
         let mut commits_removed = 0;
+        let h_at = t.commits.partition_point(|c| c.version < h);
+        let kept_from = &t.commits[..=h_at];
+        // The GC threshold in force at `h`, which the removed commits may have set.
+        let mut gc_secs = t.flows[0].spec.tombstone_gc_threshold_secs;
+        for c in kept_from {
+            if c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE) {
+                gc_secs = gc_property(&c.parameters)?.unwrap_or(gc_secs);
+            }
+        }
+        if kept_from
+            .iter()
+            .any(|c| c.metrics.num_tombstones_collected > 0)
         {
-            // The events the table held as of `h`, from a replay of the log up to it.
+            // A tombstone GC dropped events the log still has: write the event set the table held
+            // at `h` (from a replay up to it) as the base, in place of the blocks up to `h`.
             let mut at_h = t.new_state();
             replay_log(inner.kv.as_ref(), id, &mut at_h, &t.commits, Some(h))?;
             let (events, truncates) = at_h.event_set();
@@ -1224,10 +1243,6 @@ impl Store {
                     break;
                 }
                 b.delete(k);
-            }
-            for c in t.commits.iter().take_while(|c| c.version < h) {
-                b.delete(key(b'C', id, Some(c.version), None));
-                commits_removed += 1;
             }
             let types: Vec<_> = t
                 .state
@@ -1245,21 +1260,37 @@ impl Store {
                     codec::encode_block(blk)?,
                 );
             }
-            // The base replaces everything before it: it must not be reset on replay.
-            let mut base = t.commits[t.commits.partition_point(|c| c.version < h)].clone();
-            base.parameters.remove(FULL_REFRESH);
-            base.parameters
-                .insert(VACUUM_BASE.to_string(), "true".to_string());
-            // The settings of the removed commits, as they stood at `h`.
-            base.parameters.insert(
-                TOMBSTONE_GC_PROPERTY.to_string(),
-                (at_h.tombstone_gc_us / 1_000_000).to_string(),
-            );
-            b.put(
-                key(b'C', id, Some(h), None),
-                serde_json::to_vec(&base).map_err(corrupt)?,
-            );
+        } else if let Some(f) = kept_from
+            .iter()
+            .rev()
+            .find(|c| c.parameters.contains_key(FULL_REFRESH))
+        {
+            // Otherwise the blocks up to `h` are the event set already, and stay where they are;
+            // only those before the last full refresh, which it made irrelevant, go.
+            for kv in inner.kv.scan_prefix(&key(b'E', id, None, None)) {
+                let (k, _) = kv?;
+                if parse_version(&k)? >= f.version {
+                    break;
+                }
+                b.delete(k);
+            }
         }
+        for c in t.commits.iter().take_while(|c| c.version < h) {
+            b.delete(key(b'C', id, Some(c.version), None));
+            commits_removed += 1;
+        }
+        // Commit `h` becomes the base: on replay, every block up to it is applied as one commit
+        // at `h` (never reset: what a full refresh dropped is gone already).
+        let mut base = t.commits[h_at].clone();
+        base.parameters.remove(FULL_REFRESH);
+        base.parameters
+            .insert(VACUUM_BASE.to_string(), "true".to_string());
+        base.parameters
+            .insert(TOMBSTONE_GC_PROPERTY.to_string(), gc_secs.to_string());
+        b.put(
+            key(b'C', id, Some(h), None),
+            serde_json::to_vec(&base).map_err(corrupt)?,
+        );
         let last = t.commits.last().expect("a commit");
         let commit = CommitInfo {
             version: last.version + 1,
