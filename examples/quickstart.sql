@@ -72,3 +72,10 @@ SELECT id, city FROM customers_bitemporal
 
 -- The whole bitemporal history of customer 1.
 SELECT * FROM customers_bitemporal WHERE id = 1 ORDER BY __SYSTEM_START_AT, __START_AT;
+
+-- Time travel and the change feed: the SCD2 table as the first refresh left it, and what the
+-- correction changed (commit 2), row by row.
+SELECT id, city, __START_AT, __END_AT FROM customers_scd2 VERSION AS OF 1
+  WHERE id = 1 ORDER BY __START_AT;
+SELECT id, city, __START_AT, __END_AT, _change_type, _commit_version
+  FROM table_changes('customers_scd2', 2) ORDER BY _change_type;
