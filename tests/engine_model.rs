@@ -278,25 +278,14 @@ proptest! {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.create_flow(flow(&r.opts)).unwrap();
-        let mut seen: Vec<Ev> = Vec::new();
-        let mut checkpoints = Vec::new();
-        let mut pending = Vec::new();
-        for (i, &e) in r.order.iter().enumerate() {
-            pending.push(r.events[e].clone());
-            if i == r.order.len() - 1 || r.cuts[i] {
-                let c = store.apply("f", &batch(&pending)).unwrap();
-                seen.append(&mut pending);
-                checkpoints.push((c.version, seen.clone()));
-            }
-        }
-        for (v, evs) in checkpoints {
+        for (v, evs) in apply_commits(&r, &store) {
             prop_assert_eq!(common::engine_rows_at(&store, "t", Some(v)), model_of(&r.opts, &evs), "version {}", v);
         }
     }
 }
 
-/// Applies the run in its arrival order and batches; returns the store and, per commit, its
-/// version and the events applied up to it.
+/// Applies the run in its arrival order and batches; returns, per commit, its version and the
+/// events applied up to it.
 fn apply_commits(r: &Run, store: &Store) -> Vec<(u64, Vec<Ev>)> {
     let mut seen: Vec<Ev> = Vec::new();
     let mut out = Vec::new();

@@ -71,6 +71,25 @@ pub struct CommitInfo {
     pub duration_us: u64,
 }
 
+impl CommitInfo {
+    /// A commit that applied no events (DDL, properties, VACUUM, a source append's record).
+    fn bare(
+        version: u64,
+        timestamp_us: i64,
+        operation: &str,
+        parameters: BTreeMap<String, String>,
+    ) -> Self {
+        CommitInfo {
+            version,
+            timestamp_us,
+            operation: operation.to_string(),
+            parameters,
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+        }
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 struct TableRecord {
     name: String,
@@ -181,6 +200,11 @@ fn parse_version(k: &[u8]) -> Result<u64> {
         .and_then(|b| b.try_into().ok())
         .map(u64::from_be_bytes)
         .ok_or_else(|| corrupt("short key"))
+}
+
+/// Writes a batch; a failure poisons the store (memory may be ahead of disk until it is reopened).
+fn write_or_poison(kv: &dyn KvStore, poisoned: &mut Option<String>, b: WriteBatch) -> Result<()> {
+    kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
 }
 
 fn now_us() -> i64 {
@@ -451,10 +475,7 @@ impl Store {
                     key(b'T', t.id, None, None),
                     serde_json::to_vec(&rec).map_err(corrupt)?,
                 );
-                inner
-                    .kv
-                    .write(b)
-                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                 t.flows.push(flow);
             }
             None => {
@@ -474,14 +495,7 @@ impl Store {
                 for (k, v) in &properties {
                     parameters.insert(format!("property.{k}"), v.clone());
                 }
-                let commit = CommitInfo {
-                    version: 0,
-                    timestamp_us: ts,
-                    operation: "CREATE TABLE".into(),
-                    parameters,
-                    metrics: CommitMetrics::default(),
-                    duration_us: 0,
-                };
+                let commit = CommitInfo::bare(0, ts, "CREATE TABLE", parameters);
                 let mut b = WriteBatch::default();
                 b.put(
                     key(b'T', id, None, None),
@@ -491,10 +505,7 @@ impl Store {
                     key(b'C', id, Some(0), None),
                     serde_json::to_vec(&commit).map_err(corrupt)?,
                 );
-                inner
-                    .kv
-                    .write(b)
-                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                 inner.next_table_id += 1;
                 let state = TableState::new(
                     schema,
@@ -551,14 +562,7 @@ impl Store {
             columns: columns.clone(),
             origin: origin.map(str::to_string),
         };
-        let commit = CommitInfo {
-            version: 0,
-            timestamp_us: now_us(),
-            operation: "CREATE TABLE".into(),
-            parameters: BTreeMap::new(),
-            metrics: CommitMetrics::default(),
-            duration_us: 0,
-        };
+        let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
         let mut b = WriteBatch::default();
         b.put(
             key(b'S', id, None, None),
@@ -568,10 +572,7 @@ impl Store {
             key(b'H', id, Some(0), None),
             serde_json::to_vec(&commit).map_err(corrupt)?,
         );
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.next_table_id += 1;
         let mut src = SourceTable::new(id, name.to_string(), columns);
         src.origin = origin.map(str::to_string);
@@ -648,10 +649,7 @@ impl Store {
             key(b'H', src.id, Some(commit.version), None),
             serde_json::to_vec(&commit).map_err(corrupt)?,
         );
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         src.appends += 1;
         src.rows += batch.num_rows() as u64;
         src.history.push(commit);
@@ -746,10 +744,7 @@ impl Store {
             [b"V".as_slice(), name.as_bytes()].concat(),
             sql.as_bytes().to_vec(),
         );
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.views.insert(name.to_string(), sql.to_string());
         Ok(())
     }
@@ -801,10 +796,7 @@ impl Store {
                 b.delete(kv?.0);
             }
         }
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.tables.remove(name);
         inner.sources.remove(name);
         inner.views.remove(name);
@@ -1067,14 +1059,12 @@ impl Store {
             properties: all.clone(),
         };
         let last = t.commits.last().expect("a commit");
-        let commit = CommitInfo {
-            version: last.version + 1,
-            timestamp_us: now_us().max(last.timestamp_us + 1),
-            operation: SET_PROPERTIES.into(),
-            parameters: properties,
-            metrics: CommitMetrics::default(),
-            duration_us: 0,
-        };
+        let commit = CommitInfo::bare(
+            last.version + 1,
+            now_us().max(last.timestamp_us + 1),
+            SET_PROPERTIES,
+            properties,
+        );
         let mut b = WriteBatch::default();
         b.put(
             key(b'T', t.id, None, None),
@@ -1084,10 +1074,7 @@ impl Store {
             key(b'C', t.id, Some(commit.version), None),
             serde_json::to_vec(&commit).map_err(corrupt)?,
         );
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         if let Some(secs) = gc {
             t.state.set_tombstone_gc_secs(secs);
         }
@@ -1158,32 +1145,27 @@ impl Store {
             t.commits[i - 1].version
         };
         let id = t.id;
+        let next = t.commits.last().expect("a commit").version + 1;
+        let vacuum_commit = |removed: u64| {
+            let parameters = BTreeMap::from([
+                (
+                    "retain_hours".to_string(),
+                    format!("{:.3}", retain.as_secs_f64() / 3600.0),
+                ),
+                ("oldest_version".to_string(), h.to_string()),
+                ("commits_removed".to_string(), removed.to_string()),
+            ]);
+            CommitInfo::bare(next, now, "VACUUM", parameters)
+        };
         if h == oldest_kept {
             // Nothing old enough to forget: the vacuum is only recorded.
-            let commit = CommitInfo {
-                version: t.commits.last().expect("a commit").version + 1,
-                timestamp_us: now,
-                operation: "VACUUM".into(),
-                parameters: BTreeMap::from([
-                    (
-                        "retain_hours".to_string(),
-                        format!("{:.3}", retain.as_secs_f64() / 3600.0),
-                    ),
-                    ("oldest_version".to_string(), h.to_string()),
-                    ("commits_removed".to_string(), "0".to_string()),
-                ]),
-                metrics: CommitMetrics::default(),
-                duration_us: 0,
-            };
+            let commit = vacuum_commit(0);
             let mut b = WriteBatch::default();
             b.put(
                 key(b'C', id, Some(commit.version), None),
                 serde_json::to_vec(&commit).map_err(corrupt)?,
             );
-            inner
-                .kv
-                .write(b)
-                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+            write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
             inner
                 .tables
                 .get_mut(table)
@@ -1291,30 +1273,12 @@ impl Store {
             key(b'C', id, Some(h), None),
             serde_json::to_vec(&base).map_err(corrupt)?,
         );
-        let last = t.commits.last().expect("a commit");
-        let commit = CommitInfo {
-            version: last.version + 1,
-            timestamp_us: now,
-            operation: "VACUUM".into(),
-            parameters: BTreeMap::from([
-                (
-                    "retain_hours".to_string(),
-                    format!("{:.3}", retain.as_secs_f64() / 3600.0),
-                ),
-                ("oldest_version".to_string(), h.to_string()),
-                ("commits_removed".to_string(), commits_removed.to_string()),
-            ]),
-            metrics: CommitMetrics::default(),
-            duration_us: 0,
-        };
+        let commit = vacuum_commit(commits_removed);
         b.put(
             key(b'C', id, Some(commit.version), None),
             serde_json::to_vec(&commit).map_err(corrupt)?,
         );
-        inner
-            .kv
-            .write(b)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         // Rebuild from the log as it now is, as an open would.
         let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
             let t = &inner.tables[table];

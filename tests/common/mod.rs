@@ -92,9 +92,26 @@ pub fn engine_rows(store: &Store, table: &str) -> Vec<model::MRow> {
     engine_rows_at(store, table, None)
 }
 
+/// A stored row as a model row, its temporal bounds decoded.
+fn model_row(
+    row: &asof_storage::RowView<'_>,
+    seq: &[asof::ColumnType],
+    sys: &[asof::ColumnType],
+) -> model::MRow {
+    use asof::keycodec::decode_tuple;
+    model::MRow {
+        values: row.values.to_vec(),
+        start: row.start.map(|b| decode_tuple(b, seq).unwrap()),
+        end: row.end.map(|b| decode_tuple(b, seq).unwrap()),
+        sys_start: row
+            .sys_start
+            .map(|b| decode_tuple(b, sys).unwrap().remove(0)),
+        sys_end: row.sys_end.map(|b| decode_tuple(b, sys).unwrap().remove(0)),
+    }
+}
+
 /// The table as of commit `version` (None = latest), as model rows.
 pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<model::MRow> {
-    use asof::keycodec::decode_tuple;
     let mut rows = Vec::new();
     store
         .read(table, |r| {
@@ -108,17 +125,7 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
             let mut cursor = asof_storage::ScanCursor::default();
             while !cursor.is_done() {
                 r.scan(&spec, &mut cursor, 1000, |row| {
-                    rows.push(model::MRow {
-                        values: row.values.to_vec(),
-                        start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
-                        end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
-                        sys_start: row
-                            .sys_start
-                            .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                        sys_end: row
-                            .sys_end
-                            .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                    })
+                    rows.push(model_row(&row, &seq, &sys))
                 })
                 .unwrap();
             }
@@ -161,28 +168,13 @@ pub fn engine_changes(
     from: u64,
     to: u64,
 ) -> Result<Vec<(u64, asof::ChangeType, model::MRow)>, asof::Error> {
-    use asof::keycodec::decode_tuple;
     store.read(table, |r| {
         let schema = r.schema().clone();
         let seq = schema.sequence_types();
         let sys: Vec<asof::ColumnType> = schema.system_sequence.iter().cloned().collect();
         let mut out = Vec::new();
         r.changes(from, to, |v, kind, row| {
-            out.push((
-                v,
-                kind,
-                model::MRow {
-                    values: row.values.to_vec(),
-                    start: row.start.map(|b| decode_tuple(b, &seq).unwrap()),
-                    end: row.end.map(|b| decode_tuple(b, &seq).unwrap()),
-                    sys_start: row
-                        .sys_start
-                        .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                    sys_end: row
-                        .sys_end
-                        .map(|b| decode_tuple(b, &sys).unwrap().remove(0)),
-                },
-            ))
+            out.push((v, kind, model_row(&row, &seq, &sys)))
         })?;
         Ok(out)
     })?
