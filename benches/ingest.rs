@@ -20,6 +20,7 @@ fn events() -> usize {
 }
 
 fn ingest(c: &mut Criterion) {
+    workload::tune_allocator();
     let n = events();
     let batches = workload::batches(n, 10_000, 10_000, 42);
     let mut g = c.benchmark_group("ingest");

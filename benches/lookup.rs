@@ -61,6 +61,7 @@ fn long_key_store(versions: usize) -> (tempfile::TempDir, Store) {
 }
 
 fn point_lookup(c: &mut Criterion) {
+    workload::tune_allocator();
     let mut g = c.benchmark_group("point_lookup");
     for versions in [10usize, 1_000, 100_000] {
         let (_dir, store) = long_key_store(versions);

@@ -28,6 +28,7 @@ fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::Tem
 }
 
 fn scans(c: &mut Criterion) {
+    workload::tune_allocator();
     let n = events();
     let batches = workload::batches(n, 10_000, 10_000, 42);
     let mut g = c.benchmark_group("scan");

@@ -29,6 +29,7 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    workload::tune_allocator();
     let mut args = std::env::args().skip(1);
     let events: usize = args
         .next()

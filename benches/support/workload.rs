@@ -54,6 +54,14 @@ pub fn flow(mode: StoredAs) -> Flow {
     f.build().expect("valid flow")
 }
 
+/// Keeps freed memory in mimalloc instead of returning it to the OS, as the `asof` binary does
+/// (see `MI_OPTION_PURGE_DELAY` in src/main.rs).
+#[allow(dead_code)]
+pub fn tune_allocator() {
+    // SAFETY: sets a mimalloc option (purge_delay = 15 in its C enum) to a plain integer.
+    unsafe { libmimalloc_sys::mi_option_set(15, -1) };
+}
+
 /// The events as batches of `batch` rows.
 #[allow(dead_code)]
 pub fn batches(events: usize, keys: i64, batch: usize, seed: u64) -> Vec<RecordBatch> {
