@@ -147,7 +147,7 @@ impl asof::Progress for Bar {
 
 /// mimalloc's option `purge_delay` (in its C enum): how long freed memory waits before it is
 /// returned to the OS. -1 keeps it: ingest frees and reallocates large per-commit buffers, and
-/// returning them meant the kernel zeroed fresh pages again for every commit (22–39% faster ingest
+/// returning them meant the kernel zeroed fresh pages again for every commit (about 20% faster ingest
 /// without; the store's state lives in memory anyway, so its peak is its size).
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
