@@ -54,16 +54,7 @@ const CREATE_SOURCE: &str = "CREATE TABLE company_events (CompanyId STRING, Data
 
 #[test]
 fn the_reference_flow_runs_as_written() {
-    let (_dir, mut s) = session();
-    let (_, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    s.execute(CREATE_SOURCE).unwrap();
-    s.execute(&format!(
-        "INSERT INTO company_events VALUES {}",
-        events_values(&events)
-    ))
-    .unwrap();
-    let flow = std::fs::read_to_string(data_dir().join("seed_bitemporal/flow.sql")).unwrap();
-    s.execute(&flow).unwrap();
+    let (_dir, mut s) = reference_session();
     let (names, rows) = query(&mut s, "SELECT * FROM company_points");
     let (exp_names, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
     assert_eq!(names, exp_names);

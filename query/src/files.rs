@@ -349,12 +349,7 @@ impl FileSource {
 /// Runs a Parquet read. The parquet crate can panic on a damaged file instead of returning an
 /// error (found by fuzzing, `tests/data/fuzz/read_parquet`); that is an error here.
 fn parquet_guard<T>(file: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let msg = p
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+    asof_storage::catch_panic(f).unwrap_or_else(|msg| {
         Err(QueryError::Invalid(format!(
             "read_files: {} is not a readable Parquet file ({msg})",
             file.display()

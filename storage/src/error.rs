@@ -215,14 +215,19 @@ pub(crate) fn corrupt(what: impl fmt::Display) -> Error {
 }
 
 /// Runs `f`, a decoder from a third-party crate that may panic on damaged input instead of
-/// returning an error, and turns a panic into [`Error::Corrupt`].
-pub(crate) fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
-        let msg = p
-            .downcast_ref::<&str>()
+/// returning an error; a panic comes back as `Err` with its message. (Used by the storage
+/// decoders and by `read_files` in the query layer.)
+#[doc(hidden)]
+pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|p| {
+        p.downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
-        Err(Error::Corrupt(format!("{what} is damaged ({msg})")))
+            .unwrap_or_default()
     })
+}
+
+/// [`catch_panic`] for storage decoders: a panic is [`Error::Corrupt`].
+pub(crate) fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    catch_panic(f).unwrap_or_else(|msg| Err(Error::Corrupt(format!("{what} is damaged ({msg})"))))
 }

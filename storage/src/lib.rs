@@ -24,7 +24,7 @@ mod store;
 mod value;
 
 pub use engine::CommitMetrics;
-pub use error::{Error, FlowError, Result};
+pub use error::{catch_panic, Error, FlowError, Result};
 pub use flow::{
     ColumnSelection, Condition, Flow, FlowBuilder, FlowSpec, SourceColumn, StoredAs, TableSchema,
     DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,

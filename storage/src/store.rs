@@ -202,6 +202,12 @@ fn parse_version(k: &[u8]) -> Result<u64> {
         .ok_or_else(|| corrupt("short key"))
 }
 
+/// Adds a put of `value` as JSON (the catalog and commit records).
+fn put_json(b: &mut WriteBatch, k: Vec<u8>, value: &impl Serialize) -> Result<()> {
+    b.put(k, serde_json::to_vec(value).map_err(corrupt)?);
+    Ok(())
+}
+
 /// Writes a batch; a failure poisons the store (memory may be ahead of disk until it is reopened).
 fn write_or_poison(kv: &dyn KvStore, poisoned: &mut Option<String>, b: WriteBatch) -> Result<()> {
     kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
@@ -471,10 +477,7 @@ impl Store {
                     properties: t.properties.clone(),
                 };
                 let mut b = WriteBatch::default();
-                b.put(
-                    key(b'T', t.id, None, None),
-                    serde_json::to_vec(&rec).map_err(corrupt)?,
-                );
+                put_json(&mut b, key(b'T', t.id, None, None), &rec)?;
                 write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                 t.flows.push(flow);
             }
@@ -497,14 +500,8 @@ impl Store {
                 }
                 let commit = CommitInfo::bare(0, ts, "CREATE TABLE", parameters);
                 let mut b = WriteBatch::default();
-                b.put(
-                    key(b'T', id, None, None),
-                    serde_json::to_vec(&rec).map_err(corrupt)?,
-                );
-                b.put(
-                    key(b'C', id, Some(0), None),
-                    serde_json::to_vec(&commit).map_err(corrupt)?,
-                );
+                put_json(&mut b, key(b'T', id, None, None), &rec)?;
+                put_json(&mut b, key(b'C', id, Some(0), None), &commit)?;
                 write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                 inner.next_table_id += 1;
                 let state = TableState::new(
@@ -564,14 +561,8 @@ impl Store {
         };
         let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
         let mut b = WriteBatch::default();
-        b.put(
-            key(b'S', id, None, None),
-            serde_json::to_vec(&rec).map_err(corrupt)?,
-        );
-        b.put(
-            key(b'H', id, Some(0), None),
-            serde_json::to_vec(&commit).map_err(corrupt)?,
-        );
+        put_json(&mut b, key(b'S', id, None, None), &rec)?;
+        put_json(&mut b, key(b'H', id, Some(0), None), &commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.next_table_id += 1;
         let mut src = SourceTable::new(id, name.to_string(), columns);
@@ -645,10 +636,11 @@ impl Store {
             },
             duration_us: 0,
         };
-        b.put(
+        put_json(
+            &mut b,
             key(b'H', src.id, Some(commit.version), None),
-            serde_json::to_vec(&commit).map_err(corrupt)?,
-        );
+            &commit,
+        )?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         src.appends += 1;
         src.rows += batch.num_rows() as u64;
@@ -1013,10 +1005,7 @@ impl Inner {
             }
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
-            b.put(
-                key(b'C', table.id, Some(version), None),
-                serde_json::to_vec(&commit).map_err(corrupt)?,
-            );
+            put_json(&mut b, key(b'C', table.id, Some(version), None), &commit)?;
             inner.kv.write(b)?;
             Ok(commit)
         };
@@ -1066,14 +1055,8 @@ impl Store {
             properties,
         );
         let mut b = WriteBatch::default();
-        b.put(
-            key(b'T', t.id, None, None),
-            serde_json::to_vec(&rec).map_err(corrupt)?,
-        );
-        b.put(
-            key(b'C', t.id, Some(commit.version), None),
-            serde_json::to_vec(&commit).map_err(corrupt)?,
-        );
+        put_json(&mut b, key(b'T', t.id, None, None), &rec)?;
+        put_json(&mut b, key(b'C', t.id, Some(commit.version), None), &commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         if let Some(secs) = gc {
             t.state.set_tombstone_gc_secs(secs);
@@ -1161,10 +1144,7 @@ impl Store {
             // Nothing old enough to forget: the vacuum is only recorded.
             let commit = vacuum_commit(0);
             let mut b = WriteBatch::default();
-            b.put(
-                key(b'C', id, Some(commit.version), None),
-                serde_json::to_vec(&commit).map_err(corrupt)?,
-            );
+            put_json(&mut b, key(b'C', id, Some(commit.version), None), &commit)?;
             write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
             inner
                 .tables
@@ -1269,15 +1249,9 @@ impl Store {
             .insert(VACUUM_BASE.to_string(), "true".to_string());
         base.parameters
             .insert(TOMBSTONE_GC_PROPERTY.to_string(), gc_secs.to_string());
-        b.put(
-            key(b'C', id, Some(h), None),
-            serde_json::to_vec(&base).map_err(corrupt)?,
-        );
+        put_json(&mut b, key(b'C', id, Some(h), None), &base)?;
         let commit = vacuum_commit(commits_removed);
-        b.put(
-            key(b'C', id, Some(commit.version), None),
-            serde_json::to_vec(&commit).map_err(corrupt)?,
-        );
+        put_json(&mut b, key(b'C', id, Some(commit.version), None), &commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         // Rebuild from the log as it now is, as an open would.
         let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
