@@ -320,6 +320,24 @@ proptest! {
                 }
                 (g, r) => prop_assert!(false, "lookup {:?} but scan {:?}", g, r),
             }
+            // At the current system time too, before and after the past-time index exists.
+            let now = asof::lookup(&store, "t", &[Value::Int(k)], Some(&[Value::Int(b)]), None).unwrap();
+            let req = ScanRequest {
+                keys: KeySelection::Eq(vec![Value::Int(k)]),
+                business: TimeSelection::as_of(Value::Int(b)),
+                // Later than every event: what is believed now.
+                system: TimeSelection::as_of(Value::Int(1_000)),
+                ..Default::default()
+            };
+            let (_, rows) = table_strings_with(&store, "t", &req);
+            match (now, rows.first()) {
+                (None, None) => {}
+                (Some(g), Some(r)) => {
+                    prop_assert_eq!(g.start.map(|s| s[0].clone()), r[2].as_ref().map(|v| Value::Int(v.parse().unwrap())));
+                    prop_assert_eq!(g.system_start, r[4].as_ref().map(|v| Value::Int(v.parse().unwrap())));
+                }
+                (g, r) => prop_assert!(false, "current lookup {:?} but scan {:?}", g, r),
+            }
         }
     }
 }

@@ -1801,6 +1801,9 @@ impl TableReader<'_> {
             _ => true,
         };
         if now {
+            if let Some(index) = ks.lookup.get() {
+                return Ok(index.find_now(b).map(|r| RowView::of(&rows[r])));
+            }
             let hit = ks
                 .timeline
                 .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
