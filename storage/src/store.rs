@@ -1740,12 +1740,27 @@ impl TableReader<'_> {
             (&spec.key_lo, &spec.key_hi),
             (Bound::Unbounded, Bound::Unbounded)
         ) {
-            // No key range: read the row store in storage order, sequentially.
+            // No key range: read the row store in storage order, sequentially. The row arena is
+            // read in order, but each row's values and bounds are separate heap blocks: prefetch
+            // them a few rows ahead: the row's slot first, then its values and bounds, then the
+            // strings the values point to.
+            const AHEAD: usize = 8;
             let mut id = cursor.next_id;
-            while (id as usize) < rows.len() {
+            let len = rows.len();
+            while (id as usize) < len {
                 if n == max_rows {
                     cursor.next_id = id;
                     return Ok(());
+                }
+                let i = id as usize;
+                if i + 3 * AHEAD < len {
+                    rows[(i + 3 * AHEAD) as RowId].prefetch_slot();
+                }
+                if i + 2 * AHEAD < len {
+                    rows[(i + 2 * AHEAD) as RowId].prefetch();
+                }
+                if i + AHEAD < len {
+                    rows[(i + AHEAD) as RowId].prefetch_payload();
                 }
                 let row = &rows[id];
                 if matches(row) {
