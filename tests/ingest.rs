@@ -140,6 +140,49 @@ fn bad_batches_are_rejected_whole_and_the_store_stays_usable() {
     assert_eq!(table_strings(&store, "t").1.len(), 2);
 }
 
+/// Big batches are converted in slices on several threads: errors still count the rows of the
+/// whole batch, and a good big batch gives the table its events give in small batches.
+#[test]
+fn big_batches_count_errors_over_the_whole_batch() {
+    let n = 20_000usize;
+    let h = ["id", "ts", "v", "op"];
+    let cell = |i: usize, bad_key: &[usize], bad_v: &[usize]| -> Vec<Option<String>> {
+        vec![
+            (!bad_key.contains(&i)).then(|| (i % 97).to_string()),
+            Some(i.to_string()),
+            Some(if bad_v.contains(&i) {
+                "x".to_string()
+            } else {
+                (i % 13).to_string()
+            }),
+            Some(if i % 31 == 0 { "D" } else { "U" }.to_string()),
+        ]
+    };
+    let header: Vec<String> = h.iter().map(|s| s.to_string()).collect();
+    let batch = |bad_key: &[usize], bad_v: &[usize]| {
+        let rows: Vec<Vec<Option<String>>> = (0..n).map(|i| cell(i, bad_key, bad_v)).collect();
+        string_batch(&header, &rows)
+    };
+
+    let (_dir, store) = scd2_store();
+    let (col, _, rows) = rejected(&store, &batch(&[3, 12_000, 19_999], &[]));
+    assert_eq!((col.as_str(), rows), ("id", 3));
+    let (col, _, rows) = rejected(&store, &batch(&[], &[0, 9_999, 10_000, 19_998]));
+    assert_eq!((col.as_str(), rows), ("v", 4));
+
+    let good = batch(&[], &[]);
+    store.apply("f", &good).unwrap();
+    let (_dir2, small) = scd2_store();
+    for start in (0..n).step_by(2_857) {
+        small
+            .apply("f", &good.slice(start, 2_857.min(n - start)))
+            .unwrap();
+    }
+    let (big_rows, small_rows) = (table_strings(&store, "t").1, table_strings(&small, "t").1);
+    assert!(big_rows.len() > 1_000);
+    assert_eq!(big_rows, small_rows);
+}
+
 #[test]
 fn bitemporal_rejects_null_system_sequence() {
     let dir = tempfile::tempdir().unwrap();
