@@ -1829,12 +1829,12 @@ impl TableReader<'_> {
         }
         let s = system.expect("past system time");
         let index = ks.lookup.get_or_init(|| {
-            PointIndex::build(
+            Box::new(PointIndex::build(
                 ks.rows
                     .iter()
                     .map(|&r| (r, &rows[r]))
                     .filter(|(_, row)| row.retired.is_none()),
-            )
+            ))
         });
         Ok(index.find(b, s).map(|r| RowView::of(&rows[r])))
     }

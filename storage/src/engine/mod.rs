@@ -56,8 +56,9 @@ pub(crate) struct KeyState {
     pub max_sys: Option<Bytes>,
     /// SCD1: commit timestamp since which the key has been deleted.
     pub deleted_since: Option<i64>,
-    /// Point-lookup index over past system times, built on first use.
-    pub lookup: OnceLock<lookup::PointIndex>,
+    /// Point-lookup index over past system times, built on first use. Boxed: most keys never
+    /// build one, and the key map keeps its states inline, so a small state keeps it compact.
+    pub lookup: OnceLock<Box<lookup::PointIndex>>,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.
