@@ -1253,6 +1253,14 @@ impl Store {
         let commit = vacuum_commit(commits_removed);
         put_json(&mut b, key(b'C', id, Some(commit.version), None), &commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        // Free the old state before rebuilding, so a VACUUM never holds two copies of the table
+        // (it doubled peak memory). Nobody can see the empty state: the write lock is held, and if
+        // the rebuild fails the store is poisoned and refuses reads until it is reopened.
+        {
+            let t = inner.tables.get_mut(table).expect("found");
+            t.state = t.new_state();
+            t.generation += 1;
+        }
         // Rebuild from the log as it now is, as an open would.
         let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
             let t = &inner.tables[table];
@@ -1266,7 +1274,6 @@ impl Store {
         let t = inner.tables.get_mut(table).expect("found");
         t.state = state;
         t.commits = commits;
-        t.generation += 1;
         Ok(VacuumReport {
             oldest_version: h,
             commits_removed,
