@@ -208,6 +208,28 @@ fn put_json(b: &mut WriteBatch, k: Vec<u8>, value: &impl Serialize) -> Result<()
     Ok(())
 }
 
+/// Puts the blocks holding `events` and `truncates` as the event log of commit `version`.
+fn put_event_blocks(
+    b: &mut WriteBatch,
+    table_id: u32,
+    version: u64,
+    schema: &TableSchema,
+    events: &[Incoming],
+    truncates: &[Bytes],
+) -> Result<()> {
+    let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
+    for (i, blk) in codec::event_blocks(events, truncates, &types)
+        .iter()
+        .enumerate()
+    {
+        b.put(
+            key(b'E', table_id, Some(version), Some(i as u32)),
+            codec::encode_block(blk)?,
+        );
+    }
+    Ok(())
+}
+
 /// Writes a batch; a failure poisons the store (memory may be ahead of disk until it is reopened).
 fn write_or_poison(kv: &dyn KvStore, poisoned: &mut Option<String>, b: WriteBatch) -> Result<()> {
     kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
@@ -987,22 +1009,14 @@ impl Inner {
         };
         let persist = || -> Result<CommitInfo> {
             let mut b = WriteBatch::default();
-            let types: Vec<_> = table
-                .state
-                .schema
-                .columns
-                .iter()
-                .map(|(_, t)| t.clone())
-                .collect();
-            for (i, blk) in codec::event_blocks(&fx.events, &fx.truncates, &types)
-                .iter()
-                .enumerate()
-            {
-                b.put(
-                    key(b'E', table.id, Some(version), Some(i as u32)),
-                    codec::encode_block(blk)?,
-                );
-            }
+            put_event_blocks(
+                &mut b,
+                table.id,
+                version,
+                &table.state.schema,
+                &fx.events,
+                &fx.truncates,
+            )?;
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
             put_json(&mut b, key(b'C', table.id, Some(version), None), &commit)?;
@@ -1206,22 +1220,7 @@ impl Store {
                 }
                 b.delete(k);
             }
-            let types: Vec<_> = t
-                .state
-                .schema
-                .columns
-                .iter()
-                .map(|(_, t)| t.clone())
-                .collect();
-            for (i, blk) in codec::event_blocks(&events, &truncates, &types)
-                .iter()
-                .enumerate()
-            {
-                b.put(
-                    key(b'E', id, Some(h), Some(i as u32)),
-                    codec::encode_block(blk)?,
-                );
-            }
+            put_event_blocks(&mut b, id, h, &t.state.schema, &events, &truncates)?;
         } else if let Some(f) = kept_from
             .iter()
             .rev()
