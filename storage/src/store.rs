@@ -323,7 +323,14 @@ fn replay_log(
         if c.parameters.contains_key(FULL_REFRESH) {
             state.reset(version);
         }
-        state.apply(events, truncates, version, c.timestamp_us, &mut |_| {});
+        state.apply(
+            events,
+            truncates,
+            version,
+            c.timestamp_us,
+            false,
+            &mut |_| {},
+        );
         Ok(())
     };
     // After a VACUUM the log starts with a base commit: every block up to it is its events.
@@ -993,7 +1000,9 @@ impl Inner {
                 p.advance(done)
             }
         };
-        let mut fx = table.state.apply(events, truncates, version, ts, &mut tick);
+        let mut fx = table
+            .state
+            .apply(events, truncates, version, ts, true, &mut tick);
         if let Some(p) = &progress {
             p.end();
         }

@@ -64,8 +64,10 @@ pub(crate) struct KeyState {
 /// What one commit did to a table, for the commit log and the row blocks.
 #[derive(Default, Debug)]
 pub(crate) struct CommitEffects {
-    /// Events that changed the event set, to be logged.
+    /// Events that changed the event set, to be logged (empty on replay, which logs nothing).
     pub events: Vec<Incoming>,
+    /// Whether to collect `events`.
+    record: bool,
     pub truncates: Vec<Bytes>,
     /// Ids of the first row added; rows `first_row..rows.len()` are new.
     pub first_row: RowId,
@@ -185,17 +187,21 @@ impl TableState {
         live.len() as u64
     }
 
-    /// Applies one commit's events. `truncates` are SCD1 truncate sequences.
+    /// Applies one commit's events. `truncates` are SCD1 truncate sequences. With `record`, the
+    /// effects list the events that changed the event set, for the log; a replay of the log
+    /// passes `false` and so never holds a second copy of a commit's events.
     pub fn apply(
         &mut self,
         incoming: Vec<Incoming>,
         truncates: Vec<Bytes>,
         version: u64,
         ts: i64,
+        record: bool,
         tick: &mut dyn FnMut(u64),
     ) -> CommitEffects {
         let mut fx = CommitEffects {
             first_row: self.rows.len() as RowId,
+            record,
             ..Default::default()
         };
         fx.metrics.num_events_read = (incoming.len() + truncates.len()) as u64;
@@ -357,7 +363,9 @@ fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Optio
             if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
                 ks.max_sys = Some(inc.sys.clone());
             }
-            fx.events.push(inc);
+            if fx.record {
+                fx.events.push(inc);
+            }
             Some(appended)
         }
     }
