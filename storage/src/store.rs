@@ -1278,14 +1278,16 @@ impl Store {
             Ok((state, commits))
         })();
         let (state, commits) = rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-        let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;
         let t = inner.tables.get_mut(table).expect("found");
         t.state = state;
         t.commits = commits;
+        let rows_after = t.state.rows.len() as u64;
+        // Measured only once the table is whole again: an error here leaves a correct store.
+        let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;
         Ok(VacuumReport {
             oldest_version: h,
             commits_removed,
-            row_versions_removed: rows_before.saturating_sub(t.state.rows.len() as u64),
+            row_versions_removed: rows_before.saturating_sub(rows_after),
             events_before,
             events_after,
             bytes_before,
