@@ -7,7 +7,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[path = "support/workload.rs"]
 mod workload;
 
-use asof::{ScanRequest, Store, StoredAs, TimeSelection, Value};
+use std::ops::Bound;
+
+use asof::{KeySelection, ScanRequest, Store, StoredAs, TimeSelection, Value};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
 fn events() -> usize {
@@ -80,6 +82,30 @@ fn scans(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     asof::scan(&store, "bench", &old)
+                        .unwrap()
+                        .map(|b| b.unwrap().num_rows())
+                        .sum::<usize>()
+                })
+            },
+        );
+        // A key range (a tenth of the keys): rows read key by key, scattered over the arena.
+        let range = ScanRequest {
+            keys: KeySelection::Range(
+                Bound::Included(vec![Value::Int(0)]),
+                Bound::Excluded(vec![Value::Int(1_000)]),
+            ),
+            ..Default::default()
+        };
+        let range_rows: usize = asof::scan(&store, "bench", &range)
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum();
+        g.throughput(Throughput::Elements(range_rows as u64));
+        g.bench_function(
+            BenchmarkId::new(format!("key_range_{mode:?}"), range_rows),
+            |b| {
+                b.iter(|| {
+                    asof::scan(&store, "bench", &range)
                         .unwrap()
                         .map(|b| b.unwrap().num_rows())
                         .sum::<usize>()

@@ -1757,11 +1757,7 @@ impl TableReader<'_> {
             (&spec.key_lo, &spec.key_hi),
             (Bound::Unbounded, Bound::Unbounded)
         ) {
-            // No key range: read the row store in storage order, sequentially. The row arena is
-            // read in order, but each row's values and bounds are separate heap blocks: prefetch
-            // them a few rows ahead: the row's slot first, then its values and bounds, then the
-            // strings the values point to.
-            const AHEAD: usize = 8;
+            // No key range: read the row store in storage order, sequentially.
             let mut id = cursor.next_id;
             let len = rows.len();
             while (id as usize) < len {
@@ -1769,16 +1765,7 @@ impl TableReader<'_> {
                     cursor.next_id = id;
                     return Ok(());
                 }
-                let i = id as usize;
-                if i + 3 * AHEAD < len {
-                    rows[(i + 3 * AHEAD) as RowId].prefetch_slot();
-                }
-                if i + 2 * AHEAD < len {
-                    rows[(i + 2 * AHEAD) as RowId].prefetch();
-                }
-                if i + AHEAD < len {
-                    rows[(i + AHEAD) as RowId].prefetch_payload();
-                }
+                rows.prefetch_ahead(id as usize, |p| (p < len).then_some(p as RowId));
                 let row = &rows[id];
                 if matches(row) {
                     f(RowView::of(row));
@@ -1797,6 +1784,7 @@ impl TableReader<'_> {
                     cursor.after = Some((k.to_vec(), i));
                     return Ok(());
                 }
+                rows.prefetch_ahead(i, |p| ks.rows.get(p).copied());
                 let row = &rows[r];
                 if matches(row) {
                     f(RowView::of(row));

@@ -29,9 +29,8 @@ impl StoredRow {
     }
 
     /// Asks the CPU to start loading what reading this row will touch: its values and its
-    /// bounds, which live in separate heap blocks. A scan calls this a few rows ahead, so the
-    /// loads overlap instead of each row waiting for its own cache misses.
-    pub(crate) fn prefetch(&self) {
+    /// bounds, which live in separate heap blocks.
+    fn prefetch(&self) {
         let values = std::mem::size_of_val::<[Value]>(&self.values);
         let base = self.values.as_ptr().cast::<u8>();
         for off in (0..values).step_by(64) {
@@ -46,7 +45,7 @@ impl StoredRow {
     }
 
     /// Asks the CPU to start loading the row itself (its slot in the arena).
-    pub(crate) fn prefetch_slot(&self) {
+    fn prefetch_slot(&self) {
         let base = (self as *const StoredRow).cast::<u8>();
         for off in (0..std::mem::size_of::<StoredRow>()).step_by(64) {
             prefetch(base.wrapping_add(off));
@@ -55,7 +54,7 @@ impl StoredRow {
 
     /// Like [`StoredRow::prefetch`], for the heap blocks the values point to (strings, bytes);
     /// call it once the values themselves have arrived.
-    pub(crate) fn prefetch_payload(&self) {
+    fn prefetch_payload(&self) {
         for v in self.values.iter() {
             match v {
                 Value::Str(s) => prefetch(s.as_ptr()),
@@ -122,6 +121,25 @@ impl RowStore {
         self.chunks[i / CHUNK][i % CHUNK].retired = Some(version);
         self.live.remove(id);
         self.retired.entry(version).or_default().insert(id);
+    }
+
+    /// For a reader at position `i` of a sequence of row ids (`at(p)` is the id at position `p`,
+    /// `None` past the end): starts loading what the rows a few positions ahead will need. Each
+    /// row's slot, values, bounds and strings are separate cache misses that depend on each other,
+    /// so they are requested in stages: the slot 24 positions ahead, its values and bounds 16
+    /// ahead (the slot has arrived by then), the strings 8 ahead. The loads of many rows then
+    /// overlap instead of each row waiting for its own.
+    pub fn prefetch_ahead(&self, i: usize, at: impl Fn(usize) -> Option<RowId>) {
+        const AHEAD: usize = 8;
+        if let Some(r) = at(i + 3 * AHEAD) {
+            self[r].prefetch_slot();
+        }
+        if let Some(r) = at(i + 2 * AHEAD) {
+            self[r].prefetch();
+        }
+        if let Some(r) = at(i + AHEAD) {
+            self[r].prefetch_payload();
+        }
     }
 
     /// The ids commit `version` retired.
