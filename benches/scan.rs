@@ -10,7 +10,10 @@ mod workload;
 use std::ops::Bound;
 
 use asof::{KeySelection, ScanRequest, Store, StoredAs, TimeSelection, Value};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
+};
 
 fn events() -> usize {
     std::env::var("ASOF_BENCH_EVENTS")
@@ -29,6 +32,28 @@ fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::Tem
     (dir, store)
 }
 
+/// Runs a scan to the end; the number of rows it returned.
+fn scan_rows(store: &Store, req: &ScanRequest) -> usize {
+    asof::scan(store, "bench", req)
+        .unwrap()
+        .map(|b| b.unwrap().num_rows())
+        .sum()
+}
+
+/// Benchmarks a scan, with the rows it returns as the throughput.
+fn bench_rows(
+    g: &mut BenchmarkGroup<'_, WallTime>,
+    name: String,
+    store: &Store,
+    req: &ScanRequest,
+) {
+    let rows = scan_rows(store, req);
+    g.throughput(Throughput::Elements(rows as u64));
+    g.bench_function(BenchmarkId::new(name, rows), |b| {
+        b.iter(|| scan_rows(store, req))
+    });
+}
+
 fn scans(c: &mut Criterion) {
     workload::tune_allocator();
     let n = events();
@@ -40,13 +65,7 @@ fn scans(c: &mut Criterion) {
         let rows = store.read("bench", |r| r.live_rows()).unwrap();
         g.throughput(Throughput::Elements(rows));
         g.bench_function(BenchmarkId::new(format!("full_{mode:?}"), rows), |b| {
-            b.iter(|| {
-                let got: usize = asof::scan(&store, "bench", &ScanRequest::default())
-                    .unwrap()
-                    .map(|b| b.unwrap().num_rows())
-                    .sum();
-                assert_eq!(got as u64, rows);
-            })
+            b.iter(|| assert_eq!(scan_rows(&store, &ScanRequest::default()) as u64, rows))
         });
         let t = Value::Int((n as i64 / 2) * workload::STEP_US);
         let req = ScanRequest {
@@ -59,12 +78,7 @@ fn scans(c: &mut Criterion) {
             ..Default::default()
         };
         g.bench_function(BenchmarkId::new(format!("as_of_{mode:?}"), rows), |b| {
-            b.iter(|| {
-                asof::scan(&store, "bench", &req)
-                    .unwrap()
-                    .map(|b| b.unwrap().num_rows())
-                    .sum::<usize>()
-            })
+            b.iter(|| scan_rows(&store, &req))
         });
         // Time travel: the whole table as of the commit half-way through the workload.
         let half = store.read("bench", |r| r.latest_version() / 2).unwrap();
@@ -72,22 +86,7 @@ fn scans(c: &mut Criterion) {
             version: Some(half),
             ..Default::default()
         };
-        let old_rows: usize = asof::scan(&store, "bench", &old)
-            .unwrap()
-            .map(|b| b.unwrap().num_rows())
-            .sum();
-        g.throughput(Throughput::Elements(old_rows as u64));
-        g.bench_function(
-            BenchmarkId::new(format!("version_as_of_{mode:?}"), old_rows),
-            |b| {
-                b.iter(|| {
-                    asof::scan(&store, "bench", &old)
-                        .unwrap()
-                        .map(|b| b.unwrap().num_rows())
-                        .sum::<usize>()
-                })
-            },
-        );
+        bench_rows(&mut g, format!("version_as_of_{mode:?}"), &store, &old);
         // A key range (a tenth of the keys): rows read key by key, scattered over the arena.
         let range = ScanRequest {
             keys: KeySelection::Range(
@@ -96,22 +95,7 @@ fn scans(c: &mut Criterion) {
             ),
             ..Default::default()
         };
-        let range_rows: usize = asof::scan(&store, "bench", &range)
-            .unwrap()
-            .map(|b| b.unwrap().num_rows())
-            .sum();
-        g.throughput(Throughput::Elements(range_rows as u64));
-        g.bench_function(
-            BenchmarkId::new(format!("key_range_{mode:?}"), range_rows),
-            |b| {
-                b.iter(|| {
-                    asof::scan(&store, "bench", &range)
-                        .unwrap()
-                        .map(|b| b.unwrap().num_rows())
-                        .sum::<usize>()
-                })
-            },
-        );
+        bench_rows(&mut g, format!("key_range_{mode:?}"), &store, &range);
     }
     g.finish();
 }

@@ -31,11 +31,10 @@ impl StoredRow {
     /// Asks the CPU to start loading what reading this row will touch: its values and its
     /// bounds, which live in separate heap blocks.
     fn prefetch(&self) {
-        let values = std::mem::size_of_val::<[Value]>(&self.values);
-        let base = self.values.as_ptr().cast::<u8>();
-        for off in (0..values).step_by(64) {
-            prefetch(base.wrapping_add(off));
-        }
+        prefetch_bytes(
+            self.values.as_ptr().cast(),
+            std::mem::size_of_val::<[Value]>(&self.values),
+        );
         for b in [&self.start, &self.end, &self.sys_start, &self.sys_end]
             .into_iter()
             .flatten()
@@ -46,10 +45,10 @@ impl StoredRow {
 
     /// Asks the CPU to start loading the row itself (its slot in the arena).
     fn prefetch_slot(&self) {
-        let base = (self as *const StoredRow).cast::<u8>();
-        for off in (0..std::mem::size_of::<StoredRow>()).step_by(64) {
-            prefetch(base.wrapping_add(off));
-        }
+        prefetch_bytes(
+            (self as *const StoredRow).cast(),
+            std::mem::size_of::<StoredRow>(),
+        );
     }
 
     /// Like [`StoredRow::prefetch`], for the heap blocks the values point to (strings, bytes);
@@ -62,6 +61,14 @@ impl StoredRow {
                 _ => {}
             }
         }
+    }
+}
+
+/// [`prefetch`] for every cache line of the `len` bytes at `base`.
+#[inline(always)]
+fn prefetch_bytes(base: *const u8, len: usize) {
+    for off in (0..len).step_by(64) {
+        prefetch(base.wrapping_add(off));
     }
 }
 
