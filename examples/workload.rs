@@ -44,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // sled's page cache is set explicitly (asof's default is 256 MiB).
     let options = asof::StoreOptions {
         cache_bytes: 64 << 20,
+        ..Default::default()
     };
     let store = Store::open_with(dir.path(), options.clone())?;
     store.create_flow(workload::flow(mode))?;
@@ -52,11 +53,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         store.apply("bench_cdc", &b)?;
     }
     let secs = start.elapsed().as_secs_f64();
-    let rows = store.read("bench", |r| r.live_rows())?;
+    let (rows, cold) = store.read("bench", |r| (r.live_rows(), r.cold_stats()))?;
     println!(
         "{mode:?}: {events} events in {secs:.2} s = {:.0} events/s; {rows} live row versions; peak RSS {:.0} MiB",
         events as f64 / secs,
         peak_rss_mib()
+    );
+    println!(
+        "cold history: {} events in memory, {} frozen over {} keys; spill {:.0} MiB live, {:.0} MiB freed",
+        cold.hot_events,
+        cold.frozen_events,
+        cold.frozen_keys,
+        cold.spill_bytes as f64 / (1 << 20) as f64,
+        cold.spill_garbage as f64 / (1 << 20) as f64,
     );
     drop(store);
     let start = Instant::now();

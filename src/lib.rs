@@ -64,9 +64,9 @@ pub use asof_query::{
     ScanRequest, TableScan, TimeSelection,
 };
 pub use asof_storage::{
-    keycodec, ChangeType, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
-    ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvPair, KvStore, Progress,
-    SledKv, SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit, VacuumReport,
-    Value, WriteBatch, END_AT, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, START_AT,
-    SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    keycodec, ChangeType, ColdStats, ColumnSelection, ColumnType, CommitInfo, CommitMetrics,
+    Condition, ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvPair, KvStore,
+    Progress, SledKv, SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit,
+    VacuumReport, Value, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION,
+    FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs, Value};
+use asof::{ColumnSelection, Condition, FlowSpec, Store, StoreOptions, StoredAs, Value};
 use common::model::{model, MEvent, MFlow, Op};
 use proptest::prelude::*;
 
@@ -29,11 +29,25 @@ struct Options {
     track_a: bool,
     ctu: bool,
     truncate: bool,
+    /// `StoreOptions::hot_events_per_key`: with one or two, nearly every commit freezes some
+    /// key history to the spill file and many thaw it again.
+    hot_tail: usize,
 }
 
 fn options() -> impl Strategy<Value = Options> {
-    (0u8..3, 0u8..3, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
-        |(m, ig, tr, ctu, trunc)| {
+    (
+        0u8..3,
+        0u8..3,
+        any::<bool>(),
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![
+            Just(1usize),
+            Just(2),
+            Just(asof::DEFAULT_HOT_EVENTS_PER_KEY)
+        ],
+    )
+        .prop_map(|(m, ig, tr, ctu, trunc, hot_tail)| {
             let mode = [StoredAs::Scd1, StoredAs::Scd2, StoredAs::Bitemporal][m as usize];
             let ctu = ctu && mode != StoredAs::Bitemporal;
             Options {
@@ -42,9 +56,18 @@ fn options() -> impl Strategy<Value = Options> {
                 track_a: tr && mode != StoredAs::Scd1,
                 ctu,
                 truncate: trunc && mode == StoredAs::Scd1,
+                hot_tail,
             }
-        },
-    )
+        })
+}
+
+/// Opens the store at `dir` with the run's hot tail.
+fn open(dir: &std::path::Path, o: &Options) -> Store {
+    let options = StoreOptions {
+        hot_events_per_key: o.hot_tail,
+        ..Default::default()
+    };
+    Store::open_with(dir, options).unwrap()
 }
 
 fn event(truncate: bool) -> impl Strategy<Value = Ev> {
@@ -232,7 +255,7 @@ fn run() -> impl Strategy<Value = Run> {
 }
 
 fn apply_run(r: &Run, dir: &std::path::Path) -> Store {
-    let mut store = Store::open(dir).unwrap();
+    let mut store = open(dir, &r.opts);
     store.create_flow(flow(&r.opts)).unwrap();
     let mut pending = Vec::new();
     for (i, &e) in r.order.iter().enumerate() {
@@ -242,7 +265,7 @@ fn apply_run(r: &Run, dir: &std::path::Path) -> Store {
             pending.clear();
             if r.reopen[i] {
                 drop(store);
-                store = Store::open(dir).unwrap();
+                store = open(dir, &r.opts);
             }
         }
     }
@@ -268,7 +291,7 @@ proptest! {
 
         // And after a restart the table reads the same.
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open(dir.path(), &r.opts);
         prop_assert_eq!(common::engine_rows(&store, "t"), expected);
     }
 
@@ -276,7 +299,7 @@ proptest! {
     fn every_commit_can_be_read_back(r in run()) {
         // The table as of each commit equals the model over the events applied up to it.
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = open(dir.path(), &r.opts);
         store.create_flow(flow(&r.opts)).unwrap();
         for (v, evs) in apply_commits(&r, &store) {
             prop_assert_eq!(common::engine_rows_at(&store, "t", Some(v)), model_of(&r.opts, &evs), "version {}", v);
@@ -312,7 +335,7 @@ proptest! {
     #[test]
     fn the_change_feed_turns_each_version_into_the_next(r in run()) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
+        let store = open(dir.path(), &r.opts);
         store.create_flow(flow(&r.opts)).unwrap();
         let commits = apply_commits(&r, &store);
         let mut versions = vec![0];
@@ -356,7 +379,7 @@ proptest! {
         // the vacuum on, the current table, and the table after a restart equal a store that never
         // vacuumed; versions before it are refused with a clear error.
         let (dir, plain) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let store = Store::open(dir.path()).unwrap();
+        let store = open(dir.path(), &r.opts);
         let reference = Store::open(plain.path()).unwrap();
         store.create_flow(flow(&r.opts)).unwrap();
         reference.create_flow(flow(&r.opts)).unwrap();
@@ -398,7 +421,7 @@ proptest! {
         }
         prop_assert_eq!(common::engine_rows(&store, "t"), model_of(&r.opts, &r.events));
         drop(store);
-        let store = Store::open(dir.path()).unwrap();
+        let store = open(dir.path(), &r.opts);
         prop_assert_eq!(common::engine_rows(&store, "t"), model_of(&r.opts, &r.events));
         // A replay after the vacuum is still recognised, event by event, as duplicates.
         let c = store.apply("f", &batch(&r.events)).unwrap();

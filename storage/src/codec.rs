@@ -11,10 +11,10 @@
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
-use crate::engine::fold::{Bytes, Event, EventKind};
+use crate::engine::fold::{Bytes, Event, EventKind, RowId};
 use crate::engine::Incoming;
 use crate::error::{corrupt, Result};
-use crate::value::{ColumnType, Value};
+use crate::value::{ColumnType, Row, Value};
 
 /// About how many raw bytes one block holds before a new one is started.
 pub(crate) const TARGET_BLOCK_BYTES: usize = 32 * 1024;
@@ -325,10 +325,7 @@ pub(crate) fn event_blocks(
     truncates: &[Bytes],
     types: &[ColumnType],
 ) -> Vec<EventBlock> {
-    let empty = || EventBlock {
-        columns: types.iter().map(new_column).collect(),
-        ..Default::default()
-    };
+    let empty = || EventBlock::empty(types);
     let mut blocks = vec![EventBlock {
         truncates: truncates.iter().map(|b| b.to_vec()).collect(),
         ..empty()
@@ -340,28 +337,41 @@ pub(crate) fn event_blocks(
             size = 0;
         }
         let b = blocks.last_mut().expect("one block");
-        b.keys.push(&e.key);
-        b.seqs.push(&e.seq);
-        b.syss.push(&e.sys);
-        let mut flags = (e.event.kind == EventKind::Delete) as u8;
-        if let Some(u) = &e.event.update {
-            flags |= 2;
-            if b.update_offsets.is_empty() {
-                b.update_offsets.push(0);
-            }
-            b.update.extend_from_slice(u);
-            b.update_offsets.push(b.update.len() as u32);
-        }
-        b.flags.push(flags);
-        size += e.key.len() + e.seq.len() + e.sys.len() + 13;
-        for (c, v) in b.columns.iter_mut().zip(e.event.values.iter()) {
-            size += c.push(v);
-        }
+        size += b.push(&e.key, &e.seq, &e.sys, &e.event, 0);
     }
     blocks
 }
 
 impl EventBlock {
+    fn empty(types: &[ColumnType]) -> EventBlock {
+        EventBlock {
+            columns: types.iter().map(new_column).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Appends one event (`extra` is or-ed into its flags); returns its raw size.
+    fn push(&mut self, key: &[u8], seq: &[u8], sys: &[u8], event: &Event, extra: u8) -> usize {
+        self.keys.push(key);
+        self.seqs.push(seq);
+        self.syss.push(sys);
+        let mut flags = (event.kind == EventKind::Delete) as u8 | extra;
+        if let Some(u) = &event.update {
+            flags |= 2;
+            if self.update_offsets.is_empty() {
+                self.update_offsets.push(0);
+            }
+            self.update.extend_from_slice(u);
+            self.update_offsets.push(self.update.len() as u32);
+        }
+        self.flags.push(flags);
+        let mut size = key.len() + seq.len() + sys.len() + 13;
+        for (c, v) in self.columns.iter_mut().zip(event.values.iter()) {
+            size += c.push(v);
+        }
+        size
+    }
+
     /// The events of the block; `width` is the table's number of output columns.
     pub fn events(&self, width: usize) -> Result<Vec<Incoming>> {
         if self.columns.len() != width {
@@ -421,13 +431,24 @@ impl EventBlock {
 pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
     let raw = rkyv::to_bytes::<rancor::Error>(b)
         .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
-    let mut out = vec![BLOCK_LZ4_RKYV];
-    out.extend_from_slice(&lz4_flex::compress_prepend_size(&raw));
-    Ok(out)
+    Ok(compress(&raw))
 }
 
 /// Decompresses and validates a stored block.
 pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
+    let al = decompress(bytes)?;
+    rkyv::from_bytes::<EventBlock, rancor::Error>(&al)
+        .map_err(|e| corrupt(format!("block fails validation: {e}")))
+}
+
+fn compress(raw: &[u8]) -> Vec<u8> {
+    let mut out = vec![BLOCK_LZ4_RKYV];
+    out.extend_from_slice(&lz4_flex::compress_prepend_size(raw));
+    out
+}
+
+/// The archived bytes of a block written by [`compress`], aligned for rkyv.
+fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
     if format != BLOCK_LZ4_RKYV {
         return Err(corrupt(format!("unknown block format {format}")));
@@ -444,8 +465,75 @@ pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
         .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
     let mut al = AlignedVec::<16>::with_capacity(raw.len());
     al.extend_from_slice(&raw);
-    rkyv::from_bytes::<EventBlock, rancor::Error>(&al)
-        .map_err(|e| corrupt(format!("block fails validation: {e}")))
+    Ok(al)
+}
+
+/// Flag of a timeline version in a [`ColdPage`] whose business end is open.
+const OPEN_END: u8 = 4;
+
+/// The frozen part of one key's state (see `engine::cold`): its events, and its timeline versions
+/// as pseudo-events (sequence = start, system sequence = end) with the rows that show them.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct ColdPage {
+    events: EventBlock,
+    versions: EventBlock,
+    /// Per version, the row that shows it (`u32::MAX`: none).
+    rows: Vec<u32>,
+}
+
+/// A version of a key's business timeline: start, values, end, row.
+pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
+
+/// Encodes events `(seq, sys, event)` and versions of one key as a compressed [`ColdPage`].
+pub(crate) fn encode_cold<'a>(
+    types: &[ColumnType],
+    events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
+    versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
+) -> Result<Vec<u8>> {
+    let mut page = ColdPage {
+        events: EventBlock::empty(types),
+        versions: EventBlock::empty(types),
+        rows: Vec::new(),
+    };
+    for (seq, sys, ev) in events {
+        page.events.push(&[], seq, sys, ev, 0);
+    }
+    for (start, values, end, row) in versions {
+        let ev = Event {
+            kind: EventKind::Upsert,
+            values: values.clone(),
+            update: None,
+        };
+        let open = if end.is_none() { OPEN_END } else { 0 };
+        page.versions
+            .push(&[], start, end.unwrap_or_default(), &ev, open);
+        page.rows.push(row.unwrap_or(u32::MAX));
+    }
+    let raw = rkyv::to_bytes::<rancor::Error>(&page)
+        .map_err(|e| corrupt(format!("cannot encode cold page: {e}")))?;
+    Ok(compress(&raw))
+}
+
+/// Decodes a page written by [`encode_cold`]: its events (with empty keys) and versions.
+pub(crate) fn decode_cold(bytes: &[u8], width: usize) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
+    let al = decompress(bytes)?;
+    let page = rkyv::from_bytes::<ColdPage, rancor::Error>(&al)
+        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
+    let events = page.events.events(width)?;
+    let versions = page.versions.events(width)?;
+    if versions.len() != page.rows.len() {
+        return Err(corrupt("cold page has versions without rows"));
+    }
+    let versions = versions
+        .into_iter()
+        .zip(&page.versions.flags)
+        .zip(&page.rows)
+        .map(|((v, &flags), &row)| {
+            let end = (flags & OPEN_END == 0).then_some(v.sys);
+            (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
+        })
+        .collect();
+    Ok((events, versions))
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod source;
 mod store;
 mod value;
 
+pub use engine::cold::ColdStats;
 pub use engine::CommitMetrics;
 pub use error::{catch_panic, Error, FlowError, Result};
 pub use flow::{
@@ -34,6 +35,7 @@ pub use kv::{KvPair, KvStore, MemKv, SledKv, WriteBatch};
 pub use progress::Progress;
 pub use store::{
     ChangeType, CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader,
-    TimeFilter, VacuumReport, FORMAT_VERSION, FULL_REFRESH, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
+    TimeFilter, VacuumReport, DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH,
+    SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

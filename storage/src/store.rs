@@ -24,9 +24,10 @@ use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
+use crate::engine::cold::ColdStats;
 use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
-use crate::engine::{CommitMetrics, Incoming, StoredRow, TableState};
+use crate::engine::{ColdConfig, CommitMetrics, Incoming, StoredRow, TableState};
 use crate::error::{corrupt, Error, FlowError, Result};
 use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
 use crate::ingest::{prepare, ConditionEvaluator};
@@ -44,12 +45,22 @@ const FORMAT_KEY: &[u8] = b"M format";
 pub struct StoreOptions {
     /// sled's page cache, in bytes (default 256 MiB).
     pub cache_bytes: u64,
+    /// How many of each key's latest sequences the engine keeps in memory (default 16). A key
+    /// that gathers twice as many moves the older ones to a spill file beside the store, and
+    /// reads them back only for an event that lands among them or is late on system time (see
+    /// "Cold history" in docs/ARCHITECTURE.md). Smaller saves memory; larger saves reads when
+    /// events arrive very late.
+    pub hot_events_per_key: usize,
 }
+
+/// The default of [`StoreOptions::hot_events_per_key`].
+pub const DEFAULT_HOT_EVENTS_PER_KEY: usize = 16;
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             cache_bytes: 256 << 20,
+            hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
         }
     }
 }
@@ -110,6 +121,8 @@ struct Table {
     properties: BTreeMap<String, String>,
     /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
     generation: u64,
+    /// Where the table's cold history goes.
+    cold: ColdConfig,
 }
 
 /// The table property that sets the SCD1 tombstone GC threshold (SPEC §6).
@@ -171,6 +184,7 @@ struct Inner {
     poisoned: Option<String>,
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
     progress: Option<Arc<dyn Progress>>,
+    cold: ColdConfig,
 }
 
 /// An asof store: a folder with target tables and the flows that feed them.
@@ -330,7 +344,7 @@ fn replay_log(
             c.timestamp_us,
             false,
             &mut |_| {},
-        );
+        )?;
         Ok(())
     };
     // After a VACUUM the log starts with a base commit: every block up to it is its events.
@@ -374,11 +388,24 @@ impl Store {
     /// Opens the store with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
         let kv = SledKv::open(path.as_ref(), options.cache_bytes)?;
-        Self::with_kv(Box::new(kv))
+        let cold = ColdConfig {
+            dir: Some(path.as_ref().to_path_buf()),
+            hot_tail: options.hot_events_per_key,
+        };
+        Self::open_kv(Box::new(kv), cold)
     }
 
-    /// Opens a store on any key-value implementation (tests use this to inject failures).
+    /// Opens a store on any key-value implementation (tests use this to inject failures). Cold
+    /// history spills to the system's temporary folder.
     pub fn with_kv(kv: Box<dyn KvStore>) -> Result<Store> {
+        let cold = ColdConfig {
+            dir: None,
+            hot_tail: DEFAULT_HOT_EVENTS_PER_KEY,
+        };
+        Self::open_kv(kv, cold)
+    }
+
+    fn open_kv(kv: Box<dyn KvStore>, cold: ColdConfig) -> Result<Store> {
         match kv.get(FORMAT_KEY)? {
             Some(v) => {
                 let found = v
@@ -411,6 +438,7 @@ impl Store {
             poisoned: None,
             evaluator: None,
             progress: None,
+            cold,
         };
         inner.load()?;
         Ok(Store {
@@ -538,6 +566,7 @@ impl Store {
                     flow.tracked.clone(),
                     flow.ignore_null.clone(),
                     flow.spec.tombstone_gc_threshold_secs,
+                    inner.cold.clone(),
                 );
                 inner.tables.insert(
                     target.clone(),
@@ -549,6 +578,7 @@ impl Store {
                         commits: vec![commit],
                         properties,
                         generation: 0,
+                        cold: inner.cold.clone(),
                     },
                 );
             }
@@ -839,6 +869,7 @@ impl Table {
             first.tracked.clone(),
             first.ignore_null.clone(),
             first.spec.tombstone_gc_threshold_secs,
+            self.cold.clone(),
         )
     }
 
@@ -1000,12 +1031,14 @@ impl Inner {
                 p.advance(done)
             }
         };
-        let mut fx = table
+        let applied = table
             .state
             .apply(events, truncates, version, ts, true, &mut tick);
         if let Some(p) = &progress {
             p.end();
         }
+        // The state may be half-applied: refuse everything until the store is reopened.
+        let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         fx.metrics.num_deleted_rows += reset;
         params.insert("flow".to_string(), flow.to_string());
         let commit = CommitInfo {
@@ -1221,7 +1254,7 @@ impl Store {
             // at `h` (from a replay up to it) as the base, in place of the blocks up to `h`.
             let mut at_h = t.new_state();
             replay_log(inner.kv.as_ref(), id, &mut at_h, &t.commits, Some(h))?;
-            let (events, truncates) = at_h.event_set();
+            let (events, truncates) = at_h.event_set()?;
             for kv in inner.kv.scan_prefix(&key(b'E', id, None, None)) {
                 let (k, _) = kv?;
                 if parse_version(&k)? > h {
@@ -1357,6 +1390,7 @@ impl Inner {
                 first.tracked.clone(),
                 first.ignore_null.clone(),
                 first.spec.tombstone_gc_threshold_secs,
+                self.cold.clone(),
             );
             let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
             replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
@@ -1371,6 +1405,7 @@ impl Inner {
                     commits,
                     properties: rec.properties,
                     generation: 0,
+                    cold: self.cold.clone(),
                 },
             );
         }
@@ -1700,6 +1735,12 @@ impl TableReader<'_> {
         self.table.state.rows.live.len()
     }
 
+    /// How much of the table's event history is frozen to the spill file, and how much is in
+    /// memory (see [`StoreOptions::hot_events_per_key`]).
+    pub fn cold_stats(&self) -> ColdStats {
+        self.table.state.cold_stats()
+    }
+
     /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
     /// `cursor`. Sets `cursor.is_done()` when nothing is left.
     pub fn scan(
@@ -1820,10 +1861,8 @@ impl TableReader<'_> {
             (StoredAs::Bitemporal, Some(s)) => ks.max_sys.as_deref().is_none_or(|m| s >= m),
             _ => true,
         };
-        if now {
-            if let Some(index) = ks.lookup.get() {
-                return Ok(index.find_now(b).map(|r| RowView::of(&rows[r])));
-            }
+        // The timeline answers "now" without an index, unless part of it is frozen.
+        if now && ks.lookup.get().is_none() && ks.frozen.is_none() {
             let hit = ks
                 .timeline
                 .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
@@ -1832,7 +1871,6 @@ impl TableReader<'_> {
                 .and_then(|(_, v)| v.row);
             return Ok(hit.map(|r| RowView::of(&rows[r])));
         }
-        let s = system.expect("past system time");
         let index = ks.lookup.get_or_init(|| {
             Box::new(PointIndex::build(
                 ks.rows
@@ -1841,6 +1879,10 @@ impl TableReader<'_> {
                     .filter(|(_, row)| row.retired.is_none()),
             ))
         });
-        Ok(index.find(b, s).map(|r| RowView::of(&rows[r])))
+        let hit = match system {
+            Some(s) if !now => index.find(b, s),
+            _ => index.find_now(b),
+        };
+        Ok(hit.map(|r| RowView::of(&rows[r])))
     }
 }

@@ -1,6 +1,7 @@
 //! The CDC engine: applies validated events to a table's in-memory state and says which target
 //! row versions a commit adds and retires. It does no I/O; [`crate::store`] makes commits durable.
 
+pub(crate) mod cold;
 pub(crate) mod fold;
 pub(crate) mod lookup;
 mod rows;
@@ -9,8 +10,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::OnceLock;
 
+use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
-use crate::value::Row;
+use crate::value::{ColumnType, Row};
+use cold::{ColdStats, Frozen, Spill};
 use fold::{
     refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
 };
@@ -59,6 +62,8 @@ pub(crate) struct KeyState {
     /// Point-lookup index over past system times, built on first use. Boxed: most keys never
     /// build one, and the key map keeps its states inline, so a small state keeps it compact.
     pub lookup: OnceLock<Box<lookup::PointIndex>>,
+    /// The part of `events` and `timeline` moved to the spill file ([`cold`]), if any.
+    pub frozen: Option<Box<Frozen>>,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.
@@ -112,6 +117,20 @@ pub(crate) struct TableState {
     pub truncates: BTreeSet<Bytes>,
     pub rows: RowStore,
     gc_queue: VecDeque<(i64, Bytes)>,
+    /// Where frozen key history goes ([`cold`]).
+    spill: Spill,
+    /// Sequences per key kept in memory after a freeze.
+    hot_tail: usize,
+    types: Vec<ColumnType>,
+}
+
+/// Where and how a table keeps the history commits no longer touch ([`cold`]).
+#[derive(Clone, Debug)]
+pub(crate) struct ColdConfig {
+    /// The folder of the spill file (the system's temporary folder if `None`).
+    pub dir: Option<std::path::PathBuf>,
+    /// Sequences per key kept in memory after a freeze.
+    pub hot_tail: usize,
 }
 
 /// A row computed by a system-time replay: (start, values, end, system start, system end).
@@ -126,8 +145,12 @@ impl TableState {
         tracked: Vec<bool>,
         ignore_null: Vec<bool>,
         gc_secs: u64,
+        cold: ColdConfig,
     ) -> Self {
         TableState {
+            types: schema.columns.iter().map(|(_, t)| t.clone()).collect(),
+            spill: Spill::new(cold.dir),
+            hot_tail: cold.hot_tail.max(1),
             schema,
             tracked,
             ignore_null,
@@ -151,9 +174,16 @@ impl TableState {
     /// Every event the state holds (the candidates of every key, and the truncates): applied in
     /// one commit to an empty state they give this state back (SPEC §3: the table depends only on
     /// the set of events). VACUUM compacts the log this way.
-    pub fn event_set(&self) -> (Vec<Incoming>, Vec<Bytes>) {
+    pub fn event_set(&self) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
         let mut out = Vec::new();
+        let width = self.types.len();
         for (key, ks) in &self.keys {
+            for e in ks.frozen_events(&self.spill, width)? {
+                out.push(Incoming {
+                    key: key.clone(),
+                    ..e
+                });
+            }
             for (seq, cands) in &ks.events {
                 for (sys, ev) in cands {
                     out.push(Incoming {
@@ -165,7 +195,20 @@ impl TableState {
                 }
             }
         }
-        (out, self.truncates.iter().cloned().collect())
+        Ok((out, self.truncates.iter().cloned().collect()))
+    }
+
+    /// The sizes of the table's cold history.
+    pub fn cold_stats(&self) -> ColdStats {
+        let mut stats = ColdStats::default();
+        for ks in self.keys.values() {
+            stats.hot_events += ks.events.len() as u64;
+            if let Some(f) = &ks.frozen {
+                f.add_stats(&mut stats);
+            }
+        }
+        self.spill.add_stats(&mut stats);
+        stats
     }
 
     /// Forgets every event and retires every current row, by commit `version` (a full refresh
@@ -176,6 +219,7 @@ impl TableState {
             self.rows.retire(r, version);
         }
         for ks in self.keys.values_mut() {
+            ks.drop_frozen(&mut self.spill);
             ks.events.clear();
             ks.timeline.clear();
             ks.max_sys = None;
@@ -190,7 +234,71 @@ impl TableState {
     /// Applies one commit's events. `truncates` are SCD1 truncate sequences. With `record`, the
     /// effects list the events that changed the event set, for the log; a replay of the log
     /// passes `false` and so never holds a second copy of a commit's events.
+    ///
+    /// Keys whose change reaches into their frozen history are thawed first, and keys that grew
+    /// past their hot tail are frozen after ([`cold`]). An error comes from the spill file; the
+    /// state may then be half-applied, and the caller must stop using it.
     pub fn apply(
+        &mut self,
+        mut incoming: Vec<Incoming>,
+        truncates: Vec<Bytes>,
+        version: u64,
+        ts: i64,
+        record: bool,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<CommitEffects> {
+        incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        self.thaw_for(&incoming, !truncates.is_empty())?;
+        let touched: Vec<Bytes> = {
+            let mut keys: Vec<Bytes> = incoming.iter().map(|e| e.key.clone()).collect();
+            keys.dedup();
+            keys
+        };
+        let fx = self.apply_thawed(incoming, truncates, version, ts, record, tick);
+        for key in &touched {
+            if let Some(ks) = self.keys.get_mut(key) {
+                ks.freeze(&mut self.spill, &self.types, self.hot_tail)?;
+            }
+        }
+        if self.spill.needs_compaction() {
+            self.spill.compact(self.keys.values_mut())?;
+        }
+        Ok(fx)
+    }
+
+    /// Thaws every key whose frozen history this commit's events (sorted by key) would read:
+    /// events at or before a key's `hot_from`, bitemporal events late on system time, and, for a
+    /// truncate, every key.
+    fn thaw_for(&mut self, incoming: &[Incoming], truncates: bool) -> Result<()> {
+        let width = self.types.len();
+        if truncates {
+            for ks in self.keys.values_mut() {
+                ks.thaw(&mut self.spill, width)?;
+            }
+            return Ok(());
+        }
+        let bitemporal = self.mode() == StoredAs::Bitemporal;
+        for evs in incoming.chunk_by(|a, b| a.key == b.key) {
+            let Some(ks) = self.keys.get_mut(&evs[0].key) else {
+                continue;
+            };
+            if ks.frozen.is_none() {
+                continue;
+            }
+            let late_sys = bitemporal
+                && ks
+                    .max_sys
+                    .as_ref()
+                    .is_some_and(|m| evs.iter().any(|e| e.sys[..] <= m[..]));
+            if late_sys || evs.iter().any(|e| ks.needs_thaw_at(&e.seq)) {
+                ks.thaw(&mut self.spill, width)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`TableState::apply`] once no key it touches is frozen.
+    fn apply_thawed(
         &mut self,
         incoming: Vec<Incoming>,
         truncates: Vec<Bytes>,
@@ -248,8 +356,6 @@ impl TableState {
             fx.truncates.push(t);
         }
 
-        let mut incoming = incoming;
-        incoming.sort_by(|a, b| a.key.cmp(&b.key));
         let mut incoming = incoming.into_iter().peekable();
         let (mut done, mut reported) = (0u64, 0u64);
         while let Some(first) = incoming.next() {
@@ -304,6 +410,7 @@ impl TableState {
             let (ts, key) = self.gc_queue.pop_front().expect("front");
             if let Some(ks) = self.keys.get_mut(&key) {
                 if ks.deleted_since == Some(ts) {
+                    ks.drop_frozen(&mut self.spill);
                     ks.events.clear();
                     ks.timeline.clear();
                     ks.max_sys = None;

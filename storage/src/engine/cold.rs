@@ -1,0 +1,259 @@
+//! Cold history: the part of a key's events and business timeline that ordinary commits no
+//! longer touch, moved out of memory into a spill file.
+//!
+//! A commit only reads a key's state from the version open just before the earliest sequence it
+//! changes (see [`super::fold::refold`]). Events arrive roughly in order, so after a key has
+//! gathered `2 × hot_tail` events, everything before its last `hot_tail` events is *frozen*:
+//! encoded as one [`crate::codec::ColdPage`] and appended to the table's [`Spill`]. What stays in
+//! memory is the *hot tail*: the events from `hot_from` on, the timeline versions that start there
+//! or later, and the one version just before (the merge base of a refold that starts at
+//! `hot_from`).
+//!
+//! An event at or before `hot_from`, a late event on system time (whose replay reads the key's
+//! whole system history) or an SCD1 truncate *thaws* the key first: its pages are read back into
+//! memory and dropped from the spill. So the engine itself never sees a frozen key, and a table is
+//! the same whatever was frozen when (the engine-model property tests run with tails of one and
+//! two events to check that).
+//!
+//! The spill holds derived state only: the event log stays the truth, and the spill file is an
+//! unlinked temporary file that disappears with the process. A replay on open freezes as it goes.
+
+use std::fs::File;
+use std::ops::Bound;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+
+use super::fold::{Bytes, Version};
+use super::KeyState;
+use crate::codec;
+use crate::error::{Error, Result};
+use crate::value::ColumnType;
+
+/// Where a page is in the spill file.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PageRef {
+    offset: u64,
+    len: u32,
+}
+
+/// What a key has frozen: its pages, oldest first, and the sequence its hot tail starts at.
+#[derive(Debug)]
+pub(crate) struct Frozen {
+    pages: Vec<PageRef>,
+    /// Events at or before this sequence need a thaw; everything from it on is in memory.
+    pub hot_from: Bytes,
+    /// Events (sequences) in the pages.
+    events: usize,
+}
+
+/// An append-only file of pages, created on first use. Freed pages are counted, and the file is
+/// rewritten without them when they outweigh the live ones ([`Spill::needs_compaction`]).
+pub(crate) struct Spill {
+    dir: Option<PathBuf>,
+    file: Option<File>,
+    len: u64,
+    garbage: u64,
+}
+
+/// Sizes of a table's cold history, for [`crate::TableReader::cold_stats`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ColdStats {
+    /// Keys with frozen history.
+    pub frozen_keys: u64,
+    /// Events (sequences) of those keys that are frozen.
+    pub frozen_events: u64,
+    /// Events (sequences) held in memory.
+    pub hot_events: u64,
+    /// Bytes of live pages in the spill file.
+    pub spill_bytes: u64,
+    /// Bytes of freed pages not yet compacted away.
+    pub spill_garbage: u64,
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Io(format!("spill file: {e}"))
+}
+
+impl Spill {
+    /// A spill that will create its file in `dir` (the system's temporary folder if `None`).
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        Spill {
+            dir,
+            file: None,
+            len: 0,
+            garbage: 0,
+        }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<PageRef> {
+        let len =
+            u32::try_from(bytes.len()).map_err(|_| Error::Io("spill page over 4 GiB".into()))?;
+        let file = match &mut self.file {
+            Some(f) => f,
+            slot => {
+                let f = match &self.dir {
+                    Some(d) => tempfile::tempfile_in(d),
+                    None => tempfile::tempfile(),
+                }
+                .map_err(io)?;
+                slot.insert(f)
+            }
+        };
+        file.write_all_at(bytes, self.len).map_err(io)?;
+        let r = PageRef {
+            offset: self.len,
+            len,
+        };
+        self.len += u64::from(len);
+        Ok(r)
+    }
+
+    fn get(&self, r: PageRef) -> Result<Vec<u8>> {
+        let file = self
+            .file
+            .as_ref()
+            .ok_or_else(|| Error::Io("spill page read before any was written".into()))?;
+        let mut buf = vec![0; r.len as usize];
+        file.read_exact_at(&mut buf, r.offset).map_err(io)?;
+        Ok(buf)
+    }
+
+    fn free(&mut self, r: PageRef) {
+        self.garbage += u64::from(r.len);
+    }
+
+    /// Whether freed pages take more than half the file (and at least 64 MiB).
+    pub fn needs_compaction(&self) -> bool {
+        self.garbage >= 64 << 20 && self.garbage * 2 > self.len
+    }
+
+    /// Copies every key's live pages into a fresh file, which replaces this one.
+    pub fn compact<'a>(&mut self, keys: impl Iterator<Item = &'a mut KeyState>) -> Result<()> {
+        let mut fresh = Spill::new(self.dir.clone());
+        for ks in keys {
+            if let Some(f) = ks.frozen.as_deref_mut() {
+                for p in &mut f.pages {
+                    *p = fresh.put(&self.get(*p)?)?;
+                }
+            }
+        }
+        *self = fresh;
+        Ok(())
+    }
+
+    /// Adds this spill's sizes to `stats`.
+    pub fn add_stats(&self, stats: &mut ColdStats) {
+        stats.spill_bytes += self.len - self.garbage;
+        stats.spill_garbage += self.garbage;
+    }
+}
+
+impl Frozen {
+    /// Adds this key's frozen sizes to `stats`.
+    pub fn add_stats(&self, stats: &mut ColdStats) {
+        stats.frozen_keys += 1;
+        stats.frozen_events += self.events as u64;
+    }
+}
+
+impl KeyState {
+    /// Whether a change at `seq` would read frozen state.
+    pub fn needs_thaw_at(&self, seq: &[u8]) -> bool {
+        self.frozen.as_ref().is_some_and(|f| seq <= &f.hot_from[..])
+    }
+
+    /// Brings the key's frozen pages back into memory and frees them.
+    pub fn thaw(&mut self, spill: &mut Spill, width: usize) -> Result<()> {
+        let Some(frozen) = self.frozen.take() else {
+            return Ok(());
+        };
+        for &p in &frozen.pages {
+            let (events, versions) = codec::decode_cold(&spill.get(p)?, width)?;
+            for e in events {
+                self.events.entry(e.seq).or_default().push((e.sys, e.event));
+            }
+            for (start, values, end, row) in versions {
+                self.timeline.insert(start, Version { values, end, row });
+            }
+        }
+        for &p in &frozen.pages {
+            spill.free(p);
+        }
+        Ok(())
+    }
+
+    /// Frees the key's pages without reading them (its state is being cleared).
+    pub fn drop_frozen(&mut self, spill: &mut Spill) {
+        for &p in self.frozen.take().iter().flat_map(|f| &f.pages) {
+            spill.free(p);
+        }
+    }
+
+    /// If the key holds more than `2 × tail` sequences in memory, freezes all but about the last
+    /// `tail` of them (see the module documentation for what stays).
+    pub fn freeze(&mut self, spill: &mut Spill, types: &[ColumnType], tail: usize) -> Result<()> {
+        let n = self.events.len();
+        if n <= tail.saturating_mul(2) {
+            return Ok(());
+        }
+        let cut = self
+            .events
+            .keys()
+            .nth(n - tail)
+            .expect("more than tail events")
+            .clone();
+        // The hot part starts at the version containing the cut, so a refold that starts after
+        // `hot_from` finds its open version and events in memory.
+        let hot_from = self
+            .timeline
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(&cut[..])))
+            .next_back()
+            .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e > &cut[..]))
+            .map_or(cut, |(s, _)| s.clone());
+        let hot_events = self.events.split_off(&hot_from);
+        let cold_events = std::mem::replace(&mut self.events, hot_events);
+        let hot_versions = self.timeline.split_off(&hot_from);
+        let mut cold_versions = std::mem::replace(&mut self.timeline, hot_versions);
+        // The version just before stays: it is the merge base of a refold starting at `hot_from`.
+        if let Some((s, v)) = cold_versions.pop_last() {
+            self.timeline.insert(s, v);
+        }
+        if cold_events.is_empty() && cold_versions.is_empty() {
+            return Ok(());
+        }
+        let page = codec::encode_cold(
+            types,
+            cold_events
+                .iter()
+                .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
+            cold_versions
+                .iter()
+                .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
+        )?;
+        let r = spill.put(&page)?;
+        let frozen = self.frozen.get_or_insert_with(|| {
+            Box::new(Frozen {
+                pages: Vec::new(),
+                hot_from: hot_from.clone(),
+                events: 0,
+            })
+        });
+        frozen.pages.push(r);
+        frozen.hot_from = hot_from;
+        frozen.events += cold_events.len();
+        Ok(())
+    }
+
+    /// The key's frozen events, read back (for VACUUM), as `(seq, sys, event)`.
+    pub fn frozen_events(
+        &self,
+        spill: &Spill,
+        width: usize,
+    ) -> Result<Vec<crate::engine::Incoming>> {
+        let mut out = Vec::new();
+        for &p in self.frozen.iter().flat_map(|f| &f.pages) {
+            out.extend(codec::decode_cold(&spill.get(p)?, width)?.0);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,205 @@
+//! Cold history (docs/ARCHITECTURE.md, "Cold history"): with a hot tail of two events per key,
+//! most of each key's events and timeline live in the spill file. The table at every version,
+//! point lookups, a reopen and VACUUM must read exactly as in a store that keeps everything in
+//! memory, while late events thaw frozen history and freeze it again.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use asof::{ColumnSelection, Condition, FlowSpec, Store, StoreOptions, StoredAs, Value};
+use rand::{Rng, SeedableRng};
+
+/// `(key, business seq, system seq, delete, value)`
+type Ev = (i64, i64, i64, bool, i64);
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("b", DataType::Int64, false),
+        Field::new("s", DataType::Int64, false),
+        Field::new("op", DataType::Utf8, false),
+        Field::new("v", DataType::Int64, true),
+    ]))
+}
+
+fn open(dir: &std::path::Path, mode: StoredAs, hot: usize, create: bool) -> Store {
+    let options = StoreOptions {
+        hot_events_per_key: hot,
+        ..Default::default()
+    };
+    let store = Store::open_with(dir, options).unwrap();
+    if create {
+        let mut f = FlowSpec::builder("f", "t", &schema())
+            .keys(["k"])
+            .sequence_by(["b"])
+            .delete_when(Condition::equals("op", "D"))
+            .columns(ColumnSelection::all_except(["b", "s", "op"]))
+            .stored_as(mode);
+        if mode == StoredAs::Bitemporal {
+            f = f.system_sequence_by("s");
+        }
+        store.create_flow(f.build().unwrap()).unwrap();
+    }
+    store
+}
+
+/// Mostly in order on both timelines, some events late by up to 60 sequences (business) or 40
+/// (system), a few deletes, and some exact replays of earlier events.
+fn events(n: i64, keys: i64, seed: u64) -> Vec<Ev> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut out: Vec<Ev> = Vec::new();
+    for i in 0..n {
+        if i > 0 && rng.gen_bool(0.04) {
+            let again = out[rng.gen_range(0..out.len())];
+            out.push(again);
+            continue;
+        }
+        let b = if rng.gen_bool(0.15) {
+            i - rng.gen_range(1..60)
+        } else {
+            i
+        };
+        let s = if rng.gen_bool(0.05) {
+            i - rng.gen_range(1..40)
+        } else {
+            i
+        };
+        out.push((
+            rng.gen_range(0..keys),
+            b,
+            s,
+            rng.gen_bool(0.03),
+            rng.gen_range(0..5),
+        ));
+    }
+    out
+}
+
+fn batch(evs: &[Ev]) -> RecordBatch {
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(evs.iter().map(|e| e.0))),
+        Arc::new(Int64Array::from_iter_values(evs.iter().map(|e| e.1))),
+        Arc::new(Int64Array::from_iter_values(evs.iter().map(|e| e.2))),
+        Arc::new(StringArray::from_iter_values(evs.iter().map(|e| {
+            if e.3 {
+                "D"
+            } else {
+                "U"
+            }
+        }))),
+        Arc::new(Int64Array::from_iter_values(evs.iter().map(|e| e.4))),
+    ];
+    RecordBatch::try_new(schema(), cols).unwrap()
+}
+
+/// Both tables are equal; on a difference, shows the first differing row, not whole tables.
+fn assert_same(got: Vec<common::model::MRow>, want: Vec<common::model::MRow>, what: &str) {
+    let first = got.iter().zip(&want).position(|(g, w)| g != w);
+    if let Some(i) = first {
+        panic!("{what}: row {i} differs: {:?} vs {:?}", got[i], want[i]);
+    }
+    assert_eq!(got.len(), want.len(), "{what}: row counts");
+}
+
+/// Point lookups of both stores agree at `probes` (key, business, system) points.
+fn same_lookups(cold: &Store, hot: &Store, mode: StoredAs, probes: &[(i64, i64, i64)]) {
+    for &(k, b, s) in probes {
+        let key = [Value::Int(k)];
+        let (bt, st) = ([Value::Int(b)], Value::Int(s));
+        let system = (mode == StoredAs::Bitemporal).then_some(&st);
+        let business = (mode != StoredAs::Scd1).then_some(&bt[..]);
+        for sys in [system, None] {
+            let got = asof::lookup(cold, "t", &key, business, sys).unwrap();
+            let want = asof::lookup(hot, "t", &key, business, sys).unwrap();
+            let show = |r: Option<asof::LookupRow>| r.map(|r| (r.values, r.start, r.system_start));
+            assert_eq!(show(got), show(want), "lookup k={k} b={b} s={sys:?}");
+        }
+    }
+}
+
+#[test]
+fn frozen_history_reads_like_memory() {
+    for (mode, seed) in [
+        (StoredAs::Bitemporal, 1),
+        (StoredAs::Scd2, 2),
+        (StoredAs::Scd1, 3),
+    ] {
+        let evs = events(1500, 4, seed);
+        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cold = open(cold_dir.path(), mode, 2, true);
+        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        for (i, chunk) in evs.chunks(25).enumerate() {
+            cold.apply("f", &batch(chunk)).unwrap();
+            hot.apply("f", &batch(chunk)).unwrap();
+            if i % 6 == 0 {
+                assert_same(
+                    common::engine_rows(&cold, "t"),
+                    common::engine_rows(&hot, "t"),
+                    &format!("{mode:?} after commit {}", i + 1),
+                );
+            }
+        }
+        let stats = cold.read("t", |t| t.cold_stats()).unwrap();
+        let hot_stats = hot.read("t", |t| t.cold_stats()).unwrap();
+        assert_eq!(hot_stats.frozen_events, 0, "{mode:?}: {hot_stats:?}");
+        if mode != StoredAs::Scd1 {
+            // Most of the history is frozen, and late events thawed some of it (freed pages).
+            assert!(
+                stats.frozen_events > 4 * stats.hot_events && stats.spill_garbage > 0,
+                "{mode:?}: {stats:?}"
+            );
+        }
+        let latest = hot.read("t", |t| t.latest_version()).unwrap();
+        for v in (1..=latest).step_by(7) {
+            assert_same(
+                common::engine_rows_at(&cold, "t", Some(v)),
+                common::engine_rows_at(&hot, "t", Some(v)),
+                &format!("{mode:?} at version {v}"),
+            );
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let probes: Vec<_> = (0..300)
+            .map(|_| {
+                (
+                    rng.gen_range(0..4),
+                    rng.gen_range(-70..1500),
+                    rng.gen_range(-50..1500),
+                )
+            })
+            .collect();
+        same_lookups(&cold, &hot, mode, &probes);
+
+        // A reopen replays the log and freezes as it goes.
+        drop(cold);
+        let cold = open(cold_dir.path(), mode, 2, false);
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after reopen"),
+        );
+        if mode != StoredAs::Scd1 {
+            let reopened = cold.read("t", |t| t.cold_stats()).unwrap();
+            assert!(reopened.frozen_events > 0, "{mode:?}: {reopened:?}");
+        }
+        same_lookups(&cold, &hot, mode, &probes);
+
+        // VACUUM reads the frozen events back to rebuild; the table does not change.
+        cold.vacuum("t", std::time::Duration::ZERO).unwrap();
+        hot.vacuum("t", std::time::Duration::ZERO).unwrap();
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after VACUUM"),
+        );
+        // And a replay of everything is recognised, event by event, as duplicates.
+        let c = cold.apply("f", &batch(&evs)).unwrap();
+        assert_eq!(
+            c.metrics.num_upserted_rows + c.metrics.num_deleted_rows,
+            0,
+            "{mode:?}"
+        );
+    }
+}
