@@ -1,6 +1,6 @@
 //! Runs the core-engine workload once and reports throughput, peak memory, reopen time, and what
 //! VACUUM frees (bytes on disk per stored row version before and after):
-//! `cargo run --profile bench --example workload -- [events] [scd2|bitemporal]`.
+//! `cargo run --profile bench --example workload -- [events] [scd2|bitemporal] [hot events per key]`.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -40,11 +40,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("scd2") => StoredAs::Scd2,
         _ => StoredAs::Bitemporal,
     };
+    let hot_events_per_key = args
+        .next()
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(asof::DEFAULT_HOT_EVENTS_PER_KEY);
     let dir = tempfile::tempdir()?;
     // sled's page cache is set explicitly (asof's default is 256 MiB).
     let options = asof::StoreOptions {
         cache_bytes: 64 << 20,
-        ..Default::default()
+        hot_events_per_key,
     };
     let store = Store::open_with(dir.path(), options.clone())?;
     store.create_flow(workload::flow(mode))?;

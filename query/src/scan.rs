@@ -535,13 +535,12 @@ pub fn lookup(
             _ => None,
         };
         let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
-        let row = r.lookup(&k, b.as_deref(), s.as_deref())?;
-        Ok(row.map(|row| LookupRow {
+        Ok(r.lookup(&k, b.as_deref(), s.as_deref(), |row| LookupRow {
             values: row.values.to_vec(),
             start: dec(row.start, &seq_types),
             end: dec(row.end, &seq_types),
             system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
             system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
-        }))
+        })?)
     })?
 }

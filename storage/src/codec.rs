@@ -12,7 +12,7 @@ use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
 use crate::engine::fold::{Bytes, Event, EventKind, RowId};
-use crate::engine::Incoming;
+use crate::engine::{Incoming, StoredRow};
 use crate::error::{corrupt, Result};
 use crate::value::{ColumnType, Row, Value};
 
@@ -471,29 +471,56 @@ fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
 const OPEN_END: u8 = 4;
 
-/// The frozen part of one key's state (see `engine::cold`): its events, and its timeline versions
-/// as pseudo-events (sequence = start, system sequence = end) with the rows that show them.
+/// The frozen part of one key's state (see `engine::cold`): its events, its timeline versions
+/// as pseudo-events (sequence = start, system sequence = end) with the rows that show them, and
+/// target row versions.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
 pub(crate) struct ColdPage {
     events: EventBlock,
     versions: EventBlock,
     /// Per version, the row that shows it (`u32::MAX`: none).
-    rows: Vec<u32>,
+    version_rows: Vec<u32>,
+    rows: RowBlock,
+}
+
+/// Target row versions of one key, in columns.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct RowBlock {
+    ids: Vec<u32>,
+    /// Per row, bit `i` set when bound `i` (start, end, system start, system end) is present.
+    present: Vec<u8>,
+    starts: VarBytes,
+    ends: VarBytes,
+    sys_starts: VarBytes,
+    sys_ends: VarBytes,
+    added: Vec<u64>,
+    /// `u64::MAX`: not retired.
+    retired: Vec<u64>,
+    columns: Vec<ColumnData>,
 }
 
 /// A version of a key's business timeline: start, values, end, row.
 pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
 
-/// Encodes events `(seq, sys, event)` and versions of one key as a compressed [`ColdPage`].
+/// What a cold page holds, decoded: events (with empty keys), versions and rows.
+pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, Vec<(RowId, StoredRow)>);
+
+/// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
+/// compressed [`ColdPage`].
 pub(crate) fn encode_cold<'a>(
     types: &[ColumnType],
     events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
     versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
+    rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
 ) -> Result<Vec<u8>> {
     let mut page = ColdPage {
         events: EventBlock::empty(types),
         versions: EventBlock::empty(types),
-        rows: Vec::new(),
+        version_rows: Vec::new(),
+        rows: RowBlock {
+            columns: types.iter().map(new_column).collect(),
+            ..Default::default()
+        },
     };
     for (seq, sys, ev) in events {
         page.events.push(&[], seq, sys, ev, 0);
@@ -507,33 +534,99 @@ pub(crate) fn encode_cold<'a>(
         let open = if end.is_none() { OPEN_END } else { 0 };
         page.versions
             .push(&[], start, end.unwrap_or_default(), &ev, open);
-        page.rows.push(row.unwrap_or(u32::MAX));
+        page.version_rows.push(row.unwrap_or(u32::MAX));
+    }
+    let b = &mut page.rows;
+    for (id, r) in rows {
+        b.ids.push(id);
+        let mut present = 0u8;
+        for (i, (col, bound)) in [
+            (&mut b.starts, &r.start),
+            (&mut b.ends, &r.end),
+            (&mut b.sys_starts, &r.sys_start),
+            (&mut b.sys_ends, &r.sys_end),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            present |= u8::from(bound.is_some()) << i;
+            col.push(bound.as_deref().unwrap_or_default());
+        }
+        b.present.push(present);
+        b.added.push(r.added);
+        b.retired.push(r.retired.unwrap_or(u64::MAX));
+        for (c, v) in b.columns.iter_mut().zip(r.values.iter()) {
+            c.push(v);
+        }
     }
     let raw = rkyv::to_bytes::<rancor::Error>(&page)
         .map_err(|e| corrupt(format!("cannot encode cold page: {e}")))?;
     Ok(compress(&raw))
 }
 
-/// Decodes a page written by [`encode_cold`]: its events (with empty keys) and versions.
-pub(crate) fn decode_cold(bytes: &[u8], width: usize) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
+/// Decodes a page of `key` written by [`encode_cold`].
+pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<ColdContents> {
     let al = decompress(bytes)?;
     let page = rkyv::from_bytes::<ColdPage, rancor::Error>(&al)
         .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
     let events = page.events.events(width)?;
+    let rows = page.rows.rows(key, width)?;
     let versions = page.versions.events(width)?;
-    if versions.len() != page.rows.len() {
+    if versions.len() != page.version_rows.len() {
         return Err(corrupt("cold page has versions without rows"));
     }
     let versions = versions
         .into_iter()
         .zip(&page.versions.flags)
-        .zip(&page.rows)
+        .zip(&page.version_rows)
         .map(|((v, &flags), &row)| {
             let end = (flags & OPEN_END == 0).then_some(v.sys);
             (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
         })
         .collect();
-    Ok((events, versions))
+    Ok((events, versions, rows))
+}
+
+impl RowBlock {
+    fn rows(&self, key: &Bytes, width: usize) -> Result<Vec<(RowId, StoredRow)>> {
+        let n = self.ids.len();
+        if self.columns.len() != width
+            || [self.present.len(), self.added.len(), self.retired.len()]
+                .iter()
+                .any(|&l| l != n)
+        {
+            return Err(corrupt("cold row block columns differ in length"));
+        }
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let bound = |col: &VarBytes, bit: u8| -> Result<Option<Bytes>> {
+                if self.present[i] & (1 << bit) == 0 {
+                    return Ok(None);
+                }
+                col.get(i).map(|b| Some(b.into()))
+            };
+            let values: Vec<Value> = self
+                .columns
+                .iter()
+                .map(|c| c.get(i))
+                .collect::<Result<_>>()?;
+            let retired = self.retired[i];
+            out.push((
+                self.ids[i],
+                StoredRow {
+                    key: key.clone(),
+                    values: values.into(),
+                    start: bound(&self.starts, 0)?,
+                    end: bound(&self.ends, 1)?,
+                    sys_start: bound(&self.sys_starts, 2)?,
+                    sys_end: bound(&self.sys_ends, 3)?,
+                    added: self.added[i],
+                    retired: (retired != u64::MAX).then_some(retired),
+                },
+            ));
+        }
+        Ok(out)
+    }
 }
 
 #[cfg(test)]

@@ -14,9 +14,12 @@
 //! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
 //! replaying them on open.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::ops::Bound;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
@@ -24,7 +27,7 @@ use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
 
 use crate::codec;
-use crate::engine::cold::ColdStats;
+use crate::engine::cold::{ColdRows, ColdStats};
 use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
 use crate::engine::{ColdConfig, CommitMetrics, Incoming, StoredRow, TableState};
@@ -335,7 +338,7 @@ fn replay_log(
             .map(|i| &commits[i])
             .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
         if c.parameters.contains_key(FULL_REFRESH) {
-            state.reset(version);
+            state.reset(version)?;
         }
         state.apply(
             events,
@@ -1015,7 +1018,12 @@ impl Inner {
 
         let reset = if full {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
-            table.state.reset(version)
+            // An error comes from the spill file, with the state half-reset: refuse everything
+            // until the store is reopened.
+            table
+                .state
+                .reset(version)
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?
         } else {
             0
         };
@@ -1533,6 +1541,9 @@ impl Default for ScanSpec {
 pub struct ScanCursor {
     after: Option<(Vec<u8>, usize)>,
     next_id: u32,
+    /// Whether the scan goes key by key (decided on the first call: a table with frozen rows
+    /// is read key by key, so each key's cold pages are decoded once).
+    by_key: Option<bool>,
     done: bool,
     /// The row store generation the scan started on (see VACUUM).
     generation: Option<u64>,
@@ -1542,6 +1553,53 @@ impl ScanCursor {
     /// Whether the scan has read everything.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+}
+
+/// Row `id` among a key's frozen rows (sorted by id).
+fn find_row(cold: &[(RowId, StoredRow)], id: RowId) -> Option<&StoredRow> {
+    cold.binary_search_by_key(&id, |c| c.0)
+        .ok()
+        .map(|i| &cold[i].1)
+}
+
+/// Reads frozen rows back by id, keeping the last few keys' decoded rows.
+struct ColdReader<'a> {
+    state: &'a TableState,
+    keys: RefCell<VecDeque<(u32, Rc<ColdRows>)>>,
+}
+
+impl<'a> ColdReader<'a> {
+    fn new(state: &'a TableState) -> Self {
+        ColdReader {
+            state,
+            keys: RefCell::new(VecDeque::new()),
+        }
+    }
+
+    /// Frozen row `id`.
+    fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
+        let no = self.state.rows.key_of(id);
+        let mut keys = self.keys.borrow_mut();
+        let rows = match keys.iter().find(|k| k.0 == no) {
+            Some((_, rows)) => rows.clone(),
+            None => {
+                let (key, ks) = self
+                    .state
+                    .key_by_no(no)
+                    .ok_or_else(|| corrupt(format!("row {id} belongs to no key")))?;
+                let rows = Rc::new(self.state.cold_rows(key, ks)?);
+                if keys.len() == 8 {
+                    keys.pop_front();
+                }
+                keys.push_back((no, rows.clone()));
+                rows
+            }
+        };
+        find_row(&rows, id)
+            .cloned()
+            .map(Cow::Owned)
+            .ok_or_else(|| corrupt(format!("row {id} is in no cold page of its key")))
     }
 }
 
@@ -1655,6 +1713,13 @@ impl TableReader<'_> {
             });
         }
         let rows = &self.table.state.rows;
+        let cold = ColdReader::new(&self.table.state);
+        let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
+            match rows.get(id) {
+                Some(r) => Ok(Cow::Borrowed(r)),
+                None => cold.row(id),
+            }
+        };
         let mode = self.table.state.schema.mode;
         let identity = |r: &StoredRow| -> Vec<u8> {
             let mut id = Vec::with_capacity(r.key.len() + 32);
@@ -1676,9 +1741,9 @@ impl TableReader<'_> {
             let mut deletes = Vec::new();
             if let Some(ids) = rows.retired_by(v) {
                 for id in ids {
-                    let r = &rows[id];
+                    let r = row(id)?;
                     if r.added < v {
-                        pre.insert(identity(r), id);
+                        pre.insert(identity(&r), id);
                         deletes.push(id);
                     }
                 }
@@ -1686,14 +1751,14 @@ impl TableReader<'_> {
             let mut matched = HashSet::new();
             let mut out: Vec<(ChangeType, RowId)> = Vec::new();
             for id in rows.first_added(v)..rows.first_added(v + 1) {
-                let r = &rows[id];
+                let r = row(id)?;
                 if r.retired == Some(v) {
                     continue; // written and replaced within the commit
                 }
-                match pre.get(&identity(r)) {
+                match pre.get(&identity(&r)) {
                     Some(&p) => {
                         matched.insert(p);
-                        let q = &rows[p];
+                        let q = row(p)?;
                         let same = q.values == r.values
                             && q.start == r.start
                             && q.end == r.end
@@ -1709,11 +1774,13 @@ impl TableReader<'_> {
             }
             for id in deletes {
                 if !matched.contains(&id) {
-                    f(v, ChangeType::Delete, RowView::of(&rows[id]));
+                    let r = row(id)?;
+                    f(v, ChangeType::Delete, RowView::of(&r));
                 }
             }
             for (t, id) in out {
-                f(v, t, RowView::of(&rows[id]));
+                let r = row(id)?;
+                f(v, t, RowView::of(&r));
             }
         }
         Ok(())
@@ -1794,11 +1861,15 @@ impl TableReader<'_> {
                     .matches(row.sys_start.as_deref(), row.sys_end.as_deref())
         };
         let mut n = 0;
-        if matches!(
+        let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
             (Bound::Unbounded, Bound::Unbounded)
-        ) {
-            // No key range: read the row store in storage order, sequentially.
+        );
+        let by_key = *cursor.by_key.get_or_insert(!unbounded || rows.any_cold());
+        if !by_key {
+            // No key range and nothing frozen when the scan began: read the row store in storage
+            // order, sequentially. (Rows frozen since are read back from their keys' pages.)
+            let cold = ColdReader::new(&self.table.state);
             let mut id = cursor.next_id;
             let len = rows.len();
             while (id as usize) < len {
@@ -1807,9 +1878,12 @@ impl TableReader<'_> {
                     return Ok(());
                 }
                 rows.prefetch_ahead(id as usize, |p| (p < len).then_some(p as RowId));
-                let row = &rows[id];
-                if matches(row) {
-                    f(RowView::of(row));
+                let row = match rows.get(id) {
+                    Some(row) => Cow::Borrowed(row),
+                    None => cold.row(id)?,
+                };
+                if matches(&row) {
+                    f(RowView::of(&row));
                     n += 1;
                 }
                 id += 1;
@@ -1817,16 +1891,21 @@ impl TableReader<'_> {
             cursor.done = true;
             return Ok(());
         }
+        let state = &self.table.state;
         let skip_in_first = cursor.after.as_ref().map_or(0, |(_, i)| *i);
-        for (ki, (k, ks)) in self.table.state.key_range(lo, hi).enumerate() {
+        for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             let from = if ki == 0 { skip_in_first } else { 0 };
+            let cold = state.cold_rows(k, ks)?;
             for (i, &r) in ks.rows.iter().enumerate().skip(from) {
                 if n == max_rows {
                     cursor.after = Some((k.to_vec(), i));
                     return Ok(());
                 }
                 rows.prefetch_ahead(i, |p| ks.rows.get(p).copied());
-                let row = &rows[r];
+                let row = rows
+                    .get(r)
+                    .or_else(|| find_row(&cold, r))
+                    .ok_or_else(|| corrupt(format!("row {r} is in no cold page of its key")))?;
                 if matches(row) {
                     f(RowView::of(row));
                     n += 1;
@@ -1837,23 +1916,25 @@ impl TableReader<'_> {
         Ok(())
     }
 
-    /// The current row of `key` (encoded) at business time `business` and system time `system`
-    /// (encoded; `None` = now). SCD1 tables ignore both times.
-    pub fn lookup(
+    /// Calls `f` on the current row of `key` (encoded) at business time `business` and system
+    /// time `system` (encoded; `None` = now), if there is one. SCD1 tables ignore both times.
+    pub fn lookup<R>(
         &self,
         key: &[u8],
         business: Option<&[u8]>,
         system: Option<&[u8]>,
-    ) -> Result<Option<RowView<'_>>> {
+        f: impl FnOnce(RowView<'_>) -> R,
+    ) -> Result<Option<R>> {
         let state = &self.table.state;
-        let Some(ks) = state.keys.get(key) else {
+        let Some((k, ks)) = state.keys.get_key_value(key) else {
             return Ok(None);
         };
         let rows = &state.rows;
         let mode = state.schema.mode;
         if mode == StoredAs::Scd1 {
+            // The open version is in the hot part, and so is its row.
             let cur = ks.timeline.values().next_back().and_then(|v| v.row);
-            return Ok(cur.map(|r| RowView::of(&rows[r])));
+            return Ok(cur.and_then(|r| rows.get(r)).map(|r| f(RowView::of(r))));
         }
         let b =
             business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
@@ -1869,20 +1950,32 @@ impl TableReader<'_> {
                 .next_back()
                 .filter(|(_, v)| v.end.as_deref().is_none_or(|e| b < e))
                 .and_then(|(_, v)| v.row);
-            return Ok(hit.map(|r| RowView::of(&rows[r])));
+            return Ok(hit.map(|r| f(RowView::of(&rows[r]))));
         }
-        let index = ks.lookup.get_or_init(|| {
-            Box::new(PointIndex::build(
-                ks.rows
+        let index = match ks.lookup.get() {
+            Some(index) => index,
+            None => {
+                // Built from every live row of the key; the frozen ones are read back once and
+                // kept by the index.
+                let cold = state.cold_rows(k, ks)?;
+                let live = ks
+                    .rows
                     .iter()
-                    .map(|&r| (r, &rows[r]))
-                    .filter(|(_, row)| row.retired.is_none()),
-            ))
-        });
+                    .filter_map(|&r| Some((r, rows.get(r).or_else(|| find_row(&cold, r))?)))
+                    .filter(|(_, row)| row.retired.is_none());
+                let mut index = PointIndex::build(live);
+                index.cold = cold;
+                // Another reader may have built it meanwhile; either copy is the same.
+                let _ = ks.lookup.set(Box::new(index));
+                ks.lookup.get().expect("just set")
+            }
+        };
         let hit = match system {
             Some(s) if !now => index.find(b, s),
             _ => index.find_now(b),
         };
-        Ok(hit.map(|r| RowView::of(&rows[r])))
+        Ok(hit
+            .and_then(|r| index.row(rows, r))
+            .map(|r| f(RowView::of(r))))
     }
 }

@@ -23,11 +23,16 @@ use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
-use super::fold::{Bytes, Version};
-use super::KeyState;
+use std::collections::HashSet;
+
+use super::fold::{Bytes, RowId, Version};
+use super::{Incoming, KeyState, RowStore, StoredRow};
 use crate::codec;
 use crate::error::{Error, Result};
 use crate::value::ColumnType;
+
+/// A key's frozen rows read back, by id.
+pub(crate) type ColdRows = Vec<(RowId, StoredRow)>;
 
 /// Where a page is in the spill file.
 #[derive(Clone, Copy, Debug)]
@@ -42,6 +47,9 @@ pub(crate) struct Frozen {
     pages: Vec<PageRef>,
     /// Events at or before this sequence need a thaw; everything from it on is in memory.
     pub hot_from: Bytes,
+    /// The greatest system time of a frozen event or of a frozen live row's system end: a
+    /// system-time replay from there or earlier needs a thaw.
+    sys: Option<Bytes>,
     /// Events (sequences) in the pages.
     events: usize,
 }
@@ -162,36 +170,63 @@ impl KeyState {
         self.frozen.as_ref().is_some_and(|f| seq <= &f.hot_from[..])
     }
 
+    /// Whether a system-time replay from `t` could read frozen state: some frozen event or live
+    /// row has a system time at or after `t`.
+    pub fn needs_thaw_since(&self, t: &[u8]) -> bool {
+        self.frozen
+            .as_ref()
+            .is_some_and(|f| f.sys.as_deref().is_some_and(|s| t <= s))
+    }
+
+    /// The key's rows in memory: those frozen pages do not hold.
+    pub fn hot_rows(&self) -> impl Iterator<Item = RowId> + '_ {
+        self.pinned
+            .iter()
+            .chain(&self.rows[self.cold_upto as usize..])
+            .copied()
+    }
+
     /// Brings the key's frozen pages back into memory and frees them.
-    pub fn thaw(&mut self, spill: &mut Spill, width: usize) -> Result<()> {
+    pub fn thaw(
+        &mut self,
+        key: &Bytes,
+        rows: &mut RowStore,
+        spill: &mut Spill,
+        width: usize,
+    ) -> Result<()> {
         let Some(frozen) = self.frozen.take() else {
             return Ok(());
         };
         for &p in &frozen.pages {
-            let (events, versions) = codec::decode_cold(&spill.get(p)?, width)?;
+            let (events, versions, stored) = codec::decode_cold(&spill.get(p)?, key, width)?;
             for e in events {
                 self.events.entry(e.seq).or_default().push((e.sys, e.event));
             }
             for (start, values, end, row) in versions {
                 self.timeline.insert(start, Version { values, end, row });
             }
+            for (id, row) in stored {
+                rows.thaw(id, row);
+            }
         }
         for &p in &frozen.pages {
             spill.free(p);
         }
+        self.cold_upto = 0;
+        self.pinned = Vec::new();
+        self.lookup = std::sync::OnceLock::new();
         Ok(())
     }
 
-    /// Frees the key's pages without reading them (its state is being cleared).
-    pub fn drop_frozen(&mut self, spill: &mut Spill) {
-        for &p in self.frozen.take().iter().flat_map(|f| &f.pages) {
-            spill.free(p);
-        }
-    }
-
     /// If the key holds more than `2 × tail` sequences in memory, freezes all but about the last
-    /// `tail` of them (see the module documentation for what stays).
-    pub fn freeze(&mut self, spill: &mut Spill, types: &[ColumnType], tail: usize) -> Result<()> {
+    /// `tail` of them, and the rows no commit will touch again (see the module documentation).
+    pub fn freeze(
+        &mut self,
+        rows: &mut RowStore,
+        spill: &mut Spill,
+        types: &[ColumnType],
+        tail: usize,
+    ) -> Result<()> {
         let n = self.events.len();
         if n <= tail.saturating_mul(2) {
             return Ok(());
@@ -210,15 +245,59 @@ impl KeyState {
             .next_back()
             .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e > &cut[..]))
             .map_or(cut, |(s, _)| s.clone());
-        let hot_events = self.events.split_off(&hot_from);
+        // Two more versions stay, with their events: the version before `hot_from` is the merge
+        // base of a refold starting there, but a system-time replay may find it still open past
+        // `hot_from` (the event that ended it being the late one) and refold from its start, on
+        // the version before it.
+        let keep_from = self
+            .timeline
+            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&hot_from[..])))
+            .rev()
+            .take(2)
+            .last()
+            .map_or(hot_from.clone(), |(s, _)| s.clone());
+        let hot_events = self.events.split_off(&keep_from);
         let cold_events = std::mem::replace(&mut self.events, hot_events);
-        let hot_versions = self.timeline.split_off(&hot_from);
-        let mut cold_versions = std::mem::replace(&mut self.timeline, hot_versions);
-        // The version just before stays: it is the merge base of a refold starting at `hot_from`.
-        if let Some((s, v)) = cold_versions.pop_last() {
-            self.timeline.insert(s, v);
+        let hot_versions = self.timeline.split_off(&keep_from);
+        let cold_versions = std::mem::replace(&mut self.timeline, hot_versions);
+
+        // Rows no hot version shows: retired ones, which nothing changes again, and live ones
+        // wholly before `keep_from` on business time (ended there, or closed on system time).
+        let shown: HashSet<RowId> = self.timeline.values().filter_map(|v| v.row).collect();
+        let mut cold_rows = Vec::new();
+        let mut pinned = Vec::new();
+        let mut sys = self.frozen.as_ref().and_then(|f| f.sys.clone());
+        let mut raise = |s: &Bytes| {
+            if !s.is_empty() && sys.as_ref().is_none_or(|m| m[..] < s[..]) {
+                sys = Some(s.clone());
+            }
+        };
+        for cands in cold_events.values() {
+            for (s, _) in cands {
+                raise(s);
+            }
         }
-        if cold_events.is_empty() && cold_versions.is_empty() {
+        let candidates: Vec<RowId> = self.hot_rows().collect();
+        for r in candidates {
+            let row = &rows[r];
+            let before = row.start.as_deref().is_some_and(|s| s < &keep_from[..]);
+            let ended = row.end.as_deref().is_some_and(|e| e <= &keep_from[..]);
+            let freeze = !shown.contains(&r)
+                && (row.retired.is_some() || (before && (ended || row.sys_end.is_some())));
+            if !freeze {
+                pinned.push(r);
+                continue;
+            }
+            if row.retired.is_none() {
+                if let Some(e) = &row.sys_end {
+                    raise(e);
+                }
+            }
+            cold_rows.push(r);
+        }
+        self.pinned = pinned;
+        self.cold_upto = self.rows.len() as u32;
+        if cold_events.is_empty() && cold_versions.is_empty() && cold_rows.is_empty() {
             return Ok(());
         }
         let page = codec::encode_cold(
@@ -229,31 +308,43 @@ impl KeyState {
             cold_versions
                 .iter()
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
+            cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
-        let r = spill.put(&page)?;
+        let page = spill.put(&page)?;
+        for &r in &cold_rows {
+            rows.freeze(r);
+        }
+        // The lookup index keeps copies of the rows that were frozen when it was built.
+        self.lookup = std::sync::OnceLock::new();
         let frozen = self.frozen.get_or_insert_with(|| {
             Box::new(Frozen {
                 pages: Vec::new(),
                 hot_from: hot_from.clone(),
+                sys: None,
                 events: 0,
             })
         });
-        frozen.pages.push(r);
+        frozen.pages.push(page);
         frozen.hot_from = hot_from;
+        frozen.sys = sys;
         frozen.events += cold_events.len();
         Ok(())
     }
 
-    /// The key's frozen events, read back (for VACUUM), as `(seq, sys, event)`.
-    pub fn frozen_events(
+    /// The key's frozen events and rows, read back (for VACUUM and readers).
+    pub fn frozen_contents(
         &self,
+        key: &Bytes,
         spill: &Spill,
         width: usize,
-    ) -> Result<Vec<crate::engine::Incoming>> {
-        let mut out = Vec::new();
+    ) -> Result<(Vec<Incoming>, ColdRows)> {
+        let (mut events, mut rows) = (Vec::new(), Vec::new());
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
-            out.extend(codec::decode_cold(&spill.get(p)?, width)?.0);
+            let (e, _, r) = codec::decode_cold(&spill.get(p)?, key, width)?;
+            events.extend(e);
+            rows.extend(r);
         }
-        Ok(out)
+        rows.sort_by_key(|r| r.0);
+        Ok((events, rows))
     }
 }

@@ -64,6 +64,11 @@ pub(crate) struct KeyState {
     pub lookup: OnceLock<Box<lookup::PointIndex>>,
     /// The part of `events` and `timeline` moved to the spill file ([`cold`]), if any.
     pub frozen: Option<Box<Frozen>>,
+    /// The key's number, which its rows carry ([`RowStore::key_of`]).
+    pub no: u32,
+    /// `rows[..cold_upto]` are frozen, except those in `pinned`.
+    pub cold_upto: u32,
+    pub pinned: Vec<RowId>,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.
@@ -114,6 +119,8 @@ pub(crate) struct TableState {
     pub ignore_null: Vec<bool>,
     pub tombstone_gc_us: i64,
     pub keys: BTreeMap<Bytes, KeyState>,
+    /// Keys by number ([`KeyState::no`]).
+    key_list: Vec<Bytes>,
     pub truncates: BTreeSet<Bytes>,
     pub rows: RowStore,
     gc_queue: VecDeque<(i64, Bytes)>,
@@ -156,6 +163,7 @@ impl TableState {
             ignore_null,
             tombstone_gc_us: i64::try_from(gc_secs.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
             keys: BTreeMap::new(),
+            key_list: Vec::new(),
             truncates: BTreeSet::new(),
             rows: RowStore::default(),
             gc_queue: VecDeque::new(),
@@ -178,7 +186,7 @@ impl TableState {
         let mut out = Vec::new();
         let width = self.types.len();
         for (key, ks) in &self.keys {
-            for e in ks.frozen_events(&self.spill, width)? {
+            for e in ks.frozen_contents(key, &self.spill, width)?.0 {
                 out.push(Incoming {
                     key: key.clone(),
                     ..e
@@ -198,6 +206,29 @@ impl TableState {
         Ok((out, self.truncates.iter().cloned().collect()))
     }
 
+    /// The frozen rows of `key` (whose state is `ks`), read back, in id order.
+    pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
+        if ks.frozen.is_none() {
+            return Ok(Vec::new());
+        }
+        Ok(ks.frozen_contents(key, &self.spill, self.types.len())?.1)
+    }
+
+    /// The key numbered `no` ([`KeyState::no`]).
+    pub fn key_by_no(&self, no: u32) -> Option<(&Bytes, &KeyState)> {
+        let key = self.key_list.get(no as usize)?;
+        self.keys.get_key_value(key)
+    }
+
+    /// Brings every key's frozen history back into memory.
+    fn thaw_all(&mut self) -> Result<()> {
+        let width = self.types.len();
+        for (key, ks) in self.keys.iter_mut() {
+            ks.thaw(key, &mut self.rows, &mut self.spill, width)?;
+        }
+        Ok(())
+    }
+
     /// The sizes of the table's cold history.
     pub fn cold_stats(&self) -> ColdStats {
         let mut stats = ColdStats::default();
@@ -212,14 +243,15 @@ impl TableState {
     }
 
     /// Forgets every event and retires every current row, by commit `version` (a full refresh
-    /// rebuilds the table from its source this way).
-    pub fn reset(&mut self, version: u64) -> u64 {
+    /// rebuilds the table from its source this way). Every key is thawed first, so the error is
+    /// the spill file's; the state must then not be used.
+    pub fn reset(&mut self, version: u64) -> Result<u64> {
+        self.thaw_all()?;
         let live: Vec<RowId> = self.rows.live.iter().collect();
         for &r in &live {
             self.rows.retire(r, version);
         }
         for ks in self.keys.values_mut() {
-            ks.drop_frozen(&mut self.spill);
             ks.events.clear();
             ks.timeline.clear();
             ks.max_sys = None;
@@ -228,7 +260,7 @@ impl TableState {
         }
         self.truncates.clear();
         self.gc_queue.clear();
-        live.len() as u64
+        Ok(live.len() as u64)
     }
 
     /// Applies one commit's events. `truncates` are SCD1 truncate sequences. With `record`, the
@@ -254,10 +286,13 @@ impl TableState {
             keys.dedup();
             keys
         };
-        let fx = self.apply_thawed(incoming, truncates, version, ts, record, tick);
+        let mut fx = self.apply_thawed(incoming, truncates, version, ts, record, tick);
+        if self.mode() == StoredAs::Scd1 {
+            self.collect_tombstones(ts, &mut fx)?;
+        }
         for key in &touched {
             if let Some(ks) = self.keys.get_mut(key) {
-                ks.freeze(&mut self.spill, &self.types, self.hot_tail)?;
+                ks.freeze(&mut self.rows, &mut self.spill, &self.types, self.hot_tail)?;
             }
         }
         if self.spill.needs_compaction() {
@@ -270,28 +305,20 @@ impl TableState {
     /// events at or before a key's `hot_from`, bitemporal events late on system time, and, for a
     /// truncate, every key.
     fn thaw_for(&mut self, incoming: &[Incoming], truncates: bool) -> Result<()> {
-        let width = self.types.len();
         if truncates {
-            for ks in self.keys.values_mut() {
-                ks.thaw(&mut self.spill, width)?;
-            }
-            return Ok(());
+            return self.thaw_all();
         }
-        let bitemporal = self.mode() == StoredAs::Bitemporal;
+        let width = self.types.len();
         for evs in incoming.chunk_by(|a, b| a.key == b.key) {
-            let Some(ks) = self.keys.get_mut(&evs[0].key) else {
+            let key = &evs[0].key;
+            let Some(ks) = self.keys.get_mut(key) else {
                 continue;
             };
-            if ks.frozen.is_none() {
-                continue;
-            }
-            let late_sys = bitemporal
-                && ks
-                    .max_sys
-                    .as_ref()
-                    .is_some_and(|m| evs.iter().any(|e| e.sys[..] <= m[..]));
-            if late_sys || evs.iter().any(|e| ks.needs_thaw_at(&e.seq)) {
-                ks.thaw(&mut self.spill, width)?;
+            if evs
+                .iter()
+                .any(|e| ks.needs_thaw_at(&e.seq) || ks.needs_thaw_since(&e.sys))
+            {
+                ks.thaw(key, &mut self.rows, &mut self.spill, width)?;
             }
         }
         Ok(())
@@ -370,7 +397,7 @@ impl TableState {
                 reported = done;
             }
             let mode = self.schema.mode;
-            let ks = self.keys.entry(key.clone()).or_default();
+            let ks = key_state(&mut self.keys, &mut self.key_list, &key);
             match mode {
                 StoredAs::Bitemporal => {
                     apply_key_bitemporal(&mut self.rows, &key, ks, evs, &rules, version, &mut fx)
@@ -393,16 +420,16 @@ impl TableState {
                 }
             }
         }
-        if self.mode() == StoredAs::Scd1 {
-            self.collect_tombstones(ts, &mut fx);
-        }
         self.tracked = tracked;
         self.ignore_null = ignore_null;
         fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
         fx
     }
 
-    fn collect_tombstones(&mut self, now: i64, fx: &mut CommitEffects) {
+    /// SCD1: forgets the events of keys deleted for longer than the GC threshold (their rows
+    /// stay, as history). A frozen key is thawed first, since its pages hold rows too.
+    fn collect_tombstones(&mut self, now: i64, fx: &mut CommitEffects) -> Result<()> {
+        let width = self.types.len();
         while let Some((ts, _)) = self.gc_queue.front() {
             if now.saturating_sub(*ts) <= self.tombstone_gc_us {
                 break;
@@ -410,7 +437,7 @@ impl TableState {
             let (ts, key) = self.gc_queue.pop_front().expect("front");
             if let Some(ks) = self.keys.get_mut(&key) {
                 if ks.deleted_since == Some(ts) {
-                    ks.drop_frozen(&mut self.spill);
+                    ks.thaw(&key, &mut self.rows, &mut self.spill, width)?;
                     ks.events.clear();
                     ks.timeline.clear();
                     ks.max_sys = None;
@@ -419,6 +446,7 @@ impl TableState {
                 }
             }
         }
+        Ok(())
     }
 
     /// Keys in `range`, in key order.
@@ -429,6 +457,21 @@ impl TableState {
     ) -> impl Iterator<Item = (&Bytes, &KeyState)> {
         self.keys.range::<[u8], _>((lo, hi))
     }
+}
+
+/// The state of `key`, created (and numbered in `list`) if new.
+fn key_state<'a>(
+    keys: &'a mut BTreeMap<Bytes, KeyState>,
+    list: &mut Vec<Bytes>,
+    key: &Bytes,
+) -> &'a mut KeyState {
+    keys.entry(key.clone()).or_insert_with(|| {
+        list.push(key.clone());
+        KeyState {
+            no: (list.len() - 1) as u32,
+            ..Default::default()
+        }
+    })
 }
 
 /// Inserts one event into the key's events, counting what happened. Returns whether the event
@@ -561,16 +604,19 @@ fn show_version(
         .timeline
         .get_mut(start)
         .expect("the version is in the timeline");
-    let id = rows.push(StoredRow {
-        key: key.clone(),
-        values: v.values.clone(),
-        start: business.then(|| start.clone()),
-        end: if business { v.end.clone() } else { None },
-        sys_start,
-        sys_end: None,
-        added: version,
-        retired: None,
-    });
+    let id = rows.push(
+        StoredRow {
+            key: key.clone(),
+            values: v.values.clone(),
+            start: business.then(|| start.clone()),
+            end: if business { v.end.clone() } else { None },
+            sys_start,
+            sys_end: None,
+            added: version,
+            retired: None,
+        },
+        ks.no,
+    );
     v.row = Some(id);
     ks.rows.push(id);
 }
@@ -668,7 +714,7 @@ fn emit_bitemporal_step(
             added: version,
             retired: None,
         };
-        let id = rows.push(closed);
+        let id = rows.push(closed, ks.no);
         ks.rows.push(id);
     }
     for start in diff.added {
@@ -689,10 +735,10 @@ fn replay_system_history(
 ) {
     let no_truncates = BTreeSet::new();
     // Old rows the replay may change, and when each segment alive just before `t` opened.
+    // Frozen rows are never in the region: a key is thawed before a replay from a system time
+    // its frozen rows or events reach (see `cold`).
     let region: Vec<RowId> = ks
-        .rows
-        .iter()
-        .copied()
+        .hot_rows()
         .filter(|&r| {
             let row = &rows[r];
             row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
@@ -785,16 +831,19 @@ fn replay_system_history(
                 r
             }
             None => {
-                let id = rows.push(StoredRow {
-                    key: key.clone(),
-                    values,
-                    start: Some(start.clone()),
-                    end,
-                    sys_start: Some(since),
-                    sys_end: until.clone(),
-                    added: version,
-                    retired: None,
-                });
+                let id = rows.push(
+                    StoredRow {
+                        key: key.clone(),
+                        values,
+                        start: Some(start.clone()),
+                        end,
+                        sys_start: Some(since),
+                        sys_end: until.clone(),
+                        added: version,
+                        retired: None,
+                    },
+                    ks.no,
+                );
                 ks.rows.push(id);
                 id
             }

@@ -85,19 +85,56 @@ fn prefetch(p: *const u8) {
     let _ = p;
 }
 
-const CHUNK: usize = 1 << 16;
+const CHUNK: usize = 1 << 12;
 
 /// Row versions by id, in fixed-size chunks (growing never moves a row), the set of live ids, and
 /// the ids each commit retired.
 ///
 /// Ids are handed out in commit order, so the rows a commit wrote are one range of ids
 /// ([`RowStore::first_added`]); together with [`RowStore::retired_by`] that is the change feed.
-#[derive(Default)]
+///
+/// A row can be *frozen* ([`super::cold`]): its data moves to its key's cold page and its slot
+/// holds an empty husk; a chunk whose rows are all frozen is freed. [`RowStore::get`] returns
+/// `None` for a frozen row, and [`RowStore::key_of`] says whose page holds it.
 pub(crate) struct RowStore {
     chunks: Vec<Vec<StoredRow>>,
     len: usize,
+    /// Per chunk, how many of its rows are frozen.
+    chunk_cold: Vec<u32>,
+    cold: RoaringBitmap,
+    /// Per row, the number of its key ([`super::KeyState::no`]).
+    key_of: Vec<u32>,
+    /// Per commit that wrote rows, its version and first row id.
+    commits: Vec<(u64, RowId)>,
+    husk: StoredRow,
     pub live: RoaringBitmap,
     retired: BTreeMap<u64, RoaringBitmap>,
+}
+
+impl Default for RowStore {
+    fn default() -> Self {
+        let empty: Bytes = Bytes::from(&[][..]);
+        RowStore {
+            chunks: Vec::new(),
+            len: 0,
+            chunk_cold: Vec::new(),
+            cold: RoaringBitmap::new(),
+            key_of: Vec::new(),
+            commits: Vec::new(),
+            husk: StoredRow {
+                key: empty,
+                values: Row::from(Vec::new()),
+                start: None,
+                end: None,
+                sys_start: None,
+                sys_end: None,
+                added: 0,
+                retired: None,
+            },
+            live: RoaringBitmap::new(),
+            retired: BTreeMap::new(),
+        }
+    }
 }
 
 impl RowStore {
@@ -105,15 +142,66 @@ impl RowStore {
         self.len
     }
 
-    pub fn push(&mut self, row: StoredRow) -> RowId {
+    /// Adds a row of the key numbered `key`.
+    pub fn push(&mut self, row: StoredRow, key: u32) -> RowId {
         if self.len % CHUNK == 0 {
             self.chunks.push(Vec::with_capacity(CHUNK));
+            self.chunk_cold.push(0);
         }
         let id = self.len as RowId;
+        if self.commits.last().is_none_or(|c| c.0 < row.added) {
+            self.commits.push((row.added, id));
+        }
         self.chunks.last_mut().expect("a chunk").push(row);
+        self.key_of.push(key);
         self.len += 1;
         self.live.insert(id);
         id
+    }
+
+    /// The row, unless it is frozen.
+    pub fn get(&self, id: RowId) -> Option<&StoredRow> {
+        if self.cold.contains(id) {
+            return None;
+        }
+        let i = id as usize;
+        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+    }
+
+    /// Whether any row is frozen.
+    pub fn any_cold(&self) -> bool {
+        !self.cold.is_empty()
+    }
+
+    /// The number of the key that row `id` belongs to.
+    pub fn key_of(&self, id: RowId) -> u32 {
+        self.key_of[id as usize]
+    }
+
+    /// Takes row `id` out (its key's cold page holds it now); frees its chunk once every row of
+    /// it is out.
+    pub fn freeze(&mut self, id: RowId) -> StoredRow {
+        let i = id as usize;
+        let (c, o) = (i / CHUNK, i % CHUNK);
+        let row = std::mem::replace(&mut self.chunks[c][o], self.husk.clone());
+        self.cold.insert(id);
+        self.chunk_cold[c] += 1;
+        if self.chunk_cold[c] as usize == CHUNK {
+            self.chunks[c] = Vec::new();
+        }
+        row
+    }
+
+    /// Puts a frozen row back.
+    pub fn thaw(&mut self, id: RowId, row: StoredRow) {
+        let i = id as usize;
+        let (c, o) = (i / CHUNK, i % CHUNK);
+        if self.chunks[c].is_empty() {
+            self.chunks[c] = vec![self.husk.clone(); CHUNK];
+        }
+        self.chunks[c][o] = row;
+        self.cold.remove(id);
+        self.chunk_cold[c] -= 1;
     }
 
     /// A row written by the commit being applied, to be changed before anyone can see it.
@@ -124,6 +212,7 @@ impl RowStore {
 
     /// Marks row `id` as retired by commit `version`.
     pub fn retire(&mut self, id: RowId, version: u64) {
+        debug_assert!(!self.cold.contains(id), "row {id} is frozen");
         let i = id as usize;
         self.chunks[i / CHUNK][i % CHUNK].retired = Some(version);
         self.live.remove(id);
@@ -138,14 +227,18 @@ impl RowStore {
     /// overlap instead of each row waiting for its own.
     pub fn prefetch_ahead(&self, i: usize, at: impl Fn(usize) -> Option<RowId>) {
         const AHEAD: usize = 8;
-        if let Some(r) = at(i + 3 * AHEAD) {
-            self[r].prefetch_slot();
+        let slot = |r: RowId| {
+            let i = r as usize;
+            self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
+        };
+        if let Some(row) = at(i + 3 * AHEAD).and_then(slot) {
+            row.prefetch_slot();
         }
-        if let Some(r) = at(i + 2 * AHEAD) {
-            self[r].prefetch();
+        if let Some(row) = at(i + 2 * AHEAD).and_then(slot) {
+            row.prefetch();
         }
-        if let Some(r) = at(i + AHEAD) {
-            self[r].prefetch_payload();
+        if let Some(row) = at(i + AHEAD).and_then(slot) {
+            row.prefetch_payload();
         }
     }
 
@@ -156,22 +249,16 @@ impl RowStore {
 
     /// The first id written by commit `version` or later (`len()` if none).
     pub fn first_added(&self, version: u64) -> RowId {
-        let (mut lo, mut hi) = (0usize, self.len);
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self[mid as RowId].added < version {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo as RowId
+        let i = self.commits.partition_point(|c| c.0 < version);
+        self.commits.get(i).map_or(self.len as RowId, |c| c.1)
     }
 }
 
+/// A row the caller knows is not frozen (the engine touches only rows of its keys' hot parts).
 impl Index<RowId> for RowStore {
     type Output = StoredRow;
     fn index(&self, id: RowId) -> &StoredRow {
+        debug_assert!(!self.cold.contains(id), "row {id} is frozen");
         let i = id as usize;
         &self.chunks[i / CHUNK][i % CHUNK]
     }
