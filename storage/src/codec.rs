@@ -587,16 +587,120 @@ pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<Col
     Ok((events, versions, rows))
 }
 
+/// Only the row versions of a page written by [`encode_cold`], as a block.
+pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
+    let al = decompress(bytes)?;
+    let page = rkyv::access::<ArchivedColdPage, rancor::Error>(&al)
+        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
+    rkyv::deserialize::<RowBlock, rancor::Error>(&page.rows)
+        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))
+}
+
+/// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
+/// stay bytes), with the values of every row in one flat vector and an index by row id. Reading
+/// a row allocates nothing but its strings.
+pub(crate) struct ColdBatch {
+    key: Bytes,
+    width: usize,
+    blocks: Vec<RowBlock>,
+    values: Vec<Value>,
+    /// (row id, block, row in block, first value), sorted by row id.
+    index: Vec<(RowId, u32, u32, u32)>,
+}
+
+/// One row of a [`ColdBatch`]: `(key, values, bounds, added, retired)`.
+pub(crate) struct ColdRow<'a> {
+    pub key: &'a [u8],
+    pub values: &'a [Value],
+    /// Start, end, system start, system end.
+    pub bounds: [Option<&'a [u8]>; 4],
+    pub added: u64,
+    pub retired: Option<u64>,
+}
+
+impl ColdBatch {
+    /// Decodes `blocks` of `key`'s pages (see [`decode_cold_rows`]) for a table `width` columns
+    /// wide.
+    pub fn new(key: Bytes, width: usize, blocks: Vec<RowBlock>) -> Result<ColdBatch> {
+        let mut values = Vec::new();
+        let mut index = Vec::new();
+        for (bi, b) in blocks.iter().enumerate() {
+            let n = b.ids.len();
+            b.check(n, width)?;
+            for i in 0..n {
+                index.push((b.ids[i], bi as u32, i as u32, values.len() as u32));
+                for c in &b.columns {
+                    values.push(c.get(i)?);
+                }
+            }
+        }
+        index.sort_unstable_by_key(|e| e.0);
+        Ok(ColdBatch {
+            key,
+            width,
+            blocks,
+            values,
+            index,
+        })
+    }
+
+    /// Row `id`, if it is in the batch.
+    pub fn get(&self, id: RowId) -> Option<ColdRow<'_>> {
+        let at = self.index.binary_search_by_key(&id, |e| e.0).ok()?;
+        let (_, b, i, v) = self.index[at];
+        let (b, i, v) = (&self.blocks[b as usize], i as usize, v as usize);
+        // The block was checked when the batch was made: every slice below is in range.
+        fn slice(col: &VarBytes, i: usize) -> &[u8] {
+            &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
+        }
+        let present = b.present[i];
+        let bound = |col, bit: u8| (present & (1 << bit) != 0).then(|| slice(col, i));
+        let retired = b.retired[i];
+        Some(ColdRow {
+            key: &self.key,
+            values: &self.values[v..v + self.width],
+            bounds: [
+                bound(&b.starts, 0),
+                bound(&b.ends, 1),
+                bound(&b.sys_starts, 2),
+                bound(&b.sys_ends, 3),
+            ],
+            added: b.added[i],
+            retired: (retired != u64::MAX).then_some(retired),
+        })
+    }
+}
+
+impl VarBytes {
+    /// Whether the column holds `n` well-formed entries (no entries at all when `n` is 0).
+    fn holds(&self, n: usize) -> bool {
+        let o = &self.offsets;
+        (n == 0 && o.len() <= 1 && self.data.is_empty())
+            || (o.len() == n + 1
+                && o[0] == 0
+                && o.windows(2).all(|w| w[0] <= w[1])
+                && o[n] as usize <= self.data.len())
+    }
+}
+
 impl RowBlock {
-    fn rows(&self, key: &Bytes, width: usize) -> Result<Vec<(RowId, StoredRow)>> {
-        let n = self.ids.len();
+    /// Checks that every column of the block has `n` entries and well-formed offsets.
+    fn check(&self, n: usize, width: usize) -> Result<()> {
+        let lens = [self.present.len(), self.added.len(), self.retired.len()];
+        let bounds = [&self.starts, &self.ends, &self.sys_starts, &self.sys_ends];
         if self.columns.len() != width
-            || [self.present.len(), self.added.len(), self.retired.len()]
-                .iter()
-                .any(|&l| l != n)
+            || lens.iter().any(|&l| l != n)
+            || bounds.iter().any(|b| !b.holds(n))
         {
             return Err(corrupt("cold row block columns differ in length"));
         }
+        Ok(())
+    }
+
+    /// The block's rows as stored rows of `key`.
+    pub fn rows(&self, key: &Bytes, width: usize) -> Result<Vec<(RowId, StoredRow)>> {
+        let n = self.ids.len();
+        self.check(n, width)?;
         let mut out = Vec::with_capacity(n);
         for i in 0..n {
             let bound = |col: &VarBytes, bit: u8| -> Result<Option<Bytes>> {

@@ -1862,18 +1862,15 @@ impl TableReader<'_> {
             }
         }
         let rows = &self.table.state.rows;
-        let matches = |row: &StoredRow| {
+        let matches_at = |v: &RowView<'_>, added: u64, retired: Option<u64>| {
             (if current {
-                row.retired.is_none()
+                retired.is_none()
             } else {
-                row.visible_at(version)
-            }) && spec
-                .business
-                .matches(row.start.as_deref(), row.end.as_deref())
-                && spec
-                    .system
-                    .matches(row.sys_start.as_deref(), row.sys_end.as_deref())
+                added <= version && retired.is_none_or(|r| r > version)
+            }) && spec.business.matches(v.start, v.end)
+                && spec.system.matches(v.sys_start, v.sys_end)
         };
+        let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
         let mut n = 0;
         let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
@@ -1909,19 +1906,34 @@ impl TableReader<'_> {
         let skip_in_first = cursor.after.as_ref().map_or(0, |(_, i)| *i);
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             let from = if ki == 0 { skip_in_first } else { 0 };
-            let cold = state.cold_rows(k, ks)?;
+            let cold = state.cold_batch(k, ks)?;
             for (i, &r) in ks.rows.iter().enumerate().skip(from) {
                 if n == max_rows {
                     cursor.after = Some((k.to_vec(), i));
                     return Ok(());
                 }
                 rows.prefetch_ahead(i, |p| ks.rows.get(p).copied());
-                let row = rows
+                if let Some(row) = rows.get(r) {
+                    if matches(row) {
+                        f(RowView::of(row));
+                        n += 1;
+                    }
+                    continue;
+                }
+                let row = cold
                     .get(r)
-                    .or_else(|| find_row(&cold, r))
                     .ok_or_else(|| corrupt(format!("row {r} is in no cold page of its key")))?;
-                if matches(row) {
-                    f(RowView::of(row));
+                let [start, end, sys_start, sys_end] = row.bounds;
+                let view = RowView {
+                    key: row.key,
+                    values: row.values,
+                    start,
+                    end,
+                    sys_start,
+                    sys_end,
+                };
+                if matches_at(&view, row.added, row.retired) {
+                    f(view);
                     n += 1;
                 }
             }

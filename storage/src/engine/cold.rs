@@ -331,20 +331,21 @@ impl KeyState {
         Ok(())
     }
 
-    /// The key's frozen events and rows, read back (for VACUUM and readers).
-    pub fn frozen_contents(
-        &self,
-        key: &Bytes,
-        spill: &Spill,
-        width: usize,
-    ) -> Result<(Vec<Incoming>, ColdRows)> {
-        let (mut events, mut rows) = (Vec::new(), Vec::new());
+    /// The key's frozen events, read back (for VACUUM), with empty keys.
+    pub fn frozen_events(&self, key: &Bytes, spill: &Spill, width: usize) -> Result<Vec<Incoming>> {
+        let mut events = Vec::new();
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
-            let (e, _, r) = codec::decode_cold(&spill.get(p)?, key, width)?;
-            events.extend(e);
-            rows.extend(r);
+            events.extend(codec::decode_cold(&spill.get(p)?, key, width)?.0);
         }
-        rows.sort_by_key(|r| r.0);
-        Ok((events, rows))
+        Ok(events)
+    }
+
+    /// The key's frozen row versions, read back as the blocks of its pages.
+    pub fn frozen_rows(&self, spill: &Spill) -> Result<Vec<codec::RowBlock>> {
+        self.frozen
+            .iter()
+            .flat_map(|f| &f.pages)
+            .map(|&p| codec::decode_cold_rows(&spill.get(p)?))
+            .collect()
     }
 }

@@ -186,7 +186,7 @@ impl TableState {
         let mut out = Vec::new();
         let width = self.types.len();
         for (key, ks) in &self.keys {
-            for e in ks.frozen_contents(key, &self.spill, width)?.0 {
+            for e in ks.frozen_events(key, &self.spill, width)? {
                 out.push(Incoming {
                     key: key.clone(),
                     ..e
@@ -208,10 +208,18 @@ impl TableState {
 
     /// The frozen rows of `key` (whose state is `ks`), read back, in id order.
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
-        if ks.frozen.is_none() {
-            return Ok(Vec::new());
+        let width = self.types.len();
+        let mut rows = Vec::new();
+        for b in ks.frozen_rows(&self.spill)? {
+            rows.extend(b.rows(key, width)?);
         }
-        Ok(ks.frozen_contents(key, &self.spill, self.types.len())?.1)
+        rows.sort_by_key(|r| r.0);
+        Ok(rows)
+    }
+
+    /// The frozen rows of `key` (whose state is `ks`), decoded for a scan.
+    pub fn cold_batch(&self, key: &Bytes, ks: &KeyState) -> Result<crate::codec::ColdBatch> {
+        crate::codec::ColdBatch::new(key.clone(), self.types.len(), ks.frozen_rows(&self.spill)?)
     }
 
     /// The key numbered `no` ([`KeyState::no`]).

@@ -23,11 +23,6 @@ pub struct StoredRow {
 }
 
 impl StoredRow {
-    /// Whether the row is part of the table as of `version`.
-    pub(crate) fn visible_at(&self, version: u64) -> bool {
-        self.added <= version && self.retired.is_none_or(|r| r > version)
-    }
-
     /// Asks the CPU to start loading what reading this row will touch: its values and its
     /// bounds, which live in separate heap blocks.
     fn prefetch(&self) {
