@@ -461,10 +461,14 @@ fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
     if claimed > 64 * body.len().max(1024) {
         return Err(corrupt("block size prefix is implausible"));
     }
-    let raw = lz4_flex::decompress_size_prepended(body)
+    // Straight into the aligned buffer: no second copy.
+    let mut al = AlignedVec::<16>::with_capacity(claimed);
+    al.resize(claimed, 0);
+    let n = lz4_flex::block::decompress_into(body.get(4..).unwrap_or_default(), &mut al)
         .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
-    let mut al = AlignedVec::<16>::with_capacity(raw.len());
-    al.extend_from_slice(&raw);
+    if n != claimed {
+        return Err(corrupt("block is shorter than its size prefix"));
+    }
     Ok(al)
 }
 
@@ -644,10 +648,19 @@ impl ColdBatch {
         })
     }
 
-    /// Row `id`, if it is in the batch.
-    pub fn get(&self, id: RowId) -> Option<ColdRow<'_>> {
-        let at = self.index.binary_search_by_key(&id, |e| e.0).ok()?;
-        let (_, b, i, v) = self.index[at];
+    /// The position, in id order, of the first row whose id is `id` or more.
+    pub fn first_at_or_after(&self, id: RowId) -> usize {
+        self.index.partition_point(|e| e.0 < id)
+    }
+
+    /// The id of the row at position `pos` (in id order), if there is one.
+    pub fn id_at(&self, pos: usize) -> Option<RowId> {
+        self.index.get(pos).map(|e| e.0)
+    }
+
+    /// The row at position `pos` (in id order); `pos` must be less than the number of rows.
+    pub fn at(&self, pos: usize) -> ColdRow<'_> {
+        let (_, b, i, v) = self.index[pos];
         let (b, i, v) = (&self.blocks[b as usize], i as usize, v as usize);
         // The block was checked when the batch was made: every slice below is in range.
         fn slice(col: &VarBytes, i: usize) -> &[u8] {
@@ -656,7 +669,7 @@ impl ColdBatch {
         let present = b.present[i];
         let bound = |col, bit: u8| (present & (1 << bit) != 0).then(|| slice(col, i));
         let retired = b.retired[i];
-        Some(ColdRow {
+        ColdRow {
             key: &self.key,
             values: &self.values[v..v + self.width],
             bounds: [
@@ -667,7 +680,7 @@ impl ColdBatch {
             ],
             added: b.added[i],
             retired: (retired != u64::MAX).then_some(retired),
-        })
+        }
     }
 }
 

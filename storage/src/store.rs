@@ -1553,7 +1553,8 @@ impl Default for ScanSpec {
 /// Where a scan stopped; pass it back to continue.
 #[derive(Clone, Debug, Default)]
 pub struct ScanCursor {
-    after: Option<(Vec<u8>, usize)>,
+    /// Where a key-by-key scan goes on: the key, and the first row id to read in it.
+    after: Option<(Vec<u8>, RowId)>,
     next_id: u32,
     /// Whether the scan goes key by key (decided on the first call: a table with frozen rows
     /// is read key by key, so each key's cold pages are decoded once).
@@ -1903,26 +1904,36 @@ impl TableReader<'_> {
             return Ok(());
         }
         let state = &self.table.state;
-        let skip_in_first = cursor.after.as_ref().map_or(0, |(_, i)| *i);
+        let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
-            let from = if ki == 0 { skip_in_first } else { 0 };
+            // A key's rows in id order: those in memory merged with its frozen ones.
+            let from = if ki == 0 { resume } else { 0 };
             let cold = state.cold_batch(k, ks)?;
-            for (i, &r) in ks.rows.iter().enumerate().skip(from) {
+            let mut h = ks.rows.partition_point(|&r| r < from);
+            let mut c = cold.first_at_or_after(from);
+            loop {
+                let (hot, frozen) = (ks.rows.get(h).copied(), cold.id_at(c));
+                let Some(id) = hot.into_iter().chain(frozen).min() else {
+                    break;
+                };
                 if n == max_rows {
-                    cursor.after = Some((k.to_vec(), i));
+                    cursor.after = Some((k.to_vec(), id));
                     return Ok(());
                 }
-                rows.prefetch_ahead(i, |p| ks.rows.get(p).copied());
-                if let Some(row) = rows.get(r) {
+                if hot == Some(id) {
+                    rows.prefetch_ahead(h, |p| ks.rows.get(p).copied());
+                    h += 1;
+                    let row = rows
+                        .get(id)
+                        .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
                     if matches(row) {
                         f(RowView::of(row));
                         n += 1;
                     }
                     continue;
                 }
-                let row = cold
-                    .get(r)
-                    .ok_or_else(|| corrupt(format!("row {r} is in no cold page of its key")))?;
+                let row = cold.at(c);
+                c += 1;
                 let [start, end, sys_start, sys_end] = row.bounds;
                 let view = RowView {
                     key: row.key,
@@ -1984,10 +1995,8 @@ impl TableReader<'_> {
                 // Built from every live row of the key; the frozen ones are read back once and
                 // kept by the index.
                 let cold = state.cold_rows(k, ks)?;
-                let live = ks
-                    .rows
-                    .iter()
-                    .filter_map(|&r| Some((r, rows.get(r).or_else(|| find_row(&cold, r))?)))
+                let live = (cold.iter().map(|(r, row)| (*r, row)))
+                    .chain(ks.rows.iter().filter_map(|&r| Some((r, rows.get(r)?))))
                     .filter(|(_, row)| row.retired.is_none());
                 let mut index = PointIndex::build(live);
                 index.cold = cold;

@@ -178,14 +178,6 @@ impl KeyState {
             .is_some_and(|f| f.sys.as_deref().is_some_and(|s| t <= s))
     }
 
-    /// The key's rows in memory: those frozen pages do not hold.
-    pub fn hot_rows(&self) -> impl Iterator<Item = RowId> + '_ {
-        self.pinned
-            .iter()
-            .chain(&self.rows[self.cold_upto as usize..])
-            .copied()
-    }
-
     /// Brings the key's frozen pages back into memory and frees them.
     pub fn thaw(
         &mut self,
@@ -207,13 +199,13 @@ impl KeyState {
             }
             for (id, row) in stored {
                 rows.thaw(id, row);
+                self.rows.push(id);
             }
         }
         for &p in &frozen.pages {
             spill.free(p);
         }
-        self.cold_upto = 0;
-        self.pinned = Vec::new();
+        self.rows.sort_unstable();
         self.lookup = std::sync::OnceLock::new();
         Ok(())
     }
@@ -265,7 +257,7 @@ impl KeyState {
         // wholly before `keep_from` on business time (ended there, or closed on system time).
         let shown: HashSet<RowId> = self.timeline.values().filter_map(|v| v.row).collect();
         let mut cold_rows = Vec::new();
-        let mut pinned = Vec::new();
+        let mut kept = Vec::new();
         let mut sys = self.frozen.as_ref().and_then(|f| f.sys.clone());
         let mut raise = |s: &Bytes| {
             if !s.is_empty() && sys.as_ref().is_none_or(|m| m[..] < s[..]) {
@@ -277,15 +269,14 @@ impl KeyState {
                 raise(s);
             }
         }
-        let candidates: Vec<RowId> = self.hot_rows().collect();
-        for r in candidates {
+        for &r in &self.rows {
             let row = &rows[r];
             let before = row.start.as_deref().is_some_and(|s| s < &keep_from[..]);
             let ended = row.end.as_deref().is_some_and(|e| e <= &keep_from[..]);
             let freeze = !shown.contains(&r)
                 && (row.retired.is_some() || (before && (ended || row.sys_end.is_some())));
             if !freeze {
-                pinned.push(r);
+                kept.push(r);
                 continue;
             }
             if row.retired.is_none() {
@@ -295,8 +286,7 @@ impl KeyState {
             }
             cold_rows.push(r);
         }
-        self.pinned = pinned;
-        self.cold_upto = self.rows.len() as u32;
+        self.rows = kept;
         if cold_events.is_empty() && cold_versions.is_empty() && cold_rows.is_empty() {
             return Ok(());
         }

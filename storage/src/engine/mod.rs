@@ -53,7 +53,7 @@ pub struct CommitMetrics {
 pub(crate) struct KeyState {
     pub events: EventMap,
     pub timeline: Timeline,
-    /// Every row version ever written for this key, in id order.
+    /// The key's row versions in memory (all but the frozen ones), in id order.
     pub rows: Vec<RowId>,
     /// Greatest system sequence among the key's events (bitemporal).
     pub max_sys: Option<Bytes>,
@@ -62,13 +62,10 @@ pub(crate) struct KeyState {
     /// Point-lookup index over past system times, built on first use. Boxed: most keys never
     /// build one, and the key map keeps its states inline, so a small state keeps it compact.
     pub lookup: OnceLock<Box<lookup::PointIndex>>,
-    /// The part of `events` and `timeline` moved to the spill file ([`cold`]), if any.
+    /// The part of `events`, `timeline` and `rows` moved to the spill file ([`cold`]), if any.
     pub frozen: Option<Box<Frozen>>,
     /// The key's number, which its rows carry ([`RowStore::key_of`]).
     pub no: u32,
-    /// `rows[..cold_upto]` are frozen, except those in `pinned`.
-    pub cold_upto: u32,
-    pub pinned: Vec<RowId>,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.
@@ -746,7 +743,9 @@ fn replay_system_history(
     // Frozen rows are never in the region: a key is thawed before a replay from a system time
     // its frozen rows or events reach (see `cold`).
     let region: Vec<RowId> = ks
-        .hot_rows()
+        .rows
+        .iter()
+        .copied()
         .filter(|&r| {
             let row = &rows[r];
             row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
