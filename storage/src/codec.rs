@@ -475,16 +475,39 @@ fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
 const OPEN_END: u8 = 4;
 
-/// The frozen part of one key's state (see `engine::cold`): its events, its timeline versions
-/// as pseudo-events (sequence = start, system sequence = end) with the rows that show them, and
-/// target row versions.
+/// The frozen part of one key's state (see `engine::cold`), but for its row versions: its
+/// events, and its timeline versions as pseudo-events (sequence = start, system sequence = end)
+/// with the rows that show them.
+///
+/// A cold page is the key's [`RowBlock`] and its `ColdHistory`, each archived and compressed on
+/// its own, after the length of the first (`u32`, little-endian): a scan reads only the rows.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
-pub(crate) struct ColdPage {
+pub(crate) struct ColdHistory {
     events: EventBlock,
     versions: EventBlock,
     /// Per version, the row that shows it (`u32::MAX`: none).
     version_rows: Vec<u32>,
-    rows: RowBlock,
+}
+
+/// How many leading bytes of a cold page hold its row versions (the length and the row part).
+pub(crate) fn cold_page_head(page: &[u8]) -> usize {
+    page.get(..4).map_or(0, |b| {
+        4 + u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+    })
+}
+
+/// The two parts of a cold page (or of its head, whose history part is empty): row versions,
+/// history.
+fn split_page(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
+    let n = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .ok_or_else(|| corrupt("cold page too short"))?;
+    let rest = &bytes[4..];
+    if n > rest.len() {
+        return Err(corrupt("cold page shorter than its row part"));
+    }
+    Ok(rest.split_at(n))
 }
 
 /// Target row versions of one key, in columns.
@@ -517,14 +540,14 @@ pub(crate) fn encode_cold<'a>(
     versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
     rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
 ) -> Result<Vec<u8>> {
-    let mut page = ColdPage {
+    let mut page = ColdHistory {
         events: EventBlock::empty(types),
         versions: EventBlock::empty(types),
         version_rows: Vec::new(),
-        rows: RowBlock {
-            columns: types.iter().map(new_column).collect(),
-            ..Default::default()
-        },
+    };
+    let mut block = RowBlock {
+        columns: types.iter().map(new_column).collect(),
+        ..Default::default()
     };
     for (seq, sys, ev) in events {
         page.events.push(&[], seq, sys, ev, 0);
@@ -540,7 +563,7 @@ pub(crate) fn encode_cold<'a>(
             .push(&[], start, end.unwrap_or_default(), &ev, open);
         page.version_rows.push(row.unwrap_or(u32::MAX));
     }
-    let b = &mut page.rows;
+    let b = &mut block;
     for (id, r) in rows {
         b.ids.push(id);
         let mut present = 0u8;
@@ -563,18 +586,23 @@ pub(crate) fn encode_cold<'a>(
             c.push(v);
         }
     }
-    let raw = rkyv::to_bytes::<rancor::Error>(&page)
-        .map_err(|e| corrupt(format!("cannot encode cold page: {e}")))?;
-    Ok(compress(&raw))
+    let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
+    let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?);
+    let history = compress(&rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?);
+    let mut out = Vec::with_capacity(4 + rows.len() + history.len());
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    out.extend_from_slice(&rows);
+    out.extend_from_slice(&history);
+    Ok(out)
 }
 
 /// Decodes a page of `key` written by [`encode_cold`].
 pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<ColdContents> {
-    let al = decompress(bytes)?;
-    let page = rkyv::from_bytes::<ColdPage, rancor::Error>(&al)
+    let (row_part, history) = split_page(bytes)?;
+    let page = rkyv::from_bytes::<ColdHistory, rancor::Error>(&decompress(history)?)
         .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
     let events = page.events.events(width)?;
-    let rows = page.rows.rows(key, width)?;
+    let rows = decode_row_part(row_part)?.rows(key, width)?;
     let versions = page.versions.events(width)?;
     if versions.len() != page.version_rows.len() {
         return Err(corrupt("cold page has versions without rows"));
@@ -593,10 +621,11 @@ pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<Col
 
 /// Only the row versions of a page written by [`encode_cold`], as a block.
 pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
-    let al = decompress(bytes)?;
-    let page = rkyv::access::<ArchivedColdPage, rancor::Error>(&al)
-        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
-    rkyv::deserialize::<RowBlock, rancor::Error>(&page.rows)
+    decode_row_part(split_page(bytes)?.0)
+}
+
+fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
+    rkyv::from_bytes::<RowBlock, rancor::Error>(&decompress(rows)?)
         .map_err(|e| corrupt(format!("cold page fails validation: {e}")))
 }
 

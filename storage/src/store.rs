@@ -1999,7 +1999,7 @@ impl TableReader<'_> {
                     .chain(ks.rows.iter().filter_map(|&r| Some((r, rows.get(r)?))))
                     .filter(|(_, row)| row.retired.is_none());
                 let mut index = PointIndex::build(live);
-                index.cold = cold;
+                index.cold = cold.into_iter().collect();
                 // Another reader may have built it meanwhile; either copy is the same.
                 let _ = ks.lookup.set(Box::new(index));
                 ks.lookup.get().expect("just set")

@@ -39,6 +39,8 @@ pub(crate) type ColdRows = Vec<(RowId, StoredRow)>;
 pub(crate) struct PageRef {
     offset: u64,
     len: u32,
+    /// The length of the page's head, which can be read alone (a cold page's row versions).
+    head: u32,
 }
 
 /// What a key has frozen: its pages, oldest first, and the sequence its hot tail starts at.
@@ -93,7 +95,8 @@ impl Spill {
         }
     }
 
-    fn put(&mut self, bytes: &[u8]) -> Result<PageRef> {
+    /// Appends a page whose first `head` bytes can be read alone ([`Spill::head`]).
+    fn put(&mut self, bytes: &[u8], head: usize) -> Result<PageRef> {
         let len =
             u32::try_from(bytes.len()).map_err(|_| Error::Io("spill page over 4 GiB".into()))?;
         let file = match &mut self.file {
@@ -111,18 +114,28 @@ impl Spill {
         let r = PageRef {
             offset: self.len,
             len,
+            head: head.min(bytes.len()) as u32,
         };
         self.len += u64::from(len);
         Ok(r)
     }
 
     fn get(&self, r: PageRef) -> Result<Vec<u8>> {
+        self.read(r.offset, r.len)
+    }
+
+    /// The head of a page (see [`Spill::put`]).
+    fn head(&self, r: PageRef) -> Result<Vec<u8>> {
+        self.read(r.offset, r.head)
+    }
+
+    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>> {
         let file = self
             .file
             .as_ref()
             .ok_or_else(|| Error::Io("spill page read before any was written".into()))?;
-        let mut buf = vec![0; r.len as usize];
-        file.read_exact_at(&mut buf, r.offset).map_err(io)?;
+        let mut buf = vec![0; len as usize];
+        file.read_exact_at(&mut buf, offset).map_err(io)?;
         Ok(buf)
     }
 
@@ -141,7 +154,7 @@ impl Spill {
         for ks in keys {
             if let Some(f) = ks.frozen.as_deref_mut() {
                 for p in &mut f.pages {
-                    *p = fresh.put(&self.get(*p)?)?;
+                    *p = fresh.put(&self.get(*p)?, p.head as usize)?;
                 }
             }
         }
@@ -300,7 +313,7 @@ impl KeyState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
-        let page = spill.put(&page)?;
+        let page = spill.put(&page, codec::cold_page_head(&page))?;
         for &r in &cold_rows {
             rows.freeze(r);
         }
@@ -335,7 +348,7 @@ impl KeyState {
         self.frozen
             .iter()
             .flat_map(|f| &f.pages)
-            .map(|&p| codec::decode_cold_rows(&spill.get(p)?))
+            .map(|&p| codec::decode_cold_rows(&spill.head(p)?))
             .collect()
     }
 }
@@ -355,7 +368,7 @@ mod tests {
         for k in 0..3u8 {
             let mut pages = Vec::new();
             for p in 0..4u8 {
-                let r = spill.put(&page(k * 4 + p)).unwrap();
+                let r = spill.put(&page(k * 4 + p), 10).unwrap();
                 if p % 2 == 0 {
                     spill.free(r); // as a thaw would
                 } else {

@@ -181,19 +181,15 @@ pub(crate) struct PointIndex {
     /// Node `n` holds the superseded rows `offsets[n]..offsets[n + 1]` of `superseded`.
     offsets: Vec<u32>,
     superseded: Tiling,
-    /// The key's frozen rows, read back when the index was built, by id (see `cold`).
-    pub cold: super::cold::ColdRows,
+    /// The key's frozen rows, read back when the index was built, by id (see `cold`). A hash
+    /// map: a binary search over 100,000 rows would cost a cache miss per step.
+    pub cold: std::collections::HashMap<RowId, StoredRow>,
 }
 
 impl PointIndex {
     /// Row `id`, from `rows` or, if frozen, from the copy the index keeps.
     pub fn row<'a>(&'a self, rows: &'a super::RowStore, id: RowId) -> Option<&'a StoredRow> {
-        rows.get(id).or_else(|| {
-            self.cold
-                .binary_search_by_key(&id, |c| c.0)
-                .ok()
-                .map(|i| &self.cold[i].1)
-        })
+        rows.get(id).or_else(|| self.cold.get(&id))
     }
 
     /// Indexes the given rows (the key's rows of the current table).
@@ -266,7 +262,7 @@ impl PointIndex {
             size,
             offsets,
             superseded,
-            cold: Vec::new(),
+            cold: Default::default(),
         }
     }
 
