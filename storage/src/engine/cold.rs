@@ -1,29 +1,31 @@
-//! Cold history: the part of a key's events and business timeline that ordinary commits no
-//! longer touch, moved out of memory into a spill file.
+//! Cold history: the part of a key's events, business timeline and row versions that ordinary
+//! commits no longer touch, moved out of memory into a spill file.
 //!
 //! A commit only reads a key's state from the version open just before the earliest sequence it
 //! changes (see [`super::fold::refold`]). Events arrive roughly in order, so after a key has
 //! gathered `2 × hot_tail` events, everything before its last `hot_tail` events is *frozen*:
-//! encoded as one [`crate::codec::ColdPage`] and appended to the table's [`Spill`]. What stays in
-//! memory is the *hot tail*: the events from `hot_from` on, the timeline versions that start there
-//! or later, and the one version just before (the merge base of a refold that starts at
-//! `hot_from`).
+//! encoded as one cold page ([`crate::codec::encode_cold`]) and appended to the table's [`Spill`].
+//! What stays in memory is the *hot tail*: the events and timeline versions from `keep_from` on
+//! (two versions before `hot_from`, the version holding the cut), and the row versions that a
+//! later commit may still change or retire. Rows that stay frozen are immutable: retired ones,
+//! and live ones wholly before `keep_from` on business time.
 //!
-//! An event at or before `hot_from`, a late event on system time (whose replay reads the key's
-//! whole system history) or an SCD1 truncate *thaws* the key first: its pages are read back into
-//! memory and dropped from the spill. So the engine itself never sees a frozen key, and a table is
-//! the same whatever was frozen when (the engine-model property tests run with tails of one and
-//! two events to check that).
+//! A key is *thawed* (its pages read back into memory and freed) before a commit that would read
+//! frozen state: an event at or before `hot_from`; a bitemporal event at or before the greatest
+//! system time among its frozen events and frozen live rows' system ends; an SCD1 truncate, a full
+//! refresh, a tombstone GC. A later system-time replay runs on the hot part alone. So the engine
+//! never reads frozen state, and a table is the same whatever was frozen when (the engine-model
+//! property tests run with tails of one and two events, and `tests/cold.rs` compares a frozen
+//! store with one that keeps everything).
 //!
 //! The spill holds derived state only: the event log stays the truth, and the spill file is an
 //! unlinked temporary file that disappears with the process. A replay on open freezes as it goes.
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::ops::Bound;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-
-use std::collections::HashSet;
 
 use super::fold::{Bytes, RowId, Version};
 use super::{Incoming, KeyState, RowStore, StoredRow};
