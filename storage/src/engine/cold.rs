@@ -238,10 +238,12 @@ impl KeyState {
         if n <= tail.saturating_mul(2) {
             return Ok(());
         }
+        // From the back: a key whose history cannot freeze (one long open version) comes here
+        // on every commit, and must not pay for its length.
         let cut = self
             .events
             .keys()
-            .nth(n - tail)
+            .nth_back(tail - 1)
             .expect("more than tail events")
             .clone();
         // The hot part starts at the version containing the cut, so a refold that starts after
