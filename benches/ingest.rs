@@ -1,5 +1,6 @@
 //! Durable ingest throughput on the workload of the core-engine issue (see `workload.rs`):
-//! SCD TYPE 2 and BITEMPORAL. `ASOF_BENCH_EVENTS` shrinks the workload (default 1,000,000).
+//! SCD TYPE 2 and BITEMPORAL. `ASOF_BENCH_EVENTS` shrinks the workload (default 1,000,000);
+//! `ASOF_BENCH_HOT_EVENTS` sets `StoreOptions::hot_events_per_key` (huge: no freezing).
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -9,19 +10,12 @@ mod workload;
 
 use std::time::{Duration, Instant};
 
-use asof::{Store, StoredAs};
+use asof::StoredAs;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-
-fn events() -> usize {
-    std::env::var("ASOF_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000)
-}
 
 fn ingest(c: &mut Criterion) {
     workload::tune_allocator();
-    let n = events();
+    let n = workload::events();
     let batches = workload::batches(n, 10_000, 10_000, 42);
     let mut g = c.benchmark_group("ingest");
     g.sample_size(10);
@@ -33,7 +27,7 @@ fn ingest(c: &mut Criterion) {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     let dir = tempfile::tempdir().unwrap();
-                    let store = Store::open(dir.path()).unwrap();
+                    let store = workload::open(dir.path());
                     store.create_flow(workload::flow(mode)).unwrap();
                     let start = Instant::now();
                     for batch in &batches {

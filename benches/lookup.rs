@@ -1,5 +1,5 @@
 //! Point as-of lookups on a key with 10, 1,000 and 100,000 versions, at past and current
-//! system times.
+//! system times. `ASOF_BENCH_HOT_EVENTS` sets `StoreOptions::hot_events_per_key`.
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 fn long_key_store(versions: usize) -> (tempfile::TempDir, Store) {
     use arrow::array::*;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = workload::open(dir.path());
     store
         .create_flow(workload::flow(StoredAs::Bitemporal))
         .unwrap();

@@ -1,5 +1,6 @@
 //! Full-table scans and as-of scans into Arrow after the workload of the core-engine issue.
-//! `ASOF_BENCH_EVENTS` shrinks the workload (default 1,000,000).
+//! `ASOF_BENCH_EVENTS` shrinks the workload (default 1,000,000); `ASOF_BENCH_HOT_EVENTS` sets
+//! `StoreOptions::hot_events_per_key` (huge: all history in memory, none to decode).
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -15,16 +16,9 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion, Throughput,
 };
 
-fn events() -> usize {
-    std::env::var("ASOF_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000)
-}
-
 fn load(mode: StoredAs, batches: &[arrow::array::RecordBatch]) -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
+    let store = workload::open(dir.path());
     store.create_flow(workload::flow(mode)).unwrap();
     for b in batches {
         store.apply("bench_cdc", b).unwrap();
@@ -56,7 +50,7 @@ fn bench_rows(
 
 fn scans(c: &mut Criterion) {
     workload::tune_allocator();
-    let n = events();
+    let n = workload::events();
     let batches = workload::batches(n, 10_000, 10_000, 42);
     let mut g = c.benchmark_group("scan");
     g.sample_size(10);

@@ -54,6 +54,28 @@ pub fn flow(mode: StoredAs) -> Flow {
     f.build().expect("valid flow")
 }
 
+/// The number of events of the workload: `ASOF_BENCH_EVENTS`, 1M by default.
+pub fn events() -> usize {
+    std::env::var("ASOF_BENCH_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+/// Opens a store at `path` with the default options, but for `hot_events_per_key`, which
+/// `ASOF_BENCH_HOT_EVENTS` sets when given (a huge value keeps all history in memory, for an A/B
+/// against freezing).
+pub fn open(path: &std::path::Path) -> asof::Store {
+    let mut options = asof::StoreOptions::default();
+    if let Some(n) = std::env::var("ASOF_BENCH_HOT_EVENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        options.hot_events_per_key = n;
+    }
+    asof::Store::open_with(path, options).expect("store opens")
+}
+
 /// Keeps freed memory in mimalloc instead of returning it to the OS, as the `asof` binary does
 /// (see `MI_OPTION_PURGE_DELAY` in src/main.rs).
 #[allow(dead_code)]
