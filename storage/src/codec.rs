@@ -630,21 +630,18 @@ fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
 }
 
 /// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
-/// stay bytes), with the values of every row in one flat vector and an index by row id. Reading
-/// a row allocates nothing but its strings.
+/// stay bytes), with an index by row id. A row's bounds and commits are read in place; its values
+/// are built only when asked for ([`ColdBatch::values`]), so rows a scan filters out cost none.
 pub(crate) struct ColdBatch {
     key: Bytes,
-    width: usize,
     blocks: Vec<RowBlock>,
-    values: Vec<Value>,
-    /// (row id, block, row in block, first value), sorted by row id.
-    index: Vec<(RowId, u32, u32, u32)>,
+    /// (row id, block, row in block), sorted by row id.
+    index: Vec<(RowId, u32, u32)>,
 }
 
-/// One row of a [`ColdBatch`]: `(key, values, bounds, added, retired)`.
+/// One row of a [`ColdBatch`], but for its values: `(key, bounds, added, retired)`.
 pub(crate) struct ColdRow<'a> {
     pub key: &'a [u8],
-    pub values: &'a [Value],
     /// Start, end, system start, system end.
     pub bounds: [Option<&'a [u8]>; 4],
     pub added: u64,
@@ -655,26 +652,24 @@ impl ColdBatch {
     /// Decodes `blocks` of `key`'s pages (see [`decode_cold_rows`]) for a table `width` columns
     /// wide.
     pub fn new(key: Bytes, width: usize, blocks: Vec<RowBlock>) -> Result<ColdBatch> {
-        let mut values = Vec::new();
         let mut index = Vec::new();
         for (bi, b) in blocks.iter().enumerate() {
             let n = b.ids.len();
             b.check(n, width)?;
-            for i in 0..n {
-                index.push((b.ids[i], bi as u32, i as u32, values.len() as u32));
-                for c in &b.columns {
-                    values.push(c.get(i)?);
-                }
-            }
+            index.extend((0..n).map(|i| (b.ids[i], bi as u32, i as u32)));
         }
         index.sort_unstable_by_key(|e| e.0);
-        Ok(ColdBatch {
-            key,
-            width,
-            blocks,
-            values,
-            index,
-        })
+        Ok(ColdBatch { key, blocks, index })
+    }
+
+    /// The values of the row at position `pos`, into `out` (cleared first).
+    pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
+        let (_, b, i) = self.index[pos];
+        out.clear();
+        for c in &self.blocks[b as usize].columns {
+            out.push(c.get(i as usize)?);
+        }
+        Ok(())
     }
 
     /// The position, in id order, of the first row whose id is `id` or more.
@@ -689,8 +684,8 @@ impl ColdBatch {
 
     /// The row at position `pos` (in id order); `pos` must be less than the number of rows.
     pub fn at(&self, pos: usize) -> ColdRow<'_> {
-        let (_, b, i, v) = self.index[pos];
-        let (b, i, v) = (&self.blocks[b as usize], i as usize, v as usize);
+        let (_, b, i) = self.index[pos];
+        let (b, i) = (&self.blocks[b as usize], i as usize);
         // The block was checked when the batch was made: every slice below is in range.
         fn slice(col: &VarBytes, i: usize) -> &[u8] {
             &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
@@ -700,7 +695,6 @@ impl ColdBatch {
         let retired = b.retired[i];
         ColdRow {
             key: &self.key,
-            values: &self.values[v..v + self.width],
             bounds: [
                 bound(&b.starts, 0),
                 bound(&b.ends, 1),

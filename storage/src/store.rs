@@ -1905,6 +1905,7 @@ impl TableReader<'_> {
         }
         let state = &self.table.state;
         let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
+        let mut values = Vec::new();
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
@@ -1933,20 +1934,23 @@ impl TableReader<'_> {
                     continue;
                 }
                 let row = cold.at(c);
-                c += 1;
                 let [start, end, sys_start, sys_end] = row.bounds;
-                let view = RowView {
+                let mut view = RowView {
                     key: row.key,
-                    values: row.values,
+                    values: &[],
                     start,
                     end,
                     sys_start,
                     sys_end,
                 };
+                // The values are built only for a row the scan returns.
                 if matches_at(&view, row.added, row.retired) {
+                    cold.values(c, &mut values)?;
+                    view.values = &values;
                     f(view);
                     n += 1;
                 }
+                c += 1;
             }
         }
         cursor.done = true;
