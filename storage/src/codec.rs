@@ -11,6 +11,7 @@
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 
+use crate::engine::cold::ColdRows;
 use crate::engine::fold::{Bytes, Event, EventKind, RowId};
 use crate::engine::{Incoming, StoredRow};
 use crate::error::{corrupt, Result};
@@ -530,7 +531,7 @@ pub(crate) struct RowBlock {
 pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
 
 /// What a cold page holds, decoded: events (with empty keys), versions and rows.
-pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, Vec<(RowId, StoredRow)>);
+pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, ColdRows);
 
 /// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
 /// compressed [`ColdPage`].
@@ -598,11 +599,22 @@ pub(crate) fn encode_cold<'a>(
 
 /// Decodes a page of `key` written by [`encode_cold`].
 pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<ColdContents> {
-    let (row_part, history) = split_page(bytes)?;
+    let (row_part, _) = split_page(bytes)?;
+    let (events, versions) = decode_cold_history(bytes, width)?;
+    let rows = decode_row_part(row_part)?.rows(key, width)?;
+    Ok((events, versions, rows))
+}
+
+/// Only the events (with empty keys) and timeline versions of a page written by
+/// [`encode_cold`].
+pub(crate) fn decode_cold_history(
+    bytes: &[u8],
+    width: usize,
+) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
+    let (_, history) = split_page(bytes)?;
     let page = rkyv::from_bytes::<ColdHistory, rancor::Error>(&decompress(history)?)
         .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
     let events = page.events.events(width)?;
-    let rows = decode_row_part(row_part)?.rows(key, width)?;
     let versions = page.versions.events(width)?;
     if versions.len() != page.version_rows.len() {
         return Err(corrupt("cold page has versions without rows"));
@@ -616,7 +628,7 @@ pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<Col
             (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
         })
         .collect();
-    Ok((events, versions, rows))
+    Ok((events, versions))
 }
 
 /// Only the row versions of a page written by [`encode_cold`], as a block.
@@ -734,7 +746,7 @@ impl RowBlock {
     }
 
     /// The block's rows as stored rows of `key`.
-    pub fn rows(&self, key: &Bytes, width: usize) -> Result<Vec<(RowId, StoredRow)>> {
+    pub fn rows(&self, key: &Bytes, width: usize) -> Result<ColdRows> {
         let n = self.ids.len();
         self.check(n, width)?;
         let mut out = Vec::with_capacity(n);

@@ -339,10 +339,10 @@ impl KeyState {
     }
 
     /// The key's frozen events, read back (for VACUUM), with empty keys.
-    pub fn frozen_events(&self, key: &Bytes, spill: &Spill, width: usize) -> Result<Vec<Incoming>> {
+    pub fn frozen_events(&self, spill: &Spill, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
-            events.extend(codec::decode_cold(&spill.get(p)?, key, width)?.0);
+            events.extend(codec::decode_cold_history(&spill.get(p)?, width)?.0);
         }
         Ok(events)
     }

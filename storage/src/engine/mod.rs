@@ -183,7 +183,7 @@ impl TableState {
         let mut out = Vec::new();
         let width = self.types.len();
         for (key, ks) in &self.keys {
-            for e in ks.frozen_events(key, &self.spill, width)? {
+            for e in ks.frozen_events(&self.spill, width)? {
                 out.push(Incoming {
                     key: key.clone(),
                     ..e
