@@ -15,6 +15,7 @@ use crate::engine::cold::ColdRows;
 use crate::engine::fold::{Bytes, Event, EventKind, RowId};
 use crate::engine::{Incoming, StoredRow};
 use crate::error::{corrupt, Result};
+use crate::lz4;
 use crate::value::{ColumnType, Row, Value};
 
 /// About how many raw bytes one block holds before a new one is started.
@@ -432,7 +433,7 @@ impl EventBlock {
 pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
     let raw = rkyv::to_bytes::<rancor::Error>(b)
         .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
-    Ok(compress(&raw))
+    compress(&raw)
 }
 
 /// Decompresses and validates a stored block.
@@ -442,34 +443,22 @@ pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
         .map_err(|e| corrupt(format!("block fails validation: {e}")))
 }
 
-fn compress(raw: &[u8]) -> Vec<u8> {
+fn compress(raw: &[u8]) -> Result<Vec<u8>> {
     let mut out = vec![BLOCK_LZ4_RKYV];
-    out.extend_from_slice(&lz4_flex::compress_prepend_size(raw));
-    out
+    out.extend_from_slice(&lz4::compress(raw)?);
+    Ok(out)
 }
 
-/// The archived bytes of a block written by [`compress`], aligned for rkyv.
+/// The archived bytes of a block written by [`compress`], aligned for rkyv. Its length is the
+/// one the block records (see [`lz4`]); no ratio is assumed.
 fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
     if format != BLOCK_LZ4_RKYV {
         return Err(corrupt(format!("unknown block format {format}")));
     }
-    // A damaged size prefix must not make us allocate gigabytes.
-    let claimed = body
-        .get(..4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        .unwrap_or(0);
-    if claimed > 64 * body.len().max(1024) {
-        return Err(corrupt("block size prefix is implausible"));
-    }
     // Straight into the aligned buffer: no second copy.
-    let mut al = AlignedVec::<16>::with_capacity(claimed);
-    al.resize(claimed, 0);
-    let n = lz4_flex::block::decompress_into(body.get(4..).unwrap_or_default(), &mut al)
-        .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
-    if n != claimed {
-        return Err(corrupt("block is shorter than its size prefix"));
-    }
+    let mut al = AlignedVec::<16>::new();
+    lz4::decompress_into(body, &mut al)?;
     Ok(al)
 }
 
@@ -588,8 +577,8 @@ pub(crate) fn encode_cold<'a>(
         }
     }
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
-    let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?);
-    let history = compress(&rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?);
+    let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?)?;
+    let history = compress(&rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?)?;
     let mut out = Vec::with_capacity(4 + rows.len() + history.len());
     out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
     out.extend_from_slice(&rows);

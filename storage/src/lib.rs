@@ -18,6 +18,7 @@ pub mod fuzzing;
 mod ingest;
 pub mod keycodec;
 mod kv;
+mod lz4;
 mod progress;
 mod source;
 mod store;

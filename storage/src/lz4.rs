@@ -1,0 +1,128 @@
+//! Size-prefixed LZ4: the one compression of the format (event blocks, cold pages, source chunks).
+//!
+//! ```text
+//! +----------------------------+-------------------------------+
+//! | uncompressed length u32 LE | LZ4 block (lz4_flex, raw)     |
+//! +----------------------------+-------------------------------+
+//! ```
+//!
+//! Decompression is bounded by what the format records, the uncompressed length written in front
+//! of the block, checked against one absolute cap ([`MAX_UNCOMPRESSED`]); never by a ratio of
+//! compressed to uncompressed size: LZ4 shrinks long runs about 250 times, and a guard on the ratio
+//! made valid, acknowledged data unreadable. The same cap is checked when writing, so nothing is
+//! ever written that could not be read back.
+
+use crate::error::{corrupt, Error, Result};
+
+/// The largest uncompressed block the format holds: 1 GiB. A size prefix above it is damage (and
+/// must not make a reader allocate gigabytes); a block above it is refused when written.
+pub(crate) const MAX_UNCOMPRESSED: usize = 1 << 30;
+
+/// `raw` compressed, with its length in front.
+pub(crate) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
+    if raw.len() > MAX_UNCOMPRESSED {
+        return Err(Error::InvalidQuery(format!(
+            "a stored block would hold {} bytes, over the limit of {MAX_UNCOMPRESSED} (a single value or row this large cannot be stored)",
+            raw.len()
+        )));
+    }
+    Ok(lz4_flex::compress_prepend_size(raw))
+}
+
+/// The uncompressed length a block written by [`compress`] claims, checked against the cap.
+pub(crate) fn claimed_len(bytes: &[u8]) -> Result<usize> {
+    let prefix: [u8; 4] = bytes
+        .get(..4)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| corrupt("block is shorter than its size prefix"))?;
+    let claimed = u32::from_le_bytes(prefix) as usize;
+    if claimed > MAX_UNCOMPRESSED {
+        return Err(corrupt(format!(
+            "block claims {claimed} uncompressed bytes, over the format's limit of {MAX_UNCOMPRESSED}"
+        )));
+    }
+    Ok(claimed)
+}
+
+/// Decompresses a block written by [`compress`] into `out`, which is resized to its length; the
+/// block must fill it exactly.
+pub(crate) fn decompress_into(bytes: &[u8], out: &mut impl LenBuffer) -> Result<()> {
+    let claimed = claimed_len(bytes)?;
+    out.set_len_zeroed(claimed);
+    let n = lz4_flex::block::decompress_into(&bytes[4..], out.as_mut_slice())
+        .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
+    if n != claimed {
+        return Err(corrupt("block is shorter than its size prefix"));
+    }
+    Ok(())
+}
+
+/// A block written by [`compress`], decompressed.
+pub(crate) fn decompress(bytes: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    decompress_into(bytes, &mut out)?;
+    Ok(out)
+}
+
+/// A byte buffer [`decompress_into`] can fill: a `Vec<u8>`, or rkyv's aligned buffer.
+pub(crate) trait LenBuffer {
+    /// Makes the buffer `len` bytes long (zeroed).
+    fn set_len_zeroed(&mut self, len: usize);
+    /// The bytes.
+    fn as_mut_slice(&mut self) -> &mut [u8];
+}
+
+impl LenBuffer for Vec<u8> {
+    fn set_len_zeroed(&mut self, len: usize) {
+        self.clear();
+        self.resize(len, 0);
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
+impl<const A: usize> LenBuffer for rkyv::util::AlignedVec<A> {
+    fn set_len_zeroed(&mut self, len: usize) {
+        self.clear();
+        self.resize(len, 0);
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        rkyv::util::AlignedVec::as_mut_slice(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_block_that_shrinks_250_times_reads_back() {
+        let raw = vec![b'a'; 1 << 20];
+        let packed = compress(&raw).unwrap();
+        assert!(
+            packed.len() * 200 < raw.len(),
+            "LZ4 shrinks a run about 250x: {} bytes",
+            packed.len()
+        );
+        assert_eq!(decompress(&packed).unwrap(), raw);
+    }
+
+    #[test]
+    fn a_size_prefix_over_the_cap_is_damage_and_allocates_nothing() {
+        let mut packed = compress(b"hello").unwrap();
+        packed[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let e = decompress(&packed).unwrap_err().to_string();
+        assert!(e.contains("over the format's limit"), "{e}");
+    }
+
+    #[test]
+    fn a_size_prefix_that_lies_is_damage() {
+        let mut packed = compress(&vec![7u8; 1000]).unwrap();
+        packed[..4].copy_from_slice(&2000u32.to_le_bytes());
+        assert!(decompress(&packed).is_err());
+        packed[..4].copy_from_slice(&10u32.to_le_bytes());
+        assert!(decompress(&packed).is_err());
+        assert!(decompress(&[1, 0]).is_err());
+    }
+}
