@@ -116,7 +116,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let before = disk(dir.path());
     let start = Instant::now();
-    let report = store.vacuum("bench", std::time::Duration::ZERO)?;
+    let report = store.vacuum_with(
+        "bench",
+        std::time::Duration::ZERO,
+        asof::RetentionCheck::Disabled,
+    )?;
     let vacuum_secs = start.elapsed().as_secs_f64();
     let after_versions = store.read("bench", |r| r.row_versions())?;
     drop(store);

@@ -57,7 +57,10 @@
 //! ```
 #![warn(missing_docs)]
 
-pub use asof_query::sql::{DataFusionEvaluator, Output as SqlOutput, SqlSession};
+pub use asof_query::sql::{
+    DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ScriptError, SessionOptions,
+    SqlSession,
+};
 pub use asof_query::{
     history_batch, key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema,
     table_changes, ChangeBound, FileFormat, FileSource, KeySelection, LookupRow, QueryError,
@@ -65,8 +68,10 @@ pub use asof_query::{
 };
 pub use asof_storage::{
     keycodec, ChangeType, ColdStats, ColumnSelection, ColumnType, CommitInfo, CommitMetrics,
-    Condition, ConditionEvaluator, Error, Flow, FlowBuilder, FlowError, FlowSpec, KvPair, KvStore,
-    Progress, SledKv, SourceColumn, Store, StoreOptions, StoredAs, TableSchema, TimeUnit,
-    VacuumReport, Value, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION,
-    FULL_REFRESH, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    Condition, ConditionEvaluator, Error, Expectation, Flow, FlowBuilder, FlowError, FlowSpec,
+    KvPair, KvStore, ManifestCheck, OnViolation, Progress, RetentionCheck, SledKv, SourceColumn,
+    SourceWrite, Store, StoreOptions, StoredAs, TableOptions, TableSchema, TimeUnit, VacuumReport,
+    Value, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
+    MIN_RETAIN, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
+    TOMBSTONE_GC_PROPERTY,
 };

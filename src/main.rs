@@ -20,6 +20,10 @@ struct Cli {
     /// The database folder (created on first use).
     #[arg(long, global = true, env = "ASOF_DB", default_value = "asof.db")]
     db: PathBuf,
+    /// How long to wait, in seconds, for another process that has the store open to let go
+    /// (default 2).
+    #[arg(long, global = true, env = "ASOF_WAIT", value_name = "SECONDS")]
+    wait: Option<f64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -90,6 +94,10 @@ enum Command {
     },
     /// Lists the tables.
     Tables,
+    /// Rebuilds a lost or damaged manifest from the commits the store holds. Run it only after
+    /// making sure the folder's files are yours and complete: the manifest is what lets an open
+    /// tell that an acknowledged commit went missing.
+    Repair,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -167,8 +175,16 @@ fn main() -> ExitCode {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn run(cli: Cli) -> Res<()> {
-    let store =
-        Store::open(&cli.db).map_err(|e| format!("cannot open {}: {e}", cli.db.display()))?;
+    let mut options = asof::StoreOptions::default();
+    if let Some(w) = cli.wait {
+        options.lock_wait = std::time::Duration::try_from_secs_f64(w)
+            .map_err(|_| format!("--wait takes a number of seconds, not {w}"))?;
+    }
+    if matches!(cli.command, Command::Repair) {
+        options.manifest = asof::ManifestCheck::Rebuild;
+    }
+    let store = Store::open_with(&cli.db, options)
+        .map_err(|e| format!("cannot open {}: {e}", cli.db.display()))?;
     match cli.command {
         Command::Sql {
             statements,
@@ -190,8 +206,7 @@ fn run(cli: Cli) -> Res<()> {
             if let Some(bar) = Bar::for_terminal() {
                 session.set_progress(bar);
             }
-            let outputs = session.execute(&text)?;
-            print_outputs(outputs, format, output.as_deref())
+            run_script(&mut session, &text, format, output.as_deref())
         }
         Command::Shell => shell(store, &cli.db),
         Command::Example { dir } => example(&store, &dir),
@@ -230,8 +245,13 @@ fn run(cli: Cli) -> Res<()> {
             };
             print_batches(&asof::scan_all(&store, &table, &req)?, format)
         }
-        Command::History { table } => {
-            print_history(&store, &table);
+        Command::History { table } => print_history(&store, &table),
+        Command::Repair => {
+            let (tables, sources) = (store.tables()?.len(), store.sources()?.len());
+            println!(
+                "{}: manifest rebuilt from {tables} tables and {sources} source tables",
+                cli.db.display()
+            );
             Ok(())
         }
         Command::Tables => {
@@ -265,10 +285,22 @@ fn read_csv(file: &Path) -> Res<RecordBatch> {
         .lines()
         .next()
         .ok_or_else(|| format!("{}: empty file", file.display()))?;
+    let names: Vec<&str> = header.split(',').map(str::trim).collect();
+    for (i, n) in names.iter().enumerate() {
+        if let Some(j) = names[..i].iter().position(|m| m == n) {
+            return Err(format!(
+                "{}: the header names column `{n}` twice (columns {} and {}); rename one",
+                file.display(),
+                j + 1,
+                i + 1
+            )
+            .into());
+        }
+    }
     let schema = Arc::new(Schema::new(
-        header
-            .split(',')
-            .map(|h| Field::new(h.trim(), DataType::Utf8, true))
+        names
+            .iter()
+            .map(|h| Field::new(*h, DataType::Utf8, true))
             .collect::<Vec<_>>(),
     ));
     let reader = arrow::csv::ReaderBuilder::new(schema.clone())
@@ -285,23 +317,19 @@ fn metrics_line(m: &asof::CommitMetrics) -> String {
     )
 }
 
-fn print_history(store: &Store, table: &str) {
-    match store.history(table) {
-        Ok(h) => {
-            for c in h {
-                let ts = chrono::DateTime::from_timestamp_micros(c.timestamp_us)
-                    .map(|t| t.to_rfc3339())
-                    .unwrap_or_default();
-                println!(
-                    "  v{:<3} {ts}  {:<28} {}",
-                    c.version,
-                    c.operation,
-                    metrics_line(&c.metrics)
-                );
-            }
-        }
-        Err(e) => eprintln!("error: {e}"),
+fn print_history(store: &Store, table: &str) -> Res<()> {
+    for c in store.history(table)? {
+        let ts = chrono::DateTime::from_timestamp_micros(c.timestamp_us)
+            .map(|t| t.to_rfc3339())
+            .unwrap_or_default();
+        println!(
+            "  v{:<3} {ts}  {:<28} {}",
+            c.version,
+            c.operation,
+            metrics_line(&c.metrics)
+        );
     }
+    Ok(())
 }
 
 fn print_batches(batches: &[RecordBatch], format: Format) -> Res<()> {
@@ -361,32 +389,49 @@ fn write_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std::io:
     Ok(())
 }
 
-/// Prints each statement's output: query results in `format` (to `output` if given), and the
-/// lines of other statements on stdout for tables, stderr otherwise.
-fn print_outputs(outputs: Vec<asof::SqlOutput>, format: Format, output: Option<&Path>) -> Res<()> {
+/// Runs a script, printing each statement's output as soon as it is done; a failing statement
+/// ends it with an error that says which statement failed and what is committed.
+fn run_script(
+    session: &mut asof::SqlSession,
+    text: &str,
+    format: Format,
+    output: Option<&Path>,
+) -> Res<()> {
     let mut file = match output {
         Some(p) => Some(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
         None => None,
     };
-    for out in outputs {
-        match out {
-            asof::SqlOutput::Batches(schema, batches) => {
-                let batches = if batches.is_empty() {
-                    vec![RecordBatch::new_empty(schema)]
-                } else {
-                    batches
-                };
-                match file.as_mut() {
-                    Some(f) => write_batches(&batches, format, f)?,
-                    None => print_batches(&batches, format)?,
-                }
+    let mut printed: Res<()> = Ok(());
+    let ran = session.execute_script(text, |out| {
+        if printed.is_ok() {
+            printed = print_output(out, format, file.as_mut());
+        }
+    });
+    printed?;
+    ran?;
+    Ok(())
+}
+
+/// Prints one statement's output: a query result in `format` (to `file` if given), and the
+/// line of another statement on stdout for tables, stderr otherwise.
+fn print_output(out: asof::SqlOutput, format: Format, file: Option<&mut File>) -> Res<()> {
+    match out {
+        asof::SqlOutput::Batches(schema, batches) => {
+            let batches = if batches.is_empty() {
+                vec![RecordBatch::new_empty(schema)]
+            } else {
+                batches
+            };
+            match file {
+                Some(f) => write_batches(&batches, format, f)?,
+                None => print_batches(&batches, format)?,
             }
-            asof::SqlOutput::Done(line) => {
-                if matches!(format, Format::Table) && file.is_none() {
-                    println!("{line}")
-                } else {
-                    eprintln!("{line}")
-                }
+        }
+        asof::SqlOutput::Done(line) => {
+            if matches!(format, Format::Table) && file.is_none() {
+                println!("{line}")
+            } else {
+                eprintln!("{line}")
             }
         }
     }
@@ -403,7 +448,7 @@ fn shell(store: Store, db: &Path) -> Res<()> {
     if !std::io::stdin().is_terminal() {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text)?;
-        return print_outputs(session.execute(&text)?, Format::Table, None);
+        return run_script(&mut session, &text, Format::Table, None);
     }
     let mut rl = rustyline::DefaultEditor::new()?;
     let history = db.join("shell_history");
@@ -421,13 +466,8 @@ fn shell(store: Store, db: &Path) -> Res<()> {
                 buf.push('\n');
                 if line.trim_end().ends_with(';') {
                     let _ = rl.add_history_entry(buf.trim());
-                    match session.execute(&buf) {
-                        Ok(outs) => {
-                            if let Err(e) = print_outputs(outs, Format::Table, None) {
-                                eprintln!("error: {e}");
-                            }
-                        }
-                        Err(e) => eprintln!("error: {e}"),
+                    if let Err(e) = run_script(&mut session, &buf, Format::Table, None) {
+                        eprintln!("error: {e}");
                     }
                     buf.clear();
                 }
@@ -469,7 +509,7 @@ fn example(store: &Store, dir: &Path) -> Res<()> {
             Format::Table,
         )?;
         println!("history of {table}:");
-        print_history(store, &table);
+        print_history(store, &table)?;
     }
     Ok(())
 }

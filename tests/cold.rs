@@ -198,8 +198,18 @@ fn frozen_history_reads_like_memory() {
         same_lookups(&cold, &hot, mode, &probes);
 
         // VACUUM reads the frozen events back to rebuild; the table does not change.
-        cold.vacuum("t", std::time::Duration::ZERO).unwrap();
-        hot.vacuum("t", std::time::Duration::ZERO).unwrap();
+        cold.vacuum_with(
+            "t",
+            std::time::Duration::ZERO,
+            asof::RetentionCheck::Disabled,
+        )
+        .unwrap();
+        hot.vacuum_with(
+            "t",
+            std::time::Duration::ZERO,
+            asof::RetentionCheck::Disabled,
+        )
+        .unwrap();
         assert_same(
             common::engine_rows(&cold, "t"),
             common::engine_rows(&hot, "t"),

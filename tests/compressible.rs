@@ -212,7 +212,8 @@ fn value() -> impl Strategy<Value = Option<String>> {
     prop_oneof![
         Just(None),
         "[a-z]{0,8}".prop_map(Some),
-        (prop::char::range('a', 'e'), 1usize..120_000).prop_map(|(c, n)| Some(c.to_string().repeat(n))),
+        (prop::char::range('a', 'e'), 1usize..120_000)
+            .prop_map(|(c, n)| Some(c.to_string().repeat(n))),
         (1usize..40, 1usize..3_000).prop_map(|(i, n)| Some(format!("{}{i}", "y".repeat(n)))),
     ]
 }

@@ -394,7 +394,7 @@ proptest! {
                 pending.clear();
                 commits += 1;
                 if commits == at {
-                    let report = store.vacuum("t", std::time::Duration::ZERO).unwrap();
+                    let report = store.vacuum_with("t", std::time::Duration::ZERO, asof::RetentionCheck::Disabled).unwrap();
                     oldest = report.oldest_version;
                     prop_assert_eq!(oldest as usize, commits);
                     prop_assert_eq!(common::engine_rows(&store, "t"), common::engine_rows(&reference, "t"));

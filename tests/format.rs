@@ -41,7 +41,7 @@ fn script() -> String {
             f(4)
         ));
     }
-    sql.push_str("ALTER STREAMING TABLE latest SET TBLPROPERTIES ('pipelines.cdc.tombstoneGCThresholdInSeconds' = '3600'); VACUUM latest RETAIN 0 HOURS;");
+    sql.push_str("ALTER STREAMING TABLE latest SET TBLPROPERTIES ('pipelines.cdc.tombstoneGCThresholdInSeconds' = '3600', 'asof.vacuum.retentionCheck' = 'false'); VACUUM latest RETAIN 0 HOURS;");
     sql
 }
 

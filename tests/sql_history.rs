@@ -198,6 +198,18 @@ fn vacuum_keeps_the_table_and_refuses_travel_before_it() {
         sorted(query(&mut s, "SELECT * FROM company_points VERSION AS OF 1").1).len(),
         1
     );
+    // Less than seven days is refused until the table allows it, as Delta does; the error says how.
+    let e = err(&mut s, "VACUUM company_points RETAIN 0 HOURS");
+    assert!(
+        e.contains("168 hours") && e.contains("'asof.vacuum.retentionCheck' = 'false'"),
+        "{e}"
+    );
+    assert_eq!(
+        sorted(query(&mut s, "SELECT * FROM company_points VERSION AS OF 1").1).len(),
+        1,
+        "the refused VACUUM removed nothing"
+    );
+    s.execute("ALTER STREAMING TABLE company_points SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false')").unwrap();
     s.execute("VACUUM company_points RETAIN 0 HOURS").unwrap();
     assert_eq!(
         sorted(query(&mut s, "SELECT * FROM company_points").1),
@@ -228,6 +240,11 @@ fn vacuum_keeps_the_table_and_refuses_travel_before_it() {
     assert!(h.iter().any(|r| r[2].as_deref() == Some("VACUUM")));
     let e = err(&mut s, "VACUUM company_points RETAIN -1 HOURS");
     assert!(e.contains("hours"), "{e}");
+    // Out of range or not a number: an error, never a panic.
+    for bad in ["1e400", "1e30", "NaN"] {
+        let e = err(&mut s, &format!("VACUUM company_points RETAIN {bad} HOURS"));
+        assert!(e.contains("RETAIN"), "{bad}: {e}");
+    }
 }
 
 #[test]

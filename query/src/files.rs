@@ -174,6 +174,18 @@ impl FileSource {
         let mut merged: Vec<(Field, PathBuf)> = Vec::new();
         for file in files {
             let schema = self.infer_one(file)?;
+            // A repeated name would make one column shadow the other: refuse it.
+            let names: Vec<&String> = schema.fields().iter().map(|f| f.name()).collect();
+            for (i, n) in names.iter().enumerate() {
+                if let Some(j) = names[..i].iter().position(|m| m == n) {
+                    return Err(QueryError::Invalid(format!(
+                        "read_files: {}: the header names column `{n}` twice (columns {} and {}); rename one",
+                        file.display(),
+                        j + 1,
+                        i + 1
+                    )));
+                }
+            }
             for f in schema.fields() {
                 match merged.iter_mut().find(|(m, _)| m.name() == f.name()) {
                     None => merged.push((f.as_ref().clone().with_nullable(true), file.clone())),

@@ -48,7 +48,7 @@ pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
             serde_json::to_string(&c.parameters).unwrap_or_else(|_| "{}".into())
         }))),
     ];
-    let metrics: [(&str, Metric); 7] = [
+    let metrics: [(&str, Metric); 8] = [
         ("num_events_read", |c| c.metrics.num_events_read),
         ("num_upserted_rows", |c| c.metrics.num_upserted_rows),
         ("num_deleted_rows", |c| c.metrics.num_deleted_rows),
@@ -62,6 +62,7 @@ pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
         ("num_tombstones_collected", |c| {
             c.metrics.num_tombstones_collected
         }),
+        ("num_dropped_rows", |c| c.metrics.num_dropped_rows),
     ];
     for (name, f) in metrics {
         fields.push(Field::new(name, DataType::Int64, false));

@@ -80,9 +80,71 @@ pub enum Error {
     /// An earlier write failed in the key-value layer; reopen the store to continue.
     #[error("the store refuses writes after an earlier I/O failure ({0}); reopen it")]
     Poisoned(String),
+    /// A row violated an expectation declared `ON VIOLATION FAIL UPDATE`: the refresh applied
+    /// nothing.
+    #[error("refresh of `{table}` failed, nothing applied: {rows} row{s} violate expectation `{expectation}` ({condition}), which is declared ON VIOLATION FAIL UPDATE", s = plural(*rows as usize))]
+    ExpectationFailed {
+        /// The table.
+        table: String,
+        /// The expectation's name.
+        expectation: String,
+        /// Its condition.
+        condition: String,
+        /// How many rows of the refresh violate it.
+        rows: u64,
+    },
+    /// An expectation that cannot be evaluated on the rows of the table's flows.
+    #[error("expectation `{expectation}` of `{table}`: {problem}")]
+    InvalidExpectation {
+        /// The table.
+        table: String,
+        /// The expectation's name.
+        expectation: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// A refresh found source rows its flow cannot apply (a NULL key or sequence, a value of the
+    /// wrong type): nothing was applied, and the next refresh meets the same rows.
+    #[error("refresh of `{table}` (flow `{flow}`) rejected its source rows: {cause}. To skip such rows and keep the table's history, declare an expectation that drops them, then refresh: CREATE OR REFRESH STREAMING TABLE {table} (CONSTRAINT {constraint} EXPECT ({condition}) ON VIOLATION DROP ROW)")]
+    SourceRowsRejected {
+        /// The table.
+        table: String,
+        /// The flow.
+        flow: String,
+        /// Why the rows were rejected ([`Error::InvalidBatch`]).
+        cause: Box<Error>,
+        /// A name for the expectation the hint suggests.
+        constraint: String,
+        /// The condition the hint suggests.
+        condition: String,
+    },
+    /// VACUUM was asked to keep less history than the table allows.
+    #[error("VACUUM `{table}` RETAIN {hours} HOURS would remove history that time travel, the change feed and running readers may still need: the minimum is 168 hours. To allow it, set the table property: ALTER STREAMING TABLE {table} SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false')")]
+    RetentionTooShort {
+        /// The table.
+        table: String,
+        /// The retention asked for, in hours.
+        hours: f64,
+    },
     /// Another process has the store open.
-    #[error("the store at {0} is in use by another process")]
-    InUse(String),
+    #[error("the store at {path} is in use by {} (waited {waited_ms} ms; wait longer with --wait SECONDS or ASOF_WAIT)", holder.as_deref().unwrap_or("another process"))]
+    InUse {
+        /// The store's folder.
+        path: String,
+        /// The process that holds it, when the OS can tell: `process 1234 (asof sql ...)`.
+        holder: Option<String>,
+        /// How long the open waited for it, in milliseconds.
+        waited_ms: u64,
+    },
+    /// The manifest, which lets an open check that no acknowledged commit was lost, is missing,
+    /// empty or damaged in a store that has commits.
+    #[error("the manifest {path} is {problem}, and the store has commits: asof cannot check that no acknowledged commit was lost. If these files are yours and complete, rebuild it with `asof --db DIR repair` (or StoreOptions::manifest = ManifestCheck::Rebuild)")]
+    ManifestLost {
+        /// The manifest file.
+        path: String,
+        /// `missing`, `empty` or `damaged (...)`.
+        problem: String,
+    },
     /// The key-value layer failed.
     #[error("storage I/O error: {0}")]
     Io(String),
@@ -105,6 +167,17 @@ pub enum FlowError {
         clause: &'static str,
         /// The column.
         column: String,
+    },
+    /// A SQL condition of the flow cannot be evaluated on its source rows (a column it does not
+    /// have, a result that is not a boolean).
+    #[error("{clause} `{condition}` cannot be evaluated on the source rows: {problem}")]
+    InvalidCondition {
+        /// The clause, e.g. `APPLY AS DELETE WHEN`.
+        clause: &'static str,
+        /// The condition.
+        condition: String,
+        /// Why.
+        problem: String,
     },
     /// A column is listed twice in one clause.
     #[error("{clause} lists column `{column}` twice")]

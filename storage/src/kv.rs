@@ -82,17 +82,58 @@ struct Manifest {
     marks: std::sync::Mutex<std::collections::BTreeMap<(u8, u32), u64>>,
 }
 
+/// The first line of every manifest written since it became mandatory. Manifests written before
+/// have none and are read the same.
+const MANIFEST_HEADER: &str = "asof-manifest 1";
+
+/// What [`Manifest::load`] found.
+enum Loaded {
+    /// A manifest, read (it may name no table).
+    Read(Manifest),
+    /// No file, or an empty one: the marks must be rebuilt (a new store) or the loss reported.
+    Lost(Manifest, &'static str),
+}
+
+/// What to do with the manifest when a store is opened.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ManifestCheck {
+    /// Check it: every commit it names must be in the store, and a store with commits must have
+    /// one. A missing, empty or damaged manifest is reported (`Error::ManifestLost`).
+    #[default]
+    Verify,
+    /// Rebuild it from the commits the store holds, for a store whose manifest was lost, once
+    /// the user has confirmed that the files are theirs and complete (`asof repair`). A store
+    /// that lost commits as well cannot tell after this.
+    Rebuild,
+}
+
 impl Manifest {
-    fn load(dir: &Path) -> Result<Manifest> {
+    fn empty(dir: &Path) -> Manifest {
+        Manifest {
+            path: dir.join("asof.manifest"),
+            marks: Default::default(),
+        }
+    }
+
+    fn load(dir: &Path) -> Result<Loaded> {
         let path = dir.join("asof.manifest");
         let mut marks = std::collections::BTreeMap::new();
+        let damaged = |detail: String| Error::ManifestLost {
+            path: path.display().to_string(),
+            problem: format!("damaged ({detail})"),
+        };
         match std::fs::read(&path) {
+            Ok(bytes) if bytes.is_empty() => {
+                return Ok(Loaded::Lost(Manifest::empty(dir), "empty"))
+            }
             Ok(bytes) => {
-                let text = String::from_utf8(bytes).map_err(|_| {
-                    Error::Corrupt(format!("{} is damaged: not text", path.display()))
-                })?;
-                for line in text.lines().filter(|l| !l.is_empty()) {
-                    let bad = || Error::Corrupt(format!("{} is damaged: `{line}`", path.display()));
+                let text = String::from_utf8(bytes).map_err(|_| damaged("not text".to_string()))?;
+                for line in text
+                    .lines()
+                    .filter(|l| !l.is_empty() && *l != MANIFEST_HEADER)
+                {
+                    let bad = || damaged(format!("`{line}`"));
                     let mut f = line.split(' ');
                     let (Some(tag), Some(id), Some(v), None) =
                         (f.next(), f.next(), f.next(), f.next())
@@ -109,24 +150,38 @@ impl Manifest {
                     );
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Loaded::Lost(Manifest::empty(dir), "missing"))
+            }
             Err(e) => return Err(Error::Io(format!("{}: {e}", path.display()))),
         }
-        Ok(Manifest {
+        Ok(Loaded::Read(Manifest {
             path,
             marks: std::sync::Mutex::new(marks),
-        })
+        }))
     }
 
+    /// Replaces the manifest durably: a temporary file, synced, renamed over it, and the folder
+    /// synced, so that after a power loss it is the old one or the new one, never empty.
     fn save(&self, marks: &std::collections::BTreeMap<(u8, u32), u64>) -> Result<()> {
-        let mut text = String::new();
+        use std::io::Write;
+        let mut text = format!("{MANIFEST_HEADER}\n");
         for ((tag, id), v) in marks {
             text.push_str(&format!("{} {id} {v}\n", *tag as char));
         }
         let tmp = self.path.with_extension("manifest.tmp");
-        std::fs::write(&tmp, text)
-            .and_then(|_| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| Error::Io(format!("{}: {e}", self.path.display())))
+        let io = |e: std::io::Error| Error::Io(format!("{}: {e}", self.path.display()));
+        let mut f = std::fs::File::create(&tmp).map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        drop(f);
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if let Some(dir) = self.path.parent() {
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(io)?;
+        }
+        Ok(())
     }
 }
 
@@ -139,13 +194,24 @@ fn versioned(k: &[u8]) -> Option<(u8, u32, u64)> {
 }
 
 impl SledKv {
+    /// Opens (or creates) the sled database in `path` with `cache_bytes` of page cache, waiting up
+    /// to [`LOCK_WAIT`] for another holder and verifying the manifest.
+    pub fn open(path: &Path, cache_bytes: u64) -> Result<SledKv> {
+        Self::open_with(path, cache_bytes, LOCK_WAIT, ManifestCheck::Verify)
+    }
+
     /// Opens (or creates) the sled database in `path` with `cache_bytes` of page cache.
     ///
-    /// sled releases its file lock only when its background threads have let go of a dropped
-    /// database, a few milliseconds after the drop; so a lock conflict is retried for up to
-    /// [`LOCK_WAIT`] before it is reported as [`Error::InUse`].
-    pub fn open(path: &Path, cache_bytes: u64) -> Result<SledKv> {
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
+    /// Only one process may have a store open. A lock held by another is retried for up to
+    /// `lock_wait` (sled also releases its lock only a few milliseconds after a drop) before it
+    /// is reported as [`Error::InUse`], naming the holder's process when its pid file says.
+    pub fn open_with(
+        path: &Path,
+        cache_bytes: u64,
+        lock_wait: std::time::Duration,
+        manifest: ManifestCheck,
+    ) -> Result<SledKv> {
+        let deadline = std::time::Instant::now() + lock_wait;
         loop {
             match sled::Config::new()
                 .path(path)
@@ -153,10 +219,8 @@ impl SledKv {
                 .open()
             {
                 Ok(db) => {
-                    let manifest = Manifest::load(path)?;
-                    let kv = SledKv { db, manifest };
-                    kv.check_manifest()?;
-                    return Ok(kv);
+                    write_pid_file(path);
+                    return Self::with_manifest(db, path, manifest);
                 }
                 Err(e) => {
                     let msg = e.to_string();
@@ -166,7 +230,11 @@ impl SledKv {
                         continue;
                     }
                     return Err(if locked {
-                        Error::InUse(path.display().to_string())
+                        Error::InUse {
+                            path: path.display().to_string(),
+                            holder: holder(path),
+                            waited_ms: lock_wait.as_millis() as u64,
+                        }
                     } else if matches!(e, sled::Error::Corruption { .. }) {
                         Error::Corrupt(format!(
                             "the key-value files in {} are damaged and cannot be read",
@@ -179,9 +247,69 @@ impl SledKv {
             }
         }
     }
-}
 
-impl SledKv {
+    fn with_manifest(db: sled::Db, path: &Path, check: ManifestCheck) -> Result<SledKv> {
+        let loaded = match (Manifest::load(path), check) {
+            (Ok(l), _) => l,
+            (Err(_), ManifestCheck::Rebuild) => Loaded::Lost(Manifest::empty(path), "damaged"),
+            (Err(e), ManifestCheck::Verify) => return Err(e),
+        };
+        let kv = match (loaded, check) {
+            (Loaded::Read(manifest), ManifestCheck::Verify) => SledKv { db, manifest },
+            (Loaded::Read(manifest) | Loaded::Lost(manifest, _), ManifestCheck::Rebuild) => {
+                let kv = SledKv { db, manifest };
+                kv.rebuild_manifest()?;
+                kv
+            }
+            (Loaded::Lost(manifest, what), ManifestCheck::Verify) => {
+                let kv = SledKv { db, manifest };
+                if kv.has_commits()? {
+                    return Err(Error::ManifestLost {
+                        path: kv.manifest.path.display().to_string(),
+                        problem: what.to_string(),
+                    });
+                }
+                // A new store (or one that never committed): start its manifest now, before any
+                // commit, so that from here on a missing one means a loss.
+                kv.manifest.save(&Default::default())?;
+                kv
+            }
+        };
+        kv.check_manifest()?;
+        Ok(kv)
+    }
+
+    /// Whether the tree holds any commit record the manifest follows.
+    fn has_commits(&self) -> Result<bool> {
+        for (tag, _) in FOLLOWED {
+            if self.db.scan_prefix([tag]).next().transpose()?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Rewrites the manifest from the commits the tree holds.
+    fn rebuild_manifest(&self) -> Result<()> {
+        let mut marks = std::collections::BTreeMap::new();
+        for (tag, _) in FOLLOWED {
+            for kv in self.db.scan_prefix([tag]) {
+                let (k, _) = kv?;
+                if let Some((tag, id, v)) = versioned(&k) {
+                    let m = marks.entry((tag, id)).or_insert(v);
+                    *m = (*m).max(v);
+                }
+            }
+        }
+        self.manifest.save(&marks)?;
+        *self
+            .manifest
+            .marks
+            .lock()
+            .map_err(|_| Error::Poisoned("manifest".into()))? = marks;
+        Ok(())
+    }
+
     /// Every version the manifest names must be in the tree.
     fn check_manifest(&self) -> Result<()> {
         let marks = self
@@ -202,6 +330,37 @@ impl SledKv {
         }
         Ok(())
     }
+}
+
+/// The file beside sled's in which the process that has the store open writes its pid, so that
+/// another one can say who holds the lock.
+const PID_FILE: &str = "asof.pid";
+
+fn write_pid_file(dir: &Path) {
+    // Best effort: it only serves the message of a process that finds the store in use.
+    let _ = std::fs::write(dir.join(PID_FILE), format!("{}\n", std::process::id()));
+}
+
+/// The process that holds the store, as the OS tells: `process 1234 (asof sql ...)`.
+fn holder(dir: &Path) -> Option<String> {
+    let pid: u32 = std::fs::read_to_string(dir.join(PID_FILE))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok();
+    Some(match cmdline {
+        Some(c) if !c.is_empty() => {
+            let words: Vec<String> = c
+                .split(|b| *b == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            let line: String = words.join(" ").chars().take(120).collect();
+            format!("process {pid} ({line})")
+        }
+        _ => format!("process {pid}"),
+    })
 }
 
 /// How long [`SledKv::open`] waits for another holder of the store's lock to let go.

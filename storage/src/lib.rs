@@ -12,6 +12,7 @@
 mod codec;
 mod engine;
 mod error;
+mod expectation;
 mod flow;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -27,16 +28,19 @@ mod value;
 pub use engine::cold::ColdStats;
 pub use engine::CommitMetrics;
 pub use error::{catch_panic, Error, FlowError, Result};
+pub use expectation::{Expectation, OnViolation};
 pub use flow::{
     ColumnSelection, Condition, Flow, FlowBuilder, FlowSpec, SourceColumn, StoredAs, TableSchema,
     DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };
 pub use ingest::ConditionEvaluator;
-pub use kv::{KvPair, KvStore, MemKv, SledKv, WriteBatch};
+pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use progress::Progress;
+pub use source::SourceWrite;
 pub use store::{
-    ChangeType, CommitInfo, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableReader,
-    TimeFilter, VacuumReport, DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH,
-    SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
+    ChangeType, CommitInfo, RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions,
+    TableOptions, TableReader, TimeFilter, VacuumReport, DEFAULT_HOT_EVENTS_PER_KEY,
+    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
+    TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -190,3 +190,64 @@ impl SourceTable {
         out
     }
 }
+
+/// Rows on their way into a source table: one statement's worth (`INSERT ... SELECT`, `CREATE
+/// TABLE ... AS SELECT`), committed as one append by [`crate::Store::commit_write`] however many
+/// batches it is given, or not at all.
+///
+/// Batches are checked against the table and compressed as they are pushed, so an error at any
+/// row is found before anything is written, and what the statement holds in memory is its
+/// compressed chunks, not its Arrow batches. No lock is held while rows are pushed: the rows may
+/// come from a query that reads the store.
+pub struct SourceWrite {
+    /// The table, as it was when the write began (its id, name, columns).
+    pub(crate) table: SourceTable,
+    /// What the commit does besides appending.
+    pub(crate) kind: WriteKind,
+    /// The compressed chunks, in order.
+    pub(crate) chunks: Vec<Vec<u8>>,
+    /// Rows pushed.
+    pub(crate) rows: u64,
+}
+
+/// Whether a [`SourceWrite`] appends to a table that exists or creates it.
+pub(crate) enum WriteKind {
+    /// Append to the table with this id (checked again at commit: it may have been dropped).
+    Append,
+    /// Create the table with the rows (`CREATE TABLE ... AS SELECT`); it has no id yet.
+    Create,
+}
+
+impl SourceWrite {
+    pub(crate) fn new(table: SourceTable, kind: WriteKind) -> Self {
+        SourceWrite {
+            table,
+            kind,
+            chunks: Vec::new(),
+            rows: 0,
+        }
+    }
+
+    /// Checks `batch` against the table (columns matched by name and cast to its types, missing
+    /// ones NULL) and adds it. On an error nothing of this batch is added; the write may still be
+    /// dropped, and then nothing of the statement is written.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batch = self.table.conform(batch)?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        self.chunks.extend(SourceTable::encode_chunks(&batch)?);
+        self.rows += batch.num_rows() as u64;
+        Ok(())
+    }
+
+    /// Rows pushed so far.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// The name of the table written to.
+    pub fn table(&self) -> &str {
+        &self.table.name
+    }
+}

@@ -32,11 +32,12 @@ use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
 use crate::engine::{ColdConfig, CommitMetrics, Incoming, StoredRow, TableState};
 use crate::error::{corrupt, Error, FlowError, Result};
-use crate::flow::{Flow, FlowSpec, StoredAs, TableSchema};
+use crate::expectation::{self, Expectation, OnViolation};
+use crate::flow::{Condition, Flow, FlowSpec, StoredAs, TableSchema};
 use crate::ingest::{prepare, ConditionEvaluator};
-use crate::kv::{KvStore, SledKv, WriteBatch};
+use crate::kv::{KvStore, ManifestCheck, SledKv, WriteBatch};
 use crate::progress::Progress;
-use crate::source::{SourceRecord, SourceTable};
+use crate::source::{SourceRecord, SourceTable, SourceWrite, WriteKind};
 use crate::value::Value;
 
 /// The on-disk format version this build reads and writes.
@@ -54,6 +55,10 @@ pub struct StoreOptions {
     /// "Cold history" in docs/ARCHITECTURE.md). Smaller saves memory; larger saves reads when
     /// events arrive very late.
     pub hot_events_per_key: usize,
+    /// How long an open waits for another process that has the store open (default 2 s).
+    pub lock_wait: std::time::Duration,
+    /// What an open does with the manifest (default: verify it).
+    pub manifest: ManifestCheck,
 }
 
 /// The default of [`StoreOptions::hot_events_per_key`].
@@ -64,6 +69,8 @@ impl Default for StoreOptions {
         StoreOptions {
             cache_bytes: 256 << 20,
             hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
+            lock_wait: crate::kv::LOCK_WAIT,
+            manifest: ManifestCheck::Verify,
         }
     }
 }
@@ -112,6 +119,18 @@ struct TableRecord {
     /// `TBLPROPERTIES`, as last set.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     properties: BTreeMap<String, String>,
+    /// The expectations on the rows its flows read, as last set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    expectations: Vec<Expectation>,
+}
+
+/// What a table is created with besides its first flow.
+#[derive(Clone, Debug, Default)]
+pub struct TableOptions {
+    /// `TBLPROPERTIES`; [`TOMBSTONE_GC_PROPERTY`] overrides the flow's GC threshold.
+    pub properties: BTreeMap<String, String>,
+    /// Expectations on the rows its flows read.
+    pub expectations: Vec<Expectation>,
 }
 
 struct Table {
@@ -122,6 +141,7 @@ struct Table {
     /// The commit log from the oldest version kept (0 unless vacuumed), in version order.
     commits: Vec<CommitInfo>,
     properties: BTreeMap<String, String>,
+    expectations: Vec<Expectation>,
     /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
     generation: u64,
     /// Where the table's cold history goes.
@@ -130,6 +150,22 @@ struct Table {
 
 /// The table property that sets the SCD1 tombstone GC threshold (SPEC §6).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
+
+/// The table property that, set to `false`, lets VACUUM keep less than [`MIN_RETAIN`] of history.
+pub const RETENTION_CHECK_PROPERTY: &str = "asof.vacuum.retentionCheck";
+
+/// The shortest history [`Store::vacuum`] keeps unless told otherwise: seven days, as Delta Lake.
+pub const MIN_RETAIN: std::time::Duration = std::time::Duration::from_secs(168 * 3600);
+
+/// Whether VACUUM refuses to keep less than [`MIN_RETAIN`] of history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetentionCheck {
+    /// Refuse, unless the table property [`RETENTION_CHECK_PROPERTY`] is `false`.
+    Enforced,
+    /// Keep whatever the caller asks, even nothing.
+    Disabled,
+}
 
 /// The operation name of a commit that set table properties.
 const SET_PROPERTIES: &str = "SET TBLPROPERTIES";
@@ -404,7 +440,12 @@ impl Store {
 
     /// Opens the store with explicit options.
     pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
-        let kv = SledKv::open(path.as_ref(), options.cache_bytes)?;
+        let kv = SledKv::open_with(
+            path.as_ref(),
+            options.cache_bytes,
+            options.lock_wait,
+            options.manifest,
+        )?;
         let cold = ColdConfig {
             dir: Some(path.as_ref().to_path_buf()),
             hot_tail: options.hot_events_per_key,
@@ -510,13 +551,43 @@ impl Store {
     /// for a target that exists already are refused (use [`Store::set_properties`]).
     pub fn create_flow_with_properties(
         &self,
-        mut flow: Flow,
+        flow: Flow,
         properties: BTreeMap<String, String>,
     ) -> Result<()> {
+        self.create_flow_with(
+            flow,
+            TableOptions {
+                properties,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// [`Store::create_flow`], with the target's [`TableOptions`] when this flow creates it. The
+    /// flow's conditions (`APPLY AS DELETE WHEN`, ...) and the expectations are checked against
+    /// its source columns here, so that a missing column is refused now, not at a refresh.
+    pub fn create_flow_with(&self, mut flow: Flow, options: TableOptions) -> Result<()> {
+        let TableOptions {
+            properties,
+            expectations,
+        } = options;
         if let Some(secs) = gc_property(&properties)? {
             flow.spec.tombstone_gc_threshold_secs = secs;
         }
         let mut g = self.write_inner()?;
+        check_flow_conditions(&flow, g.evaluator.as_ref())?;
+        let target_expectations = match g.tables.get(&flow.spec.target) {
+            Some(t) => &t.expectations,
+            None => &expectations,
+        };
+        for e in target_expectations {
+            expectation::validate(
+                &flow.spec.target,
+                e,
+                &source_schema(&flow),
+                g.evaluator.as_ref(),
+            )?;
+        }
         let name = flow.spec.name.clone();
         if !properties.is_empty() && g.tables.contains_key(&flow.spec.target) {
             return Err(Error::InvalidQuery(format!(
@@ -549,6 +620,7 @@ impl Store {
                     schema,
                     flows: specs,
                     properties: t.properties.clone(),
+                    expectations: t.expectations.clone(),
                 };
                 let mut b = WriteBatch::default();
                 put_json(&mut b, key(b'T', t.id, None, None), &rec)?;
@@ -563,6 +635,7 @@ impl Store {
                     schema: schema.clone(),
                     flows: vec![flow.spec.clone()],
                     properties: properties.clone(),
+                    expectations: expectations.clone(),
                 };
                 let ts = now_us();
                 let mut parameters = BTreeMap::from([
@@ -594,6 +667,7 @@ impl Store {
                         state,
                         commits: vec![commit],
                         properties,
+                        expectations,
                         generation: 0,
                         cold: inner.cold.clone(),
                     },
@@ -625,27 +699,134 @@ impl Store {
         schema: &arrow::datatypes::Schema,
         origin: Option<&str>,
     ) -> Result<()> {
+        let w = self.begin_create_source(name, schema, origin)?;
+        self.commit_write(w, None).map(|_| ())
+    }
+
+    /// Starts `CREATE TABLE name AS SELECT ...`: a source table created together with its rows,
+    /// in one commit, by [`Store::commit_write`].
+    pub fn begin_create_source(
+        &self,
+        name: &str,
+        schema: &arrow::datatypes::Schema,
+        origin: Option<&str>,
+    ) -> Result<SourceWrite> {
+        self.read_inner()?.name_is_free(name)?;
+        let columns = SourceTable::columns_of(schema)?;
+        let mut table = SourceTable::new(0, name.to_string(), columns);
+        table.origin = origin.map(str::to_string);
+        Ok(SourceWrite::new(table, WriteKind::Create))
+    }
+
+    /// Starts an append of any number of batches to a source table that commits as one
+    /// (`INSERT INTO t SELECT ...`): push the rows into the [`SourceWrite`], then
+    /// [`Store::commit_write`] it. Nothing is written before that, and nothing if it is dropped.
+    pub fn begin_append(&self, source: &str) -> Result<SourceWrite> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        let mut table = SourceTable::new(src.id, src.name.clone(), src.columns.clone());
+        table.origin = src.origin.clone();
+        Ok(SourceWrite::new(table, WriteKind::Append))
+    }
+
+    /// Commits a [`SourceWrite`] atomically: its rows are one append (one `WRITE` commit; after
+    /// `CREATE TABLE` for a new table), named `name` if given (see [`Store::append_loaded`]).
+    /// Returns the table's row count. A table dropped or replaced since the write began is an
+    /// error, and nothing is written.
+    pub fn commit_write(&self, w: SourceWrite, name: Option<&str>) -> Result<u64> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
-        inner.name_is_free(name)?;
-        let columns = SourceTable::columns_of(schema)?;
-        let id = inner.next_table_id;
-        let rec = SourceRecord {
-            name: name.to_string(),
-            columns: columns.clone(),
-            origin: origin.map(str::to_string),
-        };
-        let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
         let mut b = WriteBatch::default();
-        put_json(&mut b, key(b'S', id, None, None), &rec)?;
-        put_json(&mut b, key(b'H', id, Some(0), None), &commit)?;
+        let mut created = None;
+        let id = match w.kind {
+            WriteKind::Create => {
+                inner.name_is_free(&w.table.name)?;
+                let id = inner.next_table_id;
+                let rec = SourceRecord {
+                    name: w.table.name.clone(),
+                    columns: w.table.columns.clone(),
+                    origin: w.table.origin.clone(),
+                };
+                let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
+                put_json(&mut b, key(b'S', id, None, None), &rec)?;
+                put_json(&mut b, key(b'H', id, Some(0), None), &commit)?;
+                let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
+                src.origin = w.table.origin.clone();
+                src.history.push(commit);
+                created = Some(src);
+                id
+            }
+            WriteKind::Append => {
+                let src = inner.sources.get(&w.table.name);
+                if src.is_none_or(|s| s.id != w.table.id) {
+                    return Err(Error::InvalidQuery(format!(
+                        "source table `{}` was dropped or replaced while rows were written to it; nothing was written",
+                        w.table.name
+                    )));
+                }
+                w.table.id
+            }
+        };
+        let src = match created.as_mut() {
+            Some(s) => s,
+            None => inner.sources.get_mut(&w.table.name).expect("checked"),
+        };
+        let mut new_batches = Vec::new();
+        if w.rows > 0 || name.is_some() {
+            for (i, chunk) in w.chunks.iter().enumerate() {
+                b.put(
+                    key(b'A', id, Some(src.appends), Some(i as u32)),
+                    chunk.clone(),
+                );
+                new_batches.extend(SourceTable::decode_chunk(chunk)?);
+            }
+            if let Some(n) = name {
+                b.put(
+                    key(b'L', id, Some(src.appends), None),
+                    n.as_bytes().to_vec(),
+                );
+            }
+            let last = src.history.last();
+            let commit = CommitInfo {
+                version: last.map_or(0, |c| c.version + 1),
+                timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+                operation: "WRITE".into(),
+                parameters: name
+                    .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
+                    .unwrap_or_default(),
+                metrics: CommitMetrics {
+                    num_upserted_rows: w.rows,
+                    ..Default::default()
+                },
+                duration_us: 0,
+            };
+            put_json(&mut b, key(b'H', id, Some(commit.version), None), &commit)?;
+            src.history.push(commit);
+        }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-        inner.next_table_id += 1;
-        let mut src = SourceTable::new(id, name.to_string(), columns);
-        src.origin = origin.map(str::to_string);
-        src.history.push(commit);
-        inner.sources.insert(name.to_string(), src);
-        Ok(())
+        let src = match created {
+            Some(s) => {
+                inner.next_table_id += 1;
+                inner.sources.entry(w.table.name.clone()).or_insert(s)
+            }
+            None => inner.sources.get_mut(&w.table.name).expect("checked"),
+        };
+        if w.rows > 0 || name.is_some() {
+            src.appends += 1;
+        }
+        src.rows += w.rows;
+        if let Some(n) = name {
+            src.loaded.insert(n.to_string());
+        }
+        for batch in new_batches {
+            let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
+                .map_err(|e| corrupt(e.to_string()))?;
+            src.batches.push(batch);
+        }
+        Ok(src.rows)
     }
 
     /// The origin a source table was created with, and the names of the appends made with
@@ -673,61 +854,13 @@ impl Store {
     }
 
     fn append_inner(&self, source: &str, batch: &RecordBatch, name: Option<&str>) -> Result<u64> {
-        let mut g = self.write_inner()?;
-        let inner = &mut *g;
-        let src = inner
-            .sources
-            .get_mut(source)
-            .ok_or_else(|| Error::NotFound {
-                kind: "source table",
-                name: source.to_string(),
-            })?;
-        let batch = src.conform(batch)?;
-        if batch.num_rows() == 0 && name.is_none() {
-            return Ok(src.rows);
+        let mut w = self.begin_append(source)?;
+        w.push(batch)?;
+        if w.rows() == 0 && name.is_none() {
+            let g = self.read_inner()?;
+            return Ok(g.sources.get(source).map_or(0, |s| s.rows));
         }
-        let mut b = WriteBatch::default();
-        if batch.num_rows() > 0 {
-            for (i, chunk) in SourceTable::encode_chunks(&batch)?.into_iter().enumerate() {
-                b.put(key(b'A', src.id, Some(src.appends), Some(i as u32)), chunk);
-            }
-        }
-        if let Some(n) = name {
-            b.put(
-                key(b'L', src.id, Some(src.appends), None),
-                n.as_bytes().to_vec(),
-            );
-        }
-        let last = src.history.last();
-        let commit = CommitInfo {
-            version: last.map_or(0, |c| c.version + 1),
-            timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
-            operation: "WRITE".into(),
-            parameters: name
-                .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
-                .unwrap_or_default(),
-            metrics: CommitMetrics {
-                num_upserted_rows: batch.num_rows() as u64,
-                ..Default::default()
-            },
-            duration_us: 0,
-        };
-        put_json(
-            &mut b,
-            key(b'H', src.id, Some(commit.version), None),
-            &commit,
-        )?;
-        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-        src.appends += 1;
-        src.rows += batch.num_rows() as u64;
-        src.history.push(commit);
-        if let Some(n) = name {
-            src.loaded.insert(n.to_string());
-        }
-        if batch.num_rows() > 0 {
-            src.batches.push(batch);
-        }
-        Ok(src.rows)
+        self.commit_write(w, name)
     }
 
     /// The schema and rows of a source table.
@@ -872,6 +1005,74 @@ impl Store {
     }
 }
 
+/// A refresh's error, with the way out when source rows were rejected: an expectation that
+/// drops them.
+fn rejected(table: &str, flow: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidBatch {
+            ref column,
+            ref problem,
+            ..
+        } => {
+            let (constraint, condition) = if problem.contains("NULL") {
+                (format!("{column}_present"), format!("{column} IS NOT NULL"))
+            } else {
+                (
+                    format!("valid_{column}"),
+                    format!("<condition on {column}>"),
+                )
+            };
+            Error::SourceRowsRejected {
+                table: table.to_string(),
+                flow: flow.to_string(),
+                cause: Box::new(e),
+                constraint,
+                condition,
+            }
+        }
+        e => e,
+    }
+}
+
+/// The Arrow schema of a flow's source rows.
+fn source_schema(flow: &Flow) -> arrow::datatypes::SchemaRef {
+    Arc::new(arrow::datatypes::Schema::new(
+        flow.spec
+            .source
+            .iter()
+            .map(|c| arrow::datatypes::Field::new(&c.name, c.ty.to_arrow(), true))
+            .collect::<Vec<_>>(),
+    ))
+}
+
+/// Checks that a flow's SQL conditions evaluate on its source columns (a missing column, a
+/// condition that is not a boolean), so that the flow is refused when it is created.
+fn check_flow_conditions(
+    flow: &Flow,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<()> {
+    let Some(ev) = evaluator else {
+        return Ok(()); // nothing can evaluate them now; the first refresh will say
+    };
+    let empty = RecordBatch::new_empty(source_schema(flow));
+    let spec = &flow.spec;
+    for (clause, cond) in [
+        ("APPLY AS DELETE WHEN", &spec.delete_when),
+        ("APPLY AS TRUNCATE WHEN", &spec.truncate_when),
+    ] {
+        if let Some(Condition::Expr(expr)) = cond {
+            ev.evaluate(expr, &empty).map_err(|problem| {
+                Error::InvalidFlow(FlowError::InvalidCondition {
+                    clause,
+                    condition: expr.clone(),
+                    problem,
+                })
+            })?;
+        }
+    }
+    Ok(())
+}
+
 /// The commit parameter that records how many source rows a flow has consumed.
 pub const SOURCE_OFFSET: &str = "source_offset";
 /// The commit parameter that marks a full refresh (the target was rebuilt).
@@ -967,7 +1168,9 @@ impl Inner {
         let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
             .map_err(|e| Error::InvalidQuery(e.to_string()))?;
         let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
-        self.apply(&[(flow, &batch)], params, false).map(Some)
+        self.apply(&[(flow, &batch)], params, false)
+            .map(Some)
+            .map_err(|e| rejected(table, flow, e))
     }
 
     fn refresh_full(&mut self, table: &str) -> Result<CommitInfo> {
@@ -988,7 +1191,9 @@ impl Inner {
         }
         let parts: Vec<(&str, &RecordBatch)> =
             flows.iter().map(String::as_str).zip(&batches).collect();
+        let flow = flows.join(",");
         self.apply(&parts, params, true)
+            .map_err(|e| rejected(table, &flow, e))
     }
 
     /// Applies batches of source rows, each through its flow (all flows of one table), as one
@@ -1015,6 +1220,8 @@ impl Inner {
         let ts = now_us().max(last.timestamp_us + 1);
         let mut events = Vec::new();
         let mut truncates = Vec::new();
+        let mut dropped = 0;
+        let mut failed_rows = BTreeMap::new();
         for (flow, batch) in parts {
             let f = table
                 .flows
@@ -1024,9 +1231,28 @@ impl Inner {
                     kind: "flow",
                     name: flow.to_string(),
                 })?;
-            let (e, t) = prepare(f, batch, inner.evaluator.as_ref(), ts)?;
+            let (batch, violations) = expectation::check(
+                &table.name,
+                &table.expectations,
+                batch,
+                inner.evaluator.as_ref(),
+            )?;
+            for (name, action, n) in violations {
+                if action == OnViolation::DropRow {
+                    dropped += n;
+                }
+                let failed = failed_rows.entry(name).or_insert((action, 0));
+                failed.1 += n;
+            }
+            let (e, t) = prepare(f, &batch, inner.evaluator.as_ref(), ts)?;
             events.extend(e);
             truncates.extend(t);
+        }
+        for (name, (action, n)) in failed_rows {
+            params.insert(
+                format!("expectation.{name}"),
+                format!("{n} rows failed ({action})"),
+            );
         }
         let flow = parts.iter().map(|p| p.0).collect::<Vec<_>>().join(",");
 
@@ -1062,6 +1288,7 @@ impl Inner {
         // The state may be half-applied: refuse everything until the store is reopened.
         let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         fx.metrics.num_deleted_rows += reset;
+        fx.metrics.num_dropped_rows = dropped;
         params.insert("flow".to_string(), flow.to_string());
         let commit = CommitInfo {
             version,
@@ -1124,6 +1351,7 @@ impl Store {
             schema: t.state.schema.clone(),
             flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
             properties: all.clone(),
+            expectations: t.expectations.clone(),
         };
         let last = t.commits.last().expect("a commit");
         let commit = CommitInfo::bare(
@@ -1142,6 +1370,63 @@ impl Store {
         t.properties = all;
         t.commits.push(commit.clone());
         Ok(commit)
+    }
+
+    /// Replaces the expectations of `table` (`CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT
+    /// ...)` on a table that exists): one commit (operation `SET EXPECTATIONS`). They apply from
+    /// the next refresh on; the rows applied before stay. Each is checked against the source
+    /// columns of every flow of the table first.
+    pub fn set_expectations(
+        &self,
+        table: &str,
+        expectations: Vec<Expectation>,
+    ) -> Result<CommitInfo> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        for f in &t.flows {
+            for e in &expectations {
+                expectation::validate(table, e, &source_schema(f), inner.evaluator.as_ref())?;
+            }
+        }
+        let rec = TableRecord {
+            name: t.name.clone(),
+            schema: t.state.schema.clone(),
+            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
+            properties: t.properties.clone(),
+            expectations: expectations.clone(),
+        };
+        let last = t.commits.last().expect("a commit");
+        let parameters = expectations
+            .iter()
+            .map(|e| {
+                (
+                    format!("expectation.{}", e.name),
+                    format!("{} ON VIOLATION {}", e.condition, e.on_violation),
+                )
+            })
+            .collect();
+        let commit = CommitInfo::bare(
+            last.version + 1,
+            now_us().max(last.timestamp_us + 1),
+            "SET EXPECTATIONS",
+            parameters,
+        );
+        let mut b = WriteBatch::default();
+        put_json(&mut b, key(b'T', t.id, None, None), &rec)?;
+        put_json(&mut b, key(b'C', t.id, Some(commit.version), None), &commit)?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        t.expectations = expectations;
+        t.commits.push(commit.clone());
+        Ok(commit)
+    }
+
+    /// The expectations of `table`.
+    pub fn expectations(&self, table: &str) -> Result<Vec<Expectation>> {
+        Ok(self.read_inner()?.table(table)?.expectations.clone())
     }
 
     /// The table's properties (`SHOW TBLPROPERTIES`), the GC threshold always among them.
@@ -1189,13 +1474,37 @@ impl Store {
     /// dropped events up to `h`, the blocks up to `h` are instead replaced by the event set the
     /// table held at `h`. The table is rebuilt from the new log; the current table and every
     /// version kept read exactly as before. The vacuum is itself a commit (operation `VACUUM`).
+    ///
+    /// A `retain` under [`MIN_RETAIN`] (seven days) is refused unless the table property
+    /// [`RETENTION_CHECK_PROPERTY`] is `false`, as Delta Lake does: see [`Store::vacuum_with`].
     pub fn vacuum(&self, table: &str, retain: std::time::Duration) -> Result<VacuumReport> {
+        self.vacuum_with(table, retain, RetentionCheck::Enforced)
+    }
+
+    /// [`Store::vacuum`], with the retention check [`RetentionCheck::Disabled`] for callers that
+    /// mean to drop recent history whatever the table's properties say (tests, tools).
+    pub fn vacuum_with(
+        &self,
+        table: &str,
+        retain: std::time::Duration,
+        check: RetentionCheck,
+    ) -> Result<VacuumReport> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let t = inner.tables.get(table).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: table.to_string(),
         })?;
+        let checked = t
+            .properties
+            .get(RETENTION_CHECK_PROPERTY)
+            .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+        if matches!(check, RetentionCheck::Enforced) && checked && retain < MIN_RETAIN {
+            return Err(Error::RetentionTooShort {
+                table: table.to_string(),
+                hours: retain.as_secs_f64() / 3600.0,
+            });
+        }
         let now = now_us().max(t.commits.last().expect("a commit").timestamp_us + 1);
         let cutoff = now.saturating_sub(i64::try_from(retain.as_micros()).unwrap_or(i64::MAX));
         let oldest_kept = t.commits[0].version;
@@ -1426,6 +1735,7 @@ impl Inner {
                     state,
                     commits,
                     properties: rec.properties,
+                    expectations: rec.expectations,
                     generation: 0,
                     cold: self.cold.clone(),
                 },
@@ -2087,7 +2397,9 @@ mod tests {
         }
         let before = rows(&store, None);
         assert!(before.len() > 60, "{} rows", before.len());
-        store.vacuum("t", std::time::Duration::ZERO).unwrap();
+        store
+            .vacuum_with("t", std::time::Duration::ZERO, RetentionCheck::Disabled)
+            .unwrap();
         assert_eq!(rows(&store, None), before);
     }
 }

@@ -379,8 +379,12 @@ fn with_zone(array: &ArrayRef, tz: Option<Arc<str>>) -> ArrayRef {
     }
 }
 
+fn is_decimal(t: &DataType) -> bool {
+    matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..))
+}
+
 /// Casts `array` to `ty`. Returns the cast array and the number of rows whose non-NULL value could
-/// not be represented in `ty` (they became NULL).
+/// not be represented in `ty` (they became NULL, or a fraction would have been cut off).
 ///
 /// Timestamps are instants: a zone on the source or the target never shifts the stored value (a
 /// timestamp without a zone is read as UTC); only the unit is converted.
@@ -403,7 +407,7 @@ pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef
     };
     let cast = cast_with_options(&source, &naive_target, &options).map_err(|e| e.to_string())?;
     // Logical nulls: a NullArray has no validity buffer but every value is NULL.
-    let failed = if cast.logical_null_count() > array.logical_null_count() {
+    let mut failed = if cast.logical_null_count() > array.logical_null_count() {
         let src = array.logical_nulls();
         (0..array.len())
             .filter(|&i| src.as_ref().is_none_or(|n| n.is_valid(i)) && cast.is_null(i))
@@ -411,6 +415,19 @@ pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef
     } else {
         0
     };
+    // ANSI mode, as Databricks SQL: a fraction cast to an integer is an error, never truncated
+    // (1.7 into BIGINT is not 1). A value that does not come back the same was not whole.
+    if naive_target.is_integer()
+        && (source.data_type().is_floating() || is_decimal(source.data_type()))
+    {
+        let back =
+            cast_with_options(&cast, source.data_type(), &options).map_err(|e| e.to_string())?;
+        let differs =
+            arrow::compute::kernels::cmp::neq(&back, &source).map_err(|e| e.to_string())?;
+        failed += (0..array.len())
+            .filter(|&i| cast.is_valid(i) && differs.is_valid(i) && differs.value(i))
+            .count();
+    }
     let cast = match zone {
         Some(tz) => with_zone(&cast, tz),
         None => cast,

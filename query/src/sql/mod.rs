@@ -7,6 +7,7 @@
 //! `BUSINESS_TIME` or `VALID_TIME`) are rewritten into a reference to a provider that carries the
 //! selection into the storage scan.
 
+mod options;
 pub(crate) mod parse;
 mod provider;
 
@@ -24,6 +25,7 @@ use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
 use crate::scan::{ChangeBound, TimeSelection};
+pub use options::{ExternalAccess, SessionOptions};
 use parse::{classify, expr_sql, read_files_args, split, upper, Cols, FlowAst, Kind, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
@@ -48,7 +50,45 @@ pub struct SqlSession {
     progress: Option<Arc<dyn Progress>>,
     /// Scratch tables registered for the statement being run.
     scratch: usize,
+    options: SessionOptions,
 }
+
+/// A script stopped at a statement that failed: which one, and what was committed before it.
+#[derive(Debug)]
+pub struct ScriptError {
+    /// The failed statement's number, from 1.
+    pub statement: usize,
+    /// The line it starts on, from 1.
+    pub line: u64,
+    /// How many statements the script has.
+    pub statements: usize,
+    /// Why it failed.
+    pub error: QueryError,
+}
+
+impl std::fmt::Display for ScriptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = self.statement;
+        write!(
+            f,
+            "statement {k} (line {}) failed: {}",
+            self.line, self.error
+        )?;
+        let done = match k {
+            1 => "nothing before it ran".to_string(),
+            2 => "statement 1 is committed".to_string(),
+            _ => format!("statements 1..{} are committed", k - 1),
+        };
+        let rest = if k == self.statements {
+            format!("statement {k} is not")
+        } else {
+            format!("statements {k}..{} are not", self.statements)
+        };
+        write!(f, "\n{done}; {rest}")
+    }
+}
+
+impl std::error::Error for ScriptError {}
 
 /// A streaming table declared by `CREATE OR REFRESH STREAMING TABLE`, waiting for its flow.
 struct Declared {
@@ -57,6 +97,8 @@ struct Declared {
     schema: Option<SchemaRef>,
     /// Its `TBLPROPERTIES`, given to the table when the flow creates it.
     properties: BTreeMap<String, String>,
+    /// Its expectations, likewise.
+    expectations: Vec<asof_storage::Expectation>,
 }
 
 /// `VACUUM t` without `RETAIN`: seven days, as Delta Lake.
@@ -77,8 +119,15 @@ fn df(e: datafusion::error::DataFusionError) -> QueryError {
 }
 
 impl SqlSession {
-    /// A session over `store`. Registers the DataFusion evaluator for flow conditions.
+    /// A session over `store` with the default options. Registers the DataFusion evaluator for
+    /// flow conditions.
     pub fn new(store: Store) -> Result<Self> {
+        Self::with_options(store, SessionOptions::default())
+    }
+
+    /// A session over `store` with `options` (for example [`ExternalAccess::Denied`] for SQL that
+    /// comes from an application's users).
+    pub fn with_options(store: Store, options: SessionOptions) -> Result<Self> {
         store.set_condition_evaluator(Arc::new(DataFusionEvaluator));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -92,6 +141,7 @@ impl SqlSession {
             declared: Vec::new(),
             progress: None,
             scratch: 0,
+            options,
         })
     }
 
@@ -110,17 +160,56 @@ impl SqlSession {
         Ok(out)
     }
 
+    /// Runs a script statement by statement, handing each output to `each` as soon as the
+    /// statement is done (each statement is its own commit). Stops at the first statement that
+    /// fails, and says which, on which line, and what is committed.
+    pub fn execute_script(
+        &mut self,
+        sql: &str,
+        mut each: impl FnMut(Output),
+    ) -> std::result::Result<(), ScriptError> {
+        let stmts = split(sql).map_err(|error| ScriptError {
+            statement: 1,
+            line: 1,
+            statements: 1,
+            error,
+        })?;
+        let n = stmts.len();
+        for (i, stmt) in stmts.iter().enumerate() {
+            let out = self.statement(stmt).map_err(|error| ScriptError {
+                statement: i + 1,
+                line: stmt.line(),
+                statements: n,
+                error,
+            })?;
+            each(out);
+        }
+        Ok(())
+    }
+
     fn statement(&mut self, stmt: &Stmt) -> Result<Output> {
         match classify(stmt)? {
             Kind::StreamingTable {
                 name,
                 schema,
+                expectations,
                 properties,
                 flow,
             } => {
                 if flow.is_none() && self.store.tables()?.contains(&name) {
-                    // CREATE OR REFRESH of an existing table: refresh its flows.
-                    return self.refresh(&name, false);
+                    // CREATE OR REFRESH of an existing table: its expectations as declared now,
+                    // then a refresh of its flows.
+                    let mut lines = Vec::new();
+                    let declares = schema.is_some() || !expectations.is_empty();
+                    if declares && expectations != self.store.expectations(&name)? {
+                        let c = self.store.set_expectations(&name, expectations)?;
+                        lines.push(format!("{name}: expectations set (commit {})", c.version));
+                    }
+                    match self.refresh(&name, false)? {
+                        Output::Done(l) => lines.push(l),
+                        other => return Ok(other),
+                    }
+                    return Ok(Output::Done(lines.join("\n")));
                 }
                 let schema = self.declared_schema(&name, schema.as_deref())?;
                 self.declared.retain(|d| d.name != name);
@@ -128,6 +217,7 @@ impl SqlSession {
                     name: name.clone(),
                     schema,
                     properties,
+                    expectations,
                 });
                 match flow {
                     Some(f) => self.create_flow(f),
@@ -173,9 +263,11 @@ impl SqlSession {
             }
             Kind::Vacuum { name, retain_hours } => {
                 let hours = retain_hours.unwrap_or(DEFAULT_RETAIN_HOURS);
-                let r = self
-                    .store
-                    .vacuum(&name, std::time::Duration::from_secs_f64(hours * 3600.0))?;
+                let retain =
+                    std::time::Duration::try_from_secs_f64(hours * 3600.0).map_err(|e| {
+                        QueryError::Invalid(format!("VACUUM RETAIN {hours} HOURS: {e}"))
+                    })?;
+                let r = self.store.vacuum(&name, retain)?;
                 if r.commits_removed == 0 {
                     return Ok(Output::Done(format!(
                         "{name}: nothing older than {hours} hours to remove; history kept from version {}",
@@ -226,7 +318,10 @@ impl SqlSession {
     fn create_flow(&mut self, f: FlowAst) -> Result<Output> {
         let source = match f.source.clone() {
             Some(Source::Table(source)) => source,
-            Some(Source::Files(files)) => self.create_files_source(&f.name, files)?,
+            Some(Source::Files(files)) => {
+                self.files_allowed()?;
+                self.create_files_source(&f.name, files)?
+            }
             None => return Err(QueryError::Invalid("a flow needs a source".into())),
         };
         let (schema, _) = self.store.source_data(&source).map_err(|e| match e {
@@ -286,11 +381,15 @@ impl SqlSession {
                 &table_arrow_schema(&flow.target_schema()),
             )?;
         }
-        let properties = declared.map(|d| d.properties.clone()).unwrap_or_default();
         if self.store.tables()?.contains(&f.target) {
             self.store.create_flow(flow)?;
         } else {
-            self.store.create_flow_with_properties(flow, properties)?;
+            let mut options = asof_storage::TableOptions::default();
+            if let Some(d) = declared {
+                options.properties = d.properties.clone();
+                options.expectations = d.expectations.clone();
+            }
+            self.store.create_flow_with(flow, options)?;
         }
         self.declared.retain(|d| d.name != f.target);
         let line = match self.store.refresh(&f.name, false)? {
@@ -483,12 +582,14 @@ impl SqlSession {
             .get(name_at + 1)
             .is_some_and(|t| upper(&t.token) == "AS")
         {
-            let (schema, batches) = self.query(&sub_stmt(stmt, words[name_at + 2]))?;
-            self.store.create_source(&name, &schema)?;
-            let mut n = 0;
-            for b in &batches {
-                n = self.store.append(&name, b)?;
+            // One commit, however many rows: the rows stream into the write, nothing is stored
+            // until the query has run to its end.
+            let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, words[name_at + 2]))?;
+            let mut w = self.store.begin_create_source(&name, &schema, None)?;
+            while let Some(b) = self.next_batch(&mut stream)? {
+                w.push(&b)?;
             }
+            let n = self.store.commit_write(w, None)?;
             return Ok(Output::Done(format!("table {name} created with {n} rows")));
         }
         // Let DataFusion read the column list, under a scratch name.
@@ -511,12 +612,13 @@ impl SqlSession {
     fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
         let words = stmt.words();
         let name = word(words.get(2).copied())?;
-        let (target_schema, _) = self.store.source_data(&name).map_err(|e| match e {
+        let mut w = self.store.begin_append(&name).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => {
                 QueryError::Invalid(format!("`{name}` is not a table that accepts INSERT"))
             }
             e => e.into(),
         })?;
+        let target_schema = self.store.source_data(&name)?.0;
         let mut i = 3;
         let mut cols: Vec<String> = target_schema
             .fields()
@@ -546,10 +648,9 @@ impl SqlSession {
             .get(i)
             .copied()
             .ok_or_else(|| QueryError::Invalid("INSERT needs VALUES or a query".into()))?;
-        let (_, batches) = self.query(&sub_stmt(stmt, first))?;
-        let mut total = 0;
-        let mut rows = 0;
-        for b in batches {
+        // One commit, however many rows (see `create_table`).
+        let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
+        while let Some(b) = self.next_batch(&mut stream)? {
             if b.num_columns() != cols.len() {
                 return Err(QueryError::Invalid(format!(
                     "INSERT gives {} values per row for {} columns",
@@ -557,7 +658,6 @@ impl SqlSession {
                     cols.len()
                 )));
             }
-            rows += b.num_rows();
             let fields: Vec<arrow::datatypes::Field> = b
                 .schema()
                 .fields()
@@ -569,19 +669,101 @@ impl SqlSession {
                 Arc::new(arrow::datatypes::Schema::new(fields)),
                 b.columns().to_vec(),
             )?;
-            total = self.store.append(&name, &renamed)?;
+            w.push(&renamed)?;
         }
+        let rows = w.rows();
+        let total = self.store.commit_write(w, None)?;
         Ok(Output::Done(format!(
             "{rows} rows inserted into {name} ({total} in all)"
         )))
     }
 
     fn query(&mut self, stmt: &Stmt) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-        let sql = self.rewrite(stmt)?;
-        let frame = self.runtime.block_on(self.ctx.sql(&sql)).map_err(df)?;
+        let frame = self.plan(stmt)?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = self.runtime.block_on(frame.collect()).map_err(df)?;
         Ok((schema, batches))
+    }
+
+    /// A query's schema and its batches as a stream, for statements that consume them one at a
+    /// time.
+    fn query_stream(
+        &mut self,
+        stmt: &Stmt,
+    ) -> Result<(
+        SchemaRef,
+        datafusion::physical_plan::SendableRecordBatchStream,
+    )> {
+        let frame = self.plan(stmt)?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let stream = self.runtime.block_on(frame.execute_stream()).map_err(df)?;
+        Ok((schema, stream))
+    }
+
+    /// The next batch of a stream from [`SqlSession::query_stream`].
+    fn next_batch(
+        &self,
+        stream: &mut datafusion::physical_plan::SendableRecordBatchStream,
+    ) -> Result<Option<RecordBatch>> {
+        use futures::StreamExt;
+        self.runtime.block_on(stream.next()).transpose().map_err(df)
+    }
+
+    /// Plans a statement for DataFusion, refusing what it would do but asof must not: DML that
+    /// would report rows changed while nothing durable changes, DDL that lasts only for the
+    /// session, transactions asof does not have, and (with [`ExternalAccess::Denied`]) files and
+    /// settings.
+    fn plan(&mut self, stmt: &Stmt) -> Result<datafusion::dataframe::DataFrame> {
+        let sql = self.rewrite(stmt)?;
+        let state = self.ctx.state();
+        let plan = self
+            .runtime
+            .block_on(state.create_logical_plan(&sql))
+            .map_err(df)?;
+        self.check_effect(stmt, &plan)?;
+        self.runtime
+            .block_on(self.ctx.execute_logical_plan(plan))
+            .map_err(df)
+    }
+
+    fn check_effect(
+        &self,
+        stmt: &Stmt,
+        plan: &datafusion::logical_expr::LogicalPlan,
+    ) -> Result<()> {
+        use datafusion::logical_expr::{DdlStatement, LogicalPlan, Statement};
+        let what = stmt.head(2).join(" ");
+        let denied = self.options.external_access == ExternalAccess::Denied;
+        let external = |what: &str| {
+            QueryError::Invalid(format!(
+                "`{what}` is refused: this session does not allow access to files or settings outside the store (ExternalAccess::Denied)"
+            ))
+        };
+        match plan {
+            LogicalPlan::Dml(d) => Err(QueryError::Invalid(format!(
+                "`{what}` on `{}` is not supported: asof does not run INSERT, UPDATE, DELETE or MERGE on this table; nothing was changed",
+                d.table_name
+            ))),
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) if denied => {
+                Err(external(&what))
+            }
+            LogicalPlan::Ddl(DdlStatement::CreateExternalTable(_)) => Ok(()),
+            LogicalPlan::Ddl(_) => Err(QueryError::Invalid(format!(
+                "`{what}` is not supported: it would not be stored with the database; nothing was changed"
+            ))),
+            LogicalPlan::Statement(
+                Statement::TransactionStart(_) | Statement::TransactionEnd(_),
+            ) => Err(QueryError::Invalid(format!(
+                "`{what}` is not supported: each statement is its own atomic commit, and asof has no transactions across statements"
+            ))),
+            LogicalPlan::Statement(Statement::SetVariable(_) | Statement::ResetVariable(_))
+                if denied =>
+            {
+                Err(external(&what))
+            }
+            LogicalPlan::Copy(_) if denied => Err(external(&what)),
+            _ => Ok(()),
+        }
     }
 
     /// Rewrites what DataFusion does not know into references to scratch tables registered for
@@ -667,6 +849,7 @@ impl SqlSession {
                 };
                 (text, j)
             } else if at(k) == "READ_FILES" && lparen_next {
+                self.files_allowed()?;
                 let (files, next) = read_files_args(&words, k + 1)?;
                 let list = files.list()?;
                 let schema = files.infer(&list)?;
@@ -809,6 +992,16 @@ impl SqlSession {
             out.push_str(&t.token.to_string());
         }
         Ok(out)
+    }
+
+    /// Whether this session may read files (`read_files`).
+    fn files_allowed(&self) -> Result<()> {
+        if self.options.external_access == ExternalAccess::Denied {
+            return Err(QueryError::Invalid(
+                "`read_files` is refused: this session does not allow access to files outside the store (ExternalAccess::Denied)".into(),
+            ));
+        }
+        Ok(())
     }
 
     /// Registers a provider under a fresh scratch name and returns the name.

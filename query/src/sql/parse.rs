@@ -33,6 +33,11 @@ impl Stmt {
             .map(|t| upper(&t.token))
             .collect()
     }
+
+    /// The line the statement starts on, from 1.
+    pub fn line(&self) -> u64 {
+        self.words().first().map_or(1, |t| t.span.start.line)
+    }
 }
 
 pub(crate) fn upper(t: &Token) -> String {
@@ -50,6 +55,67 @@ fn syntax(t: Option<&TokenWithSpan>, msg: impl std::fmt::Display) -> QueryError 
         )),
         None => QueryError::Invalid(format!("syntax error at the end of the statement: {msg}")),
     }
+}
+
+/// `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`, as tokens.
+fn expectation(el: &[&TokenWithSpan], all: &[TokenWithSpan]) -> Result<asof_storage::Expectation> {
+    use asof_storage::{Expectation, OnViolation};
+    let at = |i: usize| el.get(i).map(|t| upper(&t.token)).unwrap_or_default();
+    let bad = |i: usize, msg: &str| syntax(el.get(i).or(el.last()).copied(), msg);
+    let name = match el.get(1).map(|t| &t.token) {
+        Some(Token::Word(w)) => w.value.clone(),
+        _ => return Err(bad(1, "CONSTRAINT needs a name")),
+    };
+    if at(2) != "EXPECT" || el.get(3).map(|t| &t.token) != Some(&Token::LParen) {
+        return Err(bad(
+            2,
+            "expected EXPECT (condition) after the constraint's name",
+        ));
+    }
+    // The condition: the statement's own text between the parentheses.
+    let mut depth = 0;
+    let mut close = None;
+    for (i, t) in el.iter().enumerate().skip(3) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let close = close.ok_or_else(|| bad(3, "the condition's `)` is missing"))?;
+    let pos = |t: &TokenWithSpan| all.iter().position(|u| std::ptr::eq(u, t)).expect("own");
+    let condition: String = all[pos(el[3]) + 1..pos(el[close])]
+        .iter()
+        .map(|t| t.token.to_string())
+        .collect::<String>()
+        .trim()
+        .to_string();
+    if condition.is_empty() {
+        return Err(bad(3, "the condition is empty"));
+    }
+    let rest: Vec<String> = (close + 1..el.len()).map(at).collect();
+    let on_violation = match rest.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        [] => OnViolation::Warn,
+        ["ON", "VIOLATION", "DROP", "ROW"] => OnViolation::DropRow,
+        ["ON", "VIOLATION", "FAIL", "UPDATE"] => OnViolation::FailUpdate,
+        _ => {
+            return Err(bad(
+                close + 1,
+                "expected ON VIOLATION DROP ROW, ON VIOLATION FAIL UPDATE or nothing after the condition",
+            ))
+        }
+    };
+    Ok(Expectation {
+        name,
+        condition,
+        on_violation,
+    })
 }
 
 /// Splits a script into statements at `;`.
@@ -116,6 +182,8 @@ pub(crate) enum Kind {
         name: String,
         /// The declared column list, as SQL text (`a INT, b STRING`).
         schema: Option<String>,
+        /// The declared expectations (`CONSTRAINT name EXPECT (cond) ...`).
+        expectations: Vec<asof_storage::Expectation>,
         /// `TBLPROPERTIES ('k' = 'v', ...)`.
         properties: BTreeMap<String, String>,
         flow: Option<FlowAst>,
@@ -282,10 +350,13 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             let name = p.ident("a table name")?;
             // An optional schema: the target's columns come from its flow, which is checked
             // against it.
+            // Its elements are columns and expectations (`CONSTRAINT name EXPECT (cond) [ON
+            // VIOLATION DROP ROW | FAIL UPDATE]`).
             let mut schema = None;
+            let mut expectations = Vec::new();
             if p.peek().is_some_and(|t| t.token == Token::LParen) {
                 let mut depth = 0;
-                let mut text = Vec::new();
+                let mut elements: Vec<Vec<&TokenWithSpan>> = vec![Vec::new()];
                 while let Some(t) = p.next() {
                     match t.token {
                         Token::LParen => depth += 1,
@@ -295,13 +366,32 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                                 break;
                             }
                         }
+                        Token::Comma if depth == 1 => {
+                            elements.push(Vec::new());
+                            continue;
+                        }
                         _ => {}
                     }
                     if depth > 1 || !matches!(t.token, Token::LParen) {
-                        text.push(t.token.to_string());
+                        elements.last_mut().expect("one").push(t);
                     }
                 }
-                schema = Some(text.join(" "));
+                let mut columns = Vec::new();
+                for el in elements.into_iter().filter(|e| !e.is_empty()) {
+                    if upper(&el[0].token) == "CONSTRAINT" {
+                        expectations.push(expectation(&el, &stmt.tokens)?);
+                    } else {
+                        columns.push(
+                            el.iter()
+                                .map(|t| t.token.to_string())
+                                .collect::<Vec<_>>()
+                                .join(" "),
+                        );
+                    }
+                }
+                if !columns.is_empty() {
+                    schema = Some(columns.join(", "));
+                }
             }
             let mut properties = BTreeMap::new();
             loop {
@@ -340,6 +430,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             Ok(Kind::StreamingTable {
                 name,
                 schema,
+                expectations,
                 properties,
                 flow,
             })
@@ -400,6 +491,8 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             })
         }
         ["VACUUM", ..] => {
+            /// A hundred thousand years: any longer keeps everything anyway.
+            const MAX_RETAIN_HOURS: f64 = 876_000_000.0;
             p.i = 1;
             let name = p.ident("a table name")?;
             let retain_hours = if p.eat("RETAIN") {
@@ -407,13 +500,16 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                     Some(TokenWithSpan {
                         token: Token::Number(n, _),
                         ..
-                    }) => n.parse::<f64>().ok().filter(|h| *h >= 0.0),
+                    }) => n
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|h| (0.0..=MAX_RETAIN_HOURS).contains(h)),
                     _ => None,
                 };
                 let Some(n) = n else {
                     return Err(syntax(
                         p.toks.get(p.i - 1).copied(),
-                        "expected a number of hours",
+                        &format!("RETAIN takes a number of hours, from 0 to {MAX_RETAIN_HOURS}"),
                     ));
                 };
                 p.expect("HOURS")?;

@@ -47,6 +47,14 @@ pub struct CommitMetrics {
     pub num_conflicts_resolved: u64,
     /// Keys whose tombstone was garbage-collected.
     pub num_tombstones_collected: u64,
+    /// Source rows left out because they violate an expectation declared `ON VIOLATION DROP
+    /// ROW` (absent from records written before expectations existed: 0).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub num_dropped_rows: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Default)]

@@ -1,0 +1,32 @@
+//! What a SQL session may do beyond reading and writing the store.
+
+/// Whether statements may reach files and settings outside the store: `read_files`, `COPY ...
+/// TO`, `CREATE EXTERNAL TABLE`, `SET` / `RESET` of DataFusion settings. As DuckDB's
+/// `enable_external_access`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExternalAccess {
+    /// Everything DataFusion allows (the CLI: its user owns the machine).
+    #[default]
+    Allowed,
+    /// Refused, with an error naming the statement: for applications that pass their users' SQL
+    /// to a session. `REFRESH` of a `read_files` flow created earlier still loads the folder the
+    /// flow was created with.
+    Denied,
+}
+
+/// Options of a [`crate::sql::SqlSession`].
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct SessionOptions {
+    /// See [`ExternalAccess`].
+    pub external_access: ExternalAccess,
+}
+
+impl SessionOptions {
+    /// Options with `external_access` set.
+    pub fn with_external_access(mut self, external_access: ExternalAccess) -> Self {
+        self.external_access = external_access;
+        self
+    }
+}

@@ -1,0 +1,480 @@
+//! A store of record never loses, fakes or half-applies a write. Each test here is a way it once
+//! did, tried as a user would (SQL, the CLI), with the exact outcome asserted.
+
+mod common;
+
+use std::process::Command;
+
+use asof::{ExternalAccess, SessionOptions, SqlOutput, SqlSession, Store};
+use common::sql_rows;
+
+fn session(dir: &std::path::Path) -> SqlSession {
+    SqlSession::new(Store::open(dir).unwrap()).unwrap()
+}
+
+fn err(s: &mut SqlSession, sql: &str) -> String {
+    match s.execute(sql) {
+        Ok(out) => panic!("{sql}: expected an error, got {out:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<String>> {
+    sql_rows(s, sql)
+        .1
+        .into_iter()
+        .map(|r| r.into_iter().map(|v| v.unwrap_or_default()).collect())
+        .collect()
+}
+
+fn history_ops(s: &mut SqlSession, table: &str) -> Vec<String> {
+    let (names, rows) = sql_rows(s, &format!("DESCRIBE HISTORY {table}"));
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    let mut ops: Vec<(u64, String)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r[0].clone().unwrap().parse().unwrap(),
+                r[op].clone().unwrap(),
+            )
+        })
+        .collect();
+    ops.sort();
+    ops.into_iter().map(|(_, o)| o).collect()
+}
+
+fn asof(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_asof"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run asof");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// 20,000 rows, three DataFusion batches; `v` is 1.7 at row 14,900 when `bad`.
+fn twenty_thousand(bad: bool) -> String {
+    let v = if bad {
+        "CASE WHEN value = 14900 THEN 1.7 ELSE CAST(value AS DOUBLE) END"
+    } else {
+        "value"
+    };
+    format!("SELECT value AS id, {v} AS v FROM range(20000)")
+}
+
+#[test]
+fn insert_select_is_one_commit_and_a_bad_row_at_14900_applies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE src (id BIGINT, v BIGINT)").unwrap();
+    let e = err(
+        &mut s,
+        &format!("INSERT INTO src {}", twenty_thousand(true)),
+    );
+    assert!(
+        e.contains("`v`") && e.contains("Int64") && e.contains("(1 row)"),
+        "{e}"
+    );
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM src"), [["0"]]);
+    assert_eq!(history_ops(&mut s, "src"), ["CREATE TABLE"]);
+
+    let out = s
+        .execute(&format!("INSERT INTO src {}", twenty_thousand(false)))
+        .unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l == "20000 rows inserted into src (20000 in all)"),
+        "{out:?}"
+    );
+    assert_eq!(history_ops(&mut s, "src"), ["CREATE TABLE", "WRITE"]);
+    // After a reopen too.
+    drop(s);
+    let mut s = session(dir.path());
+    assert_eq!(
+        rows(&mut s, "SELECT count(*), sum(v) FROM src"),
+        [["20000", "199990000"]]
+    );
+}
+
+#[test]
+fn create_table_as_select_is_one_commit_or_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    // The query fails in its second batch (row 14,900): no table, no rows.
+    let e = err(
+        &mut s,
+        "CREATE TABLE t AS SELECT value AS id, 10 / (value - 14900) AS v FROM range(20000)",
+    );
+    assert!(e.to_lowercase().contains("divide by zero"), "{e}");
+    let e = err(&mut s, "SELECT * FROM t");
+    assert!(e.contains("not found"), "no table t: {e}");
+    s.execute(&format!("CREATE TABLE t AS {}", twenty_thousand(false)))
+        .unwrap();
+    assert_eq!(history_ops(&mut s, "t"), ["CREATE TABLE", "WRITE"]);
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [["20000"]]);
+}
+
+#[test]
+fn a_fraction_into_bigint_is_an_error_naming_the_column_and_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE src (id BIGINT, n BIGINT)").unwrap();
+    let e = err(
+        &mut s,
+        "INSERT INTO src VALUES (1, 1.7), (2, 2.5), (3, 3.0)",
+    );
+    assert!(e.contains("`n`") && e.contains("(2 rows)"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM src"), [["0"]]);
+    // Whole values cast as before.
+    s.execute("INSERT INTO src VALUES (1, 1.0), (2, 2)")
+        .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, n FROM src ORDER BY id"),
+        [["1", "1"], ["2", "2"]]
+    );
+}
+
+#[test]
+fn dml_and_session_only_ddl_on_tables_are_refused_and_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE src (id BIGINT, v STRING); INSERT INTO src VALUES (1, 'a'), (2, 'b')")
+        .unwrap();
+    for stmt in [
+        "DELETE FROM src WHERE id = 1",
+        "UPDATE src SET v = 'z' WHERE id = 2",
+    ] {
+        let e = err(&mut s, stmt);
+        assert!(
+            e.contains("not supported") && e.contains("nothing was changed"),
+            "{stmt}: {e}"
+        );
+    }
+    let e = err(&mut s, "CREATE SCHEMA x");
+    assert!(e.contains("not supported"), "{e}");
+    let e = err(&mut s, "BEGIN TRANSACTION");
+    assert!(
+        e.contains("not supported") || e.contains("not implemented"),
+        "{e}"
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, v FROM src ORDER BY id"),
+        [["1", "a"], ["2", "b"]]
+    );
+    assert_eq!(history_ops(&mut s, "src"), ["CREATE TABLE", "WRITE"]);
+}
+
+/// The source of the wedge: a row whose sequence is NULL.
+const WEDGE: &str = "CREATE TABLE ev (id BIGINT, seq BIGINT, v STRING);
+    INSERT INTO ev VALUES (1, 1, 'a'), (2, 1, 'b');
+    CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq
+      COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 2;
+    INSERT INTO ev VALUES (1, 2, 'a2'), (3, NULL, 'bad');";
+
+#[test]
+fn a_null_sequence_no_longer_wedges_a_flow_an_expectation_drops_it_and_keeps_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(WEDGE).unwrap();
+    // The refresh is rejected, and the message names the way out.
+    let e = err(&mut s, "REFRESH STREAMING TABLE t");
+    assert!(
+        e.contains("`seq`")
+            && e.contains("(1 row)")
+            && e.contains("CONSTRAINT seq_present EXPECT (seq IS NOT NULL) ON VIOLATION DROP ROW"),
+        "{e}"
+    );
+    // The way out: declare the expectation; the refresh applies the good row, drops the bad one.
+    let out = s
+        .execute(
+            "CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT seq_present EXPECT (seq IS NOT NULL) ON VIOLATION DROP ROW)",
+        )
+        .unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("expectations set (commit 2)") && l.contains("commit 3 read 1 events")),
+        "{out:?}"
+    );
+    assert_eq!(
+        history_ops(&mut s, "t"),
+        ["CREATE TABLE", "FLOW t", "SET EXPECTATIONS", "FLOW t"]
+    );
+    let (names, h) = sql_rows(&mut s, "DESCRIBE HISTORY t");
+    let col = |n: &str| names.iter().position(|c| c == n).unwrap();
+    let last = h.iter().find(|r| r[0].as_deref() == Some("3")).unwrap();
+    assert_eq!(last[col("num_dropped_rows")].as_deref(), Some("1"));
+    assert_eq!(last[col("num_events_read")].as_deref(), Some("1"));
+    assert!(
+        last[col("operationParameters")]
+            .as_deref()
+            .unwrap()
+            .contains(r#""expectation.seq_present":"1 rows failed (drop row)""#),
+        "{last:?}"
+    );
+    // History kept: version 1 still reads, and the table moved on.
+    assert_eq!(
+        rows(&mut s, "SELECT id, v FROM t VERSION AS OF 1 ORDER BY id"),
+        [["1", "a"], ["2", "b"]]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, v FROM t WHERE __END_AT IS NULL ORDER BY id"
+        ),
+        [["1", "a2"], ["2", "b"]]
+    );
+    // Later refreshes and a full refresh work, and the expectation survives a reopen.
+    drop(s);
+    let mut s = session(dir.path());
+    s.execute("INSERT INTO ev VALUES (4, 1, 'd'), (5, NULL, 'bad2'); REFRESH STREAMING TABLE t; REFRESH STREAMING TABLE t FULL")
+        .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, v FROM t WHERE __END_AT IS NULL ORDER BY id"
+        ),
+        [["1", "a2"], ["2", "b"], ["4", "d"]]
+    );
+}
+
+#[test]
+fn an_expectation_that_fails_the_update_applies_nothing_and_says_which() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, seq BIGINT, v STRING);
+         CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT positive EXPECT (id > 0) ON VIOLATION FAIL UPDATE, CONSTRAINT named EXPECT (v IS NOT NULL));
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1;
+         INSERT INTO ev VALUES (1, 1, NULL), (-2, 1, 'x'), (-3, 1, 'y');",
+    )
+    .unwrap();
+    let e = err(&mut s, "REFRESH STREAMING TABLE t");
+    assert!(
+        e.contains("2 rows violate expectation `positive` (id > 0)")
+            && e.contains("nothing applied"),
+        "{e}"
+    );
+    assert_eq!(history_ops(&mut s, "t"), ["CREATE TABLE"]);
+    // An expectation on a column the source does not have is refused when it is declared.
+    let e = err(
+        &mut s,
+        "CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT c EXPECT (nope > 0) ON VIOLATION DROP ROW)",
+    );
+    assert!(e.contains("expectation `c`") && e.contains("nope"), "{e}");
+    assert_eq!(history_ops(&mut s, "t"), ["CREATE TABLE"]);
+}
+
+#[test]
+fn a_flow_condition_on_a_missing_column_is_refused_when_the_flow_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE ev (id BIGINT, seq BIGINT, op STRING)")
+        .unwrap();
+    let e = err(
+        &mut s,
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id)
+           APPLY AS DELETE WHEN operation = 'DELETE' SEQUENCE BY seq STORED AS SCD TYPE 1",
+    );
+    assert!(
+        e.contains("APPLY AS DELETE WHEN") && e.contains("operation"),
+        "{e}"
+    );
+    // Nothing was persisted: the same name is free.
+    assert!(s.execute("SELECT * FROM t").is_err());
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id)
+           APPLY AS DELETE WHEN op = 'DELETE' SEQUENCE BY seq STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_csv_header_with_a_repeated_name_is_an_error_not_a_dropped_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("dup.csv");
+    std::fs::write(&csv, "id,id,v\n1,2,x\n").unwrap();
+    let mut s = session(&dir.path().join("db"));
+    let e = err(
+        &mut s,
+        &format!(
+            "SELECT * FROM read_files('{}', format => 'csv', header => true)",
+            csv.display()
+        ),
+    );
+    assert!(
+        e.contains("names column `id` twice (columns 1 and 2)"),
+        "{e}"
+    );
+    drop(s);
+    // The CLI's CSV ingest likewise.
+    let flow = dir.path().join("f.flow.json");
+    std::fs::copy(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/company_points/company_points_cdc.flow.json"),
+        &flow,
+    )
+    .unwrap();
+    let db = dir.path().join("db");
+    let (ok, _, e) = asof(&db, &["create-flow", flow.to_str().unwrap()]);
+    assert!(ok, "{e}");
+    let (ok, _, e) = asof(
+        &db,
+        &["ingest", "company_points_cdc", csv.to_str().unwrap()],
+    );
+    assert!(!ok && e.contains("names column `id` twice"), "{e}");
+}
+
+#[test]
+fn a_failing_script_says_which_statement_failed_and_what_is_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "CREATE TABLE a (x BIGINT);\nINSERT INTO a VALUES (1);\nSELECT x FROM a;\n\nINSERT INTO a VALUES (1.5);\nINSERT INTO a VALUES (2);";
+    let (ok, out, e) = asof(&db, &["sql", script]);
+    assert!(!ok);
+    assert!(out.contains("| 1 |"), "the first statements' output: {out}");
+    assert!(
+        e.contains("statement 4 (line 5) failed")
+            && e.contains("statements 1..3 are committed; statements 4..5 are not"),
+        "{e}"
+    );
+    let (ok, out, _) = asof(&db, &["sql", "SELECT count(*) AS n FROM a"]);
+    assert!(ok && out.contains("| 1 |"), "{out}");
+}
+
+#[test]
+fn every_failing_cli_command_exits_non_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    for args in [
+        &["history", "nope"][..],
+        &["scan", "nope"],
+        &["sql", "SELECT * FROM nope"],
+        &["ingest", "nope", "nope.csv"],
+    ] {
+        let (ok, _, e) = asof(&db, args);
+        assert!(!ok && e.starts_with("error: "), "{args:?}: {e}");
+    }
+}
+
+fn store_with_a_commit(dir: &std::path::Path) {
+    let mut s = session(dir);
+    s.execute("CREATE TABLE a (x BIGINT); INSERT INTO a VALUES (1)")
+        .unwrap();
+}
+
+#[test]
+fn a_lost_manifest_is_reported_and_repair_rebuilds_it() {
+    for loss in ["missing", "empty", "damaged"] {
+        let dir = tempfile::tempdir().unwrap();
+        store_with_a_commit(dir.path());
+        let manifest = dir.path().join("asof.manifest");
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.starts_with("asof-manifest 1\n"), "{text}");
+        match loss {
+            "missing" => std::fs::remove_file(&manifest).unwrap(),
+            "empty" => std::fs::write(&manifest, "").unwrap(),
+            _ => std::fs::write(&manifest, "garbage\n").unwrap(),
+        }
+        let e = Store::open(dir.path()).err().expect("refused").to_string();
+        assert!(
+            e.contains(loss) && e.contains("asof --db DIR repair"),
+            "{loss}: {e}"
+        );
+        let (ok, out, e) = asof(dir.path(), &["repair"]);
+        assert!(ok, "{e}");
+        assert!(
+            out.contains("manifest rebuilt from 0 tables and 1 source tables"),
+            "{out}"
+        );
+        let mut s = session(dir.path());
+        assert_eq!(rows(&mut s, "SELECT x FROM a"), [["1"]]);
+        assert_eq!(
+            std::fs::read_to_string(&manifest).unwrap(),
+            text,
+            "{loss}: rebuilt as it was"
+        );
+    }
+}
+
+#[test]
+fn a_new_store_has_a_manifest_before_its_first_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path()).unwrap());
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("asof.manifest")).unwrap(),
+        "asof-manifest 1\n"
+    );
+}
+
+#[test]
+fn a_second_process_waits_for_the_lock_and_names_its_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    store_with_a_commit(dir.path());
+    let held = Store::open(dir.path()).unwrap();
+    let (ok, _, e) = asof(dir.path(), &["--wait", "0.2", "tables"]);
+    assert!(!ok);
+    assert!(
+        e.contains(&format!("in use by process {}", std::process::id()))
+            && e.contains("waited 200 ms")
+            && e.contains("--wait"),
+        "{e}"
+    );
+    // With a long enough wait it gets in once the holder lets go.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        drop(held);
+    });
+    let (ok, _, e) = asof(dir.path(), &["--wait", "20", "sql", "SELECT x FROM a"]);
+    release.join().unwrap();
+    assert!(ok, "{e}");
+}
+
+#[test]
+fn a_sandboxed_session_refuses_files_and_settings_and_still_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("x.csv");
+    std::fs::write(&csv, "a,b\n1,2\n").unwrap();
+    let out = dir.path().join("out.csv");
+    let store = Store::open(dir.path().join("db")).unwrap();
+    let mut s = SqlSession::with_options(
+        store,
+        SessionOptions::default().with_external_access(ExternalAccess::Denied),
+    )
+    .unwrap();
+    s.execute("CREATE TABLE a (x BIGINT); INSERT INTO a VALUES (1)")
+        .unwrap();
+    for stmt in [
+        format!("SELECT * FROM read_files('{}')", csv.display()),
+        format!("COPY (SELECT 1) TO '{}'", out.display()),
+        format!(
+            "CREATE EXTERNAL TABLE e STORED AS CSV LOCATION '{}'",
+            csv.display()
+        ),
+        "SET datafusion.execution.batch_size = 1".to_string(),
+        format!(
+            "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(read_files('{}')) KEYS (a) SEQUENCE BY b",
+            csv.display()
+        ),
+    ] {
+        let e = err(&mut s, &stmt);
+        assert!(e.contains("refused") && e.contains("Denied"), "{stmt}: {e}");
+    }
+    assert!(!out.exists());
+    assert_eq!(rows(&mut s, "SELECT x FROM a"), [["1"]]);
+    // The default session allows them.
+    let mut open = session(&dir.path().join("db2"));
+    assert_eq!(
+        rows(
+            &mut open,
+            &format!(
+                "SELECT count(*) FROM read_files('{}', header => true)",
+                csv.display()
+            )
+        ),
+        [["1"]]
+    );
+}
