@@ -50,6 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = asof::StoreOptions {
         cache_bytes: 64 << 20,
         hot_events_per_key,
+        ..Default::default()
     };
     let store = Store::open_with(dir.path(), options.clone())?;
     store.create_flow(workload::flow(mode))?;

@@ -6,7 +6,13 @@
 //! - the commit log has no gap and no half commit (the store opens, versions are contiguous);
 //! - the flow's checkpoint matches the data it wrote: the table equals the reference model over
 //!   exactly the source rows before the checkpoint (nothing applied twice, nothing lost);
+//! - every file a `read_files` flow loaded is there whole, with its name, or not at all;
+//! - a table created, filled and dropped in the kill loop is whole if it is there;
 //! - the child then resumes from where the store says it is.
+//!
+//! Besides appends and refreshes, the child runs full refreshes, VACUUMs, `read_files` loads and
+//! DROPs, so kills land in each. The run fails unless it checked at least one acknowledged commit
+//! per kill on average.
 //!
 //! `ASOF_CRASH_KILLS` sets the number of kills (default 12 in CI; try 500 for a long run):
 //! `ASOF_CRASH_KILLS=500 cargo test --release --test crash -- --nocapture`.
@@ -89,14 +95,41 @@ fn flow(mode: StoredAs) -> asof::Flow {
     b.build().unwrap()
 }
 
-/// The child: open, set up if new, then append + refresh forever, printing what was acknowledged.
+/// Rows of each CSV file the child loads through a `read_files` flow.
+const FILE_ROWS: usize = 20;
+
+/// Writes file `n` of the `read_files` flow's folder whole: a temporary name, then a rename, as
+/// a well-behaved producer does (a loader must never see half a file).
+fn write_file(dir: &std::path::Path, n: u64) {
+    let files = dir.join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let mut text = String::from("k,seq,a\n");
+    for i in 0..FILE_ROWS as u64 {
+        text.push_str(&format!("{},{},{}\n", (n * 7 + i) % 13, n * 100 + i, n + i));
+    }
+    let tmp = dir.join(format!("file-{n}.tmp"));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, files.join(format!("{n:06}.csv"))).unwrap();
+}
+
+/// The child: open, set up if new, then forever: append + refresh, and in turn a full refresh,
+/// a VACUUM, a `read_files` load and a create-append-drop of a scratch table, printing what was
+/// acknowledged.
 fn child(dir: &str, mode: StoredAs) {
     let store = Store::open(dir).expect("child opens the store");
-    if store.sources().unwrap().is_empty() {
+    if store.sources().unwrap().iter().all(|s| s != "src") {
         store.create_source("src", &schema()).unwrap();
     }
-    if store.tables().unwrap().is_empty() {
+    if store.tables().unwrap().iter().all(|t| t != "t") {
         store.create_flow(flow(mode)).unwrap();
+    }
+    let mut sql = asof::SqlSession::new(store.clone()).unwrap();
+    if store.tables().unwrap().iter().all(|t| t != "ft") {
+        write_file(std::path::Path::new(dir), 0);
+        sql.execute(&format!(
+            "CREATE OR REFRESH STREAMING TABLE ft FLOW AUTO CDC FROM stream(read_files('{dir}/files', format => 'csv', header => true)) KEYS (k) SEQUENCE BY seq STORED AS SCD TYPE 1"
+        ))
+        .unwrap();
     }
     let out = std::io::stdout();
     // Catch up first: rows appended before the last kill but not yet refreshed.
@@ -116,6 +149,35 @@ fn child(dir: &str, mode: StoredAs) {
         println!("APPEND {rows}");
         let c = store.refresh("f", false).unwrap().expect("new rows");
         println!("FLOW {}", c.version);
+        match n % 8 {
+            3 => {
+                let c = store.refresh("f", true).unwrap().expect("a full refresh");
+                println!("FLOW {}", c.version);
+            }
+            5 => {
+                store
+                    .vacuum_with("t", Duration::ZERO, asof::RetentionCheck::Disabled)
+                    .unwrap();
+                println!(
+                    "FLOW {}",
+                    store.history("t").unwrap().last().unwrap().version
+                );
+            }
+            6 => {
+                write_file(std::path::Path::new(dir), n + 1);
+                sql.execute("REFRESH STREAMING TABLE ft").unwrap();
+                let (_, loaded) = store.source_origin("__asof_files_ft").unwrap();
+                println!("FILES {}", loaded.len());
+            }
+            7 => {
+                let _ = store.drop_table("scratch");
+                store.create_source("scratch", &schema()).unwrap();
+                store.append("scratch", &append_batch(n)).unwrap();
+                store.drop_table("scratch").unwrap();
+                println!("DROP");
+            }
+            _ => {}
+        }
         use std::io::Write;
         out.lock().flush().unwrap();
         n += 1;
@@ -196,12 +258,14 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acked_rows = 0u64;
     let mut acked_version = 0u64;
+    let mut acked_files = 0usize;
     let mut checked = 0u64;
     for kill in 0..kills {
         if kill > 0 && kill % KILLS_PER_STORE == 0 {
             dir = tempfile::tempdir().unwrap();
             acked_rows = 0;
             acked_version = 0;
+            acked_files = 0;
         }
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
@@ -245,6 +309,15 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
                 acked_rows = acked_rows.max(v.parse().unwrap());
             } else if let Some(v) = l.strip_prefix("FLOW ") {
                 acked_version = acked_version.max(v.parse().unwrap());
+            } else if let Some(v) = l.strip_prefix("FILES ") {
+                acked_files = acked_files.max(v.parse().unwrap());
+            }
+            if l.starts_with("APPEND ")
+                || l.starts_with("FLOW ")
+                || l.starts_with("FILES ")
+                || l == "DROP"
+            {
+                checked += 1;
             }
         }
 
@@ -270,8 +343,14 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             "kill {kill}: a half append"
         );
         let history = store.history("t").unwrap();
+        // Contiguous from the oldest version kept (VACUUM removes the ones before it).
+        let first = history[0].version;
         for (i, c) in history.iter().enumerate() {
-            assert_eq!(c.version, i as u64, "kill {kill}: the log has a gap");
+            assert_eq!(
+                c.version,
+                first + i as u64,
+                "kill {kill}: the log has a gap"
+            );
         }
         let latest = history.last().unwrap().version;
         assert!(
@@ -281,7 +360,11 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
         let offset: usize = history
             .iter()
             .rev()
-            .find_map(|c| c.parameters.get(asof::SOURCE_OFFSET))
+            .find_map(|c| {
+                c.parameters
+                    .get(asof::SOURCE_OFFSET)
+                    .or(c.parameters.get(&format!("{}.f", asof::SOURCE_OFFSET)))
+            })
             .map_or(0, |o| o.parse().unwrap());
         assert!(offset as u64 <= src_rows);
         assert_eq!(
@@ -289,7 +372,26 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             model_rows(mode, &src, offset),
             "kill {kill}: the table is not the model over the {offset} rows its checkpoint covers"
         );
-        checked += history.len() as u64;
+        // Files: each one loaded whole, with its name, or not at all.
+        if let Ok((_, loaded)) = store.source_origin("__asof_files_ft") {
+            let (_, rows) = store.source_data("__asof_files_ft").unwrap();
+            let rows: usize = rows.iter().map(|b| b.num_rows()).sum();
+            assert_eq!(
+                rows,
+                FILE_ROWS * loaded.len(),
+                "kill {kill}: a file loaded in part"
+            );
+            assert!(
+                loaded.len() >= acked_files,
+                "kill {kill}: {acked_files} files were acknowledged, {} are loaded",
+                loaded.len()
+            );
+        }
+        // A scratch table left by a kill between its create and its drop is whole.
+        if let Ok((_, rows)) = store.source_data("scratch") {
+            let rows: usize = rows.iter().map(|b| b.num_rows()).sum();
+            assert!(rows == 0 || rows == ROWS_PER_APPEND, "kill {kill}: {rows}");
+        }
     }
     (kills, checked)
 }
@@ -313,7 +415,14 @@ fn killed_at_random_moments_the_store_keeps_every_acknowledged_commit() {
         total.1 += c;
     }
     println!(
-        "crash test: {} kills survived, {} commits checked",
+        "crash test: {} kills survived, {} acknowledged commits checked",
         total.0, total.1
+    );
+    // A run whose kills all land before the first commit proves nothing.
+    assert!(
+        total.1 >= total.0 as u64,
+        "only {} acknowledged commits over {} kills",
+        total.1,
+        total.0
     );
 }

@@ -157,7 +157,10 @@ fn a_second_process_gets_a_clear_in_use_error() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("in use by another process"), "{err}");
+    assert!(
+        err.contains(&format!("in use by process {}", std::process::id())),
+        "{err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
     drop(store);
 }

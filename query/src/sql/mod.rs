@@ -69,6 +69,9 @@ pub struct ScriptError {
 impl std::fmt::Display for ScriptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let k = self.statement;
+        if self.statements == 1 {
+            return write!(f, "{}", self.error);
+        }
         write!(
             f,
             "statement {k} (line {}) failed: {}",
