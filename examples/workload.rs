@@ -28,6 +28,15 @@ fn peak_rss_mib() -> f64 {
         / 1024.0
 }
 
+/// The store's folder, named like a `TempDir`'s.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     workload::tune_allocator();
     let mut args = std::env::args().skip(1);
@@ -45,7 +54,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(asof::DEFAULT_HOT_EVENTS_PER_KEY);
-    let dir = tempfile::tempdir()?;
+    // `ASOF_WORKLOAD_DIR` keeps the store there (for timing the CLI on it) and skips VACUUM.
+    let kept = std::env::var_os("ASOF_WORKLOAD_DIR").map(std::path::PathBuf::from);
+    let tmp = tempfile::tempdir()?;
+    let dir = Dir(kept.clone().unwrap_or_else(|| tmp.path().to_path_buf()));
     // sled's page cache is set explicitly (asof's default is 256 MiB).
     let options = asof::StoreOptions {
         cache_bytes: 64 << 20,
@@ -96,6 +108,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         peak_rss_mib(),
     );
     drop(session);
+    if let Some(k) = kept {
+        println!("store kept in {}", k.display());
+        return Ok(());
+    }
 
     // Bytes on disk per stored row version, before and after VACUUM RETAIN 0 HOURS.
     let versions = store.read("bench", |r| r.row_versions())?;

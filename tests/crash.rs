@@ -279,9 +279,16 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
                 },
             )
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // What the child says on stderr, shown if it stops by itself.
+        let stderr = child.stderr.take().unwrap();
+        let errors = std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
+            text
+        });
         // Let it make progress, then kill it at a random moment (sometimes during open).
         let wait = Duration::from_millis(rng.gen_range(5..250));
         let stdout = child.stdout.take().unwrap();
@@ -298,12 +305,14 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
         let start = Instant::now();
         while start.elapsed() < wait {
             if let Ok(Some(status)) = child.try_wait() {
-                panic!("the child stopped by itself ({status}) after kill {kill}");
+                let said = errors.join().unwrap_or_default();
+                panic!("the child stopped by itself ({status}) after kill {kill}:\n{said}");
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        drop(errors);
         for l in reader.join().unwrap() {
             if let Some(v) = l.strip_prefix("APPEND ") {
                 acked_rows = acked_rows.max(v.parse().unwrap());

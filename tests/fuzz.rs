@@ -82,6 +82,11 @@ fn run(target: &str, seeds: Vec<Vec<u8>>, f: impl Fn(&[u8])) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1500);
+    run_n(target, seeds, runs, f)
+}
+
+/// [`run`] with `runs` mutations.
+fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> usize {
     let mut rng = rand::rngs::StdRng::seed_from_u64(0xa50f);
     let mut inputs = regressions(target);
     inputs.extend(seeds.iter().cloned());
@@ -134,6 +139,28 @@ fn sql_parser() {
         let _ = q::parse_sql(d);
     });
     println!("sql_parser: {n} executions");
+}
+
+/// Statements planned and executed against a small store (tables, flows, history), in a session
+/// that refuses files: DDL, DML, temporal clauses, VACUUM with hostile numbers.
+#[test]
+fn sql_execute() {
+    let seeds = vec![
+        b"SELECT * FROM h FOR BUSINESS_TIME AS OF 2 WHERE id = 1; SELECT count(*) FROM b FOR SYSTEM_TIME AS OF 3 FOR BUSINESS_TIME AS OF 2".to_vec(),
+        b"VACUUM h RETAIN 1e400 HOURS; VACUUM b RETAIN 0 HOURS; ALTER STREAMING TABLE h SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false'); VACUUM h RETAIN 0 HOURS".to_vec(),
+        b"INSERT INTO ev VALUES (3, NULL, 1, 'U', 'x'); REFRESH STREAMING TABLE h; CREATE OR REFRESH STREAMING TABLE h (CONSTRAINT s EXPECT (seq IS NOT NULL) ON VIOLATION DROP ROW); REFRESH STREAMING TABLE b FULL".to_vec(),
+        b"DELETE FROM ev WHERE id = 1; UPDATE ev SET v = 'z'; SELECT * FROM table_changes('b', 0, 2); DESCRIBE HISTORY h; SELECT * FROM h VERSION AS OF 1".to_vec(),
+        b"CREATE TABLE c AS SELECT * FROM ev WHERE seq > 1; INSERT INTO c SELECT * FROM c; CREATE VIEW w AS SELECT id FROM c; DROP TABLE c; SELECT * FROM temporal_scan('b', 'AS OF 3', 'ALL')".to_vec(),
+    ];
+    let runs = std::env::var("ASOF_FUZZ_RUNS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .map(|r| r / 5)
+        .unwrap_or(1000);
+    let n = run_n("sql_execute", seeds, runs, |d| {
+        let _ = asof_query::fuzzing_sql::execute(d);
+    });
+    println!("sql_execute: {n} executions");
 }
 
 #[test]

@@ -478,3 +478,23 @@ fn a_sandboxed_session_refuses_files_and_settings_and_still_queries() {
         [["1"]]
     );
 }
+
+#[test]
+fn a_refused_read_files_flow_leaves_nothing_and_can_be_run_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("in");
+    std::fs::create_dir(&files).unwrap();
+    std::fs::write(files.join("a.csv"), "id,seq,op\n1,1,U\n").unwrap();
+    let mut s = session(&dir.path().join("db"));
+    let create = |cond: &str| {
+        format!(
+            "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(read_files('{}', format => 'csv', header => true)) KEYS (id) APPLY AS DELETE WHEN {cond} SEQUENCE BY seq STORED AS SCD TYPE 1",
+            files.display()
+        )
+    };
+    let e = err(&mut s, &create("operation = 'D'"));
+    assert!(e.contains("operation"), "{e}");
+    // Corrected, the same statement runs: no hidden source was left behind to be "in the way".
+    s.execute(&create("op = 'D'")).unwrap();
+    assert_eq!(rows(&mut s, "SELECT id FROM t"), [["1"]]);
+}

@@ -10,6 +10,8 @@ mod error;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;
+#[doc(hidden)]
+pub mod fuzzing_sql;
 mod history;
 mod scan;
 pub mod sql;

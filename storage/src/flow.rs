@@ -581,3 +581,16 @@ impl TableSchema {
         self.columns.iter().position(|(n, _)| n == name)
     }
 }
+
+impl Flow {
+    /// The Arrow schema of the flow's source rows.
+    pub(crate) fn source_schema(&self) -> arrow::datatypes::SchemaRef {
+        std::sync::Arc::new(arrow::datatypes::Schema::new(
+            self.spec
+                .source
+                .iter()
+                .map(|c| arrow::datatypes::Field::new(&c.name, c.ty.to_arrow(), true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}

@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
+use crate::format::keys::{self, versioned, FOLLOWED};
 
 /// An atomic group of writes, applied in the order they were added (a put after a delete of the
 /// same key leaves the put).
@@ -71,10 +72,6 @@ pub struct SledKv {
     db: sled::Db,
     manifest: Manifest,
 }
-
-/// Tags of the keys whose versions the manifest follows: target commits (`C`) and source commits
-/// (`H`), each under the tag of the record whose deletion drops the table (`T`, `S`).
-const FOLLOWED: [(u8, u8); 2] = [(b'C', b'T'), (b'H', b'S')];
 
 struct Manifest {
     path: std::path::PathBuf,
@@ -183,14 +180,6 @@ impl Manifest {
         }
         Ok(())
     }
-}
-
-/// `(tag, table id, version)` of a versioned key (`tag`, id u32, version u64, ...).
-fn versioned(k: &[u8]) -> Option<(u8, u32, u64)> {
-    let tag = *k.first()?;
-    let id = u32::from_be_bytes(k.get(1..5)?.try_into().ok()?);
-    let v = u64::from_be_bytes(k.get(5..13)?.try_into().ok()?);
-    Some((tag, id, v))
 }
 
 impl SledKv {
@@ -322,7 +311,11 @@ impl SledKv {
             k.extend_from_slice(&id.to_be_bytes());
             k.extend_from_slice(&v.to_be_bytes());
             if self.db.get(&k)?.is_none() {
-                let what = if tag == b'C' { "table" } else { "source table" };
+                let what = if tag == keys::COMMIT {
+                    "table"
+                } else {
+                    "source table"
+                };
                 return Err(Error::Corrupt(format!(
                     "commit {v} of {what} #{id} was acknowledged but is missing: the store's files were truncated, overwritten or replaced by an older copy"
                 )));

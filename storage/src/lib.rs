@@ -9,18 +9,18 @@
 //! durability contract.
 #![warn(missing_docs)]
 
-mod codec;
 mod engine;
 mod error;
 mod expectation;
 mod flow;
+mod format;
 #[doc(hidden)]
 pub mod fuzzing;
 mod ingest;
 pub mod keycodec;
 mod kv;
-mod lz4;
 mod progress;
+mod record;
 mod source;
 mod store;
 mod value;

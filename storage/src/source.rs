@@ -143,15 +143,15 @@ impl SourceTable {
                 w.write(&slice).map_err(|e| corrupt(e.to_string()))?;
                 w.finish().map_err(|e| corrupt(e.to_string()))?;
             }
-            out.push(crate::lz4::compress(&buf)?);
+            out.push(crate::format::lz4::compress(&buf)?);
             offset += len;
         }
         Ok(out)
     }
 
     pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<RecordBatch>> {
-        let raw =
-            crate::lz4::decompress(bytes).map_err(|e| corrupt(format!("source chunk: {e}")))?;
+        let raw = crate::format::lz4::decompress(bytes)
+            .map_err(|e| corrupt(format!("source chunk: {e}")))?;
         // arrow's IPC stream reader allocates whatever length a message header claims (a damaged
         // chunk can make that exabytes, an abort) and can panic on damaged input (both found by
         // fuzzing, `tests/data/fuzz/decode_source_chunk`). The push decoder slices the bytes we

@@ -319,14 +319,22 @@ impl SqlSession {
     }
 
     fn create_flow(&mut self, f: FlowAst) -> Result<Output> {
-        let source = match f.source.clone() {
-            Some(Source::Table(source)) => source,
+        match f.source.clone() {
+            Some(Source::Table(source)) => self.create_flow_from(f, source),
             Some(Source::Files(files)) => {
                 self.files_allowed()?;
-                self.create_files_source(&f.name, files)?
+                let source = self.create_files_source(&f.name, files)?;
+                // The hidden source belongs to the flow: if the flow is refused, it goes too, so
+                // that the statement can be corrected and run again.
+                self.create_flow_from(f, source.clone()).inspect_err(|_| {
+                    let _ = self.store.drop_table(&source);
+                })
             }
-            None => return Err(QueryError::Invalid("a flow needs a source".into())),
-        };
+            None => Err(QueryError::Invalid("a flow needs a source".into())),
+        }
+    }
+
+    fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
         let (schema, _) = self.store.source_data(&source).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
                 "flow `{}` reads `{source}`, which is not a table",
@@ -436,12 +444,27 @@ impl SqlSession {
         let list = files.list()?;
         let schema = files.infer(&list)?;
         let name = files_source(flow);
+        // A hidden source without its flow is what an interrupted `CREATE ... FLOW` left (it
+        // loads files in several commits before the flow exists): start it again.
+        if self.store.sources()?.contains(&name) && !self.flow_exists(flow)? {
+            self.store.drop_table(&name)?;
+        }
         let origin = serde_json::to_string(&files)
             .map_err(|e| QueryError::Invalid(format!("cannot keep read_files options: {e}")))?;
         self.store
             .create_source_with_origin(&name, &schema, Some(&origin))?;
         self.load_new_files(Some(&name))?;
         Ok(name)
+    }
+
+    /// Whether a flow of that name exists.
+    fn flow_exists(&self, flow: &str) -> Result<bool> {
+        for t in self.store.tables()? {
+            if self.store.flows(&t)?.iter().any(|f| f.name == flow) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Loads the files that appeared since the last load into the flow's hidden source table, one

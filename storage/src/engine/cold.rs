@@ -4,7 +4,7 @@
 //! A commit only reads a key's state from the version open just before the earliest sequence it
 //! changes (see [`super::fold::refold`]). Events arrive roughly in order, so after a key has
 //! gathered `2 × hot_tail` events, everything before its last `hot_tail` events is *frozen*:
-//! encoded as one cold page ([`crate::codec::encode_cold`]) and appended to the table's [`Spill`].
+//! encoded as one cold page ([`crate::format::cold_page::encode_cold`]) and appended to the table's [`Spill`].
 //! What stays in memory is the *hot tail*: the events and timeline versions from `keep_from` on
 //! (two versions before `hot_from`, the version holding the cut), and the row versions that a
 //! later commit may still change or retire. Rows that stay frozen are immutable: retired ones,
@@ -28,13 +28,11 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
 use super::fold::{Bytes, RowId, Version};
-use super::{Incoming, KeyState, RowStore, StoredRow};
-use crate::codec;
+use super::{Incoming, KeyState, RowStore};
 use crate::error::{Error, Result};
 use crate::value::ColumnType;
 
-/// A key's frozen rows read back, by id.
-pub(crate) type ColdRows = Vec<(RowId, StoredRow)>;
+pub(crate) use crate::record::ColdRows;
 
 /// Where a page is in the spill file.
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +203,8 @@ impl KeyState {
             return Ok(());
         };
         for &p in &frozen.pages {
-            let (events, versions, stored) = codec::decode_cold(&spill.get(p)?, key, width)?;
+            let (events, versions, stored) =
+                crate::format::cold_page::decode_cold(&spill.get(p)?, key, width)?;
             for e in events {
                 self.events.entry(e.seq).or_default().push((e.sys, e.event));
             }
@@ -307,7 +306,7 @@ impl KeyState {
         if cold_events.is_empty() && cold_versions.is_empty() && cold_rows.is_empty() {
             return Ok(());
         }
-        let page = codec::encode_cold(
+        let page = crate::format::cold_page::encode_cold(
             types,
             cold_events
                 .iter()
@@ -317,7 +316,7 @@ impl KeyState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
-        let page = spill.put(&page, codec::cold_page_head(&page))?;
+        let page = spill.put(&page, crate::format::cold_page::cold_page_head(&page))?;
         for &r in &cold_rows {
             rows.freeze(r);
         }
@@ -342,17 +341,17 @@ impl KeyState {
     pub fn frozen_events(&self, spill: &Spill, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
-            events.extend(codec::decode_cold_history(&spill.get(p)?, width)?.0);
+            events.extend(crate::format::cold_page::decode_cold_history(&spill.get(p)?, width)?.0);
         }
         Ok(events)
     }
 
     /// The key's frozen row versions, read back as the blocks of its pages.
-    pub fn frozen_rows(&self, spill: &Spill) -> Result<Vec<codec::RowBlock>> {
+    pub fn frozen_rows(&self, spill: &Spill) -> Result<Vec<crate::format::cold_page::RowBlock>> {
         self.frozen
             .iter()
             .flat_map(|f| &f.pages)
-            .map(|&p| codec::decode_cold_rows(&spill.head(p)?))
+            .map(|&p| crate::format::cold_page::decode_cold_rows(&spill.head(p)?))
             .collect()
     }
 }

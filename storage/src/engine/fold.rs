@@ -16,46 +16,7 @@ use std::ops::Bound;
 
 use crate::value::{Row, Value};
 
-/// Encoded keys and sequences, shared between events, timelines and rows without copying.
-pub(crate) type Bytes = std::sync::Arc<[u8]>;
-pub(crate) type RowId = u32;
-
-/// Upsert or delete. (Truncates are kept per table, not per key.)
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum EventKind {
-    Upsert = 0,
-    Delete = 1,
-}
-
-/// One event of a key, as stored: output values and, with COLUMNS TO UPDATE, the output columns it
-/// writes (sorted positions; `None` = all).
-#[derive(Clone, Debug)]
-pub(crate) struct Event {
-    pub kind: EventKind,
-    pub values: Row,
-    pub update: Option<Box<[u32]>>,
-}
-
-impl Event {
-    /// SPEC §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
-    pub fn beats(&self, other: &Event) -> bool {
-        use std::cmp::Ordering::*;
-        match self.kind.cmp(&other.kind) {
-            Greater => true,
-            Less => false,
-            Equal => match crate::value::cmp_rows(&self.values, &other.values) {
-                Greater => true,
-                Less => false,
-                Equal => self.update > other.update,
-            },
-        }
-    }
-    pub fn same_as(&self, other: &Event) -> bool {
-        self.kind == other.kind
-            && self.values[..] == other.values[..]
-            && self.update == other.update
-    }
-}
+pub(crate) use crate::record::{Bytes, Event, EventKind, RowId};
 
 /// All events of one key: per sequence, the candidates sorted by system sequence (one candidate with
 /// an empty system sequence for SCD1/SCD2).

@@ -20,15 +20,7 @@ use fold::{
 pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
 
-/// A validated event on its way into a table.
-#[derive(Clone, Debug)]
-pub(crate) struct Incoming {
-    pub key: Bytes,
-    pub seq: Bytes,
-    /// System sequence (bitemporal); empty otherwise.
-    pub sys: Bytes,
-    pub event: Event,
-}
+pub(crate) use crate::record::Incoming;
 
 /// The counters of one commit (SPEC §7).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -223,8 +215,16 @@ impl TableState {
     }
 
     /// The frozen rows of `key` (whose state is `ks`), decoded for a scan.
-    pub fn cold_batch(&self, key: &Bytes, ks: &KeyState) -> Result<crate::codec::ColdBatch> {
-        crate::codec::ColdBatch::new(key.clone(), self.types.len(), ks.frozen_rows(&self.spill)?)
+    pub fn cold_batch(
+        &self,
+        key: &Bytes,
+        ks: &KeyState,
+    ) -> Result<crate::format::cold_page::ColdBatch> {
+        crate::format::cold_page::ColdBatch::new(
+            key.clone(),
+            self.types.len(),
+            ks.frozen_rows(&self.spill)?,
+        )
     }
 
     /// The key numbered `no` ([`KeyState::no`]).

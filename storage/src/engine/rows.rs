@@ -8,19 +8,7 @@ use roaring::RoaringBitmap;
 use super::fold::{Bytes, RowId};
 use crate::value::{Row, Value};
 
-/// One stored version of a target row. It knows the commit that wrote it and the commit that
-/// retired it, which is all time travel and the change feed need.
-#[derive(Clone, Debug)]
-pub struct StoredRow {
-    pub(crate) key: Bytes,
-    pub(crate) values: Row,
-    pub(crate) start: Option<Bytes>,
-    pub(crate) end: Option<Bytes>,
-    pub(crate) sys_start: Option<Bytes>,
-    pub(crate) sys_end: Option<Bytes>,
-    pub(crate) added: u64,
-    pub(crate) retired: Option<u64>,
-}
+pub use crate::record::StoredRow;
 
 impl StoredRow {
     /// Asks the CPU to start loading what reading this row will touch: its values and its

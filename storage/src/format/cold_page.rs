@@ -1,0 +1,306 @@
+//! A cold page: the frozen part of one key's state (see `engine::cold`) as it is stored.
+
+use rkyv::rancor;
+
+use super::archive::{compress, decompress};
+use super::columns::{new_column, ColumnData, VarBytes};
+use super::event_block::EventBlock;
+use crate::error::{corrupt, Result};
+use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, RowId, StoredRow};
+use crate::value::{ColumnType, Row, Value};
+
+/// Flag of a timeline version in a [`ColdPage`] whose business end is open.
+const OPEN_END: u8 = 4;
+
+/// The frozen part of one key's state (see `engine::cold`), but for its row versions: its
+/// events, and its timeline versions as pseudo-events (sequence = start, system sequence = end)
+/// with the rows that show them.
+///
+/// A cold page is the key's [`RowBlock`] and its `ColdHistory`, each archived and compressed on
+/// its own, after the length of the first (`u32`, little-endian): a scan reads only the rows.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct ColdHistory {
+    events: EventBlock,
+    versions: EventBlock,
+    /// Per version, the row that shows it (`u32::MAX`: none).
+    version_rows: Vec<u32>,
+}
+
+/// How many leading bytes of a cold page hold its row versions (the length and the row part).
+pub(crate) fn cold_page_head(page: &[u8]) -> usize {
+    page.get(..4).map_or(0, |b| {
+        4 + u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+    })
+}
+
+/// The two parts of a cold page (or of its head, whose history part is empty): row versions,
+/// history.
+fn split_page(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
+    let n = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .ok_or_else(|| corrupt("cold page too short"))?;
+    let rest = &bytes[4..];
+    if n > rest.len() {
+        return Err(corrupt("cold page shorter than its row part"));
+    }
+    Ok(rest.split_at(n))
+}
+
+/// Target row versions of one key, in columns.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct RowBlock {
+    ids: Vec<u32>,
+    /// Per row, bit `i` set when bound `i` (start, end, system start, system end) is present.
+    present: Vec<u8>,
+    starts: VarBytes,
+    ends: VarBytes,
+    sys_starts: VarBytes,
+    sys_ends: VarBytes,
+    added: Vec<u64>,
+    /// `u64::MAX`: not retired.
+    retired: Vec<u64>,
+    columns: Vec<ColumnData>,
+}
+
+/// A version of a key's business timeline: start, values, end, row.
+pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
+
+/// What a cold page holds, decoded: events (with empty keys), versions and rows.
+pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, ColdRows);
+
+/// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
+/// compressed [`ColdPage`].
+pub(crate) fn encode_cold<'a>(
+    types: &[ColumnType],
+    events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
+    versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
+    rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
+) -> Result<Vec<u8>> {
+    let mut page = ColdHistory {
+        events: EventBlock::empty(types),
+        versions: EventBlock::empty(types),
+        version_rows: Vec::new(),
+    };
+    let mut block = RowBlock {
+        columns: types.iter().map(new_column).collect(),
+        ..Default::default()
+    };
+    for (seq, sys, ev) in events {
+        page.events.push(&[], seq, sys, ev, 0);
+    }
+    for (start, values, end, row) in versions {
+        let ev = Event {
+            kind: EventKind::Upsert,
+            values: values.clone(),
+            update: None,
+        };
+        let open = if end.is_none() { OPEN_END } else { 0 };
+        page.versions
+            .push(&[], start, end.unwrap_or_default(), &ev, open);
+        page.version_rows.push(row.unwrap_or(u32::MAX));
+    }
+    let b = &mut block;
+    for (id, r) in rows {
+        b.ids.push(id);
+        let mut present = 0u8;
+        for (i, (col, bound)) in [
+            (&mut b.starts, &r.start),
+            (&mut b.ends, &r.end),
+            (&mut b.sys_starts, &r.sys_start),
+            (&mut b.sys_ends, &r.sys_end),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            present |= u8::from(bound.is_some()) << i;
+            col.push(bound.as_deref().unwrap_or_default());
+        }
+        b.present.push(present);
+        b.added.push(r.added);
+        b.retired.push(r.retired.unwrap_or(u64::MAX));
+        for (c, v) in b.columns.iter_mut().zip(r.values.iter()) {
+            c.push(v);
+        }
+    }
+    let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
+    let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?)?;
+    let history = compress(&rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?)?;
+    let mut out = Vec::with_capacity(4 + rows.len() + history.len());
+    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    out.extend_from_slice(&rows);
+    out.extend_from_slice(&history);
+    Ok(out)
+}
+
+/// Decodes a page of `key` written by [`encode_cold`].
+pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<ColdContents> {
+    let (row_part, _) = split_page(bytes)?;
+    let (events, versions) = decode_cold_history(bytes, width)?;
+    let rows = decode_row_part(row_part)?.rows(key, width)?;
+    Ok((events, versions, rows))
+}
+
+/// Only the events (with empty keys) and timeline versions of a page written by
+/// [`encode_cold`].
+pub(crate) fn decode_cold_history(
+    bytes: &[u8],
+    width: usize,
+) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
+    let (_, history) = split_page(bytes)?;
+    let page = rkyv::from_bytes::<ColdHistory, rancor::Error>(&decompress(history)?)
+        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
+    let events = page.events.events(width)?;
+    let versions = page.versions.events(width)?;
+    if versions.len() != page.version_rows.len() {
+        return Err(corrupt("cold page has versions without rows"));
+    }
+    let versions = versions
+        .into_iter()
+        .zip(&page.versions.flags)
+        .zip(&page.version_rows)
+        .map(|((v, &flags), &row)| {
+            let end = (flags & OPEN_END == 0).then_some(v.sys);
+            (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
+        })
+        .collect();
+    Ok((events, versions))
+}
+
+/// Only the row versions of a page written by [`encode_cold`], as a block.
+pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
+    decode_row_part(split_page(bytes)?.0)
+}
+
+fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
+    rkyv::from_bytes::<RowBlock, rancor::Error>(&decompress(rows)?)
+        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))
+}
+
+/// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
+/// stay bytes), with an index by row id. A row's bounds and commits are read in place; its values
+/// are built only when asked for ([`ColdBatch::values`]), so rows a scan filters out cost none.
+pub(crate) struct ColdBatch {
+    key: Bytes,
+    blocks: Vec<RowBlock>,
+    /// (row id, block, row in block), sorted by row id.
+    index: Vec<(RowId, u32, u32)>,
+}
+
+/// One row of a [`ColdBatch`], but for its values: `(key, bounds, added, retired)`.
+pub(crate) struct ColdRow<'a> {
+    pub key: &'a [u8],
+    /// Start, end, system start, system end.
+    pub bounds: [Option<&'a [u8]>; 4],
+    pub added: u64,
+    pub retired: Option<u64>,
+}
+
+impl ColdBatch {
+    /// Decodes `blocks` of `key`'s pages (see [`decode_cold_rows`]) for a table `width` columns
+    /// wide.
+    pub fn new(key: Bytes, width: usize, blocks: Vec<RowBlock>) -> Result<ColdBatch> {
+        let mut index = Vec::new();
+        for (bi, b) in blocks.iter().enumerate() {
+            let n = b.ids.len();
+            b.check(n, width)?;
+            index.extend((0..n).map(|i| (b.ids[i], bi as u32, i as u32)));
+        }
+        index.sort_unstable_by_key(|e| e.0);
+        Ok(ColdBatch { key, blocks, index })
+    }
+
+    /// The values of the row at position `pos`, into `out` (cleared first).
+    pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
+        let (_, b, i) = self.index[pos];
+        out.clear();
+        for c in &self.blocks[b as usize].columns {
+            out.push(c.get(i as usize)?);
+        }
+        Ok(())
+    }
+
+    /// The position, in id order, of the first row whose id is `id` or more.
+    pub fn first_at_or_after(&self, id: RowId) -> usize {
+        self.index.partition_point(|e| e.0 < id)
+    }
+
+    /// The id of the row at position `pos` (in id order), if there is one.
+    pub fn id_at(&self, pos: usize) -> Option<RowId> {
+        self.index.get(pos).map(|e| e.0)
+    }
+
+    /// The row at position `pos` (in id order); `pos` must be less than the number of rows.
+    pub fn at(&self, pos: usize) -> ColdRow<'_> {
+        let (_, b, i) = self.index[pos];
+        let (b, i) = (&self.blocks[b as usize], i as usize);
+        // The block was checked when the batch was made: every slice below is in range.
+        fn slice(col: &VarBytes, i: usize) -> &[u8] {
+            &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
+        }
+        let present = b.present[i];
+        let bound = |col, bit: u8| (present & (1 << bit) != 0).then(|| slice(col, i));
+        let retired = b.retired[i];
+        ColdRow {
+            key: &self.key,
+            bounds: [
+                bound(&b.starts, 0),
+                bound(&b.ends, 1),
+                bound(&b.sys_starts, 2),
+                bound(&b.sys_ends, 3),
+            ],
+            added: b.added[i],
+            retired: (retired != u64::MAX).then_some(retired),
+        }
+    }
+}
+
+impl RowBlock {
+    /// Checks that every column of the block has `n` entries and well-formed offsets.
+    fn check(&self, n: usize, width: usize) -> Result<()> {
+        let lens = [self.present.len(), self.added.len(), self.retired.len()];
+        let bounds = [&self.starts, &self.ends, &self.sys_starts, &self.sys_ends];
+        if self.columns.len() != width
+            || lens.iter().any(|&l| l != n)
+            || bounds.iter().any(|b| !b.holds(n))
+        {
+            return Err(corrupt("cold row block columns differ in length"));
+        }
+        Ok(())
+    }
+
+    /// The block's rows as stored rows of `key`.
+    pub fn rows(&self, key: &Bytes, width: usize) -> Result<ColdRows> {
+        let n = self.ids.len();
+        self.check(n, width)?;
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let bound = |col: &VarBytes, bit: u8| -> Result<Option<Bytes>> {
+                if self.present[i] & (1 << bit) == 0 {
+                    return Ok(None);
+                }
+                col.get(i).map(|b| Some(b.into()))
+            };
+            let values: Vec<Value> = self
+                .columns
+                .iter()
+                .map(|c| c.get(i))
+                .collect::<Result<_>>()?;
+            let retired = self.retired[i];
+            out.push((
+                self.ids[i],
+                StoredRow {
+                    key: key.clone(),
+                    values: values.into(),
+                    start: bound(&self.starts, 0)?,
+                    end: bound(&self.ends, 1)?,
+                    sys_start: bound(&self.sys_starts, 2)?,
+                    sys_end: bound(&self.sys_ends, 3)?,
+                    added: self.added[i],
+                    retired: (retired != u64::MAX).then_some(retired),
+                },
+            ));
+        }
+        Ok(out)
+    }
+}

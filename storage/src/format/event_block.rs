@@ -1,0 +1,229 @@
+//! The stored form of a commit's events: a columnar block, archived with rkyv and validated
+//! (bytecheck) when read, then compressed with LZ4.
+//!
+//! Events are the durable log of a table: the in-memory state (timelines, row versions with the
+//! commits that wrote and retired them) is a deterministic function of the commits' events, and is
+//! rebuilt by replaying them on open. A block holds the events of one commit in columns: encoded
+//! keys, sequences and system sequences, a flag byte, and one typed column per output column, so
+//! that an event costs tens of bytes on disk, not hundreds. Blocks are cut near
+//! [`TARGET_BLOCK_BYTES`] of raw data, well under sled's 128 KiB large-value threshold.
+
+use rkyv::rancor;
+
+use super::archive::{compress, decompress};
+use super::columns::{new_column, ColumnData, VarBytes};
+use crate::error::{corrupt, Result};
+use crate::record::{Bytes, Event, EventKind, Incoming};
+use crate::value::{ColumnType, Value};
+
+/// About how many raw bytes one block holds before a new one is started.
+pub(crate) const TARGET_BLOCK_BYTES: usize = 32 * 1024;
+
+/// The events of (part of) one commit, in columns.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+pub(crate) struct EventBlock {
+    pub keys: VarBytes,
+    pub seqs: VarBytes,
+    pub syss: VarBytes,
+    /// Bit 0: delete. Bit 1: has a COLUMNS TO UPDATE list.
+    pub flags: Vec<u8>,
+    /// COLUMNS TO UPDATE lists of the events that have one, in order: `update[update_offsets[j]..]`.
+    pub update_offsets: Vec<u32>,
+    pub update: Vec<u32>,
+    pub columns: Vec<ColumnData>,
+    /// Truncate sequences (SCD1).
+    pub truncates: Vec<Vec<u8>>,
+}
+
+/// Cuts a commit's logged events into blocks; the truncates go into the first.
+pub(crate) fn event_blocks(
+    events: &[Incoming],
+    truncates: &[Bytes],
+    types: &[ColumnType],
+) -> Vec<EventBlock> {
+    let empty = || EventBlock::empty(types);
+    let mut blocks = vec![EventBlock {
+        truncates: truncates.iter().map(|b| b.to_vec()).collect(),
+        ..empty()
+    }];
+    let mut size = 0;
+    for e in events {
+        if size > TARGET_BLOCK_BYTES {
+            blocks.push(empty());
+            size = 0;
+        }
+        let b = blocks.last_mut().expect("one block");
+        size += b.push(&e.key, &e.seq, &e.sys, &e.event, 0);
+    }
+    blocks
+}
+
+impl EventBlock {
+    pub(super) fn empty(types: &[ColumnType]) -> EventBlock {
+        EventBlock {
+            columns: types.iter().map(new_column).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Appends one event (`extra` is or-ed into its flags); returns its raw size.
+    pub(super) fn push(
+        &mut self,
+        key: &[u8],
+        seq: &[u8],
+        sys: &[u8],
+        event: &Event,
+        extra: u8,
+    ) -> usize {
+        self.keys.push(key);
+        self.seqs.push(seq);
+        self.syss.push(sys);
+        let mut flags = (event.kind == EventKind::Delete) as u8 | extra;
+        if let Some(u) = &event.update {
+            flags |= 2;
+            if self.update_offsets.is_empty() {
+                self.update_offsets.push(0);
+            }
+            self.update.extend_from_slice(u);
+            self.update_offsets.push(self.update.len() as u32);
+        }
+        self.flags.push(flags);
+        let mut size = key.len() + seq.len() + sys.len() + 13;
+        for (c, v) in self.columns.iter_mut().zip(event.values.iter()) {
+            size += c.push(v);
+        }
+        size
+    }
+
+    /// The events of the block; `width` is the table's number of output columns.
+    pub fn events(&self, width: usize) -> Result<Vec<Incoming>> {
+        if self.columns.len() != width {
+            return Err(corrupt(format!(
+                "block has {} columns, the table {width}",
+                self.columns.len()
+            )));
+        }
+        let n = self.flags.len();
+        let mut out = Vec::with_capacity(n);
+        let mut upd = 0usize;
+        for i in 0..n {
+            let values: Vec<Value> = self
+                .columns
+                .iter()
+                .map(|c| c.get(i))
+                .collect::<Result<_>>()?;
+            let update = if self.flags[i] & 2 != 0 {
+                let (a, b) = match (
+                    self.update_offsets.get(upd),
+                    self.update_offsets.get(upd + 1),
+                ) {
+                    (Some(&a), Some(&b)) if a <= b && (b as usize) <= self.update.len() => {
+                        (a as usize, b as usize)
+                    }
+                    _ => return Err(corrupt("update lists out of range")),
+                };
+                upd += 1;
+                let cols = &self.update[a..b];
+                if cols.iter().any(|&c| c as usize >= width) {
+                    return Err(corrupt("event updates a column the table does not have"));
+                }
+                Some(cols.into())
+            } else {
+                None
+            };
+            out.push(Incoming {
+                key: self.keys.get(i)?.into(),
+                seq: self.seqs.get(i)?.into(),
+                sys: self.syss.get(i)?.into(),
+                event: Event {
+                    kind: if self.flags[i] & 1 != 0 {
+                        EventKind::Delete
+                    } else {
+                        EventKind::Upsert
+                    },
+                    values: values.into(),
+                    update,
+                },
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// Serialises and compresses a block.
+pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
+    let raw = rkyv::to_bytes::<rancor::Error>(b)
+        .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
+    compress(&raw)
+}
+
+/// Decompresses and validates a stored block.
+pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
+    let al = decompress(bytes)?;
+    rkyv::from_bytes::<EventBlock, rancor::Error>(&al)
+        .map_err(|e| corrupt(format!("block fails validation: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_and_garbage_is_an_error() {
+        let types = vec![
+            ColumnType::Int64,
+            ColumnType::Utf8,
+            ColumnType::ListUtf8,
+            ColumnType::Decimal128 {
+                precision: 10,
+                scale: 2,
+            },
+        ];
+        let ev = |k: u8, del: bool, upd: Option<Vec<u32>>| Incoming {
+            key: vec![1, k].into(),
+            seq: vec![1, 2, 3].into(),
+            sys: Vec::new().into(),
+            event: Event {
+                kind: if del {
+                    EventKind::Delete
+                } else {
+                    EventKind::Upsert
+                },
+                values: vec![
+                    Value::Int(k as i64),
+                    Value::Str("é".into()),
+                    Value::List(vec![Some("a".into()), None].into()),
+                    Value::Decimal(-5),
+                ]
+                .into(),
+                update: upd.map(Into::into),
+            },
+        };
+        let events = vec![
+            ev(1, false, None),
+            ev(2, true, Some(vec![0, 2])),
+            ev(3, false, Some(vec![])),
+        ];
+        let blocks = event_blocks(&events, &[vec![9u8].into()], &types);
+        let bytes = encode_block(&blocks[0]).unwrap();
+        let back = decode_block(&bytes).unwrap();
+        let got = back.events(types.len()).unwrap();
+        assert_eq!(got.len(), 3);
+        for (a, b) in got.iter().zip(&events) {
+            assert_eq!(
+                (&a.key, &a.seq, a.event.kind, &a.event.update),
+                (&b.key, &b.seq, b.event.kind, &b.event.update)
+            );
+            assert_eq!(a.event.values[..], b.event.values[..]);
+        }
+        assert_eq!(back.truncates, vec![vec![9u8]]);
+        for bad in [
+            vec![],
+            vec![7u8, 1, 2],
+            vec![1u8, 255, 255, 255, 255, 0],
+            bytes[..bytes.len() / 2].to_vec(),
+        ] {
+            assert!(decode_block(&bad).is_err());
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! The key layout of the one sled tree, spelled in this one place: every record's key is a tag
+//! byte, then big-endian integers (so that key order is numeric order).
+//!
+//! | key | value |
+//! |---|---|
+//! | `M format` | format version (u32) |
+//! | `T` table id | table record |
+//! | `C` table id, version | commit record |
+//! | `E` table id, version, chunk | event block |
+//! | `S` source id | source table record |
+//! | `A` source id, append, chunk | rows of one append |
+//! | `L` source id, append | the name an append was loaded under |
+//! | `H` source id, version | source table commit record |
+//! | `V` view name | the view's SQL |
+//!
+//! See docs/FORMAT.md for the byte diagrams.
+
+use crate::error::{corrupt, Result};
+
+/// The key of the format record.
+pub(crate) const FORMAT_KEY: &[u8] = b"M format";
+/// A target table's catalog record: `T` id.
+pub(crate) const TABLE: u8 = b'T';
+/// A target table's commit record: `C` id version.
+pub(crate) const COMMIT: u8 = b'C';
+/// A block of a commit's events: `E` id version chunk.
+pub(crate) const EVENTS: u8 = b'E';
+/// A source table's catalog record: `S` id.
+pub(crate) const SOURCE: u8 = b'S';
+/// A chunk of the rows of one source append: `A` id append chunk.
+pub(crate) const APPEND: u8 = b'A';
+/// The name an append was loaded under: `L` id append.
+pub(crate) const LOADED: u8 = b'L';
+/// A source table's commit record: `H` id version.
+pub(crate) const SOURCE_COMMIT: u8 = b'H';
+/// A view: `V` name (UTF-8, not length-prefixed: it runs to the end of the key).
+pub(crate) const VIEW: u8 = b'V';
+
+/// The commit records the manifest follows, each with the tag of the catalog record whose deletion
+/// drops its table (the manifest lets go of a table before its data leaves the tree).
+pub(crate) const FOLLOWED: [(u8, u8); 2] = [(COMMIT, TABLE), (SOURCE_COMMIT, SOURCE)];
+
+/// A key: `tag`, the table id, and the version (or append) and chunk when given, big-endian. With
+/// fewer parts it is the prefix of every key that has them.
+pub(crate) fn key(tag: u8, id: u32, version: Option<u64>, chunk: Option<u32>) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(tag);
+    k.extend_from_slice(&id.to_be_bytes());
+    if let Some(v) = version {
+        k.extend_from_slice(&v.to_be_bytes());
+    }
+    if let Some(c) = chunk {
+        k.extend_from_slice(&c.to_be_bytes());
+    }
+    k
+}
+
+/// A view's key, or with an empty name the prefix of every view.
+pub(crate) fn view(name: &str) -> Vec<u8> {
+    [&[VIEW][..], name.as_bytes()].concat()
+}
+
+/// `(tag, table id, version)` of a versioned key (tag, id u32, version u64, ...).
+pub(crate) fn versioned(k: &[u8]) -> Option<(u8, u32, u64)> {
+    let tag = *k.first()?;
+    let id = u32::from_be_bytes(k.get(1..5)?.try_into().ok()?);
+    let v = u64::from_be_bytes(k.get(5..13)?.try_into().ok()?);
+    Some((tag, id, v))
+}
+
+/// The version (or append number) of a versioned key.
+pub(crate) fn parse_version(k: &[u8]) -> Result<u64> {
+    k.get(5..13)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| corrupt("short key"))
+}

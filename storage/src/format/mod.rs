@@ -1,0 +1,9 @@
+//! The on-disk format, bytes only: the key layout, event blocks, cold pages and the compression of
+//! stored values. Nothing here knows the engine: it encodes the plain records of `crate::record`. See docs/FORMAT.md.
+
+mod archive;
+pub(crate) mod cold_page;
+mod columns;
+pub(crate) mod event_block;
+pub(crate) mod keys;
+pub(crate) mod lz4;

@@ -1,0 +1,73 @@
+//! The records the engine works on and the format encodes: events on their way into a table,
+//! events as a key stores them, and stored row versions. Plain data: they import nothing of the
+//! engine or of the format, so both can use them without importing each other.
+
+use crate::value::Row;
+
+/// Encoded keys and sequences, shared between events, timelines and rows without copying.
+pub(crate) type Bytes = std::sync::Arc<[u8]>;
+pub(crate) type RowId = u32;
+
+/// Upsert or delete. (Truncates are kept per table, not per key.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum EventKind {
+    Upsert = 0,
+    Delete = 1,
+}
+
+/// One event of a key, as stored: output values and, with COLUMNS TO UPDATE, the output columns it
+/// writes (sorted positions; `None` = all).
+#[derive(Clone, Debug)]
+pub(crate) struct Event {
+    pub kind: EventKind,
+    pub values: Row,
+    pub update: Option<Box<[u32]>>,
+}
+
+impl Event {
+    /// SPEC §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
+    pub fn beats(&self, other: &Event) -> bool {
+        use std::cmp::Ordering::*;
+        match self.kind.cmp(&other.kind) {
+            Greater => true,
+            Less => false,
+            Equal => match crate::value::cmp_rows(&self.values, &other.values) {
+                Greater => true,
+                Less => false,
+                Equal => self.update > other.update,
+            },
+        }
+    }
+    pub fn same_as(&self, other: &Event) -> bool {
+        self.kind == other.kind
+            && self.values[..] == other.values[..]
+            && self.update == other.update
+    }
+}
+
+/// A validated event on its way into a table.
+#[derive(Clone, Debug)]
+pub(crate) struct Incoming {
+    pub key: Bytes,
+    pub seq: Bytes,
+    /// System sequence (bitemporal); empty otherwise.
+    pub sys: Bytes,
+    pub event: Event,
+}
+
+/// One stored version of a target row. It knows the commit that wrote it and the commit that
+/// retired it, which is all time travel and the change feed need.
+#[derive(Clone, Debug)]
+pub struct StoredRow {
+    pub(crate) key: Bytes,
+    pub(crate) values: Row,
+    pub(crate) start: Option<Bytes>,
+    pub(crate) end: Option<Bytes>,
+    pub(crate) sys_start: Option<Bytes>,
+    pub(crate) sys_end: Option<Bytes>,
+    pub(crate) added: u64,
+    pub(crate) retired: Option<u64>,
+}
+
+/// A key's frozen rows read back, by id.
+pub(crate) type ColdRows = Vec<(RowId, StoredRow)>;

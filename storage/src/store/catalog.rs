@@ -1,0 +1,376 @@
+//! The catalog: target tables and their flows, views, dropping, and loading it all on open.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::record_batch::RecordBatch;
+
+use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::records::{gc_property, TableRecord};
+use super::replay::{load_commits, replay_log};
+use super::{Inner, Store, Table};
+use crate::engine::TableState;
+use crate::error::{corrupt, Error, FlowError, Result};
+use crate::expectation::{self, Expectation};
+use crate::flow::{Condition, Flow, FlowSpec};
+use crate::format::keys::{self, key, parse_version};
+use crate::ingest::ConditionEvaluator;
+use crate::kv::WriteBatch;
+use crate::source::{SourceRecord, SourceTable};
+
+/// What a table is created with besides its first flow.
+#[derive(Clone, Debug, Default)]
+pub struct TableOptions {
+    /// `TBLPROPERTIES`; [`TOMBSTONE_GC_PROPERTY`] overrides the flow's GC threshold.
+    pub properties: BTreeMap<String, String>,
+    /// Expectations on the rows its flows read.
+    pub expectations: Vec<Expectation>,
+}
+
+impl Store {
+    /// Creates a flow, and its target table if it does not exist yet (commit 0 of the table). A
+    /// flow into an existing table must agree with it on mode, keys, columns and sequence types.
+    pub fn create_flow(&self, flow: Flow) -> Result<()> {
+        self.create_flow_with_properties(flow, BTreeMap::new())
+    }
+
+    /// [`Store::create_flow`], with table properties (`TBLPROPERTIES`) for the target when this
+    /// flow creates it; [`TOMBSTONE_GC_PROPERTY`] overrides the flow's GC threshold. Properties
+    /// for a target that exists already are refused (use [`Store::set_properties`]).
+    pub fn create_flow_with_properties(
+        &self,
+        flow: Flow,
+        properties: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.create_flow_with(
+            flow,
+            TableOptions {
+                properties,
+                ..Default::default()
+            },
+        )
+    }
+
+    /// [`Store::create_flow`], with the target's [`TableOptions`] when this flow creates it. The
+    /// flow's conditions (`APPLY AS DELETE WHEN`, ...) and the expectations are checked against
+    /// its source columns here, so that a missing column is refused now, not at a refresh.
+    pub fn create_flow_with(&self, mut flow: Flow, options: TableOptions) -> Result<()> {
+        let TableOptions {
+            properties,
+            expectations,
+        } = options;
+        if let Some(secs) = gc_property(&properties)? {
+            flow.spec.tombstone_gc_threshold_secs = secs;
+        }
+        let mut g = self.write_inner()?;
+        check_flow_conditions(&flow, g.evaluator.as_ref())?;
+        let target_expectations = match g.tables.get(&flow.spec.target) {
+            Some(t) => &t.expectations,
+            None => &expectations,
+        };
+        for e in target_expectations {
+            expectation::validate(
+                &flow.spec.target,
+                e,
+                &flow.source_schema(),
+                g.evaluator.as_ref(),
+            )?;
+        }
+        let name = flow.spec.name.clone();
+        if !properties.is_empty() && g.tables.contains_key(&flow.spec.target) {
+            return Err(Error::InvalidQuery(format!(
+                "`{}` exists already; set its properties with ALTER STREAMING TABLE ... SET TBLPROPERTIES",
+                flow.spec.target
+            )));
+        }
+        if g.tables
+            .values()
+            .any(|t| t.flows.iter().any(|f| f.spec.name == name))
+        {
+            return Err(Error::AlreadyExists { kind: "flow", name });
+        }
+        let target = flow.spec.target.clone();
+        let schema = flow.target_schema();
+        let inner = &mut *g;
+        match inner.tables.get_mut(&target) {
+            Some(t) => {
+                if t.state.schema != schema {
+                    return Err(FlowError::TargetMismatch {
+                        table: target,
+                        detail: "mode, keys, output columns or sequence types differ".into(),
+                    }
+                    .into());
+                }
+                let mut specs: Vec<FlowSpec> = t.flows.iter().map(|f| f.spec.clone()).collect();
+                specs.push(flow.spec.clone());
+                let rec = TableRecord {
+                    name: t.name.clone(),
+                    schema,
+                    flows: specs,
+                    properties: t.properties.clone(),
+                    expectations: t.expectations.clone(),
+                };
+                let mut b = WriteBatch::default();
+                put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
+                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+                t.flows.push(flow);
+            }
+            None => {
+                inner.name_is_free(&target)?;
+                let id = inner.next_table_id;
+                let rec = TableRecord {
+                    name: target.clone(),
+                    schema: schema.clone(),
+                    flows: vec![flow.spec.clone()],
+                    properties: properties.clone(),
+                    expectations: expectations.clone(),
+                };
+                let ts = now_us();
+                let mut parameters = BTreeMap::from([
+                    ("flow".to_string(), name.clone()),
+                    ("stored_as".to_string(), schema.mode.to_string()),
+                ]);
+                for (k, v) in &properties {
+                    parameters.insert(format!("property.{k}"), v.clone());
+                }
+                let commit = CommitInfo::bare(0, ts, "CREATE TABLE", parameters);
+                let mut b = WriteBatch::default();
+                put_json(&mut b, key(keys::TABLE, id, None, None), &rec)?;
+                put_json(&mut b, key(keys::COMMIT, id, Some(0), None), &commit)?;
+                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+                inner.next_table_id += 1;
+                let state = TableState::new(
+                    schema,
+                    flow.tracked.clone(),
+                    flow.ignore_null.clone(),
+                    flow.spec.tombstone_gc_threshold_secs,
+                    inner.cold.clone(),
+                );
+                inner.tables.insert(
+                    target.clone(),
+                    Table {
+                        id,
+                        name: target,
+                        flows: vec![flow],
+                        state,
+                        commits: vec![commit],
+                        properties,
+                        expectations,
+                        generation: 0,
+                        cold: inner.cold.clone(),
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Keeps a view definition (`CREATE VIEW name AS ...`) with the database.
+    pub fn create_view(&self, name: &str, sql: &str) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        inner.name_is_free(name)?;
+        let mut b = WriteBatch::default();
+        b.put(keys::view(name), sql.as_bytes().to_vec());
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        inner.views.insert(name.to_string(), sql.to_string());
+        Ok(())
+    }
+
+    /// The views: name and defining SQL.
+    pub fn views(&self) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .read_inner()?
+            .views
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    /// Drops a table (target, source) or view and all its data.
+    pub fn drop_table(&self, name: &str) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let mut b = WriteBatch::default();
+        let mut prefixes: Vec<Vec<u8>> = Vec::new();
+        if let Some(t) = inner.tables.get(name) {
+            for tag in [keys::TABLE, keys::COMMIT, keys::EVENTS] {
+                prefixes.push(key(tag, t.id, None, None));
+            }
+        } else if let Some(s) = inner.sources.get(name) {
+            if let Some(t) = inner.tables.values().find(|t| {
+                t.flows
+                    .iter()
+                    .any(|f| f.spec.source_table.as_deref() == Some(name))
+            }) {
+                return Err(Error::InvalidQuery(format!(
+                    "source table `{name}` feeds `{}`; drop that first",
+                    t.name
+                )));
+            }
+            for tag in [
+                keys::SOURCE,
+                keys::APPEND,
+                keys::LOADED,
+                keys::SOURCE_COMMIT,
+            ] {
+                prefixes.push(key(tag, s.id, None, None));
+            }
+        } else if inner.views.contains_key(name) {
+            b.delete(keys::view(name));
+        } else {
+            return Err(Error::NotFound {
+                kind: "table",
+                name: name.to_string(),
+            });
+        }
+        for p in prefixes {
+            for kv in inner.kv.scan_prefix(&p) {
+                b.delete(kv?.0);
+            }
+        }
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        inner.tables.remove(name);
+        inner.sources.remove(name);
+        inner.views.remove(name);
+        Ok(())
+    }
+}
+
+/// Checks that a flow's SQL conditions evaluate on its source columns (a missing column, a
+/// condition that is not a boolean), so that the flow is refused when it is created.
+pub(crate) fn check_flow_conditions(
+    flow: &Flow,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<()> {
+    let Some(ev) = evaluator else {
+        return Ok(()); // nothing can evaluate them now; the first refresh will say
+    };
+    let empty = RecordBatch::new_empty(flow.source_schema());
+    let spec = &flow.spec;
+    for (clause, cond) in [
+        ("APPLY AS DELETE WHEN", &spec.delete_when),
+        ("APPLY AS TRUNCATE WHEN", &spec.truncate_when),
+    ] {
+        if let Some(Condition::Expr(expr)) = cond {
+            ev.evaluate(expr, &empty).map_err(|problem| {
+                Error::InvalidFlow(FlowError::InvalidCondition {
+                    clause,
+                    condition: expr.clone(),
+                    problem,
+                })
+            })?;
+        }
+    }
+    Ok(())
+}
+
+impl Inner {
+    pub(super) fn load(&mut self) -> Result<()> {
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"T").collect::<Result<_>>()?;
+        for (k, v) in records {
+            let id = k
+                .get(1..5)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| corrupt("short table key"))?;
+            let rec: TableRecord =
+                serde_json::from_slice(&v).map_err(|e| corrupt(format!("table record: {e}")))?;
+            let flows: Vec<Flow> = rec
+                .flows
+                .into_iter()
+                .map(|s| Flow::new(s).map_err(|e| corrupt(format!("stored flow: {e}"))))
+                .collect::<Result<_>>()?;
+            let first = flows.first().ok_or_else(|| corrupt("table without flow"))?;
+            let mut state = TableState::new(
+                rec.schema,
+                first.tracked.clone(),
+                first.ignore_null.clone(),
+                first.spec.tombstone_gc_threshold_secs,
+                self.cold.clone(),
+            );
+            let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
+            replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
+            self.next_table_id = self.next_table_id.max(id + 1);
+            self.tables.insert(
+                rec.name.clone(),
+                Table {
+                    id,
+                    name: rec.name,
+                    flows,
+                    state,
+                    commits,
+                    properties: rec.properties,
+                    expectations: rec.expectations,
+                    generation: 0,
+                    cold: self.cold.clone(),
+                },
+            );
+        }
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"S").collect::<Result<_>>()?;
+        for (k, v) in records {
+            let id = k
+                .get(1..5)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| corrupt("short source key"))?;
+            let rec: SourceRecord =
+                serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
+            let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
+            src.origin = rec.origin;
+            let mut last_append = None;
+            for kv in self.kv.scan_prefix(&key(keys::LOADED, id, None, None)) {
+                let (k, v) = kv?;
+                src.appends = src.appends.max(parse_version(&k)? + 1);
+                src.loaded
+                    .insert(String::from_utf8(v).map_err(|_| corrupt("loaded name is not UTF-8"))?);
+            }
+            let named_appends = src.appends;
+            for kv in self
+                .kv
+                .scan_prefix(&key(keys::SOURCE_COMMIT, id, None, None))
+            {
+                let (_, v) = kv?;
+                src.history.push(
+                    serde_json::from_slice(&v)
+                        .map_err(|e| corrupt(format!("source commit record: {e}")))?,
+                );
+            }
+            src.appends = 0;
+            for kv in self.kv.scan_prefix(&key(keys::APPEND, id, None, None)) {
+                let (k, v) = kv?;
+                let append = parse_version(&k)?;
+                if last_append != Some(append) {
+                    src.appends += 1;
+                    last_append = Some(append);
+                }
+                for b in SourceTable::decode_chunk(&v)? {
+                    if b.schema().fields().len() != src.columns.len() {
+                        return Err(corrupt(format!(
+                            "source `{}`: chunk does not match the table",
+                            rec.name
+                        )));
+                    }
+                    let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    src.rows += b.num_rows() as u64;
+                    src.batches.push(b);
+                }
+            }
+            // Appends are numbered densely except that an empty named append has no chunk.
+            src.appends = src
+                .appends
+                .max(named_appends)
+                .max(last_append.map_or(0, |a| a + 1));
+            self.next_table_id = self.next_table_id.max(id + 1);
+            self.sources.insert(rec.name, src);
+        }
+        for kv in self.kv.scan_prefix(&keys::view("")) {
+            let (k, v) = kv?;
+            let name = String::from_utf8(k[1..].to_vec()).map_err(|_| corrupt("view name"))?;
+            let sql = String::from_utf8(v).map_err(|_| corrupt("view text"))?;
+            self.views.insert(name, sql);
+        }
+        Ok(())
+    }
+}

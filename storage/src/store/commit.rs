@@ -1,0 +1,95 @@
+//! Commit records, and the helpers every commit uses to put its entries in a write batch.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::fold::Bytes;
+use crate::engine::{CommitMetrics, Incoming};
+use crate::error::{corrupt, Result};
+use crate::flow::TableSchema;
+use crate::format::keys::{self, key};
+use crate::kv::{KvStore, WriteBatch};
+
+/// One entry of a table's commit log (SPEC §7).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitInfo {
+    /// 0, 1, 2, ... per table.
+    pub version: u64,
+    /// Commit time, µs since the epoch (UTC); strictly increasing per table.
+    pub timestamp_us: i64,
+    /// What wrote it: `CREATE TABLE`, `FLOW <name>`, ...
+    pub operation: String,
+    /// Parameters of the operation.
+    pub parameters: BTreeMap<String, String>,
+    /// Counters.
+    pub metrics: CommitMetrics,
+    /// Time spent applying and persisting, µs.
+    pub duration_us: u64,
+}
+
+impl CommitInfo {
+    /// A commit that applied no events (DDL, properties, VACUUM, a source append's record).
+    pub(super) fn bare(
+        version: u64,
+        timestamp_us: i64,
+        operation: &str,
+        parameters: BTreeMap<String, String>,
+    ) -> Self {
+        CommitInfo {
+            version,
+            timestamp_us,
+            operation: operation.to_string(),
+            parameters,
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+        }
+    }
+}
+
+/// Adds a put of `value` as JSON (the catalog and commit records).
+pub(crate) fn put_json(b: &mut WriteBatch, k: Vec<u8>, value: &impl Serialize) -> Result<()> {
+    b.put(k, serde_json::to_vec(value).map_err(corrupt)?);
+    Ok(())
+}
+
+/// Puts the blocks holding `events` and `truncates` as the event log of commit `version`.
+pub(crate) fn put_event_blocks(
+    b: &mut WriteBatch,
+    table_id: u32,
+    version: u64,
+    schema: &TableSchema,
+    events: &[Incoming],
+    truncates: &[Bytes],
+) -> Result<()> {
+    let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
+    for (i, blk) in crate::format::event_block::event_blocks(events, truncates, &types)
+        .iter()
+        .enumerate()
+    {
+        b.put(
+            key(keys::EVENTS, table_id, Some(version), Some(i as u32)),
+            crate::format::event_block::encode_block(blk)?,
+        );
+    }
+    Ok(())
+}
+
+/// Writes a batch; a failure poisons the store (memory may be ahead of disk until it is reopened).
+pub(crate) fn write_or_poison(
+    kv: &dyn KvStore,
+    poisoned: &mut Option<String>,
+    b: WriteBatch,
+) -> Result<()> {
+    kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
+}
+
+pub(crate) fn now_us() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
+
+pub(crate) fn format_us(us: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(us)
+        .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+        .unwrap_or_else(|| us.to_string())
+}

@@ -1,0 +1,309 @@
+//! The store: tables, flows and durable commits on the key-value layer.
+//!
+//! The handle ([`Store`]) and what it holds ([`Inner`]: the tables, the sources, the views, and
+//! whether an earlier write failed), opening a store, and the locks every operation goes through:
+//! [`Store::read_inner`] and [`Store::write_inner`] are the one place that checks poisoning. The
+//! operations live beside it, one file each: `catalog` (tables, flows, views, opening the catalog),
+//! `sources`, `refresh` (applying source rows through flows: the commit path), `properties`,
+//! `vacuum`, `replay` (rebuilding a table from its log) and `reader` (scans, lookups, the change
+//! feed). Key layout: `crate::format::keys`.
+//!
+//! A commit is one atomic batch of entries followed by a flush; only then is it acknowledged.
+//! The in-memory state (events per key, business timelines, row versions with the commits that
+//! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
+//! replaying them on open.
+
+mod catalog;
+mod commit;
+mod properties;
+mod reader;
+mod records;
+mod refresh;
+mod replay;
+mod sources;
+#[cfg(test)]
+mod tests;
+mod vacuum;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use crate::engine::{ColdConfig, TableState};
+use crate::error::{corrupt, Error, Result};
+use crate::expectation::Expectation;
+use crate::flow::{Flow, FlowSpec, TableSchema};
+use crate::ingest::ConditionEvaluator;
+use crate::kv::{KvStore, ManifestCheck, SledKv, WriteBatch};
+use crate::progress::Progress;
+use crate::source::SourceTable;
+
+use crate::format::keys::FORMAT_KEY;
+pub use catalog::TableOptions;
+pub use commit::CommitInfo;
+pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter};
+pub use records::TOMBSTONE_GC_PROPERTY;
+pub use refresh::{FULL_REFRESH, SOURCE_OFFSET};
+pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
+
+/// The on-disk format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Options for [`Store::open_with`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// sled's page cache, in bytes (default 256 MiB).
+    pub cache_bytes: u64,
+    /// How many of each key's latest sequences the engine keeps in memory (default 16). A key
+    /// that gathers twice as many moves the older ones to a spill file beside the store, and
+    /// reads them back only for an event that lands among them or is late on system time (see
+    /// "Cold history" in docs/ARCHITECTURE.md). Smaller saves memory; larger saves reads when
+    /// events arrive very late.
+    pub hot_events_per_key: usize,
+    /// How long an open waits for another process that has the store open (default 2 s).
+    pub lock_wait: std::time::Duration,
+    /// What an open does with the manifest (default: verify it).
+    pub manifest: ManifestCheck,
+}
+
+/// The default of [`StoreOptions::hot_events_per_key`].
+pub const DEFAULT_HOT_EVENTS_PER_KEY: usize = 16;
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            cache_bytes: 256 << 20,
+            hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
+            lock_wait: crate::kv::LOCK_WAIT,
+            manifest: ManifestCheck::Verify,
+        }
+    }
+}
+
+struct Table {
+    id: u32,
+    name: String,
+    flows: Vec<Flow>,
+    state: TableState,
+    /// The commit log from the oldest version kept (0 unless vacuumed), in version order.
+    commits: Vec<CommitInfo>,
+    properties: BTreeMap<String, String>,
+    expectations: Vec<Expectation>,
+    /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
+    generation: u64,
+    /// Where the table's cold history goes.
+    cold: ColdConfig,
+}
+
+struct Inner {
+    kv: Box<dyn KvStore>,
+    tables: BTreeMap<String, Table>,
+    sources: BTreeMap<String, SourceTable>,
+    views: BTreeMap<String, String>,
+    next_table_id: u32,
+    poisoned: Option<String>,
+    evaluator: Option<Arc<dyn ConditionEvaluator>>,
+    progress: Option<Arc<dyn Progress>>,
+    cold: ColdConfig,
+}
+
+/// An asof store: a folder with target tables and the flows that feed them.
+///
+/// `Store` is cheap to clone and can be shared between threads: writes are serialised, reads run
+/// in parallel with each other.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<RwLock<Inner>>,
+}
+
+impl Store {
+    /// Opens the store in folder `path`, creating it if needed.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store> {
+        Self::open_with(path, StoreOptions::default())
+    }
+
+    /// Opens the store with explicit options.
+    pub fn open_with(path: impl AsRef<Path>, options: StoreOptions) -> Result<Store> {
+        let kv = SledKv::open_with(
+            path.as_ref(),
+            options.cache_bytes,
+            options.lock_wait,
+            options.manifest,
+        )?;
+        let cold = ColdConfig {
+            dir: Some(path.as_ref().to_path_buf()),
+            hot_tail: options.hot_events_per_key,
+        };
+        Self::open_kv(Box::new(kv), cold)
+    }
+
+    /// Opens a store on any key-value implementation (tests use this to inject failures). Cold
+    /// history spills to the system's temporary folder.
+    pub fn with_kv(kv: Box<dyn KvStore>) -> Result<Store> {
+        let cold = ColdConfig {
+            dir: None,
+            hot_tail: DEFAULT_HOT_EVENTS_PER_KEY,
+        };
+        Self::open_kv(kv, cold)
+    }
+
+    fn open_kv(kv: Box<dyn KvStore>, cold: ColdConfig) -> Result<Store> {
+        match kv.get(FORMAT_KEY)? {
+            Some(v) => {
+                let found = v
+                    .as_slice()
+                    .try_into()
+                    .map(u32::from_be_bytes)
+                    .map_err(|_| corrupt("bad format record"))?;
+                if found != FORMAT_VERSION {
+                    return Err(Error::FormatVersion {
+                        found,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+            }
+            None => {
+                if kv.scan_prefix(b"").next().is_some() {
+                    return Err(corrupt("the store has data but no format record"));
+                }
+                let mut b = WriteBatch::default();
+                b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
+                kv.write(b)?;
+            }
+        }
+        let mut inner = Inner {
+            kv,
+            tables: BTreeMap::new(),
+            sources: BTreeMap::new(),
+            views: BTreeMap::new(),
+            next_table_id: 0,
+            poisoned: None,
+            evaluator: None,
+            progress: None,
+            cold,
+        };
+        inner.load()?;
+        Ok(Store {
+            inner: Arc::new(RwLock::new(inner)),
+        })
+    }
+
+    fn read_inner(&self) -> Result<RwLockReadGuard<'_, Inner>> {
+        let g = self
+            .inner
+            .read()
+            .map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        if let Some(p) = &g.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(g)
+    }
+
+    fn write_inner(&self) -> Result<RwLockWriteGuard<'_, Inner>> {
+        let g = self
+            .inner
+            .write()
+            .map_err(|_| Error::Poisoned("a writer panicked".into()))?;
+        if let Some(p) = &g.poisoned {
+            return Err(Error::Poisoned(p.clone()));
+        }
+        Ok(g)
+    }
+
+    /// Registers where the progress of long work (a refresh, a large apply) is reported.
+    pub fn set_progress(&self, progress: Arc<dyn Progress>) {
+        if let Ok(mut g) = self.inner.write() {
+            g.progress = Some(progress);
+        }
+    }
+
+    /// Registers the evaluator of [`crate::Condition::Expr`] conditions.
+    pub fn set_condition_evaluator(&self, evaluator: Arc<dyn ConditionEvaluator>) {
+        if let Ok(mut g) = self.inner.write() {
+            g.evaluator = Some(evaluator);
+        }
+    }
+}
+
+impl Table {
+    /// An empty state for this table, as its first flow and creation properties define it.
+    fn new_state(&self) -> TableState {
+        let first = &self.flows[0];
+        TableState::new(
+            self.state.schema.clone(),
+            first.tracked.clone(),
+            first.ignore_null.clone(),
+            first.spec.tombstone_gc_threshold_secs,
+            self.cold.clone(),
+        )
+    }
+}
+
+impl Inner {
+    fn name_is_free(&self, name: &str) -> Result<()> {
+        if self.tables.contains_key(name)
+            || self.sources.contains_key(name)
+            || self.views.contains_key(name)
+        {
+            return Err(Error::AlreadyExists {
+                kind: "table",
+                name: name.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    fn flow_table(&self, flow: &str) -> Result<String> {
+        self.tables
+            .values()
+            .find(|t| t.flows.iter().any(|f| f.spec.name == flow))
+            .map(|t| t.name.clone())
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: flow.to_string(),
+            })
+    }
+}
+
+impl Store {
+    /// Names of the target tables.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        Ok(self.read_inner()?.tables.keys().cloned().collect())
+    }
+
+    /// The flow definitions writing `table`.
+    pub fn flows(&self, table: &str) -> Result<Vec<FlowSpec>> {
+        let g = self.read_inner()?;
+        Ok(g.table(table)?
+            .flows
+            .iter()
+            .map(|f| f.spec.clone())
+            .collect())
+    }
+
+    /// The shape of `table`.
+    pub fn schema(&self, table: &str) -> Result<TableSchema> {
+        Ok(self.read_inner()?.table(table)?.state.schema.clone())
+    }
+
+    /// The commit log of `table`, oldest first.
+    pub fn history(&self, table: &str) -> Result<Vec<CommitInfo>> {
+        Ok(self.read_inner()?.table(table)?.commits.clone())
+    }
+
+    /// Runs `f` on a consistent read view of `table`.
+    pub fn read<R>(&self, table: &str, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        Ok(f(&TableReader { table: t }))
+    }
+}
+
+impl Inner {
+    fn table(&self, name: &str) -> Result<&Table> {
+        self.tables.get(name).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: name.to_string(),
+        })
+    }
+}

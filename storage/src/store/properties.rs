@@ -1,0 +1,131 @@
+//! Table properties (`TBLPROPERTIES`) and expectations: each change is a commit.
+
+use std::collections::BTreeMap;
+
+use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
+use super::Store;
+use crate::error::{Error, Result};
+use crate::expectation::{self, Expectation};
+use crate::format::keys::{self, key};
+use crate::kv::WriteBatch;
+
+impl Store {
+    /// Sets table properties (`ALTER STREAMING TABLE t SET TBLPROPERTIES (...)`): one commit
+    /// (operation `SET TBLPROPERTIES`) that records them. [`TOMBSTONE_GC_PROPERTY`] takes effect
+    /// from this commit on.
+    pub fn set_properties(
+        &self,
+        table: &str,
+        properties: BTreeMap<String, String>,
+    ) -> Result<CommitInfo> {
+        let gc = gc_property(&properties)?;
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        let mut all = t.properties.clone();
+        all.extend(properties.clone());
+        let rec = TableRecord {
+            name: t.name.clone(),
+            schema: t.state.schema.clone(),
+            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
+            properties: all.clone(),
+            expectations: t.expectations.clone(),
+        };
+        let last = t.commits.last().expect("a commit");
+        let commit = CommitInfo::bare(
+            last.version + 1,
+            now_us().max(last.timestamp_us + 1),
+            SET_PROPERTIES,
+            properties,
+        );
+        let mut b = WriteBatch::default();
+        put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
+        put_json(
+            &mut b,
+            key(keys::COMMIT, t.id, Some(commit.version), None),
+            &commit,
+        )?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        if let Some(secs) = gc {
+            t.state.set_tombstone_gc_secs(secs);
+        }
+        t.properties = all;
+        t.commits.push(commit.clone());
+        Ok(commit)
+    }
+
+    /// Replaces the expectations of `table` (`CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT
+    /// ...)` on a table that exists): one commit (operation `SET EXPECTATIONS`). They apply from
+    /// the next refresh on; the rows applied before stay. Each is checked against the source
+    /// columns of every flow of the table first.
+    pub fn set_expectations(
+        &self,
+        table: &str,
+        expectations: Vec<Expectation>,
+    ) -> Result<CommitInfo> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        for f in &t.flows {
+            for e in &expectations {
+                expectation::validate(table, e, &f.source_schema(), inner.evaluator.as_ref())?;
+            }
+        }
+        let rec = TableRecord {
+            name: t.name.clone(),
+            schema: t.state.schema.clone(),
+            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
+            properties: t.properties.clone(),
+            expectations: expectations.clone(),
+        };
+        let last = t.commits.last().expect("a commit");
+        let parameters = expectations
+            .iter()
+            .map(|e| {
+                (
+                    format!("expectation.{}", e.name),
+                    format!("{} ON VIOLATION {}", e.condition, e.on_violation),
+                )
+            })
+            .collect();
+        let commit = CommitInfo::bare(
+            last.version + 1,
+            now_us().max(last.timestamp_us + 1),
+            "SET EXPECTATIONS",
+            parameters,
+        );
+        let mut b = WriteBatch::default();
+        put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
+        put_json(
+            &mut b,
+            key(keys::COMMIT, t.id, Some(commit.version), None),
+            &commit,
+        )?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        t.expectations = expectations;
+        t.commits.push(commit.clone());
+        Ok(commit)
+    }
+
+    /// The expectations of `table`.
+    pub fn expectations(&self, table: &str) -> Result<Vec<Expectation>> {
+        Ok(self.read_inner()?.table(table)?.expectations.clone())
+    }
+
+    /// The table's properties (`SHOW TBLPROPERTIES`), the GC threshold always among them.
+    pub fn properties(&self, table: &str) -> Result<BTreeMap<String, String>> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        let mut p = t.properties.clone();
+        p.entry(TOMBSTONE_GC_PROPERTY.to_string())
+            .or_insert_with(|| (t.state.tombstone_gc_us / 1_000_000).to_string());
+        Ok(p)
+    }
+}

@@ -1,0 +1,591 @@
+//! The read side: a table pinned at a version, its scans, point lookups and change feed.
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::rc::Rc;
+
+use super::commit::{format_us, CommitInfo};
+use super::{Store, Table};
+use crate::engine::cold::{ColdRows, ColdStats};
+use crate::engine::fold::RowId;
+use crate::engine::lookup::PointIndex;
+use crate::engine::{StoredRow, TableState};
+use crate::error::{corrupt, Error, Result};
+use crate::flow::{StoredAs, TableSchema};
+use crate::value::Value;
+
+/// How a commit changed one row (SPEC §7 change data feed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// A row that was not there before.
+    Insert,
+    /// A row that is gone.
+    Delete,
+    /// A row as it was before an update (same row identity).
+    UpdatePreimage,
+    /// A row as it is after an update.
+    UpdatePostimage,
+}
+
+impl ChangeType {
+    /// The `_change_type` value: `insert`, `delete`, `update_preimage`, `update_postimage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Insert => "insert",
+            ChangeType::Delete => "delete",
+            ChangeType::UpdatePreimage => "update_preimage",
+            ChangeType::UpdatePostimage => "update_postimage",
+        }
+    }
+}
+
+impl Store {
+    /// The version of `table` current at `timestamp_us` (µs since the epoch, UTC): the last commit
+    /// at or before it (`TIMESTAMP AS OF`).
+    pub fn version_at(&self, table: &str, timestamp_us: i64) -> Result<u64> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        let i = t
+            .commits
+            .partition_point(|c| c.timestamp_us <= timestamp_us);
+        if i == 0 {
+            let first = &t.commits[0];
+            return Err(Error::InvalidQuery(format!(
+                "`{table}` has no version at that time: its {} commit {} is at {}",
+                if first.version == 0 {
+                    "first"
+                } else {
+                    "oldest kept"
+                },
+                first.version,
+                format_us(first.timestamp_us)
+            )));
+        }
+        Ok(t.commits[i - 1].version)
+    }
+}
+
+/// Which rows to read, on business and system time. Bounds are encoded with
+/// [`crate::keycodec`] in the type of the sequence (resp. system sequence).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum TimeFilter {
+    /// Every row.
+    #[default]
+    All,
+    /// Rows whose interval contains `t`: `start <= t < end`.
+    AsOf(Vec<u8>),
+    /// Rows whose interval overlaps `[a, b)`.
+    FromTo(Vec<u8>, Vec<u8>),
+    /// Rows whose interval overlaps `[a, b]`.
+    Between(Vec<u8>, Vec<u8>),
+}
+
+impl TimeFilter {
+    fn matches(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> bool {
+        let Some(s) = start else { return true };
+        match self {
+            TimeFilter::All => true,
+            TimeFilter::AsOf(t) => s <= &t[..] && end.is_none_or(|e| &t[..] < e),
+            TimeFilter::FromTo(a, b) => s < &b[..] && end.is_none_or(|e| e > &a[..]),
+            TimeFilter::Between(a, b) => s <= &b[..] && end.is_none_or(|e| e > &a[..]),
+        }
+    }
+}
+
+/// What a scan reads: a table version, a key range (encoded keys), and time filters.
+#[derive(Clone, Debug)]
+pub struct ScanSpec {
+    /// Read the table as of this commit (default: the latest).
+    pub version: Option<u64>,
+    /// Lower bound on the encoded key.
+    pub key_lo: Bound<Vec<u8>>,
+    /// Upper bound on the encoded key.
+    pub key_hi: Bound<Vec<u8>>,
+    /// Selection on `__START_AT`/`__END_AT`.
+    pub business: TimeFilter,
+    /// Selection on `__SYSTEM_START_AT`/`__SYSTEM_END_AT`.
+    pub system: TimeFilter,
+}
+
+impl Default for ScanSpec {
+    fn default() -> Self {
+        ScanSpec {
+            version: None,
+            key_lo: Bound::Unbounded,
+            key_hi: Bound::Unbounded,
+            business: TimeFilter::All,
+            system: TimeFilter::All,
+        }
+    }
+}
+
+/// Where a scan stopped; pass it back to continue.
+#[derive(Clone, Debug, Default)]
+pub struct ScanCursor {
+    /// Where a key-by-key scan goes on: the key, and the first row id to read in it.
+    after: Option<(Vec<u8>, RowId)>,
+    next_id: u32,
+    /// Whether the scan goes key by key (decided on the first call: a table with frozen rows
+    /// is read key by key, so each key's cold pages are decoded once).
+    by_key: Option<bool>,
+    done: bool,
+    /// The row store generation the scan started on (see VACUUM).
+    generation: Option<u64>,
+}
+
+impl ScanCursor {
+    /// Whether the scan has read everything.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+/// Row `id` among a key's frozen rows (sorted by id).
+pub(crate) fn find_row(cold: &[(RowId, StoredRow)], id: RowId) -> Option<&StoredRow> {
+    cold.binary_search_by_key(&id, |c| c.0)
+        .ok()
+        .map(|i| &cold[i].1)
+}
+
+/// Reads frozen rows back by id, keeping the last few keys' decoded rows.
+pub(crate) struct ColdReader<'a> {
+    state: &'a TableState,
+    keys: RefCell<VecDeque<(u32, Rc<ColdRows>)>>,
+}
+
+impl<'a> ColdReader<'a> {
+    fn new(state: &'a TableState) -> Self {
+        ColdReader {
+            state,
+            keys: RefCell::new(VecDeque::new()),
+        }
+    }
+
+    /// Frozen row `id`.
+    fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
+        let no = self.state.rows.key_of(id);
+        let mut keys = self.keys.borrow_mut();
+        let rows = match keys.iter().find(|k| k.0 == no) {
+            Some((_, rows)) => rows.clone(),
+            None => {
+                let (key, ks) = self
+                    .state
+                    .key_by_no(no)
+                    .ok_or_else(|| corrupt(format!("row {id} belongs to no key")))?;
+                let rows = Rc::new(self.state.cold_rows(key, ks)?);
+                if keys.len() == 8 {
+                    keys.pop_front();
+                }
+                keys.push_back((no, rows.clone()));
+                rows
+            }
+        };
+        find_row(&rows, id)
+            .cloned()
+            .map(Cow::Owned)
+            .ok_or_else(|| corrupt(format!("row {id} is in no cold page of its key")))
+    }
+}
+
+/// One target row, borrowed from the store. Temporal bounds are encoded ([`crate::keycodec`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RowView<'a> {
+    /// The encoded key.
+    pub key: &'a [u8],
+    /// Output column values.
+    pub values: &'a [Value],
+    /// `__START_AT`.
+    pub start: Option<&'a [u8]>,
+    /// `__END_AT`.
+    pub end: Option<&'a [u8]>,
+    /// `__SYSTEM_START_AT`.
+    pub sys_start: Option<&'a [u8]>,
+    /// `__SYSTEM_END_AT`.
+    pub sys_end: Option<&'a [u8]>,
+}
+
+impl<'a> RowView<'a> {
+    fn of(r: &'a StoredRow) -> Self {
+        RowView {
+            key: &r.key,
+            values: &r.values,
+            start: r.start.as_deref(),
+            end: r.end.as_deref(),
+            sys_start: r.sys_start.as_deref(),
+            sys_end: r.sys_end.as_deref(),
+        }
+    }
+}
+
+/// A read view of one table, valid inside [`Store::read`].
+pub struct TableReader<'a> {
+    pub(super) table: &'a Table,
+}
+
+impl TableReader<'_> {
+    /// The table's shape.
+    pub fn schema(&self) -> &TableSchema {
+        &self.table.state.schema
+    }
+
+    /// The latest commit version.
+    pub fn latest_version(&self) -> u64 {
+        self.table.commits.last().expect("a commit").version
+    }
+
+    /// The oldest version that can be read: 0, or where the last VACUUM cut the history.
+    pub fn oldest_version(&self) -> u64 {
+        self.table.commits[0].version
+    }
+
+    /// The commit record of `version`, if kept.
+    pub fn commit(&self, version: u64) -> Option<&CommitInfo> {
+        let i = self
+            .table
+            .commits
+            .binary_search_by_key(&version, |c| c.version)
+            .ok()?;
+        Some(&self.table.commits[i])
+    }
+
+    /// Checks that `version` can be read.
+    fn check_version(&self, version: u64) -> Result<()> {
+        let latest = self.latest_version();
+        if version > latest {
+            return Err(Error::NoSuchVersion {
+                table: self.table.name.clone(),
+                version,
+                latest,
+            });
+        }
+        let oldest = self.oldest_version();
+        if version < oldest {
+            return Err(Error::VersionVacuumed {
+                table: self.table.name.clone(),
+                version,
+                oldest,
+            });
+        }
+        Ok(())
+    }
+
+    /// The change data feed of commits `from..=to` (SPEC §7): calls `f` with each commit's
+    /// changed rows, in commit order. Within a commit, a retired row and a written row with the
+    /// same row identity (the keys; plus `coalesce(__START_AT, __END_AT)` for SCD2; plus
+    /// `__SYSTEM_START_AT` for BITEMPORAL) are an update (pre-image, then post-image) unless they
+    /// are equal, which is no change; other retired rows are deletes, other written rows inserts.
+    /// `from` must be after the oldest version kept: that commit holds the compacted history.
+    pub fn changes(
+        &self,
+        from: u64,
+        to: u64,
+        mut f: impl FnMut(u64, ChangeType, RowView<'_>),
+    ) -> Result<()> {
+        if from > to {
+            return Err(Error::InvalidQuery(format!(
+                "the change feed from version {from} to {to}: the start is after the end"
+            )));
+        }
+        self.check_version(to)?;
+        self.check_version(from)?;
+        let oldest = self.oldest_version();
+        if from <= oldest && oldest > 0 {
+            return Err(Error::VersionVacuumed {
+                table: self.table.name.clone(),
+                version: from,
+                oldest: oldest + 1,
+            });
+        }
+        let rows = &self.table.state.rows;
+        let cold = ColdReader::new(&self.table.state);
+        let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
+            match rows.get(id) {
+                Some(r) => Ok(Cow::Borrowed(r)),
+                None => cold.row(id),
+            }
+        };
+        let mode = self.table.state.schema.mode;
+        let identity = |r: &StoredRow| -> Vec<u8> {
+            let mut id = Vec::with_capacity(r.key.len() + 32);
+            let mut part = |b: &[u8]| {
+                id.extend_from_slice(&(b.len() as u32).to_be_bytes());
+                id.extend_from_slice(b);
+            };
+            part(&r.key);
+            if mode != StoredAs::Scd1 {
+                part(r.start.as_deref().or(r.end.as_deref()).unwrap_or_default());
+            }
+            if mode == StoredAs::Bitemporal {
+                part(r.sys_start.as_deref().unwrap_or_default());
+            }
+            id
+        };
+        for v in from..=to {
+            let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
+            let mut deletes = Vec::new();
+            if let Some(ids) = rows.retired_by(v) {
+                for id in ids {
+                    let r = row(id)?;
+                    if r.added < v {
+                        pre.insert(identity(&r), id);
+                        deletes.push(id);
+                    }
+                }
+            }
+            let mut matched = HashSet::new();
+            let mut out: Vec<(ChangeType, RowId)> = Vec::new();
+            for id in rows.first_added(v)..rows.first_added(v + 1) {
+                let r = row(id)?;
+                if r.retired == Some(v) {
+                    continue; // written and replaced within the commit
+                }
+                match pre.get(&identity(&r)) {
+                    Some(&p) => {
+                        matched.insert(p);
+                        let q = row(p)?;
+                        let same = q.values == r.values
+                            && q.start == r.start
+                            && q.end == r.end
+                            && q.sys_start == r.sys_start
+                            && q.sys_end == r.sys_end;
+                        if !same {
+                            out.push((ChangeType::UpdatePreimage, p));
+                            out.push((ChangeType::UpdatePostimage, id));
+                        }
+                    }
+                    None => out.push((ChangeType::Insert, id)),
+                }
+            }
+            for id in deletes {
+                if !matched.contains(&id) {
+                    let r = row(id)?;
+                    f(v, ChangeType::Delete, RowView::of(&r));
+                }
+            }
+            for (t, id) in out {
+                let r = row(id)?;
+                f(v, t, RowView::of(&r));
+            }
+        }
+        Ok(())
+    }
+
+    /// The commit log.
+    pub fn history(&self) -> &[CommitInfo] {
+        &self.table.commits
+    }
+
+    /// Number of row versions held (current, retired, and closed on system time), which time
+    /// travel and the change feed read.
+    pub fn row_versions(&self) -> u64 {
+        self.table.state.rows.len() as u64
+    }
+
+    /// Number of rows in the current table.
+    pub fn live_rows(&self) -> u64 {
+        self.table.state.rows.live.len()
+    }
+
+    /// How much of the table's event history is frozen to the spill file, and how much is in
+    /// memory (see [`StoreOptions::hot_events_per_key`]).
+    pub fn cold_stats(&self) -> ColdStats {
+        self.table.state.cold_stats()
+    }
+
+    /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
+    /// `cursor`. Sets `cursor.is_done()` when nothing is left.
+    pub fn scan(
+        &self,
+        spec: &ScanSpec,
+        cursor: &mut ScanCursor,
+        max_rows: usize,
+        mut f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        let latest = self.latest_version();
+        let version = spec.version.unwrap_or(latest);
+        self.check_version(version)?;
+        match cursor.generation {
+            None => cursor.generation = Some(self.table.generation),
+            Some(g) if g != self.table.generation => {
+                return Err(Error::ScanInterrupted(self.table.name.clone()))
+            }
+            Some(_) => {}
+        }
+        let current = version == latest;
+        let lo: Bound<&[u8]> = match (&cursor.after, &spec.key_lo) {
+            (Some((k, _)), _) => Bound::Included(&k[..]),
+            (None, Bound::Included(k)) => Bound::Included(&k[..]),
+            (None, Bound::Excluded(k)) => Bound::Excluded(&k[..]),
+            (None, Bound::Unbounded) => Bound::Unbounded,
+        };
+        let hi: Bound<&[u8]> = match &spec.key_hi {
+            Bound::Included(k) => Bound::Included(&k[..]),
+            Bound::Excluded(k) => Bound::Excluded(&k[..]),
+            Bound::Unbounded => Bound::Unbounded,
+        };
+        if let (Bound::Included(l) | Bound::Excluded(l), Bound::Included(h) | Bound::Excluded(h)) =
+            (lo, hi)
+        {
+            if l > h {
+                cursor.done = true;
+                return Ok(());
+            }
+        }
+        let rows = &self.table.state.rows;
+        let matches_at = |v: &RowView<'_>, added: u64, retired: Option<u64>| {
+            (if current {
+                retired.is_none()
+            } else {
+                added <= version && retired.is_none_or(|r| r > version)
+            }) && spec.business.matches(v.start, v.end)
+                && spec.system.matches(v.sys_start, v.sys_end)
+        };
+        let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
+        let mut n = 0;
+        let unbounded = matches!(
+            (&spec.key_lo, &spec.key_hi),
+            (Bound::Unbounded, Bound::Unbounded)
+        );
+        let by_key = *cursor.by_key.get_or_insert(!unbounded || rows.any_cold());
+        if !by_key {
+            // No key range and nothing frozen when the scan began: read the row store in storage
+            // order, sequentially. (Rows frozen since are read back from their keys' pages.)
+            let cold = ColdReader::new(&self.table.state);
+            let mut id = cursor.next_id;
+            let len = rows.len();
+            while (id as usize) < len {
+                if n == max_rows {
+                    cursor.next_id = id;
+                    return Ok(());
+                }
+                rows.prefetch_ahead(id as usize, |p| (p < len).then_some(p as RowId));
+                let row = match rows.get(id) {
+                    Some(row) => Cow::Borrowed(row),
+                    None => cold.row(id)?,
+                };
+                if matches(&row) {
+                    f(RowView::of(&row));
+                    n += 1;
+                }
+                id += 1;
+            }
+            cursor.done = true;
+            return Ok(());
+        }
+        let state = &self.table.state;
+        let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
+        let mut values = Vec::new();
+        for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
+            // A key's rows in id order: those in memory merged with its frozen ones.
+            let from = if ki == 0 { resume } else { 0 };
+            let cold = state.cold_batch(k, ks)?;
+            let mut h = ks.rows.partition_point(|&r| r < from);
+            let mut c = cold.first_at_or_after(from);
+            loop {
+                let (hot, frozen) = (ks.rows.get(h).copied(), cold.id_at(c));
+                let Some(id) = hot.into_iter().chain(frozen).min() else {
+                    break;
+                };
+                if n == max_rows {
+                    cursor.after = Some((k.to_vec(), id));
+                    return Ok(());
+                }
+                if hot == Some(id) {
+                    rows.prefetch_ahead(h, |p| ks.rows.get(p).copied());
+                    h += 1;
+                    let row = rows
+                        .get(id)
+                        .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
+                    if matches(row) {
+                        f(RowView::of(row));
+                        n += 1;
+                    }
+                    continue;
+                }
+                let row = cold.at(c);
+                let [start, end, sys_start, sys_end] = row.bounds;
+                let mut view = RowView {
+                    key: row.key,
+                    values: &[],
+                    start,
+                    end,
+                    sys_start,
+                    sys_end,
+                };
+                // The values are built only for a row the scan returns.
+                if matches_at(&view, row.added, row.retired) {
+                    cold.values(c, &mut values)?;
+                    view.values = &values;
+                    f(view);
+                    n += 1;
+                }
+                c += 1;
+            }
+        }
+        cursor.done = true;
+        Ok(())
+    }
+
+    /// Calls `f` on the current row of `key` (encoded) at business time `business` and system
+    /// time `system` (encoded; `None` = now), if there is one. SCD1 tables ignore both times.
+    pub fn lookup<R>(
+        &self,
+        key: &[u8],
+        business: Option<&[u8]>,
+        system: Option<&[u8]>,
+        f: impl FnOnce(RowView<'_>) -> R,
+    ) -> Result<Option<R>> {
+        let state = &self.table.state;
+        let Some((k, ks)) = state.keys.get_key_value(key) else {
+            return Ok(None);
+        };
+        let rows = &state.rows;
+        let mode = state.schema.mode;
+        if mode == StoredAs::Scd1 {
+            // The open version is in the hot part, and so is its row.
+            let cur = ks.timeline.values().next_back().and_then(|v| v.row);
+            return Ok(cur.and_then(|r| rows.get(r)).map(|r| f(RowView::of(r))));
+        }
+        let b =
+            business.ok_or_else(|| Error::InvalidQuery("a business time is required".into()))?;
+        let now = match (mode, system) {
+            (StoredAs::Bitemporal, Some(s)) => ks.max_sys.as_deref().is_none_or(|m| s >= m),
+            _ => true,
+        };
+        // The timeline answers "now" without an index, unless part of it is frozen.
+        if now && ks.lookup.get().is_none() && ks.frozen.is_none() {
+            let hit = ks
+                .timeline
+                .range::<[u8], _>((Bound::Unbounded, Bound::Included(b)))
+                .next_back()
+                .filter(|(_, v)| v.end.as_deref().is_none_or(|e| b < e))
+                .and_then(|(_, v)| v.row);
+            return Ok(hit.map(|r| f(RowView::of(&rows[r]))));
+        }
+        let index = match ks.lookup.get() {
+            Some(index) => index,
+            None => {
+                // Built from every live row of the key; the frozen ones are read back once and
+                // kept by the index.
+                let cold = state.cold_rows(k, ks)?;
+                let live = (cold.iter().map(|(r, row)| (*r, row)))
+                    .chain(ks.rows.iter().filter_map(|&r| Some((r, rows.get(r)?))))
+                    .filter(|(_, row)| row.retired.is_none());
+                let mut index = PointIndex::build(live);
+                index.cold = cold.into_iter().collect();
+                // Another reader may have built it meanwhile; either copy is the same.
+                let _ = ks.lookup.set(Box::new(index));
+                ks.lookup.get().expect("just set")
+            }
+        };
+        let hit = match system {
+            Some(s) if !now => index.find(b, s),
+            _ => index.find_now(b),
+        };
+        Ok(hit
+            .and_then(|r| index.row(rows, r))
+            .map(|r| f(RowView::of(r))))
+    }
+}

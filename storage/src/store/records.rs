@@ -1,0 +1,43 @@
+//! The catalog record of a target table, and the table settings that commits record.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::expectation::Expectation;
+use crate::flow::{FlowSpec, TableSchema};
+
+/// The catalog record of a target table (JSON, under its `T` key).
+#[derive(Serialize, Deserialize)]
+pub(super) struct TableRecord {
+    pub(super) name: String,
+    pub(super) schema: TableSchema,
+    pub(super) flows: Vec<FlowSpec>,
+    /// `TBLPROPERTIES`, as last set.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(super) properties: BTreeMap<String, String>,
+    /// The expectations on the rows its flows read, as last set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) expectations: Vec<Expectation>,
+}
+
+/// The table property that sets the SCD1 tombstone GC threshold (SPEC §6).
+pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
+
+/// The operation name of a commit that set table properties.
+pub(crate) const SET_PROPERTIES: &str = "SET TBLPROPERTIES";
+
+/// The GC threshold among `properties`, checked.
+pub(crate) fn gc_property(properties: &BTreeMap<String, String>) -> Result<Option<u64>> {
+    properties
+        .get(TOMBSTONE_GC_PROPERTY)
+        .map(|v| {
+            v.trim().parse::<u64>().map_err(|_| {
+                Error::InvalidQuery(format!(
+                    "{TOMBSTONE_GC_PROPERTY} is a whole number of seconds, not `{v}`"
+                ))
+            })
+        })
+        .transpose()
+}

@@ -1,0 +1,322 @@
+//! Applying source rows through flows: refreshes (incremental and full) and the commit path.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+
+use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
+use super::{Inner, Store, Table};
+use crate::error::{Error, Result};
+use crate::expectation::{self, OnViolation};
+use crate::flow::FlowSpec;
+use crate::format::keys::{self, key};
+use crate::ingest::prepare;
+use crate::kv::WriteBatch;
+use crate::source::SourceTable;
+
+impl Store {
+    /// Applies a batch of source rows through flow `flow`: one durable commit of its target table.
+    ///
+    /// The batch is validated as a whole first (SPEC §2); on any error nothing is applied.
+    pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
+        let mut g = self.write_inner()?;
+        g.apply(&[(flow, batch)], BTreeMap::new(), false)
+    }
+
+    /// Processes what the flow's source table received since the flow's checkpoint as one commit.
+    /// The new checkpoint is part of the commit record, so it is durable exactly when the data it
+    /// describes is. Returns `None` when there was nothing new, or when an `AUTO CDC ONCE` flow
+    /// has already run.
+    ///
+    /// With `full`, the flow's whole target is rebuilt from all the data of all its flows: see
+    /// [`Store::refresh_table`].
+    pub fn refresh(&self, flow: &str, full: bool) -> Result<Option<CommitInfo>> {
+        let mut g = self.write_inner()?;
+        let table = g.flow_table(flow)?;
+        if full {
+            return g.refresh_full(&table).map(Some);
+        }
+        g.refresh_flow(&table, flow)
+    }
+
+    /// Refreshes every flow of target `table`: without `full`, one commit per flow that has new
+    /// source rows; with `full`, one commit that empties the table and applies all the source
+    /// data of all its flows (`AUTO CDC ONCE` flows included), so readers never see it half
+    /// rebuilt.
+    pub fn refresh_table(&self, table: &str, full: bool) -> Result<Vec<CommitInfo>> {
+        let mut g = self.write_inner()?;
+        if !g.tables.contains_key(table) {
+            return Err(Error::NotFound {
+                kind: "table",
+                name: table.to_string(),
+            });
+        }
+        if full {
+            return Ok(vec![g.refresh_full(table)?]);
+        }
+        let flows: Vec<String> = g.tables[table]
+            .flows
+            .iter()
+            .map(|f| f.spec.name.clone())
+            .collect();
+        let mut out = Vec::new();
+        for f in flows {
+            out.extend(g.refresh_flow(table, &f)?);
+        }
+        Ok(out)
+    }
+}
+
+/// A refresh's error, with the way out when source rows were rejected: an expectation that
+/// drops them.
+pub(crate) fn rejected(table: &str, flow: &str, e: Error) -> Error {
+    match e {
+        Error::InvalidBatch {
+            ref column,
+            ref problem,
+            ..
+        } => {
+            let (constraint, condition) = if problem.contains("NULL") {
+                (format!("{column}_present"), format!("{column} IS NOT NULL"))
+            } else {
+                (
+                    format!("valid_{column}"),
+                    format!("<condition on {column}>"),
+                )
+            };
+            Error::SourceRowsRejected {
+                table: table.to_string(),
+                flow: flow.to_string(),
+                cause: Box::new(e),
+                constraint,
+                condition,
+            }
+        }
+        e => e,
+    }
+}
+
+/// The commit parameter that records how many source rows a flow has consumed.
+pub const SOURCE_OFFSET: &str = "source_offset";
+
+/// The commit parameter that marks a full refresh (the target was rebuilt).
+pub const FULL_REFRESH: &str = "full_refresh";
+
+impl Table {
+    /// How many rows of its source `flow` has consumed: the offset of its last refresh.
+    /// How many rows of its source `flow` has processed, from the last commit that says so:
+    /// `source_offset` in a commit of that flow alone, `source_offset.<flow>` in a full refresh of
+    /// the table. `None` if the flow never wrote a commit.
+    pub(super) fn checkpoint(&self, flow: &str) -> Option<u64> {
+        let per_flow = format!("{SOURCE_OFFSET}.{flow}");
+        self.commits.iter().rev().find_map(|c| {
+            let own = (c.parameters.get("flow").map(String::as_str) == Some(flow))
+                .then(|| c.parameters.get(SOURCE_OFFSET))
+                .flatten();
+            own.or_else(|| c.parameters.get(&per_flow))
+                .and_then(|v| v.parse().ok())
+        })
+    }
+}
+
+impl Inner {
+    /// The source of `flow` (of `table`) and the rows it holds.
+    pub(super) fn flow_source(&self, table: &str, flow: &str) -> Result<(&SourceTable, &FlowSpec)> {
+        let spec = &self.tables[table]
+            .flows
+            .iter()
+            .find(|f| f.spec.name == flow)
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: flow.to_string(),
+            })?
+            .spec;
+        let source = spec.source_table.as_ref().ok_or_else(|| {
+            Error::InvalidQuery(format!("flow `{flow}` has no source table to refresh from"))
+        })?;
+        let src = self.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.clone(),
+        })?;
+        Ok((src, spec))
+    }
+
+    pub(super) fn refresh_flow(&mut self, table: &str, flow: &str) -> Result<Option<CommitInfo>> {
+        let t = &self.tables[table];
+        let checkpoint = t.checkpoint(flow);
+        let (src, spec) = self.flow_source(table, flow)?;
+        if spec.once && checkpoint.is_some() {
+            return Ok(None);
+        }
+        let from = checkpoint.unwrap_or(0);
+        if from >= src.rows {
+            return Ok(None);
+        }
+        let total = src.rows;
+        let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
+            .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+        let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
+        self.apply(&[(flow, &batch)], params, false)
+            .map(Some)
+            .map_err(|e| rejected(table, flow, e))
+    }
+
+    pub(super) fn refresh_full(&mut self, table: &str) -> Result<CommitInfo> {
+        let flows: Vec<String> = self.tables[table]
+            .flows
+            .iter()
+            .map(|f| f.spec.name.clone())
+            .collect();
+        let mut params = BTreeMap::new();
+        let mut batches = Vec::new();
+        for f in &flows {
+            let (src, _) = self.flow_source(table, f)?;
+            params.insert(format!("{SOURCE_OFFSET}.{f}"), src.rows.to_string());
+            batches.push(
+                arrow::compute::concat_batches(&src.schema, &src.batches)
+                    .map_err(|e| Error::InvalidQuery(e.to_string()))?,
+            );
+        }
+        let parts: Vec<(&str, &RecordBatch)> =
+            flows.iter().map(String::as_str).zip(&batches).collect();
+        let flow = flows.join(",");
+        self.apply(&parts, params, true)
+            .map_err(|e| rejected(table, &flow, e))
+    }
+
+    /// Applies batches of source rows, each through its flow (all flows of one table), as one
+    /// commit; with `full`, the table is emptied first.
+    pub(super) fn apply(
+        &mut self,
+        parts: &[(&str, &RecordBatch)],
+        mut params: BTreeMap<String, String>,
+        full: bool,
+    ) -> Result<CommitInfo> {
+        let started = Instant::now();
+        let inner = self;
+        let first = parts.first().map(|p| p.0).unwrap_or_default();
+        let table = inner
+            .tables
+            .values_mut()
+            .find(|t| t.flows.iter().any(|f| f.spec.name == first))
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: first.to_string(),
+            })?;
+        let last = table.commits.last().expect("commit 0 exists");
+        let version = last.version + 1;
+        let ts = now_us().max(last.timestamp_us + 1);
+        let mut events = Vec::new();
+        let mut truncates = Vec::new();
+        let mut dropped = 0;
+        let mut failed_rows = BTreeMap::new();
+        for (flow, batch) in parts {
+            let f = table
+                .flows
+                .iter()
+                .find(|f| f.spec.name == *flow)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "flow",
+                    name: flow.to_string(),
+                })?;
+            let (batch, violations) = expectation::check(
+                &table.name,
+                &table.expectations,
+                batch,
+                inner.evaluator.as_ref(),
+            )?;
+            for (name, action, n) in violations {
+                if action == OnViolation::DropRow {
+                    dropped += n;
+                }
+                let failed = failed_rows.entry(name).or_insert((action, 0));
+                failed.1 += n;
+            }
+            let (e, t) = prepare(f, &batch, inner.evaluator.as_ref(), ts)?;
+            events.extend(e);
+            truncates.extend(t);
+        }
+        for (name, (action, n)) in failed_rows {
+            params.insert(
+                format!("expectation.{name}"),
+                format!("{n} rows failed ({action})"),
+            );
+        }
+        let flow = parts.iter().map(|p| p.0).collect::<Vec<_>>().join(",");
+
+        let reset = if full {
+            params.insert(FULL_REFRESH.to_string(), "true".to_string());
+            // An error comes from the spill file, with the state half-reset: refuse everything
+            // until the store is reopened.
+            table
+                .state
+                .reset(version)
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?
+        } else {
+            0
+        };
+        let progress = inner.progress.clone();
+        let n_events = events.len() as u64;
+        // Only work big enough to be noticed gets a bar.
+        let progress = progress.filter(|_| n_events >= 100_000);
+        if let Some(p) = &progress {
+            p.begin(&format!("applying events to {}", table.name), n_events);
+        }
+        let mut tick = |done: u64| {
+            if let Some(p) = &progress {
+                p.advance(done)
+            }
+        };
+        let applied = table
+            .state
+            .apply(events, truncates, version, ts, true, &mut tick);
+        if let Some(p) = &progress {
+            p.end();
+        }
+        // The state may be half-applied: refuse everything until the store is reopened.
+        let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        fx.metrics.num_deleted_rows += reset;
+        fx.metrics.num_dropped_rows = dropped;
+        params.insert("flow".to_string(), flow.to_string());
+        let commit = CommitInfo {
+            version,
+            timestamp_us: ts,
+            operation: format!("FLOW {flow}"),
+            parameters: params,
+            metrics: fx.metrics.clone(),
+            duration_us: 0,
+        };
+        let persist = || -> Result<CommitInfo> {
+            let mut b = WriteBatch::default();
+            put_event_blocks(
+                &mut b,
+                table.id,
+                version,
+                &table.state.schema,
+                &fx.events,
+                &fx.truncates,
+            )?;
+            let mut commit = commit.clone();
+            commit.duration_us = started.elapsed().as_micros() as u64;
+            put_json(
+                &mut b,
+                key(keys::COMMIT, table.id, Some(version), None),
+                &commit,
+            )?;
+            inner.kv.write(b)?;
+            Ok(commit)
+        };
+        match persist() {
+            Ok(commit) => {
+                table.commits.push(commit.clone());
+                Ok(commit)
+            }
+            Err(e) => {
+                // Memory is ahead of disk now: refuse everything until the store is reopened.
+                inner.poisoned = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Rebuilding a table from its log: commit records in order, and their events replayed.
+
+use super::commit::CommitInfo;
+use super::records::{gc_property, SET_PROPERTIES};
+use super::refresh::FULL_REFRESH;
+use crate::engine::fold::Bytes;
+use crate::engine::{Incoming, TableState};
+use crate::error::{corrupt, Result};
+use crate::format::keys::{self, key, parse_version};
+use crate::kv::KvStore;
+
+/// A commit whose events are the compacted log of everything up to it (written by VACUUM).
+pub(crate) const VACUUM_BASE: &str = "vacuum_base";
+
+/// A table's commit records, in version order and without gaps.
+pub(crate) fn load_commits(kv: &dyn KvStore, id: u32, table: &str) -> Result<Vec<CommitInfo>> {
+    let mut commits: Vec<CommitInfo> = Vec::new();
+    for kv in kv.scan_prefix(&key(keys::COMMIT, id, None, None)) {
+        let (_, v) = kv?;
+        let c: CommitInfo =
+            serde_json::from_slice(&v).map_err(|e| corrupt(format!("commit record: {e}")))?;
+        if let Some(prev) = commits.last() {
+            if c.version != prev.version + 1 {
+                return Err(corrupt(format!(
+                    "table {table}: commit {} follows {}",
+                    c.version, prev.version
+                )));
+            }
+        } else if c.version != 0 && !c.parameters.contains_key(VACUUM_BASE) {
+            return Err(corrupt(format!(
+                "table {table}: the log starts at commit {} with no vacuum base",
+                c.version
+            )));
+        }
+        commits.push(c);
+    }
+    if commits.is_empty() {
+        return Err(corrupt(format!("table {table} has no commit")));
+    }
+    Ok(commits)
+}
+
+/// Replays a table's log into `state`: every data commit's events, in commit order, through the
+/// same engine path as when they were first applied (up to commit `up_to` if given). The engine is
+/// deterministic, so this rebuilds the timelines and every row version with the commits that
+/// wrote and retired it. Property commits take effect where they are in the log.
+/// About how many events of one commit a replay applies at a time (a few under test, so that the
+/// unit tests replay in parts).
+pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
+
+pub(crate) fn replay_log(
+    kv: &dyn KvStore,
+    id: u32,
+    state: &mut TableState,
+    commits: &[CommitInfo],
+    up_to: Option<u64>,
+) -> Result<()> {
+    let width = state.schema.columns.len();
+    let mut settings = commits
+        .iter()
+        .filter(|c| c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE))
+        .peekable();
+    // The last version replayed: a commit replayed in parts is reset (full refresh) only once.
+    let mut last = None;
+    let mut replay = |state: &mut TableState,
+                      (version, events, truncates): (u64, Vec<Incoming>, Vec<Bytes>)|
+     -> Result<()> {
+        while let Some(c) = settings.next_if(|c| {
+            c.version < version || (c.version == version && c.parameters.contains_key(VACUUM_BASE))
+        }) {
+            if let Some(secs) = gc_property(&c.parameters)? {
+                state.set_tombstone_gc_secs(secs);
+            }
+        }
+        let c = commits
+            .binary_search_by_key(&version, |c| c.version)
+            .map(|i| &commits[i])
+            .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
+        if c.parameters.contains_key(FULL_REFRESH) && last != Some(version) {
+            state.reset(version)?;
+        }
+        last = Some(version);
+        state.apply(
+            events,
+            truncates,
+            version,
+            c.timestamp_us,
+            false,
+            &mut |_| {},
+        )?;
+        Ok(())
+    };
+    // After a VACUUM the log starts with a base commit: every block up to it is its events.
+    let base = commits
+        .first()
+        .filter(|c| c.parameters.contains_key(VACUUM_BASE))
+        .map_or(0, |c| c.version);
+    let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
+    for kv in kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
+        let (k, v) = kv?;
+        let version = parse_version(&k)?.max(base);
+        if up_to.is_some_and(|h| version > h) {
+            break;
+        }
+        // A commit is replayed in parts of about REPLAY_PART events: a VACUUM base holds every
+        // event up to it, and one apply would hold them all in memory at once. Parts of one
+        // commit give the same table: rows written by one part and replaced by a later one are
+        // written and retired by the same version, so no version ever shows them.
+        if pending
+            .as_ref()
+            .is_some_and(|p| p.0 != version || p.1.len() >= REPLAY_PART)
+        {
+            replay(state, pending.take().expect("pending"))?;
+        }
+        let blk = crate::format::event_block::decode_block(&v)?;
+        let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
+        p.1.extend(blk.events(width)?);
+        p.2.extend(blk.truncates.into_iter().map(Bytes::from));
+    }
+    if let Some(p) = pending.take() {
+        replay(state, p)?;
+    }
+    // Settings after the last data commit.
+    for c in settings.filter(|c| up_to.is_none_or(|h| c.version <= h)) {
+        if let Some(secs) = gc_property(&c.parameters)? {
+            state.set_tombstone_gc_secs(secs);
+        }
+    }
+    Ok(())
+}

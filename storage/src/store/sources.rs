@@ -1,0 +1,231 @@
+//! Source tables: creating them, and writes that commit as one append however many batches.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use arrow::record_batch::RecordBatch;
+
+use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::Store;
+use crate::engine::CommitMetrics;
+use crate::error::{corrupt, Error, Result};
+use crate::format::keys::{self, key};
+use crate::kv::WriteBatch;
+use crate::source::{SourceRecord, SourceTable, SourceWrite, WriteKind};
+
+impl Store {
+    /// Creates a source table: a durable, append-only table flows can read from.
+    pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
+        self.create_source_with_origin(name, schema, None)
+    }
+
+    /// Creates a source table that remembers where its rows come from: `origin` is opaque to the
+    /// store (the SQL layer keeps a `read_files` call there) and is given back by
+    /// [`Store::source_origin`].
+    pub fn create_source_with_origin(
+        &self,
+        name: &str,
+        schema: &arrow::datatypes::Schema,
+        origin: Option<&str>,
+    ) -> Result<()> {
+        let w = self.begin_create_source(name, schema, origin)?;
+        self.commit_write(w, None).map(|_| ())
+    }
+
+    /// Starts `CREATE TABLE name AS SELECT ...`: a source table created together with its rows,
+    /// in one commit, by [`Store::commit_write`].
+    pub fn begin_create_source(
+        &self,
+        name: &str,
+        schema: &arrow::datatypes::Schema,
+        origin: Option<&str>,
+    ) -> Result<SourceWrite> {
+        self.read_inner()?.name_is_free(name)?;
+        let columns = SourceTable::columns_of(schema)?;
+        let mut table = SourceTable::new(0, name.to_string(), columns);
+        table.origin = origin.map(str::to_string);
+        Ok(SourceWrite::new(table, WriteKind::Create))
+    }
+
+    /// Starts an append of any number of batches to a source table that commits as one
+    /// (`INSERT INTO t SELECT ...`): push the rows into the [`SourceWrite`], then
+    /// [`Store::commit_write`] it. Nothing is written before that, and nothing if it is dropped.
+    pub fn begin_append(&self, source: &str) -> Result<SourceWrite> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        let mut table = SourceTable::new(src.id, src.name.clone(), src.columns.clone());
+        table.origin = src.origin.clone();
+        Ok(SourceWrite::new(table, WriteKind::Append))
+    }
+
+    /// Commits a [`SourceWrite`] atomically: its rows are one append (one `WRITE` commit; after
+    /// `CREATE TABLE` for a new table), named `name` if given (see [`Store::append_loaded`]).
+    /// Returns the table's row count. A table dropped or replaced since the write began is an
+    /// error, and nothing is written.
+    pub fn commit_write(&self, w: SourceWrite, name: Option<&str>) -> Result<u64> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let mut b = WriteBatch::default();
+        let mut created = None;
+        let id = match w.kind {
+            WriteKind::Create => {
+                inner.name_is_free(&w.table.name)?;
+                let id = inner.next_table_id;
+                let rec = SourceRecord {
+                    name: w.table.name.clone(),
+                    columns: w.table.columns.clone(),
+                    origin: w.table.origin.clone(),
+                };
+                let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
+                put_json(&mut b, key(keys::SOURCE, id, None, None), &rec)?;
+                put_json(&mut b, key(keys::SOURCE_COMMIT, id, Some(0), None), &commit)?;
+                let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
+                src.origin = w.table.origin.clone();
+                src.history.push(commit);
+                created = Some(src);
+                id
+            }
+            WriteKind::Append => {
+                let src = inner.sources.get(&w.table.name);
+                if src.is_none_or(|s| s.id != w.table.id) {
+                    return Err(Error::InvalidQuery(format!(
+                        "source table `{}` was dropped or replaced while rows were written to it; nothing was written",
+                        w.table.name
+                    )));
+                }
+                w.table.id
+            }
+        };
+        let src = match created.as_mut() {
+            Some(s) => s,
+            None => inner.sources.get_mut(&w.table.name).expect("checked"),
+        };
+        let mut new_batches = Vec::new();
+        if w.rows > 0 || name.is_some() {
+            for (i, chunk) in w.chunks.iter().enumerate() {
+                b.put(
+                    key(keys::APPEND, id, Some(src.appends), Some(i as u32)),
+                    chunk.clone(),
+                );
+                new_batches.extend(SourceTable::decode_chunk(chunk)?);
+            }
+            if let Some(n) = name {
+                b.put(
+                    key(keys::LOADED, id, Some(src.appends), None),
+                    n.as_bytes().to_vec(),
+                );
+            }
+            let last = src.history.last();
+            let commit = CommitInfo {
+                version: last.map_or(0, |c| c.version + 1),
+                timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+                operation: "WRITE".into(),
+                parameters: name
+                    .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
+                    .unwrap_or_default(),
+                metrics: CommitMetrics {
+                    num_upserted_rows: w.rows,
+                    ..Default::default()
+                },
+                duration_us: 0,
+            };
+            put_json(
+                &mut b,
+                key(keys::SOURCE_COMMIT, id, Some(commit.version), None),
+                &commit,
+            )?;
+            src.history.push(commit);
+        }
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        let src = match created {
+            Some(s) => {
+                inner.next_table_id += 1;
+                inner.sources.entry(w.table.name.clone()).or_insert(s)
+            }
+            None => inner.sources.get_mut(&w.table.name).expect("checked"),
+        };
+        if w.rows > 0 || name.is_some() {
+            src.appends += 1;
+        }
+        src.rows += w.rows;
+        if let Some(n) = name {
+            src.loaded.insert(n.to_string());
+        }
+        for batch in new_batches {
+            let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
+                .map_err(|e| corrupt(e.to_string()))?;
+            src.batches.push(batch);
+        }
+        Ok(src.rows)
+    }
+
+    /// The origin a source table was created with, and the names of the appends made with
+    /// [`Store::append_loaded`].
+    pub fn source_origin(&self, source: &str) -> Result<(Option<String>, BTreeSet<String>)> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.origin.clone(), src.loaded.clone()))
+    }
+
+    /// Appends rows to a source table, durably; returns its new row count. Columns are matched by
+    /// name and cast to the table's types; missing columns are NULL.
+    pub fn append(&self, source: &str, batch: &RecordBatch) -> Result<u64> {
+        self.append_inner(source, batch, None)
+    }
+
+    /// Appends rows under a name (a file's path, say), durably and atomically with the name: after
+    /// a crash either both are there or neither. [`Store::source_origin`] lists the names, so a
+    /// loader can skip what it already loaded. An empty batch still records its name.
+    pub fn append_loaded(&self, source: &str, batch: &RecordBatch, name: &str) -> Result<u64> {
+        self.append_inner(source, batch, Some(name))
+    }
+
+    pub(super) fn append_inner(
+        &self,
+        source: &str,
+        batch: &RecordBatch,
+        name: Option<&str>,
+    ) -> Result<u64> {
+        let mut w = self.begin_append(source)?;
+        w.push(batch)?;
+        if w.rows() == 0 && name.is_none() {
+            let g = self.read_inner()?;
+            return Ok(g.sources.get(source).map_or(0, |s| s.rows));
+        }
+        self.commit_write(w, name)
+    }
+
+    /// The schema and rows of a source table.
+    pub fn source_data(
+        &self,
+        source: &str,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.schema.clone(), src.batches.clone()))
+    }
+
+    /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
+    /// written as `num_upserted_rows`).
+    pub fn source_history(&self, source: &str) -> Result<Vec<CommitInfo>> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: source.to_string(),
+        })?;
+        Ok(src.history.clone())
+    }
+
+    /// Names of the source tables.
+    pub fn sources(&self) -> Result<Vec<String>> {
+        Ok(self.read_inner()?.sources.keys().cloned().collect())
+    }
+}

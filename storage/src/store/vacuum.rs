@@ -1,0 +1,254 @@
+//! VACUUM: forgetting history older than a retention, with the retention check.
+
+use std::collections::BTreeMap;
+
+use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
+use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
+use super::refresh::FULL_REFRESH;
+use super::replay::{load_commits, replay_log, VACUUM_BASE};
+use super::Store;
+use crate::engine::TableState;
+use crate::error::{Error, Result};
+use crate::format::keys::{self, key, parse_version};
+use crate::kv::{KvStore, WriteBatch};
+
+/// The table property that, set to `false`, lets VACUUM keep less than [`MIN_RETAIN`] of history.
+pub const RETENTION_CHECK_PROPERTY: &str = "asof.vacuum.retentionCheck";
+
+/// The shortest history [`Store::vacuum`] keeps unless told otherwise: seven days, as Delta Lake.
+pub const MIN_RETAIN: std::time::Duration = std::time::Duration::from_secs(168 * 3600);
+
+/// Whether VACUUM refuses to keep less than [`MIN_RETAIN`] of history.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RetentionCheck {
+    /// Refuse, unless the table property [`RETENTION_CHECK_PROPERTY`] is `false`.
+    Enforced,
+    /// Keep whatever the caller asks, even nothing.
+    Disabled,
+}
+
+/// What a VACUUM did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VacuumReport {
+    /// The oldest version that can still be read (time travel, change feed).
+    pub oldest_version: u64,
+    /// Commit records removed.
+    pub commits_removed: u64,
+    /// Row versions dropped from the row store (retired before the oldest version kept).
+    pub row_versions_removed: u64,
+    /// Events in the log before, and in the compacted log after.
+    pub events_before: u64,
+    /// See `events_before`.
+    pub events_after: u64,
+    /// Bytes of the table's log (commit records and event blocks) before and after.
+    pub bytes_before: u64,
+    /// See `bytes_before`.
+    pub bytes_after: u64,
+}
+
+impl Store {
+    /// VACUUM: forgets the history older than `retain` (time travel and the change feed can no
+    /// longer reach it) and frees what only that history used.
+    ///
+    /// The oldest version kept, `h`, is the one that was current `retain` ago. Commit records
+    /// before it are deleted and commit `h` becomes the *base*: on replay, every event block up to
+    /// it is applied as one commit at `h`, which gives the table at `h` exactly (SPEC §3: a table
+    /// depends only on its set of events), so the row versions retired before `h` are never
+    /// rebuilt. Event blocks before the last full refresh up to `h` are deleted; if a tombstone GC
+    /// dropped events up to `h`, the blocks up to `h` are instead replaced by the event set the
+    /// table held at `h`. The table is rebuilt from the new log; the current table and every
+    /// version kept read exactly as before. The vacuum is itself a commit (operation `VACUUM`).
+    ///
+    /// A `retain` under [`MIN_RETAIN`] (seven days) is refused unless the table property
+    /// [`RETENTION_CHECK_PROPERTY`] is `false`, as Delta Lake does: see [`Store::vacuum_with`].
+    pub fn vacuum(&self, table: &str, retain: std::time::Duration) -> Result<VacuumReport> {
+        self.vacuum_with(table, retain, RetentionCheck::Enforced)
+    }
+
+    /// [`Store::vacuum`], with the retention check [`RetentionCheck::Disabled`] for callers that
+    /// mean to drop recent history whatever the table's properties say (tests, tools).
+    pub fn vacuum_with(
+        &self,
+        table: &str,
+        retain: std::time::Duration,
+        check: RetentionCheck,
+    ) -> Result<VacuumReport> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let t = inner.tables.get(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        let checked = t
+            .properties
+            .get(RETENTION_CHECK_PROPERTY)
+            .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false"));
+        if matches!(check, RetentionCheck::Enforced) && checked && retain < MIN_RETAIN {
+            return Err(Error::RetentionTooShort {
+                table: table.to_string(),
+                hours: retain.as_secs_f64() / 3600.0,
+            });
+        }
+        let now = now_us().max(t.commits.last().expect("a commit").timestamp_us + 1);
+        let cutoff = now.saturating_sub(i64::try_from(retain.as_micros()).unwrap_or(i64::MAX));
+        let oldest_kept = t.commits[0].version;
+        let i = t.commits.partition_point(|c| c.timestamp_us <= cutoff);
+        let h = if i == 0 {
+            oldest_kept
+        } else {
+            t.commits[i - 1].version
+        };
+        let id = t.id;
+        let next = t.commits.last().expect("a commit").version + 1;
+        let vacuum_commit = |removed: u64| {
+            let parameters = BTreeMap::from([
+                (
+                    "retain_hours".to_string(),
+                    format!("{:.3}", retain.as_secs_f64() / 3600.0),
+                ),
+                ("oldest_version".to_string(), h.to_string()),
+                ("commits_removed".to_string(), removed.to_string()),
+            ]);
+            CommitInfo::bare(next, now, "VACUUM", parameters)
+        };
+        if h == oldest_kept {
+            // Nothing old enough to forget: the vacuum is only recorded.
+            let commit = vacuum_commit(0);
+            let mut b = WriteBatch::default();
+            put_json(
+                &mut b,
+                key(keys::COMMIT, id, Some(commit.version), None),
+                &commit,
+            )?;
+            write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+            inner
+                .tables
+                .get_mut(table)
+                .expect("found")
+                .commits
+                .push(commit);
+            return Ok(VacuumReport {
+                oldest_version: h,
+                commits_removed: 0,
+                row_versions_removed: 0,
+                events_before: 0,
+                events_after: 0,
+                bytes_before: 0,
+                bytes_after: 0,
+            });
+        }
+        let log_bytes = |kv: &dyn KvStore| -> Result<(u64, u64)> {
+            let mut bytes = 0;
+            let mut events = 0;
+            for tag in [keys::COMMIT, keys::EVENTS] {
+                for kv in kv.scan_prefix(&key(tag, id, None, None)) {
+                    let (k, v) = kv?;
+                    bytes += (k.len() + v.len()) as u64;
+                    if tag == keys::EVENTS {
+                        events += crate::format::event_block::decode_block(&v)?.flags.len() as u64;
+                    }
+                }
+            }
+            Ok((bytes, events))
+        };
+        let (bytes_before, events_before) = log_bytes(inner.kv.as_ref())?;
+        let rows_before = t.state.rows.len() as u64;
+
+        let mut b = WriteBatch::default();
+        let mut commits_removed = 0;
+        let h_at = t.commits.partition_point(|c| c.version < h);
+        let kept_from = &t.commits[..=h_at];
+        // The GC threshold in force at `h`, which the removed commits may have set.
+        let mut gc_secs = t.flows[0].spec.tombstone_gc_threshold_secs;
+        for c in kept_from {
+            if c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE) {
+                gc_secs = gc_property(&c.parameters)?.unwrap_or(gc_secs);
+            }
+        }
+        if kept_from
+            .iter()
+            .any(|c| c.metrics.num_tombstones_collected > 0)
+        {
+            // A tombstone GC dropped events the log still has: write the event set the table held
+            // at `h` (from a replay up to it) as the base, in place of the blocks up to `h`.
+            let mut at_h = t.new_state();
+            replay_log(inner.kv.as_ref(), id, &mut at_h, &t.commits, Some(h))?;
+            let (events, truncates) = at_h.event_set()?;
+            for kv in inner.kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
+                let (k, _) = kv?;
+                if parse_version(&k)? > h {
+                    break;
+                }
+                b.delete(k);
+            }
+            put_event_blocks(&mut b, id, h, &t.state.schema, &events, &truncates)?;
+        } else if let Some(f) = kept_from
+            .iter()
+            .rev()
+            .find(|c| c.parameters.contains_key(FULL_REFRESH))
+        {
+            // Otherwise the blocks up to `h` are the event set already, and stay where they are;
+            // only those before the last full refresh, which it made irrelevant, go.
+            for kv in inner.kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
+                let (k, _) = kv?;
+                if parse_version(&k)? >= f.version {
+                    break;
+                }
+                b.delete(k);
+            }
+        }
+        for c in t.commits.iter().take_while(|c| c.version < h) {
+            b.delete(key(keys::COMMIT, id, Some(c.version), None));
+            commits_removed += 1;
+        }
+        // Commit `h` becomes the base: on replay, every block up to it is applied as one commit
+        // at `h` (never reset: what a full refresh dropped is gone already).
+        let mut base = t.commits[h_at].clone();
+        base.parameters.remove(FULL_REFRESH);
+        base.parameters
+            .insert(VACUUM_BASE.to_string(), "true".to_string());
+        base.parameters
+            .insert(TOMBSTONE_GC_PROPERTY.to_string(), gc_secs.to_string());
+        put_json(&mut b, key(keys::COMMIT, id, Some(h), None), &base)?;
+        let commit = vacuum_commit(commits_removed);
+        put_json(
+            &mut b,
+            key(keys::COMMIT, id, Some(commit.version), None),
+            &commit,
+        )?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        // Free the old state before rebuilding, so a VACUUM never holds two copies of the table
+        // (it doubled peak memory). Nobody can see the empty state: the write lock is held, and if
+        // the rebuild fails the store is poisoned and refuses reads until it is reopened.
+        {
+            let t = inner.tables.get_mut(table).expect("found");
+            t.state = t.new_state();
+            t.generation += 1;
+        }
+        // Rebuild from the log as it now is, as an open would.
+        let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
+            let t = &inner.tables[table];
+            let commits = load_commits(inner.kv.as_ref(), id, &t.name)?;
+            let mut state = t.new_state();
+            replay_log(inner.kv.as_ref(), id, &mut state, &commits, None)?;
+            Ok((state, commits))
+        })();
+        let (state, commits) = rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        let t = inner.tables.get_mut(table).expect("found");
+        t.state = state;
+        t.commits = commits;
+        let rows_after = t.state.rows.len() as u64;
+        // Measured only once the table is whole again: an error here leaves a correct store.
+        let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;
+        Ok(VacuumReport {
+            oldest_version: h,
+            commits_removed,
+            row_versions_removed: rows_before.saturating_sub(rows_after),
+            events_before,
+            events_after,
+            bytes_before,
+            bytes_after,
+        })
+    }
+}
