@@ -31,6 +31,6 @@ pub fn execute(data: &[u8]) -> Result<usize> {
     let ran = session.execute_script(text, |_| n += 1);
     match ran {
         Ok(()) => Ok(n),
-        Err(e) => Err(e.error),
+        Err(e) => Err(*e.error),
     }
 }

@@ -63,7 +63,7 @@ pub struct ScriptError {
     /// How many statements the script has.
     pub statements: usize,
     /// Why it failed.
-    pub error: QueryError,
+    pub error: Box<QueryError>,
 }
 
 impl std::fmt::Display for ScriptError {
@@ -175,7 +175,7 @@ impl SqlSession {
             statement: 1,
             line: 1,
             statements: 1,
-            error,
+            error: Box::new(error),
         })?;
         let n = stmts.len();
         for (i, stmt) in stmts.iter().enumerate() {
@@ -183,7 +183,7 @@ impl SqlSession {
                 statement: i + 1,
                 line: stmt.line(),
                 statements: n,
-                error,
+                error: Box::new(error),
             })?;
             each(out);
         }

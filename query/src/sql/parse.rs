@@ -509,7 +509,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 let Some(n) = n else {
                     return Err(syntax(
                         p.toks.get(p.i - 1).copied(),
-                        &format!("RETAIN takes a number of hours, from 0 to {MAX_RETAIN_HOURS}"),
+                        format!("RETAIN takes a number of hours, from 0 to {MAX_RETAIN_HOURS}"),
                     ));
                 };
                 p.expect("HOURS")?;
