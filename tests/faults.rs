@@ -140,7 +140,26 @@ fn a_damaged_event_block_is_reported_as_corrupt() {
         b.put(k, v);
         kv.write(b).unwrap();
     }
-    let e = Store::open(dir.path()).err().expect("refused");
+    // Opening reads the catalog only; the damage is found, and named, when the table is first
+    // replayed. The store stays usable (the table stays unreadable, every time).
+    let store = Store::open(dir.path()).unwrap();
+    for _ in 0..2 {
+        let e = store.read("t", |r| r.live_rows()).unwrap_err();
+        assert!(
+            matches!(&e, Error::Corrupt(m) if m.starts_with("table `t`: ")),
+            "{e}"
+        );
+    }
+    assert!(store.tables().unwrap().contains(&"t".to_string()));
+    drop(store);
+    // Opened eagerly, the store refuses to open.
+    let options = asof::StoreOptions {
+        open: asof::OpenMode::Eager,
+        ..Default::default()
+    };
+    let e = Store::open_with(dir.path(), options)
+        .err()
+        .expect("refused");
     assert!(matches!(e, Error::Corrupt(_)), "{e}");
 }
 

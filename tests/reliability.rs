@@ -498,3 +498,105 @@ fn a_refused_read_files_flow_leaves_nothing_and_can_be_run_again() {
     s.execute(&create("op = 'D'")).unwrap();
     assert_eq!(rows(&mut s, "SELECT id FROM t"), [["1"]]);
 }
+
+#[test]
+fn vacuum_keeps_the_checkpoint_of_every_flow_of_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE a (id BIGINT, seq BIGINT); CREATE TABLE b (id BIGINT, seq BIGINT);
+         INSERT INTO a VALUES (1, 1); INSERT INTO b VALUES (2, 1);
+         CREATE FLOW fa AS AUTO CDC INTO t FROM stream(a) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 2;
+         CREATE FLOW fb AS AUTO CDC INTO t FROM stream(b) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 2;
+         INSERT INTO b VALUES (3, 1); REFRESH STREAMING TABLE t;
+         ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false');
+         VACUUM t RETAIN 0 HOURS;",
+    )
+    .unwrap();
+    // Nothing new: neither flow reads its source again (fa's last commit was vacuumed away).
+    let out = s.execute("REFRESH STREAMING TABLE t").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l == "fa: nothing new\nfb: nothing new"),
+        "{out:?}"
+    );
+    drop(s);
+    let mut s = session(dir.path());
+    s.execute("INSERT INTO a VALUES (4, 1); REFRESH STREAMING TABLE t")
+        .unwrap();
+    let (names, h) = sql_rows(&mut s, "DESCRIBE HISTORY t");
+    let read = names.iter().position(|n| n == "num_events_read").unwrap();
+    assert_eq!(h[0][read].as_deref(), Some("1"), "only the new row: {h:?}");
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM t ORDER BY id"),
+        [["1"], ["2"], ["3"], ["4"]]
+    );
+}
+
+#[test]
+fn a_row_dropped_by_two_expectations_counts_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, seq BIGINT);
+         INSERT INTO ev VALUES (1, 1), (-1, NULL), (-2, 3);
+         CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT has_seq EXPECT (seq IS NOT NULL) ON VIOLATION DROP ROW, CONSTRAINT pos EXPECT (id > 0) ON VIOLATION DROP ROW)
+           FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+    let (names, h) = sql_rows(&mut s, "DESCRIBE HISTORY t");
+    let col = |n: &str| names.iter().position(|c| c == n).unwrap();
+    assert_eq!(h[0][col("num_dropped_rows")].as_deref(), Some("2"));
+    assert_eq!(h[0][col("num_events_read")].as_deref(), Some("1"));
+    let params = h[0][col("operationParameters")].clone().unwrap();
+    assert!(
+        params.contains(r#""expectation.has_seq":"1 rows failed (drop row)""#)
+            && params.contains(r#""expectation.pos":"2 rows failed (drop row)""#),
+        "{params}"
+    );
+}
+
+#[test]
+fn a_flow_whose_first_refresh_fails_creates_no_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE ev (id BIGINT, seq BIGINT); INSERT INTO ev VALUES (1, NULL)")
+        .unwrap();
+    let create = "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1";
+    let e = err(&mut s, create);
+    assert!(
+        e.contains("was not created, nothing was committed")
+            && e.contains("CONSTRAINT seq_present"),
+        "{e}"
+    );
+    assert!(s.execute("SELECT * FROM t").is_err(), "no table t");
+    // With the expectation declared, the same statement goes through.
+    s.execute(&create.replace(
+        "TABLE t FLOW",
+        "TABLE t (CONSTRAINT seq_present EXPECT (seq IS NOT NULL) ON VIOLATION DROP ROW) FLOW",
+    ))
+    .unwrap();
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [["0"]]);
+}
+
+#[test]
+fn declaring_an_existing_table_with_other_properties_is_an_error_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, seq BIGINT);
+         CREATE OR REFRESH STREAMING TABLE t TBLPROPERTIES ('owner' = 'audit');
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq;",
+    )
+    .unwrap();
+    // The same declaration again is a refresh; a different one is refused.
+    s.execute("CREATE OR REFRESH STREAMING TABLE t TBLPROPERTIES ('owner' = 'audit')")
+        .unwrap();
+    let e = err(
+        &mut s,
+        "CREATE OR REFRESH STREAMING TABLE t TBLPROPERTIES ('owner' = 'ops')",
+    );
+    assert!(
+        e.contains("ALTER STREAMING TABLE t SET TBLPROPERTIES"),
+        "{e}"
+    );
+}

@@ -51,15 +51,29 @@ impl std::fmt::Display for OnViolation {
 /// How many rows violated each expectation of a batch, by name.
 pub(crate) type Violations = Vec<(String, OnViolation, u64)>;
 
-/// Checks `batch` against `expectations`: the rows to apply, and the violations counted.
+/// What [`check`] found in a batch.
+pub(crate) struct Checked {
+    /// The rows to apply.
+    pub rows: RecordBatch,
+    /// How many rows violated each expectation.
+    pub violations: Violations,
+    /// How many rows were left out (a row that violates two `DROP ROW` expectations counts once).
+    pub dropped: u64,
+}
+
+/// Checks `batch` against `expectations`.
 pub(crate) fn check(
     table: &str,
     expectations: &[Expectation],
     batch: &RecordBatch,
     evaluator: Option<&Arc<dyn ConditionEvaluator>>,
-) -> Result<(RecordBatch, Violations)> {
+) -> Result<Checked> {
     if expectations.is_empty() {
-        return Ok((batch.clone(), Vec::new()));
+        return Ok(Checked {
+            rows: batch.clone(),
+            violations: Vec::new(),
+            dropped: 0,
+        });
     }
     let n = batch.num_rows();
     let mut keep = vec![true; n];
@@ -86,7 +100,11 @@ pub(crate) fn check(
     }
     let kept = arrow::compute::filter_record_batch(batch, &BooleanArray::from(keep))
         .map_err(|e| Error::InvalidQuery(e.to_string()))?;
-    Ok((kept, counts))
+    Ok(Checked {
+        dropped: (n - kept.num_rows()) as u64,
+        rows: kept,
+        violations: counts,
+    })
 }
 
 /// Checks that `expectation` can be evaluated on rows of `schema` (its columns exist, it is a

@@ -38,8 +38,8 @@ pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAI
 pub use progress::Progress;
 pub use source::SourceWrite;
 pub use store::{
-    ChangeType, CommitInfo, RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions,
-    TableOptions, TableReader, TimeFilter, VacuumReport, DEFAULT_HOT_EVENTS_PER_KEY,
+    ChangeType, CommitInfo, OpenMode, RetentionCheck, RowView, ScanCursor, ScanSpec, Store,
+    StoreOptions, TableOptions, TableReader, TimeFilter, VacuumReport, DEFAULT_HOT_EVENTS_PER_KEY,
     FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
     TOMBSTONE_GC_PROPERTY,
 };

@@ -29,7 +29,8 @@ pub(crate) struct SourceTable {
     pub name: String,
     pub schema: SchemaRef,
     pub columns: Vec<SourceColumn>,
-    pub batches: Vec<RecordBatch>,
+    /// Its rows, once read (they stay on disk until a reader needs them).
+    pub batches: Option<Vec<RecordBatch>>,
     pub rows: u64,
     /// Number of appends (the next chunk sequence).
     pub appends: u64,
@@ -57,7 +58,7 @@ impl SourceTable {
             name,
             schema,
             columns,
-            batches: Vec::new(),
+            batches: Some(Vec::new()),
             rows: 0,
             appends: 0,
             origin: None,
@@ -178,7 +179,7 @@ impl SourceTable {
     pub fn rows_from(&self, from: u64) -> Vec<RecordBatch> {
         let mut skip = from;
         let mut out = Vec::new();
-        for b in &self.batches {
+        for b in self.batches.iter().flatten() {
             let n = b.num_rows() as u64;
             if skip >= n {
                 skip -= n;

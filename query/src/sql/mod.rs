@@ -200,6 +200,14 @@ impl SqlSession {
                 flow,
             } => {
                 if flow.is_none() && self.store.tables()?.contains(&name) {
+                    let current = self.store.properties(&name)?;
+                    if let Some((k, v)) =
+                        properties.iter().find(|(k, v)| current.get(*k) != Some(*v))
+                    {
+                        return Err(QueryError::Invalid(format!(
+                            "`{name}` exists already and its property `{k}` is not `{v}`: set properties of an existing table with ALTER STREAMING TABLE {name} SET TBLPROPERTIES (...)"
+                        )));
+                    }
                     // CREATE OR REFRESH of an existing table: its expectations as declared now,
                     // then a refresh of its flows.
                     let mut lines = Vec::new();
@@ -335,7 +343,7 @@ impl SqlSession {
     }
 
     fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
-        let (schema, _) = self.store.source_data(&source).map_err(|e| match e {
+        let schema = self.store.source_schema(&source).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
                 "flow `{}` reads `{source}`, which is not a table",
                 f.name
@@ -392,7 +400,8 @@ impl SqlSession {
                 &table_arrow_schema(&flow.target_schema()),
             )?;
         }
-        if self.store.tables()?.contains(&f.target) {
+        let creates_table = !self.store.tables()?.contains(&f.target);
+        if !creates_table {
             self.store.create_flow(flow)?;
         } else {
             let mut options = asof_storage::TableOptions::default();
@@ -403,7 +412,19 @@ impl SqlSession {
             self.store.create_flow_with(flow, options)?;
         }
         self.declared.retain(|d| d.name != f.target);
-        let line = match self.store.refresh(&f.name, false)? {
+        // The statement creates the table and fills it, or does nothing: a table whose first
+        // refresh failed is dropped again (it holds only its creation).
+        let refreshed = match self.store.refresh(&f.name, false) {
+            Err(e) if creates_table => {
+                self.store.drop_table(&f.target)?;
+                return Err(QueryError::Invalid(format!(
+                    "flow `{}` into `{}` was not created, nothing was committed: {e}",
+                    f.name, f.target
+                )));
+            }
+            r => r?,
+        };
+        let line = match refreshed {
             Some(c) => format!(
                 "flow {} into {}: commit {} read {} events, wrote {} row versions",
                 f.name, f.target, c.version, c.metrics.num_events_read, c.metrics.num_upserted_rows
@@ -483,7 +504,7 @@ impl SqlSession {
                 "the read_files options of `{source}` are damaged: {e}"
             ))
         })?;
-        let (schema, _) = self.store.source_data(source)?;
+        let schema = self.store.source_schema(source)?;
         let new: Vec<_> = files
             .list()?
             .into_iter()
@@ -518,8 +539,7 @@ impl SqlSession {
     /// Registers every table and view of the store with DataFusion.
     fn register_all(&mut self) -> Result<()> {
         for name in self.store.sources()? {
-            let (schema, batches) = self.store.source_data(&name)?;
-            let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+            let t = provider::SourceProvider::new(self.store.clone(), &name)?;
             self.ctx.deregister_table(name.as_str()).map_err(df)?;
             self.ctx
                 .register_table(name.as_str(), Arc::new(t))
@@ -644,7 +664,7 @@ impl SqlSession {
             }
             e => e.into(),
         })?;
-        let target_schema = self.store.source_data(&name)?.0;
+        let target_schema = self.store.source_schema(&name)?;
         let mut i = 3;
         let mut cols: Vec<String> = target_schema
             .fields()

@@ -23,6 +23,62 @@ use crate::arrow_conv::table_arrow_schema;
 use crate::error::Result;
 use crate::scan::{scan, KeySelection, ScanRequest, TimeSelection};
 
+/// A source table: its rows are read from the store only when a query scans it, so that
+/// registering every table for a statement costs nothing.
+#[derive(Debug)]
+pub(crate) struct SourceProvider {
+    store: StoreHandle,
+    name: String,
+    schema: SchemaRef,
+}
+
+/// The store, without its `Debug` (which it does not have).
+struct StoreHandle(Store);
+
+impl std::fmt::Debug for StoreHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+impl SourceProvider {
+    pub fn new(store: Store, name: &str) -> Result<Self> {
+        Ok(SourceProvider {
+            schema: store.source_schema(name)?,
+            store: StoreHandle(store),
+            name: name.to_string(),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for SourceProvider {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Base
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let (schema, batches) = self
+            .store
+            .0
+            .source_data(&self.name)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        datafusion::datasource::MemTable::try_new(schema, vec![batches])?
+            .scan(state, projection, filters, limit)
+            .await
+    }
+}
+
 /// A target table seen through a business and a system selection.
 pub(crate) struct TargetTable {
     store: Store,

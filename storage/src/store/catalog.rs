@@ -6,14 +6,17 @@ use std::sync::Arc;
 use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::load::Load;
 use super::records::{gc_property, TableRecord};
 use super::replay::{load_commits, replay_log};
+use super::sources::WRITE;
+use super::OpenMode;
 use super::{Inner, Store, Table};
 use crate::engine::TableState;
 use crate::error::{corrupt, Error, FlowError, Result};
 use crate::expectation::{self, Expectation};
 use crate::flow::{Condition, Flow, FlowSpec};
-use crate::format::keys::{self, key, parse_version};
+use crate::format::keys::{self, key};
 use crate::ingest::ConditionEvaluator;
 use crate::kv::WriteBatch;
 use crate::source::{SourceRecord, SourceTable};
@@ -153,6 +156,7 @@ impl Store {
                         name: target,
                         flows: vec![flow],
                         state,
+                        load: Load::Replayed,
                         commits: vec![commit],
                         properties,
                         expectations,
@@ -267,7 +271,8 @@ pub(crate) fn check_flow_conditions(
 
 impl Inner {
     pub(super) fn load(&mut self) -> Result<()> {
-        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"T").collect::<Result<_>>()?;
+        let records: Vec<(Vec<u8>, Vec<u8>)> =
+            self.kv.scan_prefix(&[keys::TABLE]).collect::<Result<_>>()?;
         for (k, v) in records {
             let id = k
                 .get(1..5)
@@ -290,7 +295,14 @@ impl Inner {
                 self.cold.clone(),
             );
             let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
-            replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
+            // Replayed now only when asked; otherwise on first use (`Inner::ensure_replayed`).
+            let load = match self.open {
+                OpenMode::Eager => {
+                    replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
+                    Load::Replayed
+                }
+                OpenMode::Lazy => Load::Pending,
+            };
             self.next_table_id = self.next_table_id.max(id + 1);
             self.tables.insert(
                 rec.name.clone(),
@@ -299,6 +311,7 @@ impl Inner {
                     name: rec.name,
                     flows,
                     state,
+                    load,
                     commits,
                     properties: rec.properties,
                     expectations: rec.expectations,
@@ -307,7 +320,10 @@ impl Inner {
                 },
             );
         }
-        let records: Vec<(Vec<u8>, Vec<u8>)> = self.kv.scan_prefix(b"S").collect::<Result<_>>()?;
+        let records: Vec<(Vec<u8>, Vec<u8>)> = self
+            .kv
+            .scan_prefix(&[keys::SOURCE])
+            .collect::<Result<_>>()?;
         for (k, v) in records {
             let id = k
                 .get(1..5)
@@ -318,50 +334,27 @@ impl Inner {
                 serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
             let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
             src.origin = rec.origin;
-            let mut last_append = None;
+            src.batches = None;
             for kv in self.kv.scan_prefix(&key(keys::LOADED, id, None, None)) {
-                let (k, v) = kv?;
-                src.appends = src.appends.max(parse_version(&k)? + 1);
+                let (_, v) = kv?;
                 src.loaded
                     .insert(String::from_utf8(v).map_err(|_| corrupt("loaded name is not UTF-8"))?);
             }
-            let named_appends = src.appends;
+            // The rows stay on disk until they are read (`Inner::ensure_rows`); the commit records
+            // say how many there are: one `WRITE` commit per append.
             for kv in self
                 .kv
                 .scan_prefix(&key(keys::SOURCE_COMMIT, id, None, None))
             {
                 let (_, v) = kv?;
-                src.history.push(
-                    serde_json::from_slice(&v)
-                        .map_err(|e| corrupt(format!("source commit record: {e}")))?,
-                );
-            }
-            src.appends = 0;
-            for kv in self.kv.scan_prefix(&key(keys::APPEND, id, None, None)) {
-                let (k, v) = kv?;
-                let append = parse_version(&k)?;
-                if last_append != Some(append) {
+                let c: CommitInfo = serde_json::from_slice(&v)
+                    .map_err(|e| corrupt(format!("source commit record: {e}")))?;
+                if c.operation == WRITE {
                     src.appends += 1;
-                    last_append = Some(append);
+                    src.rows += c.metrics.num_upserted_rows;
                 }
-                for b in SourceTable::decode_chunk(&v)? {
-                    if b.schema().fields().len() != src.columns.len() {
-                        return Err(corrupt(format!(
-                            "source `{}`: chunk does not match the table",
-                            rec.name
-                        )));
-                    }
-                    let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    src.rows += b.num_rows() as u64;
-                    src.batches.push(b);
-                }
+                src.history.push(c);
             }
-            // Appends are numbered densely except that an empty named append has no chunk.
-            src.appends = src
-                .appends
-                .max(named_appends)
-                .max(last_append.map_or(0, |a| a + 1));
             self.next_table_id = self.next_table_id.max(id + 1);
             self.sources.insert(rec.name, src);
         }

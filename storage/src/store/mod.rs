@@ -15,6 +15,7 @@
 
 mod catalog;
 mod commit;
+mod load;
 mod properties;
 mod reader;
 mod records;
@@ -41,6 +42,7 @@ use crate::source::SourceTable;
 use crate::format::keys::FORMAT_KEY;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
+use load::Load;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter};
 pub use records::TOMBSTONE_GC_PROPERTY;
 pub use refresh::{FULL_REFRESH, SOURCE_OFFSET};
@@ -64,6 +66,22 @@ pub struct StoreOptions {
     pub lock_wait: std::time::Duration,
     /// What an open does with the manifest (default: verify it).
     pub manifest: ManifestCheck,
+    /// When tables are rebuilt from their logs (default: on first use).
+    pub open: OpenMode,
+}
+
+/// When an open rebuilds each table's state from its log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpenMode {
+    /// On first use: opening reads the catalog and the commit records only, and a table is
+    /// replayed the first time a query or a commit needs it (a source table's rows are read
+    /// likewise). Opening costs milliseconds; the first use of a table pays its replay.
+    #[default]
+    Lazy,
+    /// All of them while opening: the first query costs nothing extra, the open costs the replay
+    /// of every table.
+    Eager,
 }
 
 /// The default of [`StoreOptions::hot_events_per_key`].
@@ -76,6 +94,7 @@ impl Default for StoreOptions {
             hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
             lock_wait: crate::kv::LOCK_WAIT,
             manifest: ManifestCheck::Verify,
+            open: OpenMode::Lazy,
         }
     }
 }
@@ -84,7 +103,9 @@ struct Table {
     id: u32,
     name: String,
     flows: Vec<Flow>,
+    /// Its rows, timelines and events: empty until `load` says it was replayed.
     state: TableState,
+    load: Load,
     /// The commit log from the oldest version kept (0 unless vacuumed), in version order.
     commits: Vec<CommitInfo>,
     properties: BTreeMap<String, String>,
@@ -105,6 +126,7 @@ struct Inner {
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
     progress: Option<Arc<dyn Progress>>,
     cold: ColdConfig,
+    open: OpenMode,
 }
 
 /// An asof store: a folder with target tables and the flows that feed them.
@@ -134,7 +156,7 @@ impl Store {
             dir: Some(path.as_ref().to_path_buf()),
             hot_tail: options.hot_events_per_key,
         };
-        Self::open_kv(Box::new(kv), cold)
+        Self::open_kv(Box::new(kv), cold, options.open)
     }
 
     /// Opens a store on any key-value implementation (tests use this to inject failures). Cold
@@ -144,10 +166,10 @@ impl Store {
             dir: None,
             hot_tail: DEFAULT_HOT_EVENTS_PER_KEY,
         };
-        Self::open_kv(kv, cold)
+        Self::open_kv(kv, cold, OpenMode::Lazy)
     }
 
-    fn open_kv(kv: Box<dyn KvStore>, cold: ColdConfig) -> Result<Store> {
+    fn open_kv(kv: Box<dyn KvStore>, cold: ColdConfig, open: OpenMode) -> Result<Store> {
         match kv.get(FORMAT_KEY)? {
             Some(v) => {
                 let found = v
@@ -181,6 +203,7 @@ impl Store {
             evaluator: None,
             progress: None,
             cold,
+            open,
         };
         inner.load()?;
         Ok(Store {
@@ -293,7 +316,7 @@ impl Store {
 
     /// Runs `f` on a consistent read view of `table`.
     pub fn read<R>(&self, table: &str, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
-        let g = self.read_inner()?;
+        let g = self.read_replayed(table)?;
         let t = g.table(table)?;
         Ok(f(&TableReader { table: t }))
     }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::load::Load;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
 use super::Store;
 use crate::error::{Error, Result};
@@ -50,7 +51,8 @@ impl Store {
             &commit,
         )?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-        if let Some(secs) = gc {
+        // A table not replayed yet takes the setting from this commit when it is.
+        if let (Some(secs), Load::Replayed) = (gc, t.load) {
             t.state.set_tombstone_gc_secs(secs);
         }
         t.properties = all;
@@ -121,7 +123,7 @@ impl Store {
 
     /// The table's properties (`SHOW TBLPROPERTIES`), the GC threshold always among them.
     pub fn properties(&self, table: &str) -> Result<BTreeMap<String, String>> {
-        let g = self.read_inner()?;
+        let g = self.read_replayed(table)?;
         let t = g.table(table)?;
         let mut p = t.properties.clone();
         p.entry(TOMBSTONE_GC_PROPERTY.to_string())

@@ -8,7 +8,7 @@ use arrow::record_batch::RecordBatch;
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::{Inner, Store, Table};
 use crate::error::{Error, Result};
-use crate::expectation::{self, OnViolation};
+use crate::expectation;
 use crate::flow::FlowSpec;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
@@ -104,20 +104,24 @@ pub const SOURCE_OFFSET: &str = "source_offset";
 pub const FULL_REFRESH: &str = "full_refresh";
 
 impl Table {
-    /// How many rows of its source `flow` has consumed: the offset of its last refresh.
-    /// How many rows of its source `flow` has processed, from the last commit that says so:
-    /// `source_offset` in a commit of that flow alone, `source_offset.<flow>` in a full refresh of
-    /// the table. `None` if the flow never wrote a commit.
+    /// How many rows of its source `flow` has processed: see [`checkpoint_in`].
     pub(super) fn checkpoint(&self, flow: &str) -> Option<u64> {
-        let per_flow = format!("{SOURCE_OFFSET}.{flow}");
-        self.commits.iter().rev().find_map(|c| {
-            let own = (c.parameters.get("flow").map(String::as_str) == Some(flow))
-                .then(|| c.parameters.get(SOURCE_OFFSET))
-                .flatten();
-            own.or_else(|| c.parameters.get(&per_flow))
-                .and_then(|v| v.parse().ok())
-        })
+        checkpoint_in(&self.commits, flow)
     }
+}
+
+/// How many rows of its source `flow` has processed as of the last of `commits` that says so:
+/// `source_offset` in a commit of that flow alone, `source_offset.<flow>` in a full refresh of
+/// the table or a vacuum base. `None` if no commit says.
+pub(super) fn checkpoint_in(commits: &[CommitInfo], flow: &str) -> Option<u64> {
+    let per_flow = format!("{SOURCE_OFFSET}.{flow}");
+    commits.iter().rev().find_map(|c| {
+        let own = (c.parameters.get("flow").map(String::as_str) == Some(flow))
+            .then(|| c.parameters.get(SOURCE_OFFSET))
+            .flatten();
+        own.or_else(|| c.parameters.get(&per_flow))
+            .and_then(|v| v.parse().ok())
+    })
 }
 
 impl Inner {
@@ -153,6 +157,9 @@ impl Inner {
         if from >= src.rows {
             return Ok(None);
         }
+        let source = src.name.clone();
+        self.ensure_rows(&source)?;
+        let (src, _) = self.flow_source(table, flow)?;
         let total = src.rows;
         let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
             .map_err(|e| Error::InvalidQuery(e.to_string()))?;
@@ -171,10 +178,12 @@ impl Inner {
         let mut params = BTreeMap::new();
         let mut batches = Vec::new();
         for f in &flows {
+            let source = self.flow_source(table, f)?.0.name.clone();
+            self.ensure_rows(&source)?;
             let (src, _) = self.flow_source(table, f)?;
             params.insert(format!("{SOURCE_OFFSET}.{f}"), src.rows.to_string());
             batches.push(
-                arrow::compute::concat_batches(&src.schema, &src.batches)
+                arrow::compute::concat_batches(&src.schema, src.batches.iter().flatten())
                     .map_err(|e| Error::InvalidQuery(e.to_string()))?,
             );
         }
@@ -194,8 +203,10 @@ impl Inner {
         full: bool,
     ) -> Result<CommitInfo> {
         let started = Instant::now();
-        let inner = self;
         let first = parts.first().map(|p| p.0).unwrap_or_default();
+        let name = self.flow_table(first)?;
+        self.ensure_replayed(&name)?;
+        let inner = self;
         let table = inner
             .tables
             .values_mut()
@@ -220,20 +231,18 @@ impl Inner {
                     kind: "flow",
                     name: flow.to_string(),
                 })?;
-            let (batch, violations) = expectation::check(
+            let checked = expectation::check(
                 &table.name,
                 &table.expectations,
                 batch,
                 inner.evaluator.as_ref(),
             )?;
-            for (name, action, n) in violations {
-                if action == OnViolation::DropRow {
-                    dropped += n;
-                }
+            dropped += checked.dropped;
+            for (name, action, n) in checked.violations {
                 let failed = failed_rows.entry(name).or_insert((action, 0));
                 failed.1 += n;
             }
-            let (e, t) = prepare(f, &batch, inner.evaluator.as_ref(), ts)?;
+            let (e, t) = prepare(f, &checked.rows, inner.evaluator.as_ref(), ts)?;
             events.extend(e);
             truncates.extend(t);
         }

@@ -12,6 +12,9 @@ use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
 use crate::source::{SourceRecord, SourceTable, SourceWrite, WriteKind};
 
+/// The operation of a source commit that appended rows.
+pub(super) const WRITE: &str = "WRITE";
+
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
     pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
@@ -109,7 +112,9 @@ impl Store {
                     key(keys::APPEND, id, Some(src.appends), Some(i as u32)),
                     chunk.clone(),
                 );
-                new_batches.extend(SourceTable::decode_chunk(chunk)?);
+                if src.batches.is_some() {
+                    new_batches.extend(SourceTable::decode_chunk(chunk)?);
+                }
             }
             if let Some(n) = name {
                 b.put(
@@ -121,7 +126,7 @@ impl Store {
             let commit = CommitInfo {
                 version: last.map_or(0, |c| c.version + 1),
                 timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
-                operation: "WRITE".into(),
+                operation: WRITE.into(),
                 parameters: name
                     .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
                     .unwrap_or_default(),
@@ -156,7 +161,9 @@ impl Store {
         for batch in new_batches {
             let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
                 .map_err(|e| corrupt(e.to_string()))?;
-            src.batches.push(batch);
+            if let Some(batches) = src.batches.as_mut() {
+                batches.push(batch);
+            }
         }
         Ok(src.rows)
     }
@@ -205,12 +212,22 @@ impl Store {
         &self,
         source: &str,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
+        let g = self.read_with_rows(source)?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.schema.clone(), src.batches.clone().unwrap_or_default()))
+    }
+
+    /// The schema of a source table (its rows are not read).
+    pub fn source_schema(&self, source: &str) -> Result<arrow::datatypes::SchemaRef> {
         let g = self.read_inner()?;
         let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
             kind: "source table",
             name: source.to_string(),
         })?;
-        Ok((src.schema.clone(), src.batches.clone()))
+        Ok(src.schema.clone())
     }
 
     /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows

@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 
 use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
+use super::load::Load;
 use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
-use super::refresh::FULL_REFRESH;
+use super::refresh::{checkpoint_in, FULL_REFRESH, SOURCE_OFFSET};
 use super::replay::{load_commits, replay_log, VACUUM_BASE};
 use super::Store;
 use crate::engine::TableState;
@@ -76,6 +77,7 @@ impl Store {
     ) -> Result<VacuumReport> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
+        inner.ensure_replayed(table)?;
         let t = inner.tables.get(table).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: table.to_string(),
@@ -210,6 +212,15 @@ impl Store {
             .insert(VACUUM_BASE.to_string(), "true".to_string());
         base.parameters
             .insert(TOMBSTONE_GC_PROPERTY.to_string(), gc_secs.to_string());
+        // Every flow's checkpoint as of `h`: the commits that recorded them are going.
+        for f in &t.flows {
+            if let Some(offset) = checkpoint_in(&t.commits[..=h_at], &f.spec.name) {
+                base.parameters.insert(
+                    format!("{SOURCE_OFFSET}.{}", f.spec.name),
+                    offset.to_string(),
+                );
+            }
+        }
         put_json(&mut b, key(keys::COMMIT, id, Some(h), None), &base)?;
         let commit = vacuum_commit(commits_removed);
         put_json(
@@ -224,6 +235,7 @@ impl Store {
         {
             let t = inner.tables.get_mut(table).expect("found");
             t.state = t.new_state();
+            t.load = Load::Pending;
             t.generation += 1;
         }
         // Rebuild from the log as it now is, as an open would.
@@ -237,6 +249,7 @@ impl Store {
         let (state, commits) = rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         let t = inner.tables.get_mut(table).expect("found");
         t.state = state;
+        t.load = Load::Replayed;
         t.commits = commits;
         let rows_after = t.state.rows.len() as u64;
         // Measured only once the table is whole again: an error here leaves a correct store.
