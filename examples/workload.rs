@@ -88,10 +88,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(store);
     let start = Instant::now();
     let store = Store::open_with(dir.path(), options.clone())?;
+    let opened = start.elapsed().as_secs_f64();
+    let live = store.read("bench", |r| r.live_rows())?;
     println!(
-        "reopen (replay) in {:.2} s; {} live row versions",
-        start.elapsed().as_secs_f64(),
-        store.read("bench", |r| r.live_rows())?
+        "reopen in {:.1} ms (catalog only); first use of the table (replay) {:.2} s; {live} live row versions",
+        opened * 1000.0,
+        start.elapsed().as_secs_f64() - opened,
     );
 
     // A SQL query over the whole history streams: its memory is a few batches, not the table.

@@ -24,6 +24,10 @@ struct Cli {
     /// (default 2).
     #[arg(long, global = true, env = "ASOF_WAIT", value_name = "SECONDS")]
     wait: Option<f64>,
+    /// When tables are rebuilt from their logs: on first use (lazy, the default) or while
+    /// opening (eager).
+    #[arg(long, global = true, env = "ASOF_OPEN", value_enum, default_value_t = Open::Lazy)]
+    open: Open,
     #[command(subcommand)]
     command: Command,
 }
@@ -101,6 +105,14 @@ enum Command {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum Open {
+    /// Each table on first use.
+    Lazy,
+    /// Every table while opening.
+    Eager,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum Format {
     /// Aligned text tables.
     Table,
@@ -175,7 +187,13 @@ fn main() -> ExitCode {
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
 fn run(cli: Cli) -> Res<()> {
-    let mut options = asof::StoreOptions::default();
+    let mut options = asof::StoreOptions {
+        open: match cli.open {
+            Open::Lazy => asof::OpenMode::Lazy,
+            Open::Eager => asof::OpenMode::Eager,
+        },
+        ..Default::default()
+    };
     if let Some(w) = cli.wait {
         options.lock_wait = std::time::Duration::try_from_secs_f64(w)
             .map_err(|_| format!("--wait takes a number of seconds, not {w}"))?;

@@ -1,20 +1,11 @@
 //! End-to-end: the built `asof` binary on the shipped example.
 
+mod common;
+
 use std::process::Command;
 
 fn asof(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_asof"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run asof");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    common::run_asof(db, args)
 }
 
 #[test]

@@ -54,20 +54,6 @@ fn write_fixture() {
     s.execute(&script()).unwrap();
 }
 
-/// A copy of a committed store folder (opening may write: sled's recovery, the manifest).
-fn copy_of(dir: &std::path::Path) -> tempfile::TempDir {
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(dir)
-        .expect("the fixture is committed")
-        .flatten()
-    {
-        if e.path().is_file() {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
-    }
-    tmp
-}
-
 fn one(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
     sql_rows(s, sql).1
 }
@@ -152,7 +138,7 @@ fn check_every_read_path(s: &mut SqlSession) {
 
 #[test]
 fn a_store_written_before_the_fix_with_250x_compressible_blocks_opens_and_reads() {
-    let tmp = copy_of(&fixture_dir());
+    let tmp = common::copy_of_fixture(&fixture_dir());
     let mut s = SqlSession::new(Store::open(tmp.path()).expect("the fixture opens")).unwrap();
     check_every_read_path(&mut s);
 }

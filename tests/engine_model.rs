@@ -1,4 +1,4 @@
-//! Property tests: the engine equals the reference model (SPEC §3–§6) on random event sets, with
+//! Property tests: the engine equals the reference model (docs/SEMANTICS.md §3–§6) on random event sets, with
 //! every flow option, in any arrival order, batching, with restarts and replays.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Every rule of SPEC §1 refuses a bad flow definition with its own error.
+//! Every rule of docs/SEMANTICS.md §1 refuses a bad flow definition with its own error.
 
 use std::sync::Arc;
 

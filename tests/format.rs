@@ -64,17 +64,7 @@ fn the_version_1_fixture_opens_and_reads_the_same() {
         FORMAT_VERSION, 1,
         "a new format version needs a new fixture beside this one"
     );
-    // Work on a copy: opening may write (sled's recovery, the manifest).
-    let tmp = tempfile::tempdir().unwrap();
-    // Files only: git keeps no empty folders (sled's `blobs/`), and sled recreates them.
-    for e in std::fs::read_dir(fixture_dir())
-        .expect("the fixture is committed")
-        .flatten()
-    {
-        if e.path().is_file() {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
-    }
+    let tmp = common::copy_of_fixture(&fixture_dir());
     let store = Store::open(tmp.path()).unwrap();
     let mut tables = store.tables().unwrap();
     tables.sort();

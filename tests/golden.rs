@@ -1,4 +1,4 @@
-//! The reference case of SPEC §6 (`tests/data/seed_bitemporal`, a copy of shared/golden): the table
+//! The reference case of docs/SEMANTICS.md §6 (`tests/data/seed_bitemporal`): the table
 //! after each event, and the final table for every arrival order and every way of batching it.
 
 mod common;

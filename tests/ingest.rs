@@ -1,4 +1,4 @@
-//! Ingest behaviour: batch validation (SPEC §2), value types, STRUCT sequences, composite keys,
+//! Ingest behaviour: batch validation (docs/SEMANTICS.md §2), value types, STRUCT sequences, composite keys,
 //! the commit clock as system time, truncates, tombstone GC and conditions.
 
 mod common;

@@ -1,4 +1,4 @@
-//! Temporal scans (SPEC §8): selections on both timelines, keys, projection, batching, pinning, and
+//! Temporal scans (docs/SEMANTICS.md §8): selections on both timelines, keys, projection, batching, pinning, and
 //! point lookups that agree with scans.
 
 mod common;

@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use asof::{ExternalAccess, SessionOptions, SqlOutput, SqlSession, Store};
 use common::sql_rows;
 
@@ -44,18 +42,7 @@ fn history_ops(s: &mut SqlSession, table: &str) -> Vec<String> {
 }
 
 fn asof(db: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_asof"))
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run asof");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    common::run_asof(db, args)
 }
 
 /// 20,000 rows, three DataFusion batches; `v` is 1.7 at row 14,900 when `bad`.

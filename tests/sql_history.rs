@@ -1,4 +1,4 @@
-//! SPEC §7 through SQL: DESCRIBE HISTORY, VERSION AS OF / TIMESTAMP AS OF (with the temporal
+//! docs/SEMANTICS.md §7 through SQL: DESCRIBE HISTORY, VERSION AS OF / TIMESTAMP AS OF (with the temporal
 //! clauses), table_changes, VACUUM and table properties.
 
 mod common;
@@ -264,7 +264,7 @@ fn table_properties_at_creation_and_later() {
         Some("0".into())
     ]));
     // With a threshold of 0 s a delete's tombstone is collected at the next commit, so a late
-    // upsert older than the delete brings the key back (SPEC §6, the documented exception).
+    // upsert older than the delete brings the key back (docs/SEMANTICS.md §6, the documented exception).
     s.execute("INSERT INTO src VALUES (1, 'a', 5, 'U'); REFRESH STREAMING TABLE t")
         .unwrap();
     s.execute("INSERT INTO src VALUES (1, NULL, 9, 'D'); REFRESH STREAMING TABLE t")

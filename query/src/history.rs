@@ -15,7 +15,7 @@ use crate::error::Result;
 type Metric = fn(&CommitInfo) -> u64;
 
 /// The commit log as a batch: `version`, `timestamp`, `operation`, `operationParameters` (JSON),
-/// one column per metric of SPEC §7, and `duration_ms`.
+/// one column per metric of docs/SEMANTICS.md §7, and `duration_ms`.
 pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
     let commits: Vec<&CommitInfo> = history.iter().rev().collect();
     let metric = |f: Metric| -> ArrayRef {

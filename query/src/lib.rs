@@ -1,7 +1,7 @@
 //! # asof-query
 //!
 //! The query layer of asof: temporal scans of target tables into Apache Arrow record batches
-//! (SPEC §8), with key, business-time, system-time and projection selection pushed into the
+//! (docs/SEMANTICS.md §8), with key, business-time, system-time and projection selection pushed into the
 //! storage scan, and point as-of lookups.
 #![warn(missing_docs)]
 

@@ -1,4 +1,4 @@
-//! Temporal scans of target tables into Arrow record batches (SPEC §8), with key, time and
+//! Temporal scans of target tables into Arrow record batches (docs/SEMANTICS.md §8), with key, time and
 //! projection selection pushed into the storage scan.
 
 use std::ops::Bound;
@@ -15,7 +15,7 @@ use asof_storage::{
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
 use crate::error::{QueryError, Result};
 
-/// A selection on one timeline (SPEC §8). Bounds are values of the timeline's type; strings are
+/// A selection on one timeline (docs/SEMANTICS.md §8). Bounds are values of the timeline's type; strings are
 /// parsed (`"2025-07-18T12:00:00"`). For `SEQUENCE BY STRUCT(...)`, give one value per component.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub enum TimeSelection {
@@ -268,7 +268,7 @@ pub enum ChangeBound {
     Timestamp(i64),
 }
 
-/// The change data feed of `table` between two commits, both included (SPEC §7): the changed
+/// The change data feed of `table` between two commits, both included (docs/SEMANTICS.md §7): the changed
 /// rows with `_change_type` (`insert`, `delete`, `update_preimage`, `update_postimage`),
 /// `_commit_version` and `_commit_timestamp`. `end = None` means the latest commit.
 pub fn table_changes(

@@ -10,10 +10,10 @@ use std::fmt;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A flow definition breaks one of the rules of SPEC §1.
+    /// A flow definition breaks one of the rules of docs/SEMANTICS.md §1.
     #[error("invalid flow definition: {0}")]
     InvalidFlow(#[from] FlowError),
-    /// A batch of events was rejected as a whole (SPEC §2); nothing of it was applied.
+    /// A batch of events was rejected as a whole (docs/SEMANTICS.md §2); nothing of it was applied.
     #[error("batch rejected, nothing applied: column `{column}`: {problem} ({rows} row{s})", s = plural(*rows))]
     InvalidBatch {
         /// The column at fault.
@@ -150,7 +150,7 @@ pub enum Error {
     Io(String),
 }
 
-/// A flow definition that breaks a rule of SPEC §1. Each rule has its own variant.
+/// A flow definition that breaks a rule of docs/SEMANTICS.md §1. Each rule has its own variant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum FlowError {

@@ -1,4 +1,4 @@
-//! Flow definitions (SPEC §1): the typed builder, its validation, and the resolved form the engine
+//! Flow definitions (docs/SEMANTICS.md §1): the typed builder, its validation, and the resolved form the engine
 //! runs on.
 
 use std::collections::BTreeSet;
@@ -135,7 +135,7 @@ pub struct SourceColumn {
     pub ty: ColumnType,
 }
 
-/// Every parameter of an AUTO CDC flow (SPEC §1), unvalidated. Build one with [`FlowSpec::builder`];
+/// Every parameter of an AUTO CDC flow (docs/SEMANTICS.md §1), unvalidated. Build one with [`FlowSpec::builder`];
 /// [`FlowBuilder::build`] validates it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FlowSpec {
@@ -339,7 +339,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Flow {
-    /// Validates `spec` against the rules of SPEC §1.
+    /// Validates `spec` against the rules of docs/SEMANTICS.md §1.
     pub fn new(spec: FlowSpec) -> Result<Flow, FlowError> {
         for n in [&spec.name, &spec.target] {
             if !valid_name(n) {

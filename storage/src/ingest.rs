@@ -1,4 +1,4 @@
-//! From an Arrow batch of source rows to validated events (SPEC §2: all or nothing).
+//! From an Arrow batch of source rows to validated events (docs/SEMANTICS.md §2: all or nothing).
 
 use std::sync::Arc;
 

@@ -25,7 +25,7 @@ pub(crate) struct Event {
 }
 
 impl Event {
-    /// SPEC §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
+    /// docs/SEMANTICS.md §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
     pub fn beats(&self, other: &Event) -> bool {
         use std::cmp::Ordering::*;
         match self.kind.cmp(&other.kind) {

@@ -314,7 +314,7 @@ impl Value {
         }
     }
 
-    /// The canonical total order of SPEC §3: NULL lowest, then by value.
+    /// The canonical total order of docs/SEMANTICS.md §3: NULL lowest, then by value.
     pub fn canonical_cmp(&self, other: &Value) -> Ordering {
         match (self, other) {
             (Value::Bool(a), Value::Bool(b)) => a.cmp(b),

@@ -201,3 +201,35 @@ pub fn sql_rows(s: &mut asof::SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Op
     }
     (names, rows)
 }
+
+/// Runs the built `asof` binary on database `db` with `args`, from the repository's root:
+/// (success, stdout, stderr).
+pub fn run_asof(db: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_asof"))
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run asof");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+/// A copy of a committed store folder, to open (opening may write: sled's recovery, the
+/// manifest). Files only: git keeps no empty folders (sled's `blobs/`), and sled recreates them.
+pub fn copy_of_fixture(dir: &Path) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(dir)
+        .expect("the fixture is committed")
+        .flatten()
+    {
+        if e.path().is_file() {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    tmp
+}

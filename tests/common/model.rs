@@ -1,4 +1,4 @@
-//! A reference model of SPEC §3–§6, written for clarity and independently of the engine: every
+//! A reference model of docs/SEMANTICS.md §3–§6, written for clarity and independently of the engine: every
 //! call recomputes the whole table from the set of events, the slow and obvious way.
 
 use std::cmp::Ordering;
@@ -62,7 +62,7 @@ fn asof_storage_cmp(a: &[Value], b: &[Value]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
-/// SPEC §3: among events with one identity, a delete wins; otherwise the greater values.
+/// docs/SEMANTICS.md §3: among events with one identity, a delete wins; otherwise the greater values.
 fn winner<'a>(a: &'a MEvent, b: &'a MEvent) -> &'a MEvent {
     let rank = |e: &MEvent| matches!(e.op, Op::Delete) as u8;
     match rank(a).cmp(&rank(b)) {
@@ -119,7 +119,7 @@ fn merge(flow: &MFlow, prev: Option<&Vec<Value>>, e: &MEvent) -> Vec<Value> {
 
 type Segment = (Vec<Value>, Vec<Value>, Option<Vec<Value>>);
 
-/// SPEC §5 over one key's events (each a step at a sequence; `None` = delete), in sequence order.
+/// docs/SEMANTICS.md §5 over one key's events (each a step at a sequence; `None` = delete), in sequence order.
 fn fold(flow: &MFlow, steps: &[(Vec<Value>, Option<&MEvent>)]) -> Vec<Segment> {
     let mut out = Vec::new();
     let mut open: Option<(Vec<Value>, Vec<Value>)> = None; // (values, start)
@@ -168,7 +168,7 @@ fn keys_of(events: &[MEvent]) -> Vec<Vec<Value>> {
     keys
 }
 
-/// The target table the SPEC defines for this set of events.
+/// The target table docs/SEMANTICS.md defines for this set of events.
 pub fn model(flow: &MFlow, events: &[MEvent]) -> Vec<MRow> {
     let bt = flow.mode == StoredAs::Bitemporal;
     let resolved = resolve(events, bt);

@@ -1,4 +1,4 @@
-//! The business-time fold of SPEC §4–§5, made incremental.
+//! The business-time fold of docs/SEMANTICS.md §4–§5, made incremental.
 //!
 //! A key's *timeline* is the result of folding its events in sequence order: a map from version
 //! start to [`Version`] (final values, end). SCD TYPE 1 uses the same fold with no tracked columns
@@ -72,7 +72,7 @@ impl Version {
 
 pub(crate) type Timeline = BTreeMap<Bytes, Version>;
 
-/// How upserts merge with the previous state (SPEC §4) and what opens a version (SPEC §5).
+/// How upserts merge with the previous state (docs/SEMANTICS.md §4) and what opens a version (docs/SEMANTICS.md §5).
 pub(crate) struct FoldRules<'a> {
     pub tracked: &'a [bool],
     pub ignore_null: &'a [bool],

@@ -22,7 +22,7 @@ pub use rows::StoredRow;
 
 pub(crate) use crate::record::Incoming;
 
-/// The counters of one commit (SPEC §7).
+/// The counters of one commit (docs/SEMANTICS.md §7).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitMetrics {
     /// Target row versions written.
@@ -35,7 +35,7 @@ pub struct CommitMetrics {
     pub num_late_events: u64,
     /// Events identical to one already ingested, ignored.
     pub num_duplicates_ignored: u64,
-    /// Different events with the same identity, resolved by SPEC §3.
+    /// Different events with the same identity, resolved by docs/SEMANTICS.md §3.
     pub num_conflicts_resolved: u64,
     /// Keys whose tombstone was garbage-collected.
     pub num_tombstones_collected: u64,
@@ -177,7 +177,7 @@ impl TableState {
     }
 
     /// Every event the state holds (the candidates of every key, and the truncates): applied in
-    /// one commit to an empty state they give this state back (SPEC §3: the table depends only on
+    /// one commit to an empty state they give this state back (docs/SEMANTICS.md §3: the table depends only on
     /// the set of events). VACUUM compacts the log this way.
     pub fn event_set(&self) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
         let mut out = Vec::new();

@@ -11,7 +11,7 @@ use crate::flow::TableSchema;
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
 
-/// One entry of a table's commit log (SPEC §7).
+/// One entry of a table's commit log (docs/SEMANTICS.md §7).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommitInfo {
     /// 0, 1, 2, ... per table.

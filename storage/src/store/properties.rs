@@ -9,7 +9,7 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::expectation::{self, Expectation};
 use crate::format::keys::{self, key};
-use crate::kv::WriteBatch;
+use crate::kv::{KvStore, WriteBatch};
 
 impl Store {
     /// Sets table properties (`ALTER STREAMING TABLE t SET TBLPROPERTIES (...)`): one commit
@@ -43,14 +43,7 @@ impl Store {
             SET_PROPERTIES,
             properties,
         );
-        let mut b = WriteBatch::default();
-        put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
-        put_json(
-            &mut b,
-            key(keys::COMMIT, t.id, Some(commit.version), None),
-            &commit,
-        )?;
-        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        write_record_commit(inner.kv.as_ref(), &mut inner.poisoned, t.id, &rec, &commit)?;
         // A table not replayed yet takes the setting from this commit when it is.
         if let (Some(secs), Load::Replayed) = (gc, t.load) {
             t.state.set_tombstone_gc_secs(secs);
@@ -103,14 +96,7 @@ impl Store {
             "SET EXPECTATIONS",
             parameters,
         );
-        let mut b = WriteBatch::default();
-        put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
-        put_json(
-            &mut b,
-            key(keys::COMMIT, t.id, Some(commit.version), None),
-            &commit,
-        )?;
-        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        write_record_commit(inner.kv.as_ref(), &mut inner.poisoned, t.id, &rec, &commit)?;
         t.expectations = expectations;
         t.commits.push(commit.clone());
         Ok(commit)
@@ -130,4 +116,22 @@ impl Store {
             .or_insert_with(|| (t.state.tombstone_gc_us / 1_000_000).to_string());
         Ok(p)
     }
+}
+
+/// Writes a table's rewritten catalog record and the commit that records the change, in one batch.
+fn write_record_commit(
+    kv: &dyn KvStore,
+    poisoned: &mut Option<String>,
+    id: u32,
+    rec: &TableRecord,
+    commit: &CommitInfo,
+) -> Result<()> {
+    let mut b = WriteBatch::default();
+    put_json(&mut b, key(keys::TABLE, id, None, None), rec)?;
+    put_json(
+        &mut b,
+        key(keys::COMMIT, id, Some(commit.version), None),
+        commit,
+    )?;
+    write_or_poison(kv, poisoned, b)
 }

@@ -16,7 +16,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Value;
 
-/// How a commit changed one row (SPEC §7 change data feed).
+/// How a commit changed one row (docs/SEMANTICS.md §7 change data feed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChangeType {
     /// A row that was not there before.
@@ -271,7 +271,7 @@ impl TableReader<'_> {
         Ok(())
     }
 
-    /// The change data feed of commits `from..=to` (SPEC §7): calls `f` with each commit's
+    /// The change data feed of commits `from..=to` (docs/SEMANTICS.md §7): calls `f` with each commit's
     /// changed rows, in commit order. Within a commit, a retired row and a written row with the
     /// same row identity (the keys; plus `coalesce(__START_AT, __END_AT)` for SCD2; plus
     /// `__SYSTEM_START_AT` for BITEMPORAL) are an update (pre-image, then post-image) unless they

@@ -22,7 +22,7 @@ pub(super) struct TableRecord {
     pub(super) expectations: Vec<Expectation>,
 }
 
-/// The table property that sets the SCD1 tombstone GC threshold (SPEC §6).
+/// The table property that sets the SCD1 tombstone GC threshold (docs/SEMANTICS.md §6).
 pub const TOMBSTONE_GC_PROPERTY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
 
 /// The operation name of a commit that set table properties.

@@ -18,7 +18,7 @@ use crate::source::SourceTable;
 impl Store {
     /// Applies a batch of source rows through flow `flow`: one durable commit of its target table.
     ///
-    /// The batch is validated as a whole first (SPEC §2); on any error nothing is applied.
+    /// The batch is validated as a whole first (docs/SEMANTICS.md §2); on any error nothing is applied.
     pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
         let mut g = self.write_inner()?;
         g.apply(&[(flow, batch)], BTreeMap::new(), false)

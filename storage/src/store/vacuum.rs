@@ -54,7 +54,7 @@ impl Store {
     ///
     /// The oldest version kept, `h`, is the one that was current `retain` ago. Commit records
     /// before it are deleted and commit `h` becomes the *base*: on replay, every event block up to
-    /// it is applied as one commit at `h`, which gives the table at `h` exactly (SPEC §3: a table
+    /// it is applied as one commit at `h`, which gives the table at `h` exactly (docs/SEMANTICS.md §3: a table
     /// depends only on its set of events), so the row versions retired before `h` are never
     /// rebuilt. Event blocks before the last full refresh up to `h` are deleted; if a tombstone GC
     /// dropped events up to `h`, the blocks up to `h` are instead replaced by the event set the
