@@ -1,0 +1,439 @@
+//! Rewriting what DataFusion does not know (temporal clauses, `read_files`, the table functions,
+//! `VALUES` as a table) into references to scratch tables registered for the statement.
+
+use std::sync::Arc;
+
+use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::parse::{read_files_args, upper, Stmt};
+use super::provider::TargetTable;
+use super::{df, word, SqlSession};
+use crate::error::{QueryError, Result};
+use crate::scan::{ChangeBound, TimeSelection};
+
+impl SqlSession {
+    /// Rewrites what DataFusion does not know into references to scratch tables registered for
+    /// this statement:
+    /// - `t FOR SYSTEM_TIME ... [FOR BUSINESS_TIME ...]` (and `VALID_TIME`): a provider that
+    ///   carries the selections into the storage scan;
+    /// - `read_files('path', ...)`: the files, read now;
+    /// - `temporal_scan('t', business, system)` and `table_as_of('t', b, s)`: the table functions
+    ///   for clients that cannot write the clauses;
+    /// - `VALUES` used as a table: its columns named `col1`, `col2`, ... as in Databricks.
+    pub(super) fn rewrite(&mut self, stmt: &Stmt) -> Result<String> {
+        let toks = &stmt.tokens;
+        let sig: Vec<usize> = (0..toks.len())
+            .filter(|&i| !matches!(toks[i].token, Token::Whitespace(_)))
+            .collect();
+        let words: Vec<&TokenWithSpan> = sig.iter().map(|&i| &toks[i]).collect();
+        let at = |j: usize| words.get(j).map(|t| upper(&t.token)).unwrap_or_default();
+        let is_timeline = |w: &str| matches!(w, "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME");
+        let mut out = String::new();
+        let mut copied = 0; // tokens before this index are in `out`
+        let mut k = 0;
+        while k < sig.len() {
+            let lparen_next = words.get(k + 1).is_some_and(|t| t.token == Token::LParen);
+            let travel = |j: usize| {
+                (at(j) == "FOR" && is_timeline(&at(j + 1)))
+                    || (matches!(at(j).as_str(), "VERSION" | "TIMESTAMP")
+                        && at(j + 1) == "AS"
+                        && at(j + 2) == "OF")
+            };
+            let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_))
+            {
+                let table = word(Some(words[k]))?;
+                let mut system = TimeSelection::All;
+                let mut business = TimeSelection::All;
+                let mut version = None;
+                let mut j = k + 1;
+                while travel(j) {
+                    if at(j) == "FOR" {
+                        let which = at(j + 1);
+                        let (sel, next) = temporal(toks, &sig, j + 2)?;
+                        j = next;
+                        if which == "SYSTEM_TIME" {
+                            system = sel;
+                        } else {
+                            business = sel;
+                        }
+                        continue;
+                    }
+                    let by_version = at(j) == "VERSION";
+                    let lit = words.get(j + 3).map(|t| &t.token);
+                    version = Some(match (by_version, lit) {
+                        (true, Some(Token::Number(n, _))) => n.parse::<u64>().map_err(|_| {
+                            QueryError::Invalid(format!(
+                                "VERSION AS OF takes a version number, not `{n}`"
+                            ))
+                        })?,
+                        (false, Some(Token::SingleQuotedString(ts))) => {
+                            self.store.version_at(&table, parse_timestamp(ts)?)?
+                        }
+                        (_, other) => {
+                            return Err(QueryError::Invalid(format!(
+                                "expected {} after {} AS OF, found `{}`",
+                                if by_version {
+                                    "a version number"
+                                } else {
+                                    "a timestamp in quotes"
+                                },
+                                at(j),
+                                other.map(|t| t.to_string()).unwrap_or_default()
+                            )))
+                        }
+                    });
+                    j += 4;
+                }
+                let scratch = self.register_target(&table, business, system, version)?;
+                // Keep the table's name as the alias unless the query gives one.
+                let alias_follows = at(j) == "AS"
+                    || words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
+                let text = if alias_follows {
+                    format!("\"{scratch}\"")
+                } else {
+                    format!("\"{scratch}\" AS \"{table}\"")
+                };
+                (text, j)
+            } else if at(k) == "READ_FILES" && lparen_next {
+                self.files_allowed()?;
+                let (files, next) = read_files_args(&words, k + 1)?;
+                let list = files.list()?;
+                let schema = files.infer(&list)?;
+                let mut batches = Vec::new();
+                for f in &list {
+                    batches.extend(files.read(f, &schema)?);
+                }
+                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+                (
+                    format!("\"{}\"", self.register_scratch("files", Arc::new(t))?),
+                    next,
+                )
+            } else if matches!(at(k).as_str(), "TEMPORAL_SCAN" | "TABLE_AS_OF") && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let name = at(k).to_lowercase();
+                let arg = |i: usize| -> Result<&asof_storage::Value> {
+                    args.get(i).ok_or_else(|| {
+                        QueryError::Invalid(format!("{name}: argument {} is missing", i + 1))
+                    })
+                };
+                let table = match arg(0)? {
+                    asof_storage::Value::Str(s) => s.to_string(),
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "{name}: the first argument is a table name in quotes"
+                        )))
+                    }
+                };
+                if args.len() > 3 {
+                    return Err(QueryError::Invalid(format!(
+                        "{name} takes at most 3 arguments"
+                    )));
+                }
+                let sel = |i: usize| -> Result<TimeSelection> {
+                    match (name.as_str(), args.get(i)) {
+                        (_, None | Some(asof_storage::Value::Null)) => Ok(TimeSelection::All),
+                        ("table_as_of", Some(v)) => Ok(TimeSelection::AsOf(vec![v.clone()])),
+                        (_, Some(asof_storage::Value::Str(s))) => selection_text(s),
+                        (_, Some(v)) => Err(QueryError::Invalid(format!(
+                            "temporal_scan: a selection is text such as 'AS OF 2025-01-01', not {v:?}"
+                        ))),
+                    }
+                };
+                let (business, system) = (sel(1)?, sel(2)?);
+                let scratch = self.register_target(&table, business, system, None)?;
+                (format!("\"{scratch}\""), next)
+            } else if at(k) == "TABLE_CHANGES" && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let bound = |v: Option<&asof_storage::Value>| -> Result<Option<ChangeBound>> {
+                    Ok(match v {
+                        None | Some(asof_storage::Value::Null) => None,
+                        Some(asof_storage::Value::Int(n)) if *n >= 0 => {
+                            Some(ChangeBound::Version(*n as u64))
+                        }
+                        Some(asof_storage::Value::Str(s)) => {
+                            Some(ChangeBound::Timestamp(parse_timestamp(s)?))
+                        }
+                        Some(other) => {
+                            return Err(QueryError::Invalid(format!(
+                                "table_changes takes versions or timestamps, not {other:?}"
+                            )))
+                        }
+                    })
+                };
+                let table = match args.first() {
+                    Some(asof_storage::Value::Str(s)) => s.to_string(),
+                    _ => {
+                        return Err(QueryError::Invalid(
+                            "table_changes('table', start [, end]): the table name comes first, in quotes".into(),
+                        ))
+                    }
+                };
+                if !(2..=3).contains(&args.len()) {
+                    return Err(QueryError::Invalid(
+                        "table_changes('table', start [, end]) takes two or three arguments".into(),
+                    ));
+                }
+                let start = bound(args.get(1))?.ok_or_else(|| {
+                    QueryError::Invalid("table_changes needs a start version or timestamp".into())
+                })?;
+                let end = bound(args.get(2))?;
+                let (schema, batches) =
+                    crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
+                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+                (
+                    format!("\"{}\"", self.register_scratch("changes", Arc::new(t))?),
+                    next,
+                )
+            } else if at(k) == "VALUES"
+                && k > 0
+                && (at(k - 1) == "FROM" || words[k - 1].token == Token::LParen)
+            {
+                // `VALUES (..), (..)`: count the first row's columns and find the end.
+                let (mut j, mut depth, mut columns) = (k + 1, 0, 1);
+                let mut rows = 0;
+                while let Some(t) = words.get(j) {
+                    match t.token {
+                        Token::LParen => depth += 1,
+                        Token::RParen => {
+                            depth -= 1;
+                            if depth == 0 {
+                                rows += 1;
+                                if words.get(j + 1).map(|t| &t.token) != Some(&Token::Comma) {
+                                    j += 1;
+                                    break;
+                                }
+                            }
+                        }
+                        Token::Comma if depth == 1 && rows == 0 => columns += 1,
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                let inner: String = toks[sig[k]..=sig[j - 1]]
+                    .iter()
+                    .map(|t| t.token.to_string())
+                    .collect();
+                let select = (1..=columns)
+                    .map(|i| format!("column{i} AS col{i}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let text = if at(k - 1) == "FROM" {
+                    format!("(SELECT {select} FROM ({inner}))")
+                } else {
+                    format!("SELECT {select} FROM ({inner})")
+                };
+                (text, j)
+            } else {
+                k += 1;
+                continue;
+            };
+            for t in &toks[copied..sig[k]] {
+                out.push_str(&t.token.to_string());
+            }
+            out.push_str(&text);
+            copied = sig[next - 1] + 1;
+            k = next;
+        }
+        for t in &toks[copied..] {
+            out.push_str(&t.token.to_string());
+        }
+        Ok(out)
+    }
+
+    /// Registers a provider under a fresh scratch name and returns the name.
+    pub(super) fn register_scratch(
+        &mut self,
+        what: &str,
+        provider: Arc<dyn datafusion::catalog::TableProvider>,
+    ) -> Result<String> {
+        self.scratch += 1;
+        let name = format!("__asof_{}_{what}", self.scratch);
+        self.ctx.deregister_table(name.as_str()).map_err(df)?;
+        self.ctx
+            .register_table(name.as_str(), provider)
+            .map_err(df)?;
+        Ok(name)
+    }
+
+    /// Registers target `table` seen through the selections; returns the scratch name.
+    pub(super) fn register_target(
+        &mut self,
+        table: &str,
+        business: TimeSelection,
+        system: TimeSelection,
+        version: Option<u64>,
+    ) -> Result<String> {
+        let provider = TargetTable::new(self.store.clone(), table, business, system, version)?;
+        self.register_scratch(table, Arc::new(provider))
+    }
+
+    /// Drops the scratch tables of the last statement.
+    pub(super) fn clear_scratch(&mut self) -> Result<()> {
+        let names: Vec<String> = self
+            .ctx
+            .catalog("datafusion")
+            .and_then(|c| c.schema("public"))
+            .map(|s| s.table_names())
+            .unwrap_or_default();
+        for n in names.iter().filter(|n| n.starts_with("__asof_")) {
+            self.ctx.deregister_table(n.as_str()).map_err(df)?;
+        }
+        Ok(())
+    }
+}
+
+/// A timestamp literal (`2025-07-18T10:00:00`, `2025-07-18 10:00:00`, `2025-07-18`, with or
+/// without a zone; no zone means UTC) as µs since the epoch.
+fn parse_timestamp(s: &str) -> Result<i64> {
+    let ty = asof_storage::ColumnType::Timestamp {
+        unit: asof_storage::TimeUnit::Microsecond,
+        tz: None,
+    };
+    match asof_storage::Value::parse(s, &ty) {
+        Ok(asof_storage::Value::Int(us)) => Ok(us),
+        _ => Err(QueryError::Invalid(format!("`{s}` is not a timestamp"))),
+    }
+}
+
+/// A selection written as text, for `temporal_scan`: `AS OF t`, `FROM a TO b`, `BETWEEN a AND b`
+/// or `ALL`, with bare time literals (`AS OF 2025-01-01T00:00:00`).
+fn selection_text(s: &str) -> Result<TimeSelection> {
+    let t = s.trim();
+    let u = t.to_ascii_uppercase();
+    let lit = |x: &str| -> asof_storage::Value {
+        let x = x.trim().trim_matches('\'');
+        match x.parse::<i64>() {
+            Ok(n) => asof_storage::Value::Int(n),
+            Err(_) => asof_storage::Value::Str(x.into()),
+        }
+    };
+    let bad = || {
+        QueryError::Invalid(format!(
+            "temporal_scan: `{s}` is not a selection (AS OF t, FROM a TO b, BETWEEN a AND b or ALL)"
+        ))
+    };
+    if u == "ALL" || u.is_empty() {
+        Ok(TimeSelection::All)
+    } else if let Some(rest) = u.strip_prefix("AS OF ") {
+        Ok(TimeSelection::AsOf(vec![lit(&t[t.len() - rest.len()..])]))
+    } else if let Some(rest) = u.strip_prefix("FROM ") {
+        let at = rest.find(" TO ").ok_or_else(bad)?;
+        let off = t.len() - rest.len();
+        Ok(TimeSelection::FromTo(
+            vec![lit(&t[off..off + at])],
+            vec![lit(&t[off + at + 4..])],
+        ))
+    } else if let Some(rest) = u.strip_prefix("BETWEEN ") {
+        let at = rest.find(" AND ").ok_or_else(bad)?;
+        let off = t.len() - rest.len();
+        Ok(TimeSelection::Between(
+            vec![lit(&t[off..off + at])],
+            vec![lit(&t[off + at + 5..])],
+        ))
+    } else {
+        Err(bad())
+    }
+}
+
+/// The literal arguments of a table function, `(lit, lit, ...)` from the `(` at significant token
+/// `i`: strings, numbers and NULL. Returns them and the index after the `)`.
+fn literal_args(
+    words: &[&TokenWithSpan],
+    mut i: usize,
+) -> Result<(Vec<asof_storage::Value>, usize)> {
+    let mut out = Vec::new();
+    i += 1; // `(`
+    loop {
+        let t = words
+            .get(i)
+            .ok_or_else(|| QueryError::Invalid("a table function's `)` is missing".into()))?;
+        match &t.token {
+            Token::RParen => return Ok((out, i + 1)),
+            Token::Comma => {}
+            Token::SingleQuotedString(s) => out.push(asof_storage::Value::Str(s.as_str().into())),
+            Token::Number(n, _) => out
+                .push(asof_storage::Value::Int(n.parse().map_err(|_| {
+                    QueryError::Invalid(format!("`{n}` is not a whole number"))
+                })?)),
+            Token::Word(w) if w.value.eq_ignore_ascii_case("NULL") => {
+                out.push(asof_storage::Value::Null)
+            }
+            Token::Word(w)
+                if w.value.eq_ignore_ascii_case("TIMESTAMP")
+                    || w.value.eq_ignore_ascii_case("DATE") => {}
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "a table function takes literals here, not `{other}`"
+                )))
+            }
+        }
+        i += 1;
+    }
+}
+
+/// `AS OF x` | `FROM a TO b` | `BETWEEN a AND b` | `ALL`, starting at significant token `j`.
+fn temporal(toks: &[TokenWithSpan], sig: &[usize], mut j: usize) -> Result<(TimeSelection, usize)> {
+    let at = |j: usize| {
+        sig.get(j)
+            .map(|&i| upper(&toks[i].token))
+            .unwrap_or_default()
+    };
+    let lit = |j: usize| -> Result<(asof_storage::Value, usize)> {
+        let mut j = j;
+        // TIMESTAMP '...' / DATE '...' literals: the keyword is optional here.
+        if matches!(at(j).as_str(), "TIMESTAMP" | "DATE") {
+            j += 1;
+        }
+        match sig.get(j).map(|&i| &toks[i].token) {
+            Some(Token::SingleQuotedString(s)) => {
+                Ok((asof_storage::Value::Str(s.as_str().into()), j + 1))
+            }
+            Some(Token::Number(n, _)) => n
+                .parse::<i64>()
+                .map(|v| (asof_storage::Value::Int(v), j + 1))
+                .map_err(|_| QueryError::Invalid(format!("`{n}` is not a whole number"))),
+            Some(t) => Err(QueryError::Invalid(format!(
+                "expected a time literal after the temporal clause, found `{t}`"
+            ))),
+            None => Err(QueryError::Invalid(
+                "expected a time literal after the temporal clause".into(),
+            )),
+        }
+    };
+    Ok(match at(j).as_str() {
+        "ALL" => (TimeSelection::All, j + 1),
+        "AS" => {
+            if at(j + 1) != "OF" {
+                return Err(QueryError::Invalid("expected AS OF".into()));
+            }
+            let (v, n) = lit(j + 2)?;
+            (TimeSelection::AsOf(vec![v]), n)
+        }
+        "FROM" => {
+            let (a, n) = lit(j + 1)?;
+            j = n;
+            if at(j) != "TO" {
+                return Err(QueryError::Invalid("expected TO in FROM ... TO ...".into()));
+            }
+            let (b, n) = lit(j + 1)?;
+            (TimeSelection::FromTo(vec![a], vec![b]), n)
+        }
+        "BETWEEN" => {
+            let (a, n) = lit(j + 1)?;
+            j = n;
+            if at(j) != "AND" {
+                return Err(QueryError::Invalid(
+                    "expected AND in BETWEEN ... AND ...".into(),
+                ));
+            }
+            let (b, n) = lit(j + 1)?;
+            (TimeSelection::Between(vec![a], vec![b]), n)
+        }
+        other => {
+            return Err(QueryError::Invalid(format!(
+                "expected AS OF, FROM, BETWEEN or ALL after the timeline, found `{other}`"
+            )))
+        }
+    })
+}
