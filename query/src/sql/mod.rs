@@ -553,9 +553,12 @@ impl SqlSession {
                     .iter()
                     .position(|t| upper(&t.token) == "AS")
                     .ok_or_else(|| QueryError::Invalid("CREATE VIEW needs AS SELECT ...".into()))?;
-                let body = text_from(stmt, words[as_at + 1]);
+                let first = words.get(as_at + 1).copied().ok_or_else(|| {
+                    QueryError::Invalid("CREATE VIEW needs a query after AS".into())
+                })?;
+                let body = text_from(stmt, first);
                 // Check it plans before keeping it.
-                let planned = self.rewrite(&sub_stmt(stmt, words[as_at + 1]))?;
+                let planned = self.rewrite(&sub_stmt(stmt, first))?;
                 self.runtime.block_on(self.ctx.sql(&planned)).map_err(df)?;
                 self.store.create_view(&name, &body)?;
                 Ok(Output::Done(format!("view {name} created")))
@@ -593,7 +596,10 @@ impl SqlSession {
         {
             // One commit, however many rows: the rows stream into the write, nothing is stored
             // until the query has run to its end.
-            let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, words[name_at + 2]))?;
+            let first = words.get(name_at + 2).copied().ok_or_else(|| {
+                QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
+            })?;
+            let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
             let mut w = self.store.begin_create_source(&name, &schema, None)?;
             while let Some(b) = self.next_batch(&mut stream)? {
                 w.push(&b)?;
