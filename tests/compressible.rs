@@ -48,10 +48,7 @@ fn script() -> String {
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    let dir = fixture_dir();
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut s = SqlSession::new(Store::open(&dir).unwrap()).unwrap();
-    s.execute(&script()).unwrap();
+    common::write_fixture(&fixture_dir(), &script());
 }
 
 fn one(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {

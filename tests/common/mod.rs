@@ -233,3 +233,11 @@ pub fn copy_of_fixture(dir: &Path) -> tempfile::TempDir {
     }
     tmp
 }
+
+/// Writes a committed store fixture afresh in `dir`: the statements of `script`, run on a new
+/// store.
+pub fn write_fixture(dir: &Path, script: &str) {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut s = asof::SqlSession::new(Store::open(dir).unwrap()).unwrap();
+    s.execute(script).unwrap();
+}
