@@ -1,0 +1,138 @@
+//! Reopening never changes a table. A store reopened at random points between commits (lazily:
+//! its table is replayed on first use, which is sometimes a read and sometimes the next commit)
+//! equals a store that never closed, at every version, in its history and its change feed.
+
+mod common;
+
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use asof::{Condition, FlowSpec, OpenMode, Store, StoreOptions, StoredAs};
+use proptest::prelude::*;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("sys", DataType::Int64, false),
+        Field::new("op", DataType::Utf8, false),
+        Field::new("v", DataType::Utf8, true),
+    ]))
+}
+
+fn open(dir: &std::path::Path, open: OpenMode) -> Store {
+    Store::open_with(
+        dir,
+        StoreOptions {
+            open,
+            hot_events_per_key: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+type Ev = (i64, i64, i64, bool, Option<String>);
+
+fn batch(events: &[Ev]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.0))),
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.1))),
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.2))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| {
+                if e.3 {
+                    "D"
+                } else {
+                    "U"
+                }
+            }))),
+            Arc::new(StringArray::from(
+                events.iter().map(|e| e.4.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+/// What a reopen does before the next commit.
+#[derive(Clone, Copy, Debug)]
+enum Reopen {
+    /// Nothing: the store stays open.
+    No,
+    /// Reopen, and the next commit replays the table.
+    ThenCommit,
+    /// Reopen and read the table first.
+    ThenRead,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn a_store_reopened_at_random_points_equals_one_that_never_closed(
+        mode in prop_oneof![Just(StoredAs::Scd1), Just(StoredAs::Scd2), Just(StoredAs::Bitemporal)],
+        commits in prop::collection::vec(
+            (
+                prop::collection::vec(
+                    (0i64..4, 0i64..30, 0i64..30, prop::bool::weighted(0.1), prop::option::of("[a-c]{1,2}")),
+                    1..12,
+                ),
+                prop_oneof![Just(Reopen::No), Just(Reopen::ThenCommit), Just(Reopen::ThenRead)],
+            ),
+            1..10,
+        ),
+    ) {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let a = open(a_dir.path(), OpenMode::Eager);
+        let mut b = open(b_dir.path(), OpenMode::Lazy);
+        let mut f = FlowSpec::builder("f", "t", &schema())
+            .keys(["k"])
+            .sequence_by(["seq"])
+            .delete_when(Condition::equals("op", "D"))
+            .stored_as(mode);
+        if mode == StoredAs::Bitemporal {
+            f = f.system_sequence_by("sys");
+        }
+        let flow = f.build().unwrap();
+        a.create_flow(flow.clone()).unwrap();
+        b.create_flow(flow).unwrap();
+        for (events, reopen) in &commits {
+            let ca = a.apply("f", &batch(events)).unwrap();
+            let cb = b.apply("f", &batch(events)).unwrap();
+            prop_assert_eq!(&ca.metrics, &cb.metrics);
+            match reopen {
+                Reopen::No => {}
+                Reopen::ThenCommit => {
+                    drop(b);
+                    b = open(b_dir.path(), OpenMode::Lazy);
+                }
+                Reopen::ThenRead => {
+                    drop(b);
+                    b = open(b_dir.path(), OpenMode::Lazy);
+                    prop_assert_eq!(
+                        common::engine_rows(&b, "t"),
+                        common::engine_rows(&a, "t")
+                    );
+                }
+            }
+        }
+        let history: Vec<_> = a.history("t").unwrap().iter().map(|c| c.metrics.clone()).collect();
+        let history_b: Vec<_> = b.history("t").unwrap().iter().map(|c| c.metrics.clone()).collect();
+        prop_assert_eq!(history, history_b);
+        let latest = a.history("t").unwrap().last().unwrap().version;
+        for v in 0..=latest {
+            prop_assert_eq!(
+                common::engine_rows_at(&b, "t", Some(v)),
+                common::engine_rows_at(&a, "t", Some(v)),
+                "version {}", v
+            );
+        }
+        prop_assert_eq!(
+            common::engine_changes(&b, "t", 1, latest).unwrap(),
+            common::engine_changes(&a, "t", 1, latest).unwrap()
+        );
+    }
+}
