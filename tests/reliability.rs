@@ -442,6 +442,8 @@ fn a_sandboxed_session_refuses_files_and_settings_and_still_queries() {
             csv.display()
         ),
         "SET datafusion.execution.batch_size = 1".to_string(),
+        // EXPLAIN ANALYZE runs what it explains.
+        format!("EXPLAIN ANALYZE COPY (SELECT 1) TO '{}'", out.display()),
         format!(
             "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(read_files('{}')) KEYS (a) SEQUENCE BY b",
             csv.display()
@@ -585,5 +587,77 @@ fn declaring_an_existing_table_with_other_properties_is_an_error_not_ignored() {
     assert!(
         e.contains("ALTER STREAMING TABLE t SET TBLPROPERTIES"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_prepared_statement_is_checked_like_the_statement_it_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute("CREATE TABLE src (id BIGINT); INSERT INTO src VALUES (1)")
+        .unwrap();
+    let e = err(&mut s, "PREPARE p AS DELETE FROM src WHERE id = 1");
+    assert!(e.contains("nothing was changed"), "{e}");
+    let e = err(&mut s, "EXPLAIN ANALYZE DELETE FROM src WHERE id = 1");
+    assert!(e.contains("nothing was changed"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT id FROM src"), [["1"]]);
+}
+
+#[test]
+fn a_declaration_survives_a_flow_whose_first_refresh_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(
+        "CREATE TABLE bad (id BIGINT, seq BIGINT); INSERT INTO bad VALUES (-1, 1);
+         CREATE TABLE good (id BIGINT, seq BIGINT); INSERT INTO good VALUES (1, 1);
+         CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT pos EXPECT (id > 0) ON VIOLATION FAIL UPDATE);",
+    )
+    .unwrap();
+    let e = err(
+        &mut s,
+        "CREATE FLOW f AS AUTO CDC INTO t FROM stream(bad) KEYS (id) SEQUENCE BY seq",
+    );
+    assert!(e.contains("expectation `pos`"), "{e}");
+    // The next flow into `t` creates it with the declared expectation.
+    s.execute("CREATE FLOW g AS AUTO CDC INTO t FROM stream(good) KEYS (id) SEQUENCE BY seq")
+        .unwrap();
+    s.execute("INSERT INTO good VALUES (-5, 2)").unwrap();
+    let e = err(&mut s, "REFRESH STREAMING TABLE t");
+    assert!(e.contains("expectation `pos`"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT id FROM t"), [["1"]]);
+}
+
+#[test]
+fn a_source_table_written_before_source_commit_records_opens_with_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = session(dir.path());
+        s.execute("CREATE TABLE src (id BIGINT); INSERT INTO src VALUES (1), (2); INSERT INTO src VALUES (3)")
+            .unwrap();
+    }
+    // What an early build wrote: the same chunks, no `H` commit records.
+    {
+        use asof::KvStore;
+        let kv = asof::SledKv::open(dir.path(), 1 << 20).unwrap();
+        let mut b = asof::WriteBatch::default();
+        for kv in kv.scan_prefix(b"H") {
+            b.delete(kv.unwrap().0);
+        }
+        kv.write(b).unwrap();
+    }
+    // Nor a manifest (it follows commit records).
+    std::fs::remove_file(dir.path().join("asof.manifest")).unwrap();
+    let mut s = session(dir.path());
+    assert_eq!(
+        rows(&mut s, "SELECT count(*), sum(id) FROM src"),
+        [["3", "6"]]
+    );
+    // A new append takes the next append number: nothing is overwritten.
+    s.execute("INSERT INTO src VALUES (4)").unwrap();
+    drop(s);
+    let mut s = session(dir.path());
+    assert_eq!(
+        rows(&mut s, "SELECT count(*), sum(id) FROM src"),
+        [["4", "10"]]
     );
 }

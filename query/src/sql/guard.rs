@@ -24,13 +24,32 @@ impl SqlSession {
             .map_err(df)
     }
 
+    /// Checks every node of the plan: `EXPLAIN ANALYZE` runs what it explains, and `PREPARE`
+    /// holds what `EXECUTE` runs.
     fn check_effect(
         &self,
         stmt: &Stmt,
         plan: &datafusion::logical_expr::LogicalPlan,
     ) -> Result<()> {
-        use datafusion::logical_expr::{DdlStatement, LogicalPlan, Statement};
+        use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
         let what = stmt.head(2).join(" ");
+        let mut found = Ok(());
+        plan.apply(|node| {
+            Ok(match self.check_node(&what, node) {
+                Ok(()) => TreeNodeRecursion::Continue,
+                Err(e) => {
+                    found = Err(e);
+                    TreeNodeRecursion::Stop
+                }
+            })
+        })
+        .map_err(df)?;
+        found
+    }
+
+    fn check_node(&self, what: &str, plan: &datafusion::logical_expr::LogicalPlan) -> Result<()> {
+        use datafusion::logical_expr::{DdlStatement, LogicalPlan, Statement};
+        let what = what.to_string();
         let denied = self.options.external_access == ExternalAccess::Denied;
         let external = |what: &str| {
             QueryError::Invalid(format!(
@@ -60,6 +79,9 @@ impl SqlSession {
                 Err(external(&what))
             }
             LogicalPlan::Copy(_) if denied => Err(external(&what)),
+            // What a prepared statement runs was checked when it was prepared, but not against
+            // this session's access.
+            LogicalPlan::Statement(Statement::Execute(_)) if denied => Err(external(&what)),
             _ => Ok(()),
         }
     }

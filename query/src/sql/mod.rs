@@ -374,9 +374,9 @@ impl SqlSession {
             }
             self.store.create_flow_with(flow, options)?;
         }
-        self.declared.retain(|d| d.name != f.target);
         // The statement creates the table and fills it, or does nothing: a table whose first
-        // refresh failed is dropped again (it holds only its creation).
+        // refresh failed is dropped again (it holds only its creation), and its declaration is
+        // kept for the next try.
         let refreshed = match self.store.refresh(&f.name, false) {
             Err(e) if creates_table => {
                 self.store.drop_table(&f.target)?;
@@ -387,6 +387,7 @@ impl SqlSession {
             }
             r => r?,
         };
+        self.declared.retain(|d| d.name != f.target);
         let line = match refreshed {
             Some(c) => format!(
                 "flow {} into {}: commit {} read {} events, wrote {} row versions",

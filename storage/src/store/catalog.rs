@@ -16,7 +16,7 @@ use crate::engine::TableState;
 use crate::error::{corrupt, Error, FlowError, Result};
 use crate::expectation::{self, Expectation};
 use crate::flow::{Condition, Flow, FlowSpec};
-use crate::format::keys::{self, key};
+use crate::format::keys::{self, key, parse_version};
 use crate::ingest::ConditionEvaluator;
 use crate::kv::WriteBatch;
 use crate::source::{SourceRecord, SourceTable};
@@ -354,6 +354,40 @@ impl Inner {
                     src.rows += c.metrics.num_upserted_rows;
                 }
                 src.history.push(c);
+            }
+            let full_history = src
+                .history
+                .first()
+                .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
+            if !full_history {
+                // Written before source tables had commit records (or partly so): count the rows
+                // and appends from the chunks and names themselves, reading the rows now.
+                src.rows = 0;
+                src.appends = 0;
+                src.batches = Some(Vec::new());
+                let mut last = None;
+                for kv in self.kv.scan_prefix(&key(keys::APPEND, id, None, None)) {
+                    let (k, v) = kv?;
+                    let append = parse_version(&k)?;
+                    last = Some(append);
+                    for b in SourceTable::decode_chunk(&v)? {
+                        let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
+                            .map_err(|e| corrupt(format!("source `{}`: {e}", rec.name)))?;
+                        src.rows += b.num_rows() as u64;
+                        src.batches.get_or_insert_with(Vec::new).push(b);
+                    }
+                }
+                let named = self
+                    .kv
+                    .scan_prefix(&key(keys::LOADED, id, None, None))
+                    .map(|kv| kv.and_then(|(k, _)| parse_version(&k)))
+                    .collect::<Result<Vec<u64>>>()?;
+                src.appends = named
+                    .into_iter()
+                    .chain(last)
+                    .map(|a| a + 1)
+                    .max()
+                    .unwrap_or(0);
             }
             self.next_table_id = self.next_table_id.max(id + 1);
             self.sources.insert(rec.name, src);

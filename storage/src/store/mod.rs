@@ -80,7 +80,7 @@ pub enum OpenMode {
     #[default]
     Lazy,
     /// All of them while opening: the first query costs nothing extra, the open costs the replay
-    /// of every table.
+    /// of every table. (Source tables' rows are read on first use either way.)
     Eager,
 }
 
