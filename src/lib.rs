@@ -59,7 +59,7 @@
 
 pub use asof_query::sql::{
     DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ScriptError, SessionOptions,
-    SqlSession,
+    SqlSession, Steps,
 };
 pub use asof_query::{
     history_batch, key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema,

@@ -661,3 +661,46 @@ fn a_source_table_written_before_source_commit_records_opens_with_its_rows() {
         [["4", "10"]]
     );
 }
+
+#[test]
+fn a_failed_refresh_of_several_flows_says_it_kept_the_steps_before_the_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    let script = "CREATE TABLE a (id BIGINT, seq BIGINT); CREATE TABLE b (id BIGINT, seq BIGINT);
+        CREATE FLOW fa AS AUTO CDC INTO t FROM stream(a) KEYS (id) SEQUENCE BY seq;
+        CREATE FLOW fb AS AUTO CDC INTO t FROM stream(b) KEYS (id) SEQUENCE BY seq;
+        INSERT INTO a VALUES (1, 1); INSERT INTO b VALUES (2, NULL);
+        REFRESH STREAMING TABLE t;
+        SELECT 1";
+    let e = s.execute_script(script, |_| {}).unwrap_err();
+    assert_eq!((e.statement, e.steps), (7, asof::Steps::Several));
+    let text = e.to_string();
+    assert!(
+        text.contains("statements 1..6 are committed; statement 7 keeps the steps it committed before it failed")
+            && text.ends_with("; statement 8 is not"),
+        "{text}"
+    );
+    // fa's commit is there, fb's is not.
+    assert_eq!(rows(&mut s, "SELECT id FROM t"), [["1"]]);
+    // A one-commit statement says so.
+    let e = s
+        .execute_script("SELECT 1; INSERT INTO a VALUES (1.5, 1)", |_| {})
+        .unwrap_err();
+    assert_eq!(e.steps, asof::Steps::One);
+    assert!(
+        e.to_string()
+            .ends_with("statement 1 is committed; statement 2 is not"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_constraint_declared_twice_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    let e = err(
+        &mut s,
+        "CREATE OR REFRESH STREAMING TABLE t (CONSTRAINT c EXPECT (a > 0), CONSTRAINT c EXPECT (b > 0) ON VIOLATION DROP ROW)",
+    );
+    assert!(e.contains("declares CONSTRAINT `c` twice"), "{e}");
+}

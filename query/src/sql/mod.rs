@@ -31,7 +31,7 @@ pub use options::{ExternalAccess, SessionOptions};
 use parse::{classify, expr_sql, split, upper, Cols, FlowAst, Kind, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
-pub use script::ScriptError;
+pub use script::{ScriptError, Steps};
 
 /// What one statement produced.
 #[derive(Debug)]
@@ -139,6 +139,7 @@ impl SqlSession {
             line: 1,
             statements: 1,
             error: Box::new(error),
+            steps: Steps::One,
         })?;
         let n = stmts.len();
         for (i, stmt) in stmts.iter().enumerate() {
@@ -147,10 +148,28 @@ impl SqlSession {
                 line: stmt.line(),
                 statements: n,
                 error: Box::new(error),
+                steps: self.steps_of(stmt),
             })?;
             each(out);
         }
         Ok(())
+    }
+
+    /// Whether `stmt` commits in one step or several (docs/SEMANTICS.md §2.3).
+    fn steps_of(&self, stmt: &Stmt) -> Steps {
+        let exists = |t: &str| {
+            self.store
+                .tables()
+                .is_ok_and(|ts| ts.iter().any(|n| n == t))
+        };
+        match classify(stmt) {
+            Ok(Kind::Refresh { .. }) => Steps::Several,
+            Ok(Kind::StreamingTable {
+                name, flow: None, ..
+            }) if exists(&name) => Steps::Several,
+            Ok(Kind::Flow(f)) if exists(&f.target) => Steps::Several,
+            _ => Steps::One,
+        }
     }
 
     fn statement(&mut self, stmt: &Stmt) -> Result<Output> {

@@ -392,6 +392,14 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 if !columns.is_empty() {
                     schema = Some(columns.join(", "));
                 }
+                for (i, e) in expectations.iter().enumerate() {
+                    if expectations[..i].iter().any(|o| o.name == e.name) {
+                        return Err(QueryError::Invalid(format!(
+                            "streaming table `{name}` declares CONSTRAINT `{}` twice",
+                            e.name
+                        )));
+                    }
+                }
             }
             let mut properties = BTreeMap::new();
             loop {

@@ -13,6 +13,19 @@ pub struct ScriptError {
     pub statements: usize,
     /// Why it failed.
     pub error: Box<QueryError>,
+    /// Whether the failed statement is one commit or several (docs/SEMANTICS.md §2.3).
+    pub steps: Steps,
+}
+
+/// How a statement commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Steps {
+    /// In one commit, or not at all.
+    One,
+    /// In several atomic steps (a refresh of several flows or of new files, a flow added to an
+    /// existing table, new expectations and a refresh): a failure keeps the steps before it.
+    Several,
 }
 
 impl std::fmt::Display for ScriptError {
@@ -31,10 +44,17 @@ impl std::fmt::Display for ScriptError {
             2 => "statement 1 is committed".to_string(),
             _ => format!("statements 1..{} are committed", k - 1),
         };
-        let rest = if k == self.statements {
-            format!("statement {k} is not")
-        } else {
-            format!("statements {k}..{} are not", self.statements)
+        let rest = match (self.steps, k == self.statements) {
+            (Steps::One, true) => format!("statement {k} is not"),
+            (Steps::One, false) => format!("statements {k}..{} are not", self.statements),
+            (Steps::Several, last) => format!(
+                "statement {k} keeps the steps it committed before it failed (see DESCRIBE HISTORY){}",
+                match self.statements - k {
+                    _ if last => String::new(),
+                    1 => format!("; statement {} is not", self.statements),
+                    _ => format!("; statements {}..{} are not", k + 1, self.statements),
+                }
+            ),
         };
         write!(f, "\n{done}; {rest}")
     }
