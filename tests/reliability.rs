@@ -704,3 +704,24 @@ fn a_constraint_declared_twice_is_an_error() {
     );
     assert!(e.contains("declares CONSTRAINT `c` twice"), "{e}");
 }
+
+#[test]
+fn create_table_with_columns_as_select_keeps_its_rows_by_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    let out = s
+        .execute("CREATE TABLE t (a BIGINT, b STRING) AS SELECT 1, 'x' UNION ALL SELECT 2, 'y'")
+        .unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l == "table t created with 2 rows"),
+        "{out:?}"
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT a, b FROM t ORDER BY a"),
+        [["1", "x"], ["2", "y"]]
+    );
+    assert_eq!(history_ops(&mut s, "t"), ["CREATE TABLE", "WRITE"]);
+    let e = err(&mut s, "CREATE TABLE u (a BIGINT) AS SELECT 1, 2");
+    assert!(e.contains("2 columns for 1 declared"), "{e}");
+    assert!(s.execute("SELECT * FROM u").is_err(), "no table u");
+}

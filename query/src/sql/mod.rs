@@ -627,6 +627,51 @@ impl SqlSession {
             let n = self.store.commit_write(w, None)?;
             return Ok(Output::Done(format!("table {name} created with {n} rows")));
         }
+        // `CREATE TABLE t (cols) AS query`: the declared columns, filled by position.
+        if words.get(name_at + 1).map(|t| &t.token) == Some(&Token::LParen) {
+            let mut depth = 0;
+            let close = words[name_at + 1..].iter().position(|t| {
+                match t.token {
+                    Token::LParen => depth += 1,
+                    Token::RParen => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            });
+            let close = close.map(|c| name_at + 1 + c);
+            if let Some(c) =
+                close.filter(|&c| words.get(c + 1).is_some_and(|t| upper(&t.token) == "AS"))
+            {
+                let columns: String = words[name_at + 2..c]
+                    .iter()
+                    .map(|t| t.token.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let declared = self
+                    .declared_schema(&name, Some(&columns))?
+                    .expect("a column list");
+                let first = words.get(c + 2).copied().ok_or_else(|| {
+                    QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
+                })?;
+                let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
+                let mut w = self.store.begin_create_source(&name, &declared, None)?;
+                while let Some(b) = self.next_batch(&mut stream)? {
+                    if b.num_columns() != declared.fields().len() {
+                        return Err(QueryError::Invalid(format!(
+                            "CREATE TABLE {name}: the query gives {} columns for {} declared",
+                            b.num_columns(),
+                            declared.fields().len()
+                        )));
+                    }
+                    w.push(&by_position(
+                        &b,
+                        declared.fields().iter().map(|f| f.name().as_str()),
+                    )?)?;
+                }
+                let n = self.store.commit_write(w, None)?;
+                return Ok(Output::Done(format!("table {name} created with {n} rows")));
+            }
+        }
         // Let DataFusion read the column list, under a scratch name.
         let scratch = format!("__asof_create_{name}");
         let ddl =
@@ -693,18 +738,7 @@ impl SqlSession {
                     cols.len()
                 )));
             }
-            let fields: Vec<arrow::datatypes::Field> = b
-                .schema()
-                .fields()
-                .iter()
-                .zip(&cols)
-                .map(|(f, c)| arrow::datatypes::Field::new(c, f.data_type().clone(), true))
-                .collect();
-            let renamed = RecordBatch::try_new(
-                Arc::new(arrow::datatypes::Schema::new(fields)),
-                b.columns().to_vec(),
-            )?;
-            w.push(&renamed)?;
+            w.push(&by_position(&b, cols.iter().map(String::as_str))?)?;
         }
         let rows = w.rows();
         let total = self.store.commit_write(w, None)?;
@@ -815,4 +849,22 @@ fn text_from(stmt: &Stmt, first: &TokenWithSpan) -> String {
         .collect::<String>()
         .trim()
         .to_string()
+}
+
+/// `batch`'s columns under `names`, by position (their types stay; the store casts them).
+fn by_position<'a>(
+    batch: &RecordBatch,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<RecordBatch> {
+    let fields: Vec<arrow::datatypes::Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(f, n)| arrow::datatypes::Field::new(n, f.data_type().clone(), true))
+        .collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        batch.columns().to_vec(),
+    )?)
 }
