@@ -8,7 +8,7 @@ use std::sync::RwLockReadGuard;
 use arrow::record_batch::RecordBatch;
 
 use super::replay::replay_log;
-use super::{Inner, Store};
+use super::{table_mut, Inner, Store};
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key};
 use crate::source::SourceTable;
@@ -27,10 +27,7 @@ impl Inner {
     /// empty and pending, so the store stays usable and the next use tries again.
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
         let kv = self.kv.as_ref();
-        let t = self.tables.get_mut(name).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: name.to_string(),
-        })?;
+        let t = table_mut(&mut self.tables, name)?;
         if t.load == Load::Replayed {
             return Ok(());
         }

@@ -322,6 +322,15 @@ impl Store {
     }
 }
 
+/// Table `name` among `tables`, to change it (a free function: callers keep using the store's
+/// other fields, the key-value layer among them, while they hold it).
+fn table_mut<'a>(tables: &'a mut BTreeMap<String, Table>, name: &str) -> Result<&'a mut Table> {
+    tables.get_mut(name).ok_or_else(|| Error::NotFound {
+        kind: "table",
+        name: name.to_string(),
+    })
+}
+
 impl Inner {
     fn table(&self, name: &str) -> Result<&Table> {
         self.tables.get(name).ok_or_else(|| Error::NotFound {

@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
-use super::Store;
-use crate::error::{Error, Result};
+use super::{table_mut, Store};
+use crate::error::Result;
 use crate::expectation::{self, Expectation};
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
@@ -23,10 +23,7 @@ impl Store {
         let gc = gc_property(&properties)?;
         let mut g = self.write_inner()?;
         let inner = &mut *g;
-        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: table.to_string(),
-        })?;
+        let t = table_mut(&mut inner.tables, table)?;
         let mut all = t.properties.clone();
         all.extend(properties.clone());
         let rec = TableRecord {
@@ -64,10 +61,7 @@ impl Store {
     ) -> Result<CommitInfo> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
-        let t = inner.tables.get_mut(table).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: table.to_string(),
-        })?;
+        let t = table_mut(&mut inner.tables, table)?;
         for f in &t.flows {
             for e in &expectations {
                 expectation::validate(table, e, &f.source_schema(), inner.evaluator.as_ref())?;
