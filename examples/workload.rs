@@ -78,12 +78,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         peak_rss_mib()
     );
     println!(
-        "cold history: {} events in memory, {} frozen over {} keys; spill {:.0} MiB live, {:.0} MiB freed",
+        "cold history: {} events in key heads, {} frozen over {} keys in {:.0} MiB of pages",
         cold.hot_events,
         cold.frozen_events,
         cold.frozen_keys,
-        cold.spill_bytes as f64 / (1 << 20) as f64,
-        cold.spill_garbage as f64 / (1 << 20) as f64,
+        cold.page_bytes as f64 / (1 << 20) as f64,
     );
     drop(store);
     let start = Instant::now();
@@ -91,7 +90,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let opened = start.elapsed().as_secs_f64();
     let live = store.read("bench", |r| r.live_rows())?;
     println!(
-        "reopen in {:.1} ms (catalog only); first use of the table (replay) {:.2} s; {live} live row versions",
+        "reopen in {:.1} ms (catalog only); first use of the table (read from its pages) {:.2} s; {live} live row versions",
         opened * 1000.0,
         start.elapsed().as_secs_f64() - opened,
     );

@@ -30,7 +30,7 @@ struct Options {
     ctu: bool,
     truncate: bool,
     /// `StoreOptions::hot_events_per_key`: with one or two, nearly every commit freezes some
-    /// key history to the spill file and many thaw it again.
+    /// key history to frozen pages and many thaw it again.
     hot_tail: usize,
 }
 

@@ -262,3 +262,12 @@ mod tests {
         }
     }
 }
+
+/// An encoded key as an error message shows it: its bytes in hex (the first 32, then `…`).
+pub(crate) fn display_key(key: &[u8]) -> String {
+    let mut s: String = key.iter().take(32).map(|b| format!("{b:02x}")).collect();
+    if key.len() > 32 {
+        s.push('…');
+    }
+    format!("0x{s}")
+}

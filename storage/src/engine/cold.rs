@@ -1,10 +1,11 @@
 //! Cold history: the part of a key's events, business timeline and row versions that ordinary
-//! commits no longer touch, moved out of memory into a spill file.
+//! commits no longer touch, moved out of memory into pages the store keeps in its key-value layer.
 //!
 //! A commit only reads a key's state from the version open just before the earliest sequence it
 //! changes (see [`super::fold::refold`]). Events arrive roughly in order, so after a key has
 //! gathered `2 × hot_tail` events, everything before its last `hot_tail` events is *frozen*:
-//! encoded as one cold page ([`crate::format::cold_page::encode_cold`]) and appended to the table's [`Spill`].
+//! encoded as one cold page ([`crate::format::cold_page::encode_cold`]), the key's next page in the
+//! table's [`Pages`].
 //! What stays in memory is the *hot tail*: the events and timeline versions from `keep_from` on
 //! (two versions before `hot_from`, the version holding the cut), and the row versions that a
 //! later commit may still change or retire. Rows that stay frozen are immutable: retired ones,
@@ -18,35 +19,34 @@
 //! property tests run with tails of one and two events, and `tests/cold.rs` compares a frozen
 //! store with one that keeps everything).
 //!
-//! The spill holds derived state only: the event log stays the truth, and the spill file is an
-//! unlinked temporary file that disappears with the process. A replay on open freezes as it goes.
+//! Pages are derived state, but durable: a commit writes the pages it froze and deletes those it
+//! thawed in its own batch, beside the heads of the keys it changed (`super::persist`), so a page
+//! is always as of the last commit, and an open reads nothing but the heads it needs.
 
-use std::collections::HashSet;
-use std::fs::File;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashSet};
 use std::ops::Bound;
-use std::os::unix::fs::FileExt;
-use std::path::PathBuf;
+use std::sync::Arc;
 
 use super::fold::{Bytes, RowId, Version};
 use super::{Incoming, KeyState, RowStore};
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Result};
+use crate::format::derived::{FrozenHead, PageEntry};
 use crate::value::ColumnType;
 
 pub(crate) use crate::record::ColdRows;
 
-/// Where a page is in the spill file.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct PageRef {
-    offset: u64,
-    len: u32,
-    /// The length of the page's head, which can be read alone (a cold page's row versions).
-    head: u32,
+/// Where a key's frozen pages are read from once they are written: the store's key-value layer
+/// (which knows the key layout; the engine does not).
+pub(crate) trait PageSource: Send + Sync {
+    /// Page `no` of `key`, if it is stored.
+    fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>>;
 }
 
 /// What a key has frozen: its pages, oldest first, and the sequence its hot tail starts at.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Frozen {
-    pages: Vec<PageRef>,
+    pub(super) pages: Vec<PageEntry>,
     /// Events at or before this sequence need a thaw; everything from it on is in memory.
     pub hot_from: Bytes,
     /// The greatest system time of a frozen event or of a frozen live row's system end: a
@@ -54,16 +54,48 @@ pub(crate) struct Frozen {
     sys: Option<Bytes>,
     /// Events (sequences) in the pages.
     events: usize,
+    /// The number of the next page.
+    next_page: u32,
 }
 
-/// An append-only file of pages, created on first use. Freed pages are counted, and the file is
-/// rewritten without them when they outweigh the live ones ([`Spill::needs_compaction`]).
-pub(crate) struct Spill {
-    dir: Option<PathBuf>,
-    file: Option<File>,
-    len: u64,
-    garbage: u64,
+impl Frozen {
+    /// As a key's head lists it.
+    pub fn to_head(&self) -> FrozenHead {
+        FrozenHead {
+            pages: self.pages.clone(),
+            hot_from: self.hot_from.to_vec(),
+            sys: self.sys.as_ref().map(|s| s.to_vec()),
+            events: self.events as u64,
+            next_page: self.next_page,
+        }
+    }
+
+    /// As a key's head listed it.
+    pub fn from_head(h: FrozenHead) -> Frozen {
+        Frozen {
+            pages: h.pages,
+            hot_from: h.hot_from.into(),
+            sys: h.sys.map(Bytes::from),
+            events: h.events as usize,
+            next_page: h.next_page,
+        }
+    }
 }
+
+/// A table's frozen pages: those written or deleted since the store last took them
+/// ([`Pages::take_pending`]), and the rest read from the [`PageSource`]. A table without a source
+/// (a state built only to be read once, as VACUUM does) keeps every page pending.
+pub(crate) struct Pages {
+    source: Option<Arc<dyn PageSource>>,
+    /// `(key, page)` to its bytes, or `None` if deleted.
+    pending: BTreeMap<(Bytes, u32), Option<Arc<[u8]>>>,
+    /// Bytes of the pages the table's keys list.
+    bytes: u64,
+}
+
+/// A page written or deleted by the engine, for the store to persist: `(key, page)`, and its
+/// bytes or `None` to delete it.
+pub(crate) type PageWrite = ((Bytes, u32), Option<Arc<[u8]>>);
 
 /// Sizes of a table's cold history, for [`crate::TableReader::cold_stats`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,98 +106,84 @@ pub struct ColdStats {
     pub frozen_events: u64,
     /// Events (sequences) held in memory.
     pub hot_events: u64,
-    /// Bytes of live pages in the spill file.
-    pub spill_bytes: u64,
-    /// Bytes of freed pages not yet compacted away.
-    pub spill_garbage: u64,
+    /// Bytes of the frozen pages.
+    pub page_bytes: u64,
 }
 
-fn io(e: std::io::Error) -> Error {
-    Error::Io(format!("spill file: {e}"))
-}
-
-impl Spill {
-    /// A spill that will create its file in `dir` (the system's temporary folder if `None`).
-    pub fn new(dir: Option<PathBuf>) -> Self {
-        Spill {
-            dir,
-            file: None,
-            len: 0,
-            garbage: 0,
+impl Pages {
+    /// Pages read back from `source` once the store has taken them.
+    pub fn new(source: Option<Arc<dyn PageSource>>) -> Self {
+        Pages {
+            source,
+            pending: BTreeMap::new(),
+            bytes: 0,
         }
     }
 
-    /// Appends a page whose first `head` bytes can be read alone ([`Spill::head`]).
-    fn put(&mut self, bytes: &[u8], head: usize) -> Result<PageRef> {
-        let len =
-            u32::try_from(bytes.len()).map_err(|_| Error::Io("spill page over 4 GiB".into()))?;
-        let file = match &mut self.file {
-            Some(f) => f,
-            slot => {
-                let f = match &self.dir {
-                    Some(d) => tempfile::tempfile_in(d),
-                    None => tempfile::tempfile(),
-                }
-                .map_err(io)?;
-                slot.insert(f)
-            }
-        };
-        file.write_all_at(bytes, self.len).map_err(io)?;
-        let r = PageRef {
-            offset: self.len,
+    /// Adds page `no` of `key`, whose first `head` bytes hold its row versions.
+    fn put(&mut self, key: &Bytes, no: u32, bytes: Vec<u8>, head: usize) -> Result<PageEntry> {
+        let len = u32::try_from(bytes.len()).map_err(|_| corrupt("cold page over 4 GiB"))?;
+        let e = PageEntry {
+            no,
             len,
             head: head.min(bytes.len()) as u32,
         };
-        self.len += u64::from(len);
-        Ok(r)
+        self.pending.insert((key.clone(), no), Some(bytes.into()));
+        self.bytes += u64::from(len);
+        Ok(e)
     }
 
-    fn get(&self, r: PageRef) -> Result<Vec<u8>> {
-        self.read(r.offset, r.len)
-    }
-
-    /// The head of a page (see [`Spill::put`]).
-    fn head(&self, r: PageRef) -> Result<Vec<u8>> {
-        self.read(r.offset, r.head)
-    }
-
-    fn read(&self, offset: u64, len: u32) -> Result<Vec<u8>> {
-        let file = self
-            .file
-            .as_ref()
-            .ok_or_else(|| Error::Io("spill page read before any was written".into()))?;
-        let mut buf = vec![0; len as usize];
-        file.read_exact_at(&mut buf, offset).map_err(io)?;
-        Ok(buf)
-    }
-
-    fn free(&mut self, r: PageRef) {
-        self.garbage += u64::from(r.len);
-    }
-
-    /// Whether freed pages take more than half the file (and at least 64 MiB).
-    pub fn needs_compaction(&self) -> bool {
-        self.garbage >= 64 << 20 && self.garbage * 2 > self.len
-    }
-
-    /// Copies every key's live pages into a fresh file, which replaces this one.
-    pub fn compact<'a>(&mut self, keys: impl Iterator<Item = &'a mut KeyState>) -> Result<()> {
-        let mut fresh = Spill::new(self.dir.clone());
-        for ks in keys {
-            if let Some(f) = ks.frozen.as_deref_mut() {
-                for p in &mut f.pages {
-                    *p = fresh.put(&self.get(*p)?, p.head as usize)?;
-                }
-            }
+    /// The bytes of page `e` of `key`.
+    fn get(&self, key: &Bytes, e: PageEntry) -> Result<Cow<'_, [u8]>> {
+        let missing = || {
+            corrupt(format!(
+                "page {} of key {} is missing",
+                e.no,
+                crate::keycodec::display_key(key)
+            ))
+        };
+        let bytes: Cow<'_, [u8]> = match self.pending.get(&(key.clone(), e.no)) {
+            Some(Some(b)) => Cow::Borrowed(&b[..]),
+            Some(None) => return Err(missing()),
+            None => match &self.source {
+                Some(src) => Cow::Owned(src.page(key, e.no)?.ok_or_else(missing)?),
+                None => return Err(missing()),
+            },
+        };
+        if bytes.len() != e.len as usize {
+            return Err(corrupt(format!(
+                "page {} of key {} has {} bytes, its head says {}",
+                e.no,
+                crate::keycodec::display_key(key),
+                bytes.len(),
+                e.len
+            )));
         }
-        *self = fresh;
-        Ok(())
+        Ok(bytes)
     }
 
-    /// Adds this spill's sizes to `stats`.
+    fn free(&mut self, key: &Bytes, e: PageEntry) {
+        self.pending.insert((key.clone(), e.no), None);
+        self.bytes = self.bytes.saturating_sub(u64::from(e.len));
+    }
+
+    /// Counts pages listed by a head read back from the store.
+    pub fn count(&mut self, f: &Frozen) {
+        self.bytes += f.pages.iter().map(|p| u64::from(p.len)).sum::<u64>();
+    }
+
+    /// The pages written and deleted since the last call, for the store to persist (a table
+    /// without a source keeps them).
+    pub fn take_pending(&mut self) -> Vec<PageWrite> {
+        if self.source.is_none() {
+            return Vec::new();
+        }
+        std::mem::take(&mut self.pending).into_iter().collect()
+    }
+
+    /// Adds these pages' sizes to `stats`.
     pub fn add_stats(&self, stats: &mut ColdStats) {
-        stats.spill_bytes += self.len - self.garbage;
-        stats.spill_garbage += self.garbage;
+        stats.page_bytes += self.bytes;
     }
 }
 
@@ -196,7 +214,7 @@ impl KeyState {
         &mut self,
         key: &Bytes,
         rows: &mut RowStore,
-        spill: &mut Spill,
+        pages: &mut Pages,
         width: usize,
     ) -> Result<()> {
         let Some(frozen) = self.frozen.take() else {
@@ -204,7 +222,7 @@ impl KeyState {
         };
         for &p in &frozen.pages {
             let (events, versions, stored) =
-                crate::format::cold_page::decode_cold(&spill.get(p)?, key, width)?;
+                crate::format::cold_page::decode_cold(&pages.get(key, p)?, key, width)?;
             for e in events {
                 self.events.entry(e.seq).or_default().push((e.sys, e.event));
             }
@@ -217,7 +235,7 @@ impl KeyState {
             }
         }
         for &p in &frozen.pages {
-            spill.free(p);
+            pages.free(key, p);
         }
         self.rows.sort_unstable();
         self.lookup = std::sync::OnceLock::new();
@@ -228,8 +246,9 @@ impl KeyState {
     /// `tail` of them, and the rows no commit will touch again (see the module documentation).
     pub fn freeze(
         &mut self,
+        key: &Bytes,
         rows: &mut RowStore,
-        spill: &mut Spill,
+        pages: &mut Pages,
         types: &[ColumnType],
         tail: usize,
     ) -> Result<()> {
@@ -316,7 +335,9 @@ impl KeyState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
-        let page = spill.put(&page, crate::format::cold_page::cold_page_head(&page))?;
+        let head = crate::format::cold_page::cold_page_head(&page);
+        let no = self.frozen.as_ref().map_or(0, |f| f.next_page);
+        let page = pages.put(key, no, page, head)?;
         for &r in &cold_rows {
             rows.freeze(r);
         }
@@ -328,8 +349,10 @@ impl KeyState {
                 hot_from: hot_from.clone(),
                 sys: None,
                 events: 0,
+                next_page: 0,
             })
         });
+        frozen.next_page = no + 1;
         frozen.pages.push(page);
         frozen.hot_from = hot_from;
         frozen.sys = sys;
@@ -338,20 +361,29 @@ impl KeyState {
     }
 
     /// The key's frozen events, read back (for VACUUM), with empty keys.
-    pub fn frozen_events(&self, spill: &Spill, width: usize) -> Result<Vec<Incoming>> {
+    pub fn frozen_events(&self, key: &Bytes, pages: &Pages, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
-            events.extend(crate::format::cold_page::decode_cold_history(&spill.get(p)?, width)?.0);
+            events.extend(
+                crate::format::cold_page::decode_cold_history(&pages.get(key, p)?, width)?.0,
+            );
         }
         Ok(events)
     }
 
     /// The key's frozen row versions, read back as the blocks of its pages.
-    pub fn frozen_rows(&self, spill: &Spill) -> Result<Vec<crate::format::cold_page::RowBlock>> {
+    pub fn frozen_rows(
+        &self,
+        key: &Bytes,
+        pages: &Pages,
+    ) -> Result<Vec<crate::format::cold_page::RowBlock>> {
         self.frozen
             .iter()
             .flat_map(|f| &f.pages)
-            .map(|&p| crate::format::cold_page::decode_cold_rows(&spill.head(p)?))
+            .map(|&p| {
+                let page = pages.get(key, p)?;
+                crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
+            })
             .collect()
     }
 }
@@ -360,47 +392,44 @@ impl KeyState {
 mod tests {
     use super::*;
 
-    /// Compaction copies every key's live pages into a fresh file, byte for byte, and leaves no
-    /// garbage; freed pages are not copied.
+    struct NoPages;
+    impl PageSource for NoPages {
+        fn page(&self, _: &[u8], _: u32) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+    }
+
+    /// Pages written and freed are handed to the store once, in key and page order; a page
+    /// freed after it was written is handed over as a deletion; a page the store does not have
+    /// is reported as missing, naming its key, never read as empty.
     #[test]
-    fn compaction_keeps_live_pages_and_drops_freed_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut spill = Spill::new(Some(dir.path().to_path_buf()));
-        let page = |i: u8| vec![i; 1000 + usize::from(i)];
-        let mut keys: Vec<KeyState> = Vec::new();
-        for k in 0..3u8 {
-            let mut pages = Vec::new();
-            for p in 0..4u8 {
-                let r = spill.put(&page(k * 4 + p), 10).unwrap();
-                if p % 2 == 0 {
-                    spill.free(r); // as a thaw would
-                } else {
-                    pages.push(r);
-                }
-            }
-            keys.push(KeyState {
-                frozen: Some(Box::new(Frozen {
-                    pages,
-                    hot_from: Bytes::from(&[k][..]),
-                    sys: None,
-                    events: 0,
-                })),
-                ..Default::default()
-            });
-        }
-        let mut before = ColdStats::default();
-        spill.add_stats(&mut before);
-        assert!(before.spill_garbage > 0);
-        spill.compact(keys.iter_mut()).unwrap();
-        let mut after = ColdStats::default();
-        spill.add_stats(&mut after);
-        assert_eq!(after.spill_garbage, 0);
-        assert_eq!(after.spill_bytes, before.spill_bytes);
-        for (k, ks) in keys.iter().enumerate() {
-            let pages = &ks.frozen.as_ref().unwrap().pages;
-            for (j, &r) in pages.iter().enumerate() {
-                assert_eq!(spill.get(r).unwrap(), page(k as u8 * 4 + 2 * j as u8 + 1));
-            }
-        }
+    fn pending_pages_are_taken_once_and_a_missing_page_is_an_error() {
+        let mut pages = Pages::new(Some(Arc::new(NoPages)));
+        let a: Bytes = Bytes::from(&b"a"[..]);
+        let b: Bytes = Bytes::from(&b"b"[..]);
+        let pa = pages.put(&a, 0, vec![1; 10], 4).unwrap();
+        let pb = pages.put(&b, 0, vec![2; 20], 4).unwrap();
+        let pa1 = pages.put(&a, 1, vec![3; 30], 4).unwrap();
+        assert_eq!(&pages.get(&a, pa1).unwrap()[..], &[3; 30][..]);
+        pages.free(&a, pa);
+        let mut stats = ColdStats::default();
+        pages.add_stats(&mut stats);
+        assert_eq!(stats.page_bytes, 50);
+        let taken: Vec<_> = pages
+            .take_pending()
+            .into_iter()
+            .map(|((k, no), v)| (k.to_vec(), no, v.map(|v| v.len())))
+            .collect();
+        assert_eq!(
+            taken,
+            vec![
+                (b"a".to_vec(), 0, None),
+                (b"a".to_vec(), 1, Some(30)),
+                (b"b".to_vec(), 0, Some(20)),
+            ]
+        );
+        assert!(pages.take_pending().is_empty());
+        let err = pages.get(&b, pb).unwrap_err().to_string();
+        assert!(err.contains("page 0 of key 0x62 is missing"), "{err}");
     }
 }

@@ -4,6 +4,7 @@
 pub(crate) mod cold;
 pub(crate) mod fold;
 pub(crate) mod lookup;
+mod persist;
 mod rows;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -13,7 +14,8 @@ use std::sync::OnceLock;
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::{ColumnType, Row};
-use cold::{ColdStats, Frozen, Spill};
+use cold::{ColdStats, Frozen, Pages};
+pub(crate) use cold::PageSource;
 use fold::{
     refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
 };
@@ -62,7 +64,7 @@ pub(crate) struct KeyState {
     /// Point-lookup index over past system times, built on first use. Boxed: most keys never
     /// build one, and the key map keeps its states inline, so a small state keeps it compact.
     pub lookup: OnceLock<Box<lookup::PointIndex>>,
-    /// The part of `events`, `timeline` and `rows` moved to the spill file ([`cold`]), if any.
+    /// The part of `events`, `timeline` and `rows` moved to frozen pages ([`cold`]), if any.
     pub frozen: Option<Box<Frozen>>,
     /// The key's number, which its rows carry ([`RowStore::key_of`]).
     pub no: u32,
@@ -122,19 +124,37 @@ pub(crate) struct TableState {
     pub rows: RowStore,
     gc_queue: VecDeque<(i64, Bytes)>,
     /// Where frozen key history goes ([`cold`]).
-    spill: Spill,
+    pages: Pages,
+    /// The keys changed since the store last persisted them ([`persist`]).
+    dirty: Dirty,
     /// Sequences per key kept in memory after a freeze.
     hot_tail: usize,
     types: Vec<ColumnType>,
 }
 
 /// Where and how a table keeps the history commits no longer touch ([`cold`]).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct ColdConfig {
-    /// The folder of the spill file (the system's temporary folder if `None`).
-    pub dir: Option<std::path::PathBuf>,
+    /// Where frozen pages are read back once the store has written them (`None`: a state that is
+    /// never persisted keeps them in memory).
+    pub pages: Option<std::sync::Arc<dyn PageSource>>,
     /// Sequences per key kept in memory after a freeze.
     pub hot_tail: usize,
+}
+
+/// Which keys changed since the store last took the changes ([`persist`]).
+#[derive(Debug)]
+enum Dirty {
+    Keys(BTreeSet<Bytes>),
+    All,
+}
+
+impl Dirty {
+    fn add(&mut self, key: &Bytes) {
+        if let Dirty::Keys(keys) = self {
+            keys.insert(key.clone());
+        }
+    }
 }
 
 /// A row computed by a system-time replay: (start, values, end, system start, system end).
@@ -153,7 +173,8 @@ impl TableState {
     ) -> Self {
         TableState {
             types: schema.columns.iter().map(|(_, t)| t.clone()).collect(),
-            spill: Spill::new(cold.dir),
+            pages: Pages::new(cold.pages),
+            dirty: Dirty::Keys(BTreeSet::new()),
             hot_tail: cold.hot_tail.max(1),
             schema,
             tracked,
@@ -183,7 +204,7 @@ impl TableState {
         let mut out = Vec::new();
         let width = self.types.len();
         for (key, ks) in &self.keys {
-            for e in ks.frozen_events(&self.spill, width)? {
+            for e in ks.frozen_events(key, &self.pages, width)? {
                 out.push(Incoming {
                     key: key.clone(),
                     ..e
@@ -207,7 +228,7 @@ impl TableState {
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
         let width = self.types.len();
         let mut rows = Vec::new();
-        for b in ks.frozen_rows(&self.spill)? {
+        for b in ks.frozen_rows(key, &self.pages)? {
             rows.extend(b.rows(key, width)?);
         }
         rows.sort_by_key(|r| r.0);
@@ -223,7 +244,7 @@ impl TableState {
         crate::format::cold_page::ColdBatch::new(
             key.clone(),
             self.types.len(),
-            ks.frozen_rows(&self.spill)?,
+            ks.frozen_rows(key, &self.pages)?,
         )
     }
 
@@ -236,8 +257,9 @@ impl TableState {
     /// Brings every key's frozen history back into memory.
     fn thaw_all(&mut self) -> Result<()> {
         let width = self.types.len();
+        self.dirty = Dirty::All;
         for (key, ks) in self.keys.iter_mut() {
-            ks.thaw(key, &mut self.rows, &mut self.spill, width)?;
+            ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
         }
         Ok(())
     }
@@ -251,13 +273,13 @@ impl TableState {
                 f.add_stats(&mut stats);
             }
         }
-        self.spill.add_stats(&mut stats);
+        self.pages.add_stats(&mut stats);
         stats
     }
 
     /// Forgets every event and retires every current row, by commit `version` (a full refresh
     /// rebuilds the table from its source this way). Every key is thawed first, so the error is
-    /// the spill file's; the state must then not be used.
+    /// a page's; the state must then not be used.
     pub fn reset(&mut self, version: u64) -> Result<u64> {
         self.thaw_all()?;
         let live: Vec<RowId> = self.rows.live.iter().collect();
@@ -281,7 +303,7 @@ impl TableState {
     /// passes `false` and so never holds a second copy of a commit's events.
     ///
     /// Keys whose change reaches into their frozen history are thawed first, and keys that grew
-    /// past their hot tail are frozen after ([`cold`]). An error comes from the spill file; the
+    /// past their hot tail are frozen after ([`cold`]). An error comes from reading a page; the
     /// state may then be half-applied, and the caller must stop using it.
     pub fn apply(
         &mut self,
@@ -304,12 +326,10 @@ impl TableState {
             self.collect_tombstones(ts, &mut fx)?;
         }
         for key in &touched {
+            self.dirty.add(key);
             if let Some(ks) = self.keys.get_mut(key) {
-                ks.freeze(&mut self.rows, &mut self.spill, &self.types, self.hot_tail)?;
+                ks.freeze(key, &mut self.rows, &mut self.pages, &self.types, self.hot_tail)?;
             }
-        }
-        if self.spill.needs_compaction() {
-            self.spill.compact(self.keys.values_mut())?;
         }
         Ok(fx)
     }
@@ -331,7 +351,7 @@ impl TableState {
                 .iter()
                 .any(|e| ks.needs_thaw_at(&e.seq) || ks.needs_thaw_since(&e.sys))
             {
-                ks.thaw(key, &mut self.rows, &mut self.spill, width)?;
+                ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
             }
         }
         Ok(())
@@ -376,6 +396,7 @@ impl TableState {
                 fx.metrics.num_late_events += 1;
             }
             self.truncates.insert(t.clone());
+            self.dirty = Dirty::All;
             let mode = self.schema.mode;
             for (key, ks) in self.keys.iter_mut() {
                 let mut diff = TimelineDiff::default();
@@ -450,7 +471,8 @@ impl TableState {
             let (ts, key) = self.gc_queue.pop_front().expect("front");
             if let Some(ks) = self.keys.get_mut(&key) {
                 if ks.deleted_since == Some(ts) {
-                    ks.thaw(&key, &mut self.rows, &mut self.spill, width)?;
+                    self.dirty.add(&key);
+                    ks.thaw(&key, &mut self.rows, &mut self.pages, width)?;
                     ks.events.clear();
                     ks.timeline.clear();
                     ks.max_sys = None;

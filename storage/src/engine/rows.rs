@@ -6,6 +6,8 @@ use std::ops::Index;
 use roaring::RoaringBitmap;
 
 use super::fold::{Bytes, RowId};
+use crate::error::{corrupt, Result};
+use crate::format::derived::RowDir;
 use crate::value::{Row, Value};
 
 pub use crate::record::StoredRow;
@@ -228,6 +230,89 @@ impl RowStore {
     /// The ids commit `version` retired.
     pub fn retired_by(&self, version: u64) -> Option<&RoaringBitmap> {
         self.retired.get(&version)
+    }
+
+    /// What commit `version` did to the row store (`None` if nothing): the rows it wrote, with
+    /// their keys, and those it retired.
+    pub fn directory(&self, version: u64) -> Option<RowDir> {
+        let (first, end) = (self.first_added(version), self.first_added(version + 1));
+        let retired = self.retired.get(&version).cloned().unwrap_or_default();
+        if first == end && retired.is_empty() {
+            return None;
+        }
+        Some(RowDir {
+            first,
+            key_of: self.key_of[first as usize..end as usize].to_vec(),
+            retired,
+        })
+    }
+
+    /// Every commit that wrote or retired rows, in version order.
+    pub fn versions(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.commits.iter().map(|c| c.0).collect();
+        v.extend(self.retired.keys());
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// The row store that the directories of every commit (in version order) describe, holding
+    /// the rows of `hot` (the keys' hot parts); every other row is frozen in its key's pages.
+    pub fn restore(
+        dirs: impl IntoIterator<Item = (u64, RowDir)>,
+        hot: Vec<(RowId, StoredRow)>,
+    ) -> Result<RowStore> {
+        let mut s = RowStore::default();
+        for (version, d) in dirs {
+            if !d.key_of.is_empty() {
+                if d.first as usize != s.len || s.commits.last().is_some_and(|c| c.0 >= version) {
+                    return Err(corrupt(format!(
+                        "the row directory of commit {version} starts at row {}, not {}",
+                        d.first, s.len
+                    )));
+                }
+                s.commits.push((version, d.first));
+                s.len += d.key_of.len();
+                s.key_of.extend(d.key_of);
+            }
+            if !d.retired.is_empty() {
+                s.retired.insert(version, d.retired);
+            }
+        }
+        let len = u32::try_from(s.len).map_err(|_| corrupt("over 2^32 row versions"))?;
+        s.live.insert_range(0..len);
+        for r in s.retired.values() {
+            if r.max().is_some_and(|m| m >= len) {
+                return Err(corrupt("a row directory retires a row never written"));
+            }
+            s.live -= r;
+        }
+        let mut hot_ids = RoaringBitmap::new();
+        for (id, _) in &hot {
+            if *id >= len || !hot_ids.insert(*id) {
+                return Err(corrupt(format!("row {id} of a key head is out of place")));
+            }
+        }
+        s.cold.insert_range(0..len);
+        s.cold -= &hot_ids;
+        for c in 0..s.len.div_ceil(CHUNK) {
+            let lo = (c * CHUNK) as u32;
+            let n = CHUNK.min(s.len - c * CHUNK);
+            let hot_here = hot_ids.range_cardinality(lo..lo + n as u32) as usize;
+            // A chunk all of whose rows are frozen holds nothing, as after a freeze; the last
+            // chunk is kept at its length, since pushes append to it.
+            s.chunks.push(if hot_here > 0 || n < CHUNK {
+                vec![s.husk.clone(); n]
+            } else {
+                Vec::new()
+            });
+            s.chunk_cold.push((n - hot_here) as u32);
+        }
+        for (id, row) in hot {
+            let i = id as usize;
+            s.chunks[i / CHUNK][i % CHUNK] = row;
+        }
+        Ok(s)
     }
 
     /// The first id written by commit `version` or later (`len()` if none).

@@ -12,6 +12,10 @@
 //! | `L` source id, append | the name an append was loaded under |
 //! | `H` source id, version | source table commit record |
 //! | `V` view name | the view's SQL |
+//! | `K` table id, key | a key's head: its hot state and page directory |
+//! | `P` table id, key, page | one frozen page of a key |
+//! | `X` table id, version | the rows a commit wrote (their keys) and retired |
+//! | `G` table id | the table summary: the version the `K`/`P`/`X` records are current at |
 //!
 //! See docs/FORMAT.md for the byte diagrams.
 
@@ -36,6 +40,19 @@ pub(crate) const SOURCE_COMMIT: u8 = b'H';
 /// A view: `V` name (UTF-8, not length-prefixed: it runs to the end of the key).
 pub(crate) const VIEW: u8 = b'V';
 
+/// A key's head: `K` id key (the encoded key runs to the end).
+pub(crate) const KEY_HEAD: u8 = b'K';
+/// A frozen page of a key: `P` id key page (u32).
+pub(crate) const PAGE: u8 = b'P';
+/// The row directory of one commit: `X` id version.
+pub(crate) const ROW_DIR: u8 = b'X';
+/// A table's summary: `G` id.
+pub(crate) const SUMMARY: u8 = b'G';
+/// Every tag of a target table's records, the catalog record first.
+pub(crate) const TABLE_TAGS: [u8; 7] = [TABLE, COMMIT, EVENTS, KEY_HEAD, PAGE, ROW_DIR, SUMMARY];
+/// The tags of a table's derived records (rewritten together: docs/FORMAT.md §9).
+pub(crate) const DERIVED_TAGS: [u8; 4] = [KEY_HEAD, PAGE, ROW_DIR, SUMMARY];
+
 /// The commit records the manifest follows, each with the tag of the catalog record whose deletion
 /// drops its table (the manifest lets go of a table before its data leaves the tree).
 pub(crate) const FOLLOWED: [(u8, u8); 2] = [(COMMIT, TABLE), (SOURCE_COMMIT, SOURCE)];
@@ -52,6 +69,31 @@ pub(crate) fn key(tag: u8, id: u32, version: Option<u64>, chunk: Option<u32>) ->
     if let Some(c) = chunk {
         k.extend_from_slice(&c.to_be_bytes());
     }
+    k
+}
+
+/// The head of `key` (encoded, [`crate::keycodec`]) of table `id`.
+pub(crate) fn key_head(id: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(5 + key.len());
+    k.push(KEY_HEAD);
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// The encoded key of a head's key ([`key_head`]).
+pub(crate) fn head_key(k: &[u8]) -> Result<&[u8]> {
+    k.get(5..).ok_or_else(|| corrupt("short key head"))
+}
+
+/// Page `page` of `key` (encoded) of table `id`. Encoded keys of one table are prefix-free
+/// (docs/FORMAT.md §4), so the pages of a key are one prefix of the tree.
+pub(crate) fn page(id: u32, key: &[u8], page: u32) -> Vec<u8> {
+    let mut k = Vec::with_capacity(9 + key.len());
+    k.push(PAGE);
+    k.extend_from_slice(&id.to_be_bytes());
+    k.extend_from_slice(key);
+    k.extend_from_slice(&page.to_be_bytes());
     k
 }
 

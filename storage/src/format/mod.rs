@@ -3,6 +3,7 @@
 
 mod archive;
 pub(crate) mod cold_page;
+pub(crate) mod derived;
 mod columns;
 pub(crate) mod event_block;
 pub(crate) mod keys;

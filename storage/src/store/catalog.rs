@@ -8,7 +8,8 @@ use arrow::record_batch::RecordBatch;
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::records::{gc_property, TableRecord};
-use super::replay::{load_commits, replay_log};
+use super::pages;
+use super::replay::load_commits;
 use super::sources::WRITE;
 use super::OpenMode;
 use super::{Inner, Store, Table};
@@ -140,15 +141,16 @@ impl Store {
                 let mut b = WriteBatch::default();
                 put_json(&mut b, key(keys::TABLE, id, None, None), &rec)?;
                 put_json(&mut b, key(keys::COMMIT, id, Some(0), None), &commit)?;
-                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-                inner.next_table_id += 1;
-                let state = TableState::new(
+                let mut state = TableState::new(
                     schema,
                     flow.tracked.clone(),
                     flow.ignore_null.clone(),
                     flow.spec.tombstone_gc_threshold_secs,
-                    inner.cold.clone(),
+                    inner.cold_config(id),
                 );
+                pages::put_changes(&mut b, id, &mut state, 0)?;
+                write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+                inner.next_table_id += 1;
                 inner.tables.insert(
                     target.clone(),
                     Table {
@@ -161,7 +163,7 @@ impl Store {
                         properties,
                         expectations,
                         generation: 0,
-                        cold: inner.cold.clone(),
+                        cold: inner.cold_config(id),
                     },
                 );
             }
@@ -198,7 +200,7 @@ impl Store {
         let mut b = WriteBatch::default();
         let mut prefixes: Vec<Vec<u8>> = Vec::new();
         if let Some(t) = inner.tables.get(name) {
-            for tag in [keys::TABLE, keys::COMMIT, keys::EVENTS] {
+            for tag in keys::TABLE_TAGS {
                 prefixes.push(key(tag, t.id, None, None));
             }
         } else if let Some(s) = inner.sources.get(name) {
@@ -287,23 +289,16 @@ impl Inner {
                 .map(|s| Flow::new(s).map_err(|e| corrupt(format!("stored flow: {e}"))))
                 .collect::<Result<_>>()?;
             let first = flows.first().ok_or_else(|| corrupt("table without flow"))?;
-            let mut state = TableState::new(
+            let state = TableState::new(
                 rec.schema,
                 first.tracked.clone(),
                 first.ignore_null.clone(),
                 first.spec.tombstone_gc_threshold_secs,
-                self.cold.clone(),
+                self.cold_config(id),
             );
             let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
-            // Replayed now only when asked; otherwise on first use (`Inner::ensure_replayed`).
-            let load = match self.open {
-                OpenMode::Eager => {
-                    replay_log(self.kv.as_ref(), id, &mut state, &commits, None)?;
-                    Load::Replayed
-                }
-                OpenMode::Lazy => Load::Pending,
-            };
             self.next_table_id = self.next_table_id.max(id + 1);
+            let name = rec.name.clone();
             self.tables.insert(
                 rec.name.clone(),
                 Table {
@@ -311,14 +306,18 @@ impl Inner {
                     name: rec.name,
                     flows,
                     state,
-                    load,
                     commits,
                     properties: rec.properties,
                     expectations: rec.expectations,
                     generation: 0,
-                    cold: self.cold.clone(),
+                    cold: self.cold_config(id),
+                    load: Load::Pending,
                 },
             );
+            // Read now only when asked; otherwise on first use (`Inner::ensure_replayed`).
+            if self.open == OpenMode::Eager {
+                self.ensure_replayed(&name)?;
+            }
         }
         let records: Vec<(Vec<u8>, Vec<u8>)> = self
             .kv

@@ -1,19 +1,19 @@
 //! Loading on first use. Opening a store reads its catalog and its commit records, nothing
-//! proportional to its data: a table's state is rebuilt from its log (`replay`) the first time a
-//! query or a commit needs it, and a source table's rows are decoded the first time they are read
-//! ([`super::OpenMode`]).
+//! proportional to its data: a table's state is read from its derived records (`pages`; replayed
+//! from its log if they are not current) the first time a query or a commit needs it, and a
+//! source table's rows are decoded the first time they are read ([`super::OpenMode`]).
 
 use std::sync::RwLockReadGuard;
 
 use arrow::record_batch::RecordBatch;
 
-use super::replay::replay_log;
+use super::pages;
 use super::{table_mut, Inner, Store};
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key};
 use crate::source::SourceTable;
 
-/// Whether a table's state was rebuilt from its log.
+/// Whether a table's state was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Load {
     /// Not yet: the state is empty.
@@ -23,15 +23,21 @@ pub(super) enum Load {
 }
 
 impl Inner {
-    /// Replays `name`'s log into its state, unless that was done. On an error the state is left
-    /// empty and pending, so the store stays usable and the next use tries again.
+    /// Reads `name`'s state from its derived records, or replays its log and writes them if they
+    /// are not current, unless that was done. On an error the state is left empty and pending,
+    /// so the store stays usable and the next use tries again.
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
         let kv = self.kv.as_ref();
         let t = table_mut(&mut self.tables, name)?;
         if t.load == Load::Replayed {
             return Ok(());
         }
-        match replay_log(kv, t.id, &mut t.state, &t.commits, None) {
+        let read = match pages::load(kv, t) {
+            Ok(true) => Ok(()),
+            Ok(false) => pages::rebuild(kv, t),
+            Err(e) => Err(e),
+        };
+        match read {
             Ok(()) => {
                 t.load = Load::Replayed;
                 Ok(())

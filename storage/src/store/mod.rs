@@ -9,13 +9,15 @@
 //! feed). Key layout: `crate::format::keys`.
 //!
 //! A commit is one atomic batch of entries followed by a flush; only then is it acknowledged.
-//! The in-memory state (events per key, business timelines, row versions with the commits that
-//! wrote and retired them) is a deterministic function of the commits' events and is rebuilt by
-//! replaying them on open.
+//! A table's state (events per key, business timelines, row versions with the commits that wrote
+//! and retired them) is a deterministic function of the commits' events; each commit also writes
+//! what it changed of that state (`pages`: key heads, frozen pages, row directories), so that a
+//! table is read back from those records on its first use instead of being replayed.
 
 mod catalog;
 mod commit;
 mod load;
+mod pages;
 mod properties;
 mod reader;
 mod records;
@@ -48,19 +50,21 @@ pub use records::TOMBSTONE_GC_PROPERTY;
 pub use refresh::{FULL_REFRESH, SOURCE_OFFSET};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
 
-/// The on-disk format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The on-disk format version this build writes. Version 1 stores (events only) are upgraded in
+/// place: the format record is set to 2 on open, and each table's derived records are written
+/// on its first use (docs/FORMAT.md §9).
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
     /// sled's page cache, in bytes (default 256 MiB).
     pub cache_bytes: u64,
-    /// How many of each key's latest sequences the engine keeps in memory (default 16). A key
-    /// that gathers twice as many moves the older ones to a spill file beside the store, and
-    /// reads them back only for an event that lands among them or is late on system time (see
-    /// "Cold history" in docs/ARCHITECTURE.md). Smaller saves memory; larger saves reads when
-    /// events arrive very late.
+    /// How many of each key's latest sequences the engine keeps in its head (default 16). A key
+    /// that gathers twice as many moves the older ones to a frozen page, and reads them back only
+    /// for an event that lands among them or is late on system time (see "Cold history" in
+    /// docs/ARCHITECTURE.md). Smaller saves memory and the bytes each commit rewrites; larger
+    /// saves reads when events arrive very late.
     pub hot_events_per_key: usize,
     /// How long an open waits for another process that has the store open (default 2 s).
     pub lock_wait: std::time::Duration,
@@ -70,17 +74,16 @@ pub struct StoreOptions {
     pub open: OpenMode,
 }
 
-/// When an open rebuilds each table's state from its log.
+/// When an open reads each table's state (from its derived records, or by replaying its log if
+/// they are not current).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OpenMode {
-    /// On first use: opening reads the catalog and the commit records only, and a table is
-    /// replayed the first time a query or a commit needs it (a source table's rows are read
-    /// likewise). Opening costs milliseconds; the first use of a table pays its replay.
+    /// On first use: opening reads the catalog and the commit records only, and a table's state
+    /// is read the first time a query or a commit needs it (a source table's rows likewise).
     #[default]
     Lazy,
-    /// All of them while opening: the first query costs nothing extra, the open costs the replay
-    /// of every table. (Source tables' rows are read on first use either way.)
+    /// All of them while opening. (Source tables' rows are read on first use either way.)
     Eager,
 }
 
@@ -103,7 +106,7 @@ struct Table {
     id: u32,
     name: String,
     flows: Vec<Flow>,
-    /// Its rows, timelines and events: empty until `load` says it was replayed.
+    /// Its rows, timelines and events: empty until `load` says it was read.
     state: TableState,
     load: Load,
     /// The commit log from the oldest version kept (0 unless vacuumed), in version order.
@@ -117,7 +120,7 @@ struct Table {
 }
 
 struct Inner {
-    kv: Box<dyn KvStore>,
+    kv: Arc<dyn KvStore>,
     tables: BTreeMap<String, Table>,
     sources: BTreeMap<String, SourceTable>,
     views: BTreeMap<String, String>,
@@ -125,7 +128,8 @@ struct Inner {
     poisoned: Option<String>,
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
     progress: Option<Arc<dyn Progress>>,
-    cold: ColdConfig,
+    /// [`StoreOptions::hot_events_per_key`].
+    hot_tail: usize,
     open: OpenMode,
 }
 
@@ -152,24 +156,15 @@ impl Store {
             options.lock_wait,
             options.manifest,
         )?;
-        let cold = ColdConfig {
-            dir: Some(path.as_ref().to_path_buf()),
-            hot_tail: options.hot_events_per_key,
-        };
-        Self::open_kv(Box::new(kv), cold, options.open)
+        Self::open_kv(Arc::new(kv), options.hot_events_per_key, options.open)
     }
 
-    /// Opens a store on any key-value implementation (tests use this to inject failures). Cold
-    /// history spills to the system's temporary folder.
+    /// Opens a store on any key-value implementation (tests use this to inject failures).
     pub fn with_kv(kv: Box<dyn KvStore>) -> Result<Store> {
-        let cold = ColdConfig {
-            dir: None,
-            hot_tail: DEFAULT_HOT_EVENTS_PER_KEY,
-        };
-        Self::open_kv(kv, cold, OpenMode::Lazy)
+        Self::open_kv(Arc::from(kv), DEFAULT_HOT_EVENTS_PER_KEY, OpenMode::Lazy)
     }
 
-    fn open_kv(kv: Box<dyn KvStore>, cold: ColdConfig, open: OpenMode) -> Result<Store> {
+    fn open_kv(kv: Arc<dyn KvStore>, hot_tail: usize, open: OpenMode) -> Result<Store> {
         match kv.get(FORMAT_KEY)? {
             Some(v) => {
                 let found = v
@@ -177,11 +172,21 @@ impl Store {
                     .try_into()
                     .map(u32::from_be_bytes)
                     .map_err(|_| corrupt("bad format record"))?;
-                if found != FORMAT_VERSION {
-                    return Err(Error::FormatVersion {
-                        found,
-                        supported: FORMAT_VERSION,
-                    });
+                match found {
+                    FORMAT_VERSION => {}
+                    1 => {
+                        // Version 1 has no derived records; each table writes them on its first
+                        // use, as when they are not current (`pages`).
+                        let mut b = WriteBatch::default();
+                        b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
+                        kv.write(b)?;
+                    }
+                    _ => {
+                        return Err(Error::FormatVersion {
+                            found,
+                            supported: FORMAT_VERSION,
+                        })
+                    }
                 }
             }
             None => {
@@ -202,7 +207,7 @@ impl Store {
             poisoned: None,
             evaluator: None,
             progress: None,
-            cold,
+            hot_tail,
             open,
         };
         inner.load()?;
@@ -251,14 +256,40 @@ impl Store {
 impl Table {
     /// An empty state for this table, as its first flow and creation properties define it.
     fn new_state(&self) -> TableState {
+        self.state_with(self.cold.clone())
+    }
+
+    /// An empty state whose frozen pages stay in memory: one that is read once and dropped, never
+    /// persisted.
+    fn detached_state(&self) -> TableState {
+        self.state_with(ColdConfig {
+            pages: None,
+            hot_tail: self.cold.hot_tail,
+        })
+    }
+
+    fn state_with(&self, cold: ColdConfig) -> TableState {
         let first = &self.flows[0];
         TableState::new(
             self.state.schema.clone(),
             first.tracked.clone(),
             first.ignore_null.clone(),
             first.spec.tombstone_gc_threshold_secs,
-            self.cold.clone(),
+            cold,
         )
+    }
+}
+
+impl Inner {
+    /// How table `id` keeps its cold history: pages in this store.
+    fn cold_config(&self, id: u32) -> ColdConfig {
+        ColdConfig {
+            pages: Some(Arc::new(pages::TablePages {
+                kv: self.kv.clone(),
+                id,
+            })),
+            hot_tail: self.hot_tail,
+        }
     }
 }
 

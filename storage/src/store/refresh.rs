@@ -6,6 +6,7 @@ use std::time::Instant;
 use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
+use super::pages;
 use super::{Inner, Store, Table};
 use crate::error::{Error, Result};
 use crate::expectation;
@@ -256,7 +257,7 @@ impl Inner {
 
         let reset = if full {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
-            // An error comes from the spill file, with the state half-reset: refuse everything
+            // An error comes from reading a page, with the state half-reset: refuse everything
             // until the store is reopened.
             table
                 .state
@@ -296,7 +297,7 @@ impl Inner {
             metrics: fx.metrics.clone(),
             duration_us: 0,
         };
-        let persist = || -> Result<CommitInfo> {
+        let mut persist = || -> Result<CommitInfo> {
             let mut b = WriteBatch::default();
             put_event_blocks(
                 &mut b,
@@ -306,6 +307,7 @@ impl Inner {
                 &fx.events,
                 &fx.truncates,
             )?;
+            pages::put_changes(&mut b, table.id, &mut table.state, version)?;
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
             put_json(

@@ -40,20 +40,34 @@ pub(crate) fn load_commits(kv: &dyn KvStore, id: u32, table: &str) -> Result<Vec
     Ok(commits)
 }
 
-/// Replays a table's log into `state`: every data commit's events, in commit order, through the
-/// same engine path as when they were first applied (up to commit `up_to` if given). The engine is
-/// deterministic, so this rebuilds the timelines and every row version with the commits that
-/// wrote and retired it. Property commits take effect where they are in the log.
+/// The tombstone GC threshold in force after `commits` (the last one a property commit or a VACUUM
+/// base set; `default` if none did).
+pub(crate) fn gc_secs_in(commits: &[CommitInfo], default: u64) -> Result<u64> {
+    let mut secs = default;
+    for c in commits {
+        if c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE) {
+            secs = gc_property(&c.parameters)?.unwrap_or(secs);
+        }
+    }
+    Ok(secs)
+}
+
 /// About how many events of one commit a replay applies at a time (a few under test, so that the
 /// unit tests replay in parts).
 pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
 
+/// Replays a table's log into `state`: every data commit's events, in commit order, through the
+/// same engine path as when they were first applied (up to commit `up_to` if given). The engine is
+/// deterministic, so this rebuilds the timelines and every row version with the commits that
+/// wrote and retired it. Property commits take effect where they are in the log. `after_part`
+/// runs after each part applied (a rebuild writes the pages frozen so far).
 pub(crate) fn replay_log(
     kv: &dyn KvStore,
     id: u32,
     state: &mut TableState,
     commits: &[CommitInfo],
     up_to: Option<u64>,
+    after_part: &mut dyn FnMut(&mut TableState) -> Result<()>,
 ) -> Result<()> {
     let width = state.schema.columns.len();
     let mut settings = commits
@@ -88,7 +102,7 @@ pub(crate) fn replay_log(
             false,
             &mut |_| {},
         )?;
-        Ok(())
+        after_part(state)
     };
     // After a VACUUM the log starts with a base commit: every block up to it is its events.
     let base = commits

@@ -6,9 +6,9 @@ use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitI
 use super::load::Load;
 use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
 use super::refresh::{checkpoint_in, FULL_REFRESH, SOURCE_OFFSET};
+use super::pages;
 use super::replay::{load_commits, replay_log, VACUUM_BASE};
 use super::Store;
-use crate::engine::TableState;
 use crate::error::{Error, Result};
 use crate::format::keys::{self, key, parse_version};
 use crate::kv::{KvStore, WriteBatch};
@@ -118,6 +118,7 @@ impl Store {
             // Nothing old enough to forget: the vacuum is only recorded.
             let commit = vacuum_commit(0);
             let mut b = WriteBatch::default();
+            pages::carry_summary(inner.kv.as_ref(), &mut b, id, next - 1, next)?;
             put_json(
                 &mut b,
                 key(keys::COMMIT, id, Some(commit.version), None),
@@ -174,8 +175,15 @@ impl Store {
         {
             // A tombstone GC dropped events the log still has: write the event set the table held
             // at `h` (from a replay up to it) as the base, in place of the blocks up to `h`.
-            let mut at_h = t.new_state();
-            replay_log(inner.kv.as_ref(), id, &mut at_h, &t.commits, Some(h))?;
+            let mut at_h = t.detached_state();
+            replay_log(
+                inner.kv.as_ref(),
+                id,
+                &mut at_h,
+                &t.commits,
+                Some(h),
+                &mut |_| Ok(()),
+            )?;
             let (events, truncates) = at_h.event_set()?;
             for kv in inner.kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
                 let (k, _) = kv?;
@@ -238,19 +246,15 @@ impl Store {
             t.load = Load::Pending;
             t.generation += 1;
         }
-        // Rebuild from the log as it now is, as an open would.
-        let rebuilt = (|| -> Result<(TableState, Vec<CommitInfo>)> {
-            let t = &inner.tables[table];
-            let commits = load_commits(inner.kv.as_ref(), id, &t.name)?;
-            let mut state = t.new_state();
-            replay_log(inner.kv.as_ref(), id, &mut state, &commits, None)?;
-            Ok((state, commits))
-        })();
-        let (state, commits) = rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        // Rebuild from the log as it now is, and write the derived records again (the rows changed
+        // ids), as an open of a store whose records are not current would.
         let t = inner.tables.get_mut(table).expect("found");
-        t.state = state;
+        let rebuilt = load_commits(inner.kv.as_ref(), id, &t.name).and_then(|commits| {
+            t.commits = commits;
+            pages::rebuild(inner.kv.as_ref(), t)
+        });
+        rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         t.load = Load::Replayed;
-        t.commits = commits;
         let rows_after = t.state.rows.len() as u64;
         // Measured only once the table is whole again: an error here leaves a correct store.
         let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;

@@ -1,0 +1,175 @@
+//! A table's state as durable records (docs/FORMAT.md §9): after each commit the store takes the
+//! heads of the keys it changed and the pages it froze or thawed ([`TableState::take_changes`]),
+//! the commit's row directory and the table summary, and writes them in the commit's batch; an
+//! open rebuilds the state from them ([`TableState::restore`]) instead of replaying the log.
+
+use std::collections::{BTreeSet, VecDeque};
+
+use super::cold::{Frozen, PageWrite};
+use super::fold::{Bytes, RowId};
+use super::{Dirty, KeyState, RowStore, StoredRow, TableState, Version};
+use crate::error::{corrupt, Result};
+use crate::format::cold_page::{decode_cold, encode_cold};
+use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
+use crate::keycodec::display_key;
+
+/// What changed in a table's state since the store last took its changes.
+pub(crate) struct Changes {
+    /// `(key, head record)` of every key changed.
+    pub heads: Vec<(Bytes, Vec<u8>)>,
+    /// Pages frozen (written) and thawed (deleted).
+    pub pages: Vec<PageWrite>,
+}
+
+impl TableState {
+    /// The heads of the keys changed since the last call, and the pages written and deleted.
+    pub fn take_changes(&mut self) -> Result<Changes> {
+        let dirty = std::mem::replace(&mut self.dirty, Dirty::Keys(BTreeSet::new()));
+        let mut heads = Vec::new();
+        match dirty {
+            Dirty::All => {
+                for (k, ks) in &self.keys {
+                    heads.push((k.clone(), self.encode_head(k, ks)?));
+                }
+            }
+            Dirty::Keys(keys) => {
+                for k in keys {
+                    if let Some(ks) = self.keys.get(&k) {
+                        heads.push((k.clone(), self.encode_head(&k, ks)?));
+                    }
+                }
+            }
+        }
+        Ok(Changes {
+            heads,
+            pages: self.pages.take_pending(),
+        })
+    }
+
+    /// Only the pages written and deleted since the last call (a rebuild writes them as it goes,
+    /// and the heads once at the end).
+    pub fn take_pages(&mut self) -> Vec<PageWrite> {
+        self.pages.take_pending()
+    }
+
+    /// Makes the next [`TableState::take_changes`] return every key's head.
+    pub fn mark_all_changed(&mut self) {
+        self.dirty = Dirty::All;
+    }
+
+    /// The row directory of commit `version` (`None`: it wrote and retired no row).
+    pub fn row_directory(&self, version: u64) -> Option<RowDir> {
+        self.rows.directory(version)
+    }
+
+    /// The commits that wrote or retired rows, in version order.
+    pub fn row_versions_by_commit(&self) -> Vec<u64> {
+        self.rows.versions()
+    }
+
+    /// The table summary as of commit `version`.
+    pub fn summary(&self, version: u64) -> Summary {
+        Summary {
+            version,
+            rows: self.rows.len() as u64,
+            keys: self.keys.len() as u64,
+            truncates: self.truncates.iter().map(|t| t.to_vec()).collect(),
+        }
+    }
+
+    fn encode_head(&self, key: &Bytes, ks: &KeyState) -> Result<Vec<u8>> {
+        let rows = ks.rows.iter().map(|&r| {
+            self.rows
+                .get(r)
+                .map(|row| (r, row))
+                .ok_or_else(|| corrupt(format!("row {r} of a hot key is frozen")))
+        });
+        let rows: Vec<(RowId, &StoredRow)> = rows.collect::<Result<_>>()?;
+        let hot = encode_cold(
+            &self.types,
+            ks.events
+                .iter()
+                .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
+            ks.timeline
+                .iter()
+                .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
+            rows.into_iter(),
+        )
+        .map_err(|e| corrupt(format!("key {}: {e}", display_key(key))))?;
+        let meta = HeadMeta {
+            no: ks.no,
+            max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
+            deleted_since: ks.deleted_since,
+            frozen: ks.frozen.as_ref().map(|f| f.to_head()),
+        };
+        encode_head(&meta, &hot)
+    }
+
+    /// Rebuilds an empty state from the heads of every key (`(key, head record)`, in key order),
+    /// the row directories of every commit (in version order) and the summary.
+    pub fn restore(
+        &mut self,
+        heads: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+        dirs: Vec<(u64, RowDir)>,
+        summary: &Summary,
+    ) -> Result<()> {
+        let width = self.types.len();
+        let n_keys = usize::try_from(summary.keys).map_err(corrupt)?;
+        let mut key_list: Vec<Option<Bytes>> = vec![None; n_keys];
+        let mut hot_rows = Vec::new();
+        let mut gc: Vec<(i64, Bytes)> = Vec::new();
+        for head in heads {
+            let (key, bytes) = head?;
+            let key: Bytes = key.into();
+            let bad = |e: crate::error::Error| corrupt(format!("key {}: {e}", display_key(&key)));
+            let (meta, hot) = decode_head(&bytes).map_err(bad)?;
+            let (events, versions, rows) = decode_cold(hot, &key, width).map_err(bad)?;
+            let slot = key_list
+                .get_mut(meta.no as usize)
+                .filter(|s| s.is_none())
+                .ok_or_else(|| bad(corrupt(format!("its number {} is taken", meta.no))))?;
+            *slot = Some(key.clone());
+            let mut ks = KeyState {
+                no: meta.no,
+                max_sys: meta.max_sys.map(Bytes::from),
+                deleted_since: meta.deleted_since,
+                frozen: meta.frozen.map(|f| Box::new(Frozen::from_head(f))),
+                ..Default::default()
+            };
+            for e in events {
+                ks.events.entry(e.seq).or_default().push((e.sys, e.event));
+            }
+            for (start, values, end, row) in versions {
+                ks.timeline.insert(start, Version { values, end, row });
+            }
+            for (id, row) in rows {
+                ks.rows.push(id);
+                hot_rows.push((id, row));
+            }
+            if let Some(f) = &ks.frozen {
+                self.pages.count(f);
+            }
+            if let Some(ts) = ks.deleted_since {
+                gc.push((ts, key.clone()));
+            }
+            self.keys.insert(key, ks);
+        }
+        self.key_list = key_list
+            .into_iter()
+            .enumerate()
+            .map(|(no, k)| k.ok_or_else(|| corrupt(format!("no key has number {no}"))))
+            .collect::<Result<_>>()?;
+        self.rows = RowStore::restore(dirs, hot_rows)?;
+        if self.rows.len() as u64 != summary.rows {
+            return Err(corrupt(format!(
+                "the row directories hold {} rows, the summary says {}",
+                self.rows.len(),
+                summary.rows
+            )));
+        }
+        gc.sort();
+        self.gc_queue = VecDeque::from(gc);
+        self.truncates = summary.truncates.iter().map(|t| Bytes::from(&t[..])).collect();
+        Ok(())
+    }
+}

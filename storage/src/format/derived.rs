@@ -1,0 +1,184 @@
+//! The derived records of a target table (docs/FORMAT.md §9): what a query or a commit reads,
+//! persisted so that nothing is replayed. A key's head (`K`) holds its hot state and the directory
+//! of its frozen pages (`P`, each a cold page: [`super::cold_page`]); a commit's row directory
+//! (`X`) says which rows it wrote (by key) and retired; the summary (`G`) says at which commit all
+//! of them are current.
+
+use rkyv::rancor;
+use roaring::RoaringBitmap;
+use serde::{Deserialize, Serialize};
+
+use super::archive::{compress, decompress};
+use crate::error::{corrupt, Result};
+
+/// One frozen page of a key, as its head lists it.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageEntry {
+    /// The page number (the last part of its `P` key).
+    pub no: u32,
+    /// Its length in bytes.
+    pub len: u32,
+    /// How many leading bytes hold its row versions.
+    pub head: u32,
+}
+
+/// What a key has frozen (see `engine::cold`).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FrozenHead {
+    pub pages: Vec<PageEntry>,
+    pub hot_from: Vec<u8>,
+    pub sys: Option<Vec<u8>>,
+    pub events: u64,
+    /// The number the next page gets.
+    pub next_page: u32,
+}
+
+/// A key's head, but for its hot part (a cold page that follows it in the record).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeadMeta {
+    /// The key's number, which its rows carry in the row directories.
+    pub no: u32,
+    pub max_sys: Option<Vec<u8>>,
+    pub deleted_since: Option<i64>,
+    pub frozen: Option<FrozenHead>,
+}
+
+/// A `K` record: the length of the archived meta (u32 LE), the meta, then the hot part.
+pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
+    let m = compress(
+        &rkyv::to_bytes::<rancor::Error>(meta)
+            .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?,
+    )?;
+    let mut out = Vec::with_capacity(4 + m.len() + hot.len());
+    out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    out.extend_from_slice(&m);
+    out.extend_from_slice(hot);
+    Ok(out)
+}
+
+/// The meta and the hot part of a `K` record.
+pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
+    let n = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+        .ok_or_else(|| corrupt("key head too short"))?;
+    let rest = &bytes[4..];
+    if n > rest.len() {
+        return Err(corrupt("key head shorter than its meta"));
+    }
+    let (m, hot) = rest.split_at(n);
+    let meta = rkyv::from_bytes::<HeadMeta, rancor::Error>(&decompress(m)?)
+        .map_err(|e| corrupt(format!("key head fails validation: {e}")))?;
+    Ok((meta, hot))
+}
+
+/// An `X` record: the rows commit `version` wrote (ids `first..first + key_of.len()`, with the
+/// number of each one's key) and the rows it retired.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RowDir {
+    pub first: u32,
+    pub key_of: Vec<u32>,
+    pub retired: RoaringBitmap,
+}
+
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct RowDirRecord {
+    first: u32,
+    key_of: Vec<u32>,
+    /// The retired ids, in roaring's portable serialization.
+    retired: Vec<u8>,
+}
+
+pub(crate) fn encode_row_dir(d: &RowDir) -> Result<Vec<u8>> {
+    let mut retired = Vec::with_capacity(d.retired.serialized_size());
+    d.retired
+        .serialize_into(&mut retired)
+        .map_err(|e| corrupt(format!("cannot encode a row directory: {e}")))?;
+    let rec = RowDirRecord {
+        first: d.first,
+        key_of: d.key_of.clone(),
+        retired,
+    };
+    compress(
+        &rkyv::to_bytes::<rancor::Error>(&rec)
+            .map_err(|e| corrupt(format!("cannot encode a row directory: {e}")))?,
+    )
+}
+
+pub(crate) fn decode_row_dir(bytes: &[u8]) -> Result<RowDir> {
+    let rec = rkyv::from_bytes::<RowDirRecord, rancor::Error>(&decompress(bytes)?)
+        .map_err(|e| corrupt(format!("row directory fails validation: {e}")))?;
+    let retired = RoaringBitmap::deserialize_from(&rec.retired[..])
+        .map_err(|e| corrupt(format!("row directory: retired rows: {e}")))?;
+    Ok(RowDir {
+        first: rec.first,
+        key_of: rec.key_of,
+        retired,
+    })
+}
+
+/// The `G` record (JSON): the commit at which the table's `K`, `P` and `X` records are current,
+/// and the table-wide state that is not per key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Summary {
+    /// The table's last commit when they were written. Any other value means they are not
+    /// current (a commit by a build that did not write them, a crash during a rebuild), and the
+    /// table is rebuilt from its log.
+    pub version: u64,
+    /// Row versions (the next row id).
+    pub rows: u64,
+    /// Keys (heads).
+    pub keys: u64,
+    /// SCD1 truncate sequences.
+    pub truncates: Vec<Vec<u8>>,
+}
+
+pub(crate) fn encode_summary(s: &Summary) -> Result<Vec<u8>> {
+    serde_json::to_vec(s).map_err(corrupt)
+}
+
+pub(crate) fn decode_summary(bytes: &[u8]) -> Result<Summary> {
+    serde_json::from_slice(bytes).map_err(|e| corrupt(format!("table summary: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_reads_back_with_its_hot_part() {
+        let meta = HeadMeta {
+            no: 7,
+            max_sys: Some(vec![1, 2]),
+            deleted_since: Some(-5),
+            frozen: Some(FrozenHead {
+                pages: vec![PageEntry {
+                    no: 3,
+                    len: 100,
+                    head: 40,
+                }],
+                hot_from: vec![9],
+                sys: None,
+                events: 12,
+                next_page: 4,
+            }),
+        };
+        let bytes = encode_head(&meta, b"hot part").unwrap();
+        let (m, hot) = decode_head(&bytes).unwrap();
+        assert_eq!(m, meta);
+        assert_eq!(hot, b"hot part");
+        assert!(decode_head(&bytes[..3]).is_err());
+        assert!(decode_head(&bytes[..10]).is_err());
+    }
+
+    #[test]
+    fn a_row_directory_reads_back() {
+        let d = RowDir {
+            first: 10,
+            key_of: vec![0, 5, 5, 2],
+            retired: [1u32, 4, 9].into_iter().collect(),
+        };
+        assert_eq!(decode_row_dir(&encode_row_dir(&d).unwrap()).unwrap(), d);
+        assert!(decode_row_dir(b"\x01garbage").is_err());
+    }
+}
