@@ -1,18 +1,19 @@
-//! On-disk format compatibility: a store written by format version 1 is committed under
-//! `tests/data/fixture_v1/` and must open and read the same with every later build. A change of
-//! the format must bump `FORMAT_VERSION` (and keep reading version 1, or say why not), so an
-//! accidental change fails here.
+//! On-disk format compatibility: stores written by format versions 1 and 2 are committed under
+//! `tests/data/fixture_v1/` and `tests/data/fixture_v2/` and must open and read the same with
+//! every later build (a version-1 store is upgraded in place on open). A change of the format must
+//! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
+//! change fails here.
 //!
-//! To rebuild the fixture (only together with a deliberate format change):
+//! To write the fixture of the current version (only together with a deliberate format change):
 //! `cargo test --test format -- --ignored write_fixture`.
 
 mod common;
 
-use asof::{SqlSession, Store, FORMAT_VERSION};
+use asof::{KvStore, SledKv, SqlSession, Store, WriteBatch, FORMAT_VERSION};
 use common::{data_dir, read_csv, sorted};
 
-fn fixture_dir() -> std::path::PathBuf {
-    data_dir().join("fixture_v1")
+fn fixture_dir(version: u32) -> std::path::PathBuf {
+    data_dir().join(format!("fixture_v{version}"))
 }
 
 /// The statements that built the fixture: every kind of record the format has.
@@ -48,7 +49,27 @@ fn script() -> String {
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(), &script());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script());
+}
+
+/// The format record of the store in `dir`.
+fn format_record(dir: &std::path::Path) -> u32 {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let v = kv.get(b"M format").unwrap().unwrap();
+    u32::from_be_bytes(v.try_into().unwrap())
+}
+
+/// Damages every event block of the store in `dir`: a table that must be replayed from its log
+/// can no longer be read.
+fn damage_event_blocks(dir: &std::path::Path) {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let mut b = WriteBatch::default();
+    for r in kv.scan_prefix(b"E") {
+        let (k, _) = r.unwrap();
+        b.put(k, b"damaged".to_vec());
+    }
+    assert!(!b.is_empty());
+    kv.write(b).unwrap();
 }
 
 fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
@@ -56,13 +77,34 @@ fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
 }
 
 #[test]
-fn the_version_1_fixture_opens_and_reads_the_same() {
+fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
+    let tmp = common::copy_of_fixture(&fixture_dir(1));
+    assert_eq!(format_record(tmp.path()), 1);
+    reads_the_same(Store::open(tmp.path()).unwrap());
+    assert_eq!(format_record(tmp.path()), 2, "upgraded in place");
+    // The first use of each table wrote its pages: the log is no longer read to open a table.
+    damage_event_blocks(tmp.path());
+    let store = Store::open(tmp.path()).unwrap();
+    for t in ["company_points", "latest"] {
+        store.read(t, |r| r.live_rows()).unwrap();
+    }
+}
+
+#[test]
+fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
     assert_eq!(
-        FORMAT_VERSION, 1,
+        FORMAT_VERSION, 2,
         "a new format version needs a new fixture beside this one"
     );
-    let tmp = common::copy_of_fixture(&fixture_dir());
-    let store = Store::open(tmp.path()).unwrap();
+    let tmp = common::copy_of_fixture(&fixture_dir(2));
+    reads_the_same(Store::open(tmp.path()).unwrap());
+    let tmp = common::copy_of_fixture(&fixture_dir(2));
+    damage_event_blocks(tmp.path());
+    reads_the_same(Store::open(tmp.path()).unwrap());
+}
+
+/// The fixture's tables, history, properties and views, at every version; and it takes commits.
+fn reads_the_same(store: Store) {
     let mut tables = store.tables().unwrap();
     tables.sort();
     assert_eq!(tables, ["company_points", "latest"]);

@@ -1,6 +1,7 @@
 //! Reopening never changes a table. A store reopened at random points between commits (lazily:
-//! its table is replayed on first use, which is sometimes a read and sometimes the next commit)
-//! equals a store that never closed, at every version, in its history and its change feed.
+//! its table is read from its pages on first use, which is sometimes a read and sometimes the next
+//! commit; or rebuilt from its log, as when its pages are not current) equals a store that never
+//! closed, at every version, in its history and its change feed.
 
 mod common;
 
@@ -66,6 +67,17 @@ enum Reopen {
     ThenCommit,
     /// Reopen and read the table first.
     ThenRead,
+    /// Drop the table's summary (its pages are then not current), reopen: the table is rebuilt
+    /// from its log and its pages written again.
+    ThenRebuild,
+}
+
+/// Deletes the summary of table 0 of the store in `dir`.
+fn forget_summary(dir: &std::path::Path) {
+    let kv = asof::SledKv::open(dir, 1 << 20).unwrap();
+    let mut b = asof::WriteBatch::default();
+    b.delete(b"G\0\0\0\0".to_vec());
+    asof::KvStore::write(&kv, b).unwrap();
 }
 
 proptest! {
@@ -80,7 +92,12 @@ proptest! {
                     (0i64..4, 0i64..30, 0i64..30, prop::bool::weighted(0.1), prop::option::of("[a-c]{1,2}")),
                     1..12,
                 ),
-                prop_oneof![Just(Reopen::No), Just(Reopen::ThenCommit), Just(Reopen::ThenRead)],
+                prop_oneof![
+                    Just(Reopen::No),
+                    Just(Reopen::ThenCommit),
+                    Just(Reopen::ThenRead),
+                    Just(Reopen::ThenRebuild),
+                ],
             ),
             1..10,
         ),
@@ -116,6 +133,11 @@ proptest! {
                         common::engine_rows(&b, "t"),
                         common::engine_rows(&a, "t")
                     );
+                }
+                Reopen::ThenRebuild => {
+                    drop(b);
+                    forget_summary(b_dir.path());
+                    b = open(b_dir.path(), OpenMode::Lazy);
                 }
             }
         }

@@ -36,6 +36,16 @@ use crate::value::ColumnType;
 
 pub(crate) use crate::record::ColdRows;
 
+/// A corruption found in the pages of `key`, naming the key.
+pub(crate) fn in_key(key: &[u8], e: crate::error::Error) -> crate::error::Error {
+    match e {
+        crate::error::Error::Corrupt(m) => {
+            corrupt(format!("key {}: {m}", crate::keycodec::display_key(key)))
+        }
+        e => e,
+    }
+}
+
 /// Where a key's frozen pages are read from once they are written: the store's key-value layer
 /// (which knows the key layout; the engine does not).
 pub(crate) trait PageSource: Send + Sync {
@@ -135,13 +145,7 @@ impl Pages {
 
     /// The bytes of page `e` of `key`.
     fn get(&self, key: &Bytes, e: PageEntry) -> Result<Cow<'_, [u8]>> {
-        let missing = || {
-            corrupt(format!(
-                "page {} of key {} is missing",
-                e.no,
-                crate::keycodec::display_key(key)
-            ))
-        };
+        let missing = || corrupt(format!("page {} is missing", e.no));
         let bytes: Cow<'_, [u8]> = match self.pending.get(&(key.clone(), e.no)) {
             Some(Some(b)) => Cow::Borrowed(&b[..]),
             Some(None) => return Err(missing()),
@@ -152,9 +156,8 @@ impl Pages {
         };
         if bytes.len() != e.len as usize {
             return Err(corrupt(format!(
-                "page {} of key {} has {} bytes, its head says {}",
+                "page {} has {} bytes, its head says {}",
                 e.no,
-                crate::keycodec::display_key(key),
                 bytes.len(),
                 e.len
             )));
@@ -221,8 +224,10 @@ impl KeyState {
             return Ok(());
         };
         for &p in &frozen.pages {
+            let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             let (events, versions, stored) =
-                crate::format::cold_page::decode_cold(&pages.get(key, p)?, key, width)?;
+                crate::format::cold_page::decode_cold(&page, key, width)
+                    .map_err(|e| in_key(key, e))?;
             for e in events {
                 self.events.entry(e.seq).or_default().push((e.sys, e.event));
             }
@@ -364,8 +369,11 @@ impl KeyState {
     pub fn frozen_events(&self, key: &Bytes, pages: &Pages, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
         for &p in self.frozen.iter().flat_map(|f| &f.pages) {
+            let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             events.extend(
-                crate::format::cold_page::decode_cold_history(&pages.get(key, p)?, width)?.0,
+                crate::format::cold_page::decode_cold_history(&page, width)
+                    .map_err(|e| in_key(key, e))?
+                    .0,
             );
         }
         Ok(events)
@@ -384,7 +392,8 @@ impl KeyState {
                 let page = pages.get(key, p)?;
                 crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
             })
-            .collect()
+            .collect::<Result<_>>()
+            .map_err(|e| in_key(key, e))
     }
 }
 
@@ -430,6 +439,6 @@ mod tests {
         );
         assert!(pages.take_pending().is_empty());
         let err = pages.get(&b, pb).unwrap_err().to_string();
-        assert!(err.contains("page 0 of key 0x62 is missing"), "{err}");
+        assert!(err.contains("page 0 is missing"), "{err}");
     }
 }

@@ -14,8 +14,8 @@ use std::sync::OnceLock;
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::{ColumnType, Row};
-use cold::{ColdStats, Frozen, Pages};
 pub(crate) use cold::PageSource;
+use cold::{ColdStats, Frozen, Pages};
 use fold::{
     refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
 };
@@ -328,7 +328,13 @@ impl TableState {
         for key in &touched {
             self.dirty.add(key);
             if let Some(ks) = self.keys.get_mut(key) {
-                ks.freeze(key, &mut self.rows, &mut self.pages, &self.types, self.hot_tail)?;
+                ks.freeze(
+                    key,
+                    &mut self.rows,
+                    &mut self.pages,
+                    &self.types,
+                    self.hot_tail,
+                )?;
             }
         }
         Ok(fx)

@@ -11,7 +11,6 @@ use super::{Dirty, KeyState, RowStore, StoredRow, TableState, Version};
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::{decode_cold, encode_cold};
 use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
-use crate::keycodec::display_key;
 
 /// What changed in a table's state since the store last took its changes.
 pub(crate) struct Changes {
@@ -95,7 +94,7 @@ impl TableState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             rows.into_iter(),
         )
-        .map_err(|e| corrupt(format!("key {}: {e}", display_key(key))))?;
+        .map_err(|e| super::cold::in_key(key, e))?;
         let meta = HeadMeta {
             no: ks.no,
             max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
@@ -121,7 +120,7 @@ impl TableState {
         for head in heads {
             let (key, bytes) = head?;
             let key: Bytes = key.into();
-            let bad = |e: crate::error::Error| corrupt(format!("key {}: {e}", display_key(&key)));
+            let bad = |e: crate::error::Error| super::cold::in_key(&key, e);
             let (meta, hot) = decode_head(&bytes).map_err(bad)?;
             let (events, versions, rows) = decode_cold(hot, &key, width).map_err(bad)?;
             let slot = key_list
@@ -169,7 +168,11 @@ impl TableState {
         }
         gc.sort();
         self.gc_queue = VecDeque::from(gc);
-        self.truncates = summary.truncates.iter().map(|t| Bytes::from(&t[..])).collect();
+        self.truncates = summary
+            .truncates
+            .iter()
+            .map(|t| Bytes::from(&t[..]))
+            .collect();
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 
 mod archive;
 pub(crate) mod cold_page;
-pub(crate) mod derived;
 mod columns;
+pub(crate) mod derived;
 pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;

@@ -7,8 +7,8 @@ use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
-use super::records::{gc_property, TableRecord};
 use super::pages;
+use super::records::{gc_property, TableRecord};
 use super::replay::load_commits;
 use super::sources::WRITE;
 use super::OpenMode;

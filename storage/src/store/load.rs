@@ -8,7 +8,7 @@ use std::sync::RwLockReadGuard;
 use arrow::record_batch::RecordBatch;
 
 use super::pages;
-use super::{table_mut, Inner, Store};
+use super::{in_table, table_mut, Inner, Store};
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key};
 use crate::source::SourceTable;
@@ -44,8 +44,9 @@ impl Inner {
             }
             Err(e) => {
                 t.state = t.new_state();
+                // Errors of `pages::load` name the table already.
                 Err(match e {
-                    Error::Corrupt(m) => Error::Corrupt(format!("table `{name}`: {m}")),
+                    Error::Corrupt(m) if !m.starts_with("table `") => in_table(name, corrupt(m)),
                     e => e,
                 })
             }

@@ -362,6 +362,14 @@ fn table_mut<'a>(tables: &'a mut BTreeMap<String, Table>, name: &str) -> Result<
     })
 }
 
+/// A corruption found in table `name`'s records, naming the table.
+fn in_table(name: &str, e: Error) -> Error {
+    match e {
+        Error::Corrupt(m) => Error::Corrupt(format!("table `{name}`: {m}")),
+        e => e,
+    }
+}
+
 impl Inner {
     fn table(&self, name: &str) -> Result<&Table> {
         self.tables.get(name).ok_or_else(|| Error::NotFound {

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 
 use super::replay::{gc_secs_in, replay_log};
-use super::Table;
+use super::{in_table, Table};
 use crate::engine::{PageSource, TableState};
-use crate::error::{corrupt, Error, Result};
+use crate::error::Result;
 use crate::format::derived::{
     decode_row_dir, decode_summary, encode_row_dir, encode_summary, Summary,
 };
@@ -94,7 +94,7 @@ pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<bool> {
     for kv in kv.scan_prefix(&key(keys::ROW_DIR, t.id, None, None)) {
         let (k, v) = kv?;
         let version = parse_version(&k)?;
-        let dir = decode_row_dir(&v).map_err(|e| in_table(t, e))?;
+        let dir = decode_row_dir(&v).map_err(|e| in_table(&t.name, e))?;
         dirs.push((version, dir));
     }
     let mut state = t.new_state();
@@ -110,7 +110,7 @@ pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<bool> {
         });
     state
         .restore(heads, dirs, &s)
-        .map_err(|e| in_table(t, e))?;
+        .map_err(|e| in_table(&t.name, e))?;
     t.state = state;
     Ok(true)
 }
@@ -146,7 +146,10 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     let mut b = WriteBatch::default();
     for v in state.row_versions_by_commit() {
         if let Some(dir) = state.row_directory(v) {
-            b.put(key(keys::ROW_DIR, t.id, Some(v), None), encode_row_dir(&dir)?);
+            b.put(
+                key(keys::ROW_DIR, t.id, Some(v), None),
+                encode_row_dir(&dir)?,
+            );
         }
     }
     state.mark_all_changed();
@@ -154,12 +157,4 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     kv.write(b)?;
     t.state = state;
     Ok(())
-}
-
-/// A corruption found in `t`'s derived records, naming the table.
-fn in_table(t: &Table, e: Error) -> Error {
-    match e {
-        Error::Corrupt(m) => corrupt(format!("table `{}`: {m}", t.name)),
-        e => e,
-    }
 }

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
-use super::{Store, Table};
+use super::{in_table, Store, Table};
 use crate::engine::cold::{ColdRows, ColdStats};
 use crate::engine::fold::RowId;
 use crate::engine::lookup::PointIndex;
@@ -151,13 +151,15 @@ pub(crate) fn find_row(cold: &[(RowId, StoredRow)], id: RowId) -> Option<&Stored
 
 /// Reads frozen rows back by id, keeping the last few keys' decoded rows.
 pub(crate) struct ColdReader<'a> {
+    name: &'a str,
     state: &'a TableState,
     keys: RefCell<VecDeque<(u32, Rc<ColdRows>)>>,
 }
 
 impl<'a> ColdReader<'a> {
-    fn new(state: &'a TableState) -> Self {
+    fn new(name: &'a str, state: &'a TableState) -> Self {
         ColdReader {
+            name,
             state,
             keys: RefCell::new(VecDeque::new()),
         }
@@ -174,7 +176,11 @@ impl<'a> ColdReader<'a> {
                     .state
                     .key_by_no(no)
                     .ok_or_else(|| corrupt(format!("row {id} belongs to no key")))?;
-                let rows = Rc::new(self.state.cold_rows(key, ks)?);
+                let rows = Rc::new(
+                    self.state
+                        .cold_rows(key, ks)
+                        .map_err(|e| in_table(self.name, e))?,
+                );
                 if keys.len() == 8 {
                     keys.pop_front();
                 }
@@ -299,7 +305,7 @@ impl TableReader<'_> {
             });
         }
         let rows = &self.table.state.rows;
-        let cold = ColdReader::new(&self.table.state);
+        let cold = ColdReader::new(&self.table.name, &self.table.state);
         let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
             match rows.get(id) {
                 Some(r) => Ok(Cow::Borrowed(r)),
@@ -452,7 +458,7 @@ impl TableReader<'_> {
         if !by_key {
             // No key range and nothing frozen when the scan began: read the row store in storage
             // order, sequentially. (Rows frozen since are read back from their keys' pages.)
-            let cold = ColdReader::new(&self.table.state);
+            let cold = ColdReader::new(&self.table.name, &self.table.state);
             let mut id = cursor.next_id;
             let len = rows.len();
             while (id as usize) < len {
@@ -480,7 +486,9 @@ impl TableReader<'_> {
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
-            let cold = state.cold_batch(k, ks)?;
+            let cold = state
+                .cold_batch(k, ks)
+                .map_err(|e| in_table(&self.table.name, e))?;
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);
             loop {
@@ -569,7 +577,9 @@ impl TableReader<'_> {
             None => {
                 // Built from every live row of the key; the frozen ones are read back once and
                 // kept by the index.
-                let cold = state.cold_rows(k, ks)?;
+                let cold = state
+                    .cold_rows(k, ks)
+                    .map_err(|e| in_table(&self.table.name, e))?;
                 let live = (cold.iter().map(|(r, row)| (*r, row)))
                     .chain(ks.rows.iter().filter_map(|&r| Some((r, rows.get(r)?))))
                     .filter(|(_, row)| row.retired.is_none());

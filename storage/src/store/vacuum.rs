@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
+use super::pages;
 use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
 use super::refresh::{checkpoint_in, FULL_REFRESH, SOURCE_OFFSET};
-use super::pages;
 use super::replay::{load_commits, replay_log, VACUUM_BASE};
 use super::Store;
 use crate::error::{Error, Result};
