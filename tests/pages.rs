@@ -8,7 +8,7 @@ mod common;
 
 use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use asof::{Error, FlowSpec, KvStore, SledKv, Store, StoreOptions, StoredAs, WriteBatch};
 
@@ -215,4 +215,104 @@ fn a_damaged_page_is_corrupt_naming_the_table_and_the_key() {
     };
     let msg = corrupt_twice(dir.path(), scan);
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
+}
+
+/// Rows of `table` in `store` that `req` selects, as strings, in scan order.
+fn scanned(store: &Store, req: &asof::ScanRequest) -> Result<Vec<String>, asof::QueryError> {
+    let mut out = Vec::new();
+    for b in asof::scan_all(store, "t", req)? {
+        let strings: Vec<_> = (0..b.num_columns())
+            .map(|c| arrow::compute::cast(b.column(c), &DataType::Utf8).unwrap())
+            .collect();
+        for r in 0..b.num_rows() {
+            let cells: Vec<String> = strings
+                .iter()
+                .map(|a| {
+                    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
+                    if a.is_null(r) {
+                        "∅".to_string()
+                    } else {
+                        a.value(r).to_string()
+                    }
+                })
+                .collect();
+            out.push(cells.join("|"));
+        }
+    }
+    Ok(out)
+}
+
+#[test]
+fn one_key_is_read_from_its_head_and_pages_as_the_loaded_table_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let requests: Vec<asof::ScanRequest> = (0..6i64)
+        .flat_map(|k| {
+            (0..=8u64).flat_map(move |v| {
+                [
+                    asof::TimeSelection::All,
+                    asof::TimeSelection::as_of(asof::Value::Int(95)),
+                    asof::TimeSelection::from_to(asof::Value::Int(60), asof::Value::Int(205)),
+                ]
+                .into_iter()
+                .map(move |business| asof::ScanRequest {
+                    keys: asof::KeySelection::Eq(vec![asof::Value::Int(k)]),
+                    version: Some(v),
+                    business,
+                    ..Default::default()
+                })
+            })
+        })
+        .collect();
+    let loaded = open(dir.path());
+    loaded.read("t", |r| r.live_rows()).unwrap();
+    let expected: Vec<_> = requests
+        .iter()
+        .map(|r| scanned(&loaded, r).unwrap())
+        .collect();
+    assert!(expected.iter().any(|rows| rows.len() > 10));
+    let lookups: Vec<_> = (0..6i64)
+        .flat_map(|k| [5i64, 95, 400].map(|b| (k, b)))
+        .map(|(k, b)| {
+            asof::lookup(
+                &loaded,
+                "t",
+                &[asof::Value::Int(k)],
+                Some(&[asof::Value::Int(b)]),
+                None,
+            )
+            .unwrap()
+        })
+        .collect();
+    drop(loaded);
+    // A fresh store reads each key alone.
+    let fresh = open(dir.path());
+    for (req, exp) in requests.iter().zip(&expected) {
+        assert_eq!(&scanned(&fresh, req).unwrap(), exp, "{req:?}");
+    }
+    for (i, (k, b)) in (0..6i64)
+        .flat_map(|k| [5i64, 95, 400].map(|b| (k, b)))
+        .enumerate()
+    {
+        let got = asof::lookup(
+            &fresh,
+            "t",
+            &[asof::Value::Int(k)],
+            Some(&[asof::Value::Int(b)]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(got, lookups[i], "key {k} at {b}");
+    }
+    drop(fresh);
+    // It reads nothing of the other keys: with the head of key 4 damaged, key 0 still reads,
+    // and the whole table does not.
+    let heads = records(dir.path(), b'K');
+    let (k4, mut v) = heads[4].clone();
+    v.truncate(v.len() / 2);
+    rewrite(dir.path(), vec![(k4, Some(v))]);
+    let fresh = open(dir.path());
+    assert_eq!(scanned(&fresh, &requests[0]).unwrap(), expected[0]);
+    let all = scanned(&fresh, &asof::ScanRequest::default()).unwrap_err();
+    assert!(all.to_string().contains("table `t`: key 0x"), "{all}");
 }

@@ -1,7 +1,8 @@
 //! Reopening never changes a table. A store reopened at random points between commits (lazily:
-//! its table is read from its pages on first use, which is sometimes a read and sometimes the next
-//! commit; or rebuilt from its log, as when its pages are not current) equals a store that never
-//! closed, at every version, in its history and its change feed.
+//! its table is read from its last checkpoint and the commits after it on first use, which is
+//! sometimes a read and sometimes the next commit; or rebuilt from its log, as when it has no
+//! checkpoint) equals a store that never closed, at every version, in its history and its change
+//! feed.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{Condition, FlowSpec, OpenMode, Store, StoreOptions, StoredAs};
+use asof::{Checkpoints, Condition, FlowSpec, OnClose, OpenMode, Store, StoreOptions, StoredAs};
 use proptest::prelude::*;
 
 fn schema() -> Arc<Schema> {
@@ -22,12 +23,18 @@ fn schema() -> Arc<Schema> {
     ]))
 }
 
+/// The store that reopens checkpoints every few events and not on close, as after a crash: each
+/// reopen reads the last checkpoint and replays the commits after it.
 fn open(dir: &std::path::Path, open: OpenMode) -> Store {
     Store::open_with(
         dir,
         StoreOptions {
             open,
             hot_events_per_key: 2,
+            checkpoints: Checkpoints {
+                every_events: 7,
+                on_close: OnClose::Leave,
+            },
             ..Default::default()
         },
     )

@@ -379,14 +379,21 @@ impl Iterator for TableScan {
         let spec = &self.spec;
         let cursor = &mut self.cursor;
         let batch_size = self.batch_size;
-        let res = self.store.read(&self.table, |r| {
+        let read = |r: &asof_storage::TableReader<'_>| {
             r.scan(spec, cursor, batch_size, |row| {
                 n += 1;
                 for c in cols.iter_mut() {
                     c.append(&row);
                 }
             })
-        });
+        };
+        // One key: read from its head and pages, without loading the table.
+        let res = match (&spec.key_lo, &spec.key_hi) {
+            (Bound::Included(lo), Bound::Included(hi)) if lo == hi => {
+                self.store.read_key(&self.table, &lo.clone(), read)
+            }
+            _ => self.store.read(&self.table, read),
+        };
         match res {
             Ok(Ok(())) => {}
             Ok(Err(e)) | Err(e) => {
@@ -416,7 +423,7 @@ impl Iterator for TableScan {
 
 /// Starts a scan of `table`.
 pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> {
-    let (schema, latest) = store.read(table, |r| (r.schema().clone(), r.latest_version()))?;
+    let (schema, latest) = (store.schema(table)?, store.latest_version(table)?);
     if schema.mode == StoredAs::Scd1 && req.business != TimeSelection::All {
         return Err(QueryError::Invalid(format!(
             "`{table}` is SCD TYPE 1: it has no business time to select on"
@@ -513,27 +520,28 @@ pub fn lookup(
     business: Option<&[Value]>,
     system: Option<&Value>,
 ) -> Result<Option<LookupRow>> {
-    store.read(table, |r| {
-        let schema = r.schema();
-        let key_types: Vec<&ColumnType> = schema
-            .key_columns
-            .iter()
-            .map(|&i| &schema.columns[i].1)
-            .collect();
-        let seq_types: Vec<ColumnType> = schema.sequence.iter().map(|(_, t)| t.clone()).collect();
-        let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
-        let k = encode_refs(key, &key_types, "key")?;
-        let b = business
-            .map(|b| encode_values(b, &seq_types, "business time"))
-            .transpose()?;
-        let s = match (system, sys_types.is_empty()) {
-            (Some(s), false) => Some(encode_values(
-                std::slice::from_ref(s),
-                &sys_types,
-                "system time",
-            )?),
-            _ => None,
-        };
+    let schema = store.schema(table)?;
+    let key_types: Vec<&ColumnType> = schema
+        .key_columns
+        .iter()
+        .map(|&i| &schema.columns[i].1)
+        .collect();
+    let seq_types: Vec<ColumnType> = schema.sequence.iter().map(|(_, t)| t.clone()).collect();
+    let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
+    let k = encode_refs(key, &key_types, "key")?;
+    let b = business
+        .map(|b| encode_values(b, &seq_types, "business time"))
+        .transpose()?;
+    let s = match (system, sys_types.is_empty()) {
+        (Some(s), false) => Some(encode_values(
+            std::slice::from_ref(s),
+            &sys_types,
+            "system time",
+        )?),
+        _ => None,
+    };
+    // One key: read from its head and pages, without loading the table.
+    store.read_key(table, &k, |r| {
         let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
         Ok(r.lookup(&k, b.as_deref(), s.as_deref(), |row| LookupRow {
             values: row.values.to_vec(),

@@ -64,8 +64,6 @@ pub(crate) struct Frozen {
     sys: Option<Bytes>,
     /// Events (sequences) in the pages.
     events: usize,
-    /// The number of the next page.
-    next_page: u32,
 }
 
 impl Frozen {
@@ -76,7 +74,6 @@ impl Frozen {
             hot_from: self.hot_from.to_vec(),
             sys: self.sys.as_ref().map(|s| s.to_vec()),
             events: self.events as u64,
-            next_page: self.next_page,
         }
     }
 
@@ -87,18 +84,21 @@ impl Frozen {
             hot_from: h.hot_from.into(),
             sys: h.sys.map(Bytes::from),
             events: h.events as usize,
-            next_page: h.next_page,
         }
     }
 }
 
-/// A table's frozen pages: those written or deleted since the store last took them
-/// ([`Pages::take_pending`]), and the rest read from the [`PageSource`]. A table without a source
-/// (a state built only to be read once, as VACUUM does) keeps every page pending.
+/// A table's frozen pages: those written since the store last took them ([`Pages::take_pending`]),
+/// and the rest read from the [`PageSource`]; and the pages thawed since the store last took
+/// those ([`Pages::take_freed`]: it deletes them at a checkpoint, as the key heads stored until then
+/// still list them). A table without a source (a state built only to be read once, as VACUUM does)
+/// keeps every page pending.
 pub(crate) struct Pages {
     source: Option<Arc<dyn PageSource>>,
-    /// `(key, page)` to its bytes, or `None` if deleted.
-    pending: BTreeMap<(Bytes, u32), Option<Arc<[u8]>>>,
+    /// `(key, page)` to its bytes.
+    pending: BTreeMap<(Bytes, u32), Arc<[u8]>>,
+    /// Pages thawed.
+    freed: Vec<(Bytes, u32)>,
     /// Bytes of the pages the table's keys list.
     bytes: u64,
 }
@@ -126,6 +126,7 @@ impl Pages {
         Pages {
             source,
             pending: BTreeMap::new(),
+            freed: Vec::new(),
             bytes: 0,
         }
     }
@@ -138,7 +139,7 @@ impl Pages {
             len,
             head: head.min(bytes.len()) as u32,
         };
-        self.pending.insert((key.clone(), no), Some(bytes.into()));
+        self.pending.insert((key.clone(), no), bytes.into());
         self.bytes += u64::from(len);
         Ok(e)
     }
@@ -147,8 +148,7 @@ impl Pages {
     fn get(&self, key: &Bytes, e: PageEntry) -> Result<Cow<'_, [u8]>> {
         let missing = || corrupt(format!("page {} is missing", e.no));
         let bytes: Cow<'_, [u8]> = match self.pending.get(&(key.clone(), e.no)) {
-            Some(Some(b)) => Cow::Borrowed(&b[..]),
-            Some(None) => return Err(missing()),
+            Some(b) => Cow::Borrowed(&b[..]),
             None => match &self.source {
                 Some(src) => Cow::Owned(src.page(key, e.no)?.ok_or_else(missing)?),
                 None => return Err(missing()),
@@ -166,7 +166,11 @@ impl Pages {
     }
 
     fn free(&mut self, key: &Bytes, e: PageEntry) {
-        self.pending.insert((key.clone(), e.no), None);
+        if self.source.is_none() {
+            self.pending.remove(&(key.clone(), e.no));
+        } else {
+            self.freed.push((key.clone(), e.no));
+        }
         self.bytes = self.bytes.saturating_sub(u64::from(e.len));
     }
 
@@ -175,13 +179,22 @@ impl Pages {
         self.bytes += f.pages.iter().map(|p| u64::from(p.len)).sum::<u64>();
     }
 
-    /// The pages written and deleted since the last call, for the store to persist (a table
-    /// without a source keeps them).
+    /// The pages written since the last call, for the store to persist (a table without a
+    /// source keeps them).
     pub fn take_pending(&mut self) -> Vec<PageWrite> {
         if self.source.is_none() {
             return Vec::new();
         }
-        std::mem::take(&mut self.pending).into_iter().collect()
+        let pending = std::mem::take(&mut self.pending);
+        pending.into_iter().map(|(k, v)| (k, Some(v))).collect()
+    }
+
+    /// The pages thawed since the last call, for the store to delete.
+    pub fn take_freed(&mut self) -> Vec<PageWrite> {
+        std::mem::take(&mut self.freed)
+            .into_iter()
+            .map(|k| (k, None))
+            .collect()
     }
 
     /// Adds these pages' sizes to `stats`.
@@ -341,7 +354,7 @@ impl KeyState {
             cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
         let head = crate::format::cold_page::cold_page_head(&page);
-        let no = self.frozen.as_ref().map_or(0, |f| f.next_page);
+        let no = self.next_page;
         let page = pages.put(key, no, page, head)?;
         for &r in &cold_rows {
             rows.freeze(r);
@@ -354,10 +367,9 @@ impl KeyState {
                 hot_from: hot_from.clone(),
                 sys: None,
                 events: 0,
-                next_page: 0,
             })
         });
-        frozen.next_page = no + 1;
+        self.next_page = no + 1;
         frozen.pages.push(page);
         frozen.hot_from = hot_from;
         frozen.sys = sys;
@@ -408,9 +420,8 @@ mod tests {
         }
     }
 
-    /// Pages written and freed are handed to the store once, in key and page order; a page
-    /// freed after it was written is handed over as a deletion; a page the store does not have
-    /// is reported as missing, naming its key, never read as empty.
+    /// Pages written are handed to the store once, in key and page order, and pages freed once,
+    /// as deletions; a page the store does not have is reported as missing, never read as empty.
     #[test]
     fn pending_pages_are_taken_once_and_a_missing_page_is_an_error() {
         let mut pages = Pages::new(Some(Arc::new(NoPages)));
@@ -424,20 +435,21 @@ mod tests {
         let mut stats = ColdStats::default();
         pages.add_stats(&mut stats);
         assert_eq!(stats.page_bytes, 50);
-        let taken: Vec<_> = pages
-            .take_pending()
-            .into_iter()
-            .map(|((k, no), v)| (k.to_vec(), no, v.map(|v| v.len())))
-            .collect();
+        let taken = |w: Vec<PageWrite>| -> Vec<_> {
+            w.into_iter()
+                .map(|((k, no), v)| (k.to_vec(), no, v.map(|v| v.len())))
+                .collect()
+        };
         assert_eq!(
-            taken,
+            taken(pages.take_pending()),
             vec![
-                (b"a".to_vec(), 0, None),
+                (b"a".to_vec(), 0, Some(10)),
                 (b"a".to_vec(), 1, Some(30)),
                 (b"b".to_vec(), 0, Some(20)),
             ]
         );
-        assert!(pages.take_pending().is_empty());
+        assert_eq!(taken(pages.take_freed()), vec![(b"a".to_vec(), 0, None)]);
+        assert!(pages.take_pending().is_empty() && pages.take_freed().is_empty());
         let err = pages.get(&b, pb).unwrap_err().to_string();
         assert!(err.contains("page 0 is missing"), "{err}");
     }

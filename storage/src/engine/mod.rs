@@ -14,11 +14,12 @@ use std::sync::OnceLock;
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::{ColumnType, Row};
-pub(crate) use cold::PageSource;
 use cold::{ColdStats, Frozen, Pages};
+pub(crate) use cold::{PageSource, PageWrite};
 use fold::{
     refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
 };
+pub(crate) use persist::Scope;
 pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
 
@@ -68,6 +69,8 @@ pub(crate) struct KeyState {
     pub frozen: Option<Box<Frozen>>,
     /// The key's number, which its rows carry ([`RowStore::key_of`]).
     pub no: u32,
+    /// The number of the key's next frozen page ([`cold`]).
+    pub next_page: u32,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.

@@ -1,7 +1,8 @@
-//! A table's state as durable records (docs/FORMAT.md §9): after each commit the store takes the
-//! heads of the keys it changed and the pages it froze or thawed ([`TableState::take_changes`]),
-//! the commit's row directory and the table summary, and writes them in the commit's batch; an
-//! open rebuilds the state from them ([`TableState::restore`]) instead of replaying the log.
+//! A table's state as durable records (docs/FORMAT.md §6): each commit's batch holds the pages it
+//! froze ([`TableState::take_pages`]) and its row directory; a checkpoint's batch holds the heads
+//! of the keys changed since the last one and the pages thawed since ([`TableState::take_changes`])
+//! and the summary. An open rebuilds the state from them ([`TableState::restore`]) and replays
+//! only the commits after the checkpoint.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -16,12 +17,12 @@ use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary
 pub(crate) struct Changes {
     /// `(key, head record)` of every key changed.
     pub heads: Vec<(Bytes, Vec<u8>)>,
-    /// Pages frozen (written) and thawed (deleted).
-    pub pages: Vec<PageWrite>,
+    /// Pages thawed (to delete).
+    pub freed: Vec<PageWrite>,
 }
 
 impl TableState {
-    /// The heads of the keys changed since the last call, and the pages written and deleted.
+    /// The heads of the keys changed since the last call, and the pages thawed.
     pub fn take_changes(&mut self) -> Result<Changes> {
         let dirty = std::mem::replace(&mut self.dirty, Dirty::Keys(BTreeSet::new()));
         let mut heads = Vec::new();
@@ -41,12 +42,11 @@ impl TableState {
         }
         Ok(Changes {
             heads,
-            pages: self.pages.take_pending(),
+            freed: self.pages.take_freed(),
         })
     }
 
-    /// Only the pages written and deleted since the last call (a rebuild writes them as it goes,
-    /// and the heads once at the end).
+    /// The pages written since the last call.
     pub fn take_pages(&mut self) -> Vec<PageWrite> {
         self.pages.take_pending()
     }
@@ -100,16 +100,19 @@ impl TableState {
             max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
             deleted_since: ks.deleted_since,
             frozen: ks.frozen.as_ref().map(|f| f.to_head()),
+            next_page: ks.next_page,
         };
         encode_head(&meta, &hot)
     }
 
     /// Rebuilds an empty state from the heads of every key (`(key, head record)`, in key order),
-    /// the row directories of every commit (in version order) and the summary.
+    /// the row directories of every commit (in version order) and the summary. With `Scope::Keys`
+    /// the heads are those of some keys only, and no row directory is read: the state can then
+    /// be read by key, and nothing else (see [`RowStore::sparse`]).
     pub fn restore(
         &mut self,
         heads: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
-        dirs: Vec<(u64, RowDir)>,
+        scope: Scope,
         summary: &Summary,
     ) -> Result<()> {
         let width = self.types.len();
@@ -133,6 +136,7 @@ impl TableState {
                 max_sys: meta.max_sys.map(Bytes::from),
                 deleted_since: meta.deleted_since,
                 frozen: meta.frozen.map(|f| Box::new(Frozen::from_head(f))),
+                next_page: meta.next_page,
                 ..Default::default()
             };
             for e in events {
@@ -153,6 +157,15 @@ impl TableState {
             }
             self.keys.insert(key, ks);
         }
+        self.truncates = summary
+            .truncates
+            .iter()
+            .map(|t| Bytes::from(&t[..]))
+            .collect();
+        let Scope::Whole(dirs) = scope else {
+            self.rows = RowStore::sparse(summary.rows, hot_rows)?;
+            return Ok(());
+        };
         self.key_list = key_list
             .into_iter()
             .enumerate()
@@ -168,11 +181,14 @@ impl TableState {
         }
         gc.sort();
         self.gc_queue = VecDeque::from(gc);
-        self.truncates = summary
-            .truncates
-            .iter()
-            .map(|t| Bytes::from(&t[..]))
-            .collect();
         Ok(())
     }
+}
+
+/// What [`TableState::restore`] rebuilds.
+pub(crate) enum Scope {
+    /// The whole table, from the row directories of every commit (in version order).
+    Whole(Vec<(u64, RowDir)>),
+    /// Only the keys whose heads it is given, to be read by key.
+    Keys,
 }

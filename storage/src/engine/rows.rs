@@ -287,6 +287,32 @@ impl RowStore {
             }
             s.live -= r;
         }
+        s.place(hot)?;
+        Ok(s)
+    }
+
+    /// A row store of `len` row versions that holds only those of `hot` (the hot rows of some
+    /// keys), and knows nothing of the others: enough to read those keys, by key, and no more
+    /// (no change feed, no scan in id order).
+    pub fn sparse(len: u64, hot: Vec<(RowId, StoredRow)>) -> Result<RowStore> {
+        let mut s = RowStore {
+            len: usize::try_from(len).map_err(corrupt)?,
+            ..Default::default()
+        };
+        for (id, row) in &hot {
+            if row.retired.is_none() {
+                s.live.insert(*id);
+            }
+        }
+        s.place(hot)?;
+        Ok(s)
+    }
+
+    /// Puts the rows of `hot` in place in a store of `len` rows that has none yet; every other
+    /// row is frozen.
+    fn place(&mut self, hot: Vec<(RowId, StoredRow)>) -> Result<()> {
+        let s = self;
+        let len = u32::try_from(s.len).map_err(|_| corrupt("over 2^32 row versions"))?;
         let mut hot_ids = RoaringBitmap::new();
         for (id, _) in &hot {
             if *id >= len || !hot_ids.insert(*id) {
@@ -312,7 +338,7 @@ impl RowStore {
             let i = id as usize;
             s.chunks[i / CHUNK][i % CHUNK] = row;
         }
-        Ok(s)
+        Ok(())
     }
 
     /// The first id written by commit `version` or later (`len()` if none).

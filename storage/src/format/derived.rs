@@ -29,8 +29,6 @@ pub(crate) struct FrozenHead {
     pub hot_from: Vec<u8>,
     pub sys: Option<Vec<u8>>,
     pub events: u64,
-    /// The number the next page gets.
-    pub next_page: u32,
 }
 
 /// A key's head, but for its hot part (a cold page that follows it in the record).
@@ -41,6 +39,9 @@ pub(crate) struct HeadMeta {
     pub max_sys: Option<Vec<u8>>,
     pub deleted_since: Option<i64>,
     pub frozen: Option<FrozenHead>,
+    /// The number the key's next page gets: numbers are never reused, so a page a thaw freed
+    /// can stay until the next checkpoint deletes it.
+    pub next_page: u32,
 }
 
 /// A `K` record: the length of the archived meta (u32 LE), the meta, then the hot part.
@@ -160,8 +161,8 @@ mod tests {
                 hot_from: vec![9],
                 sys: None,
                 events: 12,
-                next_page: 4,
             }),
+            next_page: 4,
         };
         let bytes = encode_head(&meta, b"hot part").unwrap();
         let (m, hot) = decode_head(&bytes).unwrap();

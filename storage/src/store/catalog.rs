@@ -148,7 +148,7 @@ impl Store {
                     flow.spec.tombstone_gc_threshold_secs,
                     inner.cold_config(id),
                 );
-                pages::put_changes(&mut b, id, &mut state, 0)?;
+                pages::put_changes(&mut b, id, &mut state, 0, pages::Checkpoint::Now)?;
                 write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                 inner.next_table_id += 1;
                 inner.tables.insert(
@@ -164,6 +164,7 @@ impl Store {
                         expectations,
                         generation: 0,
                         cold: inner.cold_config(id),
+                        unsaved: 0,
                     },
                 );
             }
@@ -312,6 +313,7 @@ impl Inner {
                     generation: 0,
                     cold: self.cold_config(id),
                     load: Load::Pending,
+                    unsaved: 0,
                 },
             );
             // Read now only when asked; otherwise on first use (`Inner::ensure_replayed`).

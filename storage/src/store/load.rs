@@ -23,8 +23,8 @@ pub(super) enum Load {
 }
 
 impl Inner {
-    /// Reads `name`'s state from its derived records, or replays its log and writes them if they
-    /// are not current, unless that was done. On an error the state is left empty and pending,
+    /// Reads `name`'s state from its last checkpoint and the commits after it (or replays its
+    /// whole log and writes a checkpoint, if it has none), unless that was done. On an error the state is left empty and pending,
     /// so the store stays usable and the next use tries again.
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
         let kv = self.kv.as_ref();
@@ -33,8 +33,11 @@ impl Inner {
             return Ok(());
         }
         let read = match pages::load(kv, t) {
-            Ok(true) => Ok(()),
-            Ok(false) => pages::rebuild(kv, t),
+            Ok(Some(replayed)) => {
+                t.unsaved = replayed;
+                Ok(())
+            }
+            Ok(None) => pages::rebuild(kv, t).map(|()| t.unsaved = 0),
             Err(e) => Err(e),
         };
         match read {

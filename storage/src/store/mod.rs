@@ -45,6 +45,7 @@ use crate::format::keys::FORMAT_KEY;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 use load::Load;
+use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter};
 pub use records::TOMBSTONE_GC_PROPERTY;
 pub use refresh::{FULL_REFRESH, SOURCE_OFFSET};
@@ -72,6 +73,43 @@ pub struct StoreOptions {
     pub manifest: ManifestCheck,
     /// When tables are rebuilt from their logs (default: on first use).
     pub open: OpenMode,
+    /// When a table writes a checkpoint (its key heads and summary: docs/FORMAT.md §6).
+    pub checkpoints: Checkpoints,
+}
+
+/// When a table writes a checkpoint: the heads of the keys changed since the last one, which an
+/// open reads instead of replaying the log. Each commit writes its pages and row directory
+/// whatever this says; an open replays the commits after the last checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checkpoints {
+    /// After the commit that brings the events since the last checkpoint to this many (default
+    /// 100,000: an open after a crash replays at most about that many events per table, a
+    /// second or so). Smaller costs each commit more bytes written.
+    pub every_events: u64,
+    /// Whether closing the store writes one (default: yes, so that the next open replays
+    /// nothing).
+    pub on_close: OnClose,
+}
+
+/// What closing a store does with the commits since each table's last checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OnClose {
+    /// Writes a checkpoint of each table that has some (best effort: if it fails, the next open
+    /// replays them).
+    #[default]
+    Checkpoint,
+    /// Leaves them to be replayed by the next open (as after a crash; tests use this).
+    Leave,
+}
+
+impl Default for Checkpoints {
+    fn default() -> Self {
+        Checkpoints {
+            every_events: 100_000,
+            on_close: OnClose::Checkpoint,
+        }
+    }
 }
 
 /// When an open reads each table's state (from its derived records, or by replaying its log if
@@ -98,6 +136,7 @@ impl Default for StoreOptions {
             lock_wait: crate::kv::LOCK_WAIT,
             manifest: ManifestCheck::Verify,
             open: OpenMode::Lazy,
+            checkpoints: Checkpoints::default(),
         }
     }
 }
@@ -117,6 +156,8 @@ struct Table {
     generation: u64,
     /// Where the table's cold history goes.
     cold: ColdConfig,
+    /// Events applied since the table's last checkpoint (`pages`).
+    unsaved: u64,
 }
 
 struct Inner {
@@ -131,6 +172,7 @@ struct Inner {
     /// [`StoreOptions::hot_events_per_key`].
     hot_tail: usize,
     open: OpenMode,
+    checkpoints: Checkpoints,
 }
 
 /// An asof store: a folder with target tables and the flows that feed them.
@@ -156,15 +198,15 @@ impl Store {
             options.lock_wait,
             options.manifest,
         )?;
-        Self::open_kv(Arc::new(kv), options.hot_events_per_key, options.open)
+        Self::open_kv(Arc::new(kv), &options)
     }
 
     /// Opens a store on any key-value implementation (tests use this to inject failures).
     pub fn with_kv(kv: Box<dyn KvStore>) -> Result<Store> {
-        Self::open_kv(Arc::from(kv), DEFAULT_HOT_EVENTS_PER_KEY, OpenMode::Lazy)
+        Self::open_kv(Arc::from(kv), &StoreOptions::default())
     }
 
-    fn open_kv(kv: Arc<dyn KvStore>, hot_tail: usize, open: OpenMode) -> Result<Store> {
+    fn open_kv(kv: Arc<dyn KvStore>, options: &StoreOptions) -> Result<Store> {
         match kv.get(FORMAT_KEY)? {
             Some(v) => {
                 let found = v
@@ -207,8 +249,9 @@ impl Store {
             poisoned: None,
             evaluator: None,
             progress: None,
-            hot_tail,
-            open,
+            hot_tail: options.hot_events_per_key,
+            open: options.open,
+            checkpoints: options.checkpoints,
         };
         inner.load()?;
         Ok(Store {
@@ -280,6 +323,29 @@ impl Table {
     }
 }
 
+impl Drop for Inner {
+    /// A store closed in order writes a checkpoint of every table with commits after its last
+    /// one, so that the next open replays nothing. Best effort: if it fails, the next open
+    /// replays those commits instead.
+    fn drop(&mut self) {
+        if self.poisoned.is_some() || self.checkpoints.on_close == OnClose::Leave {
+            return;
+        }
+        for t in self.tables.values_mut() {
+            if t.load != Load::Replayed || t.unsaved == 0 {
+                continue;
+            }
+            let last = t.commits.last().expect("a commit").version;
+            let mut b = WriteBatch::default();
+            if pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
+                && self.kv.write(b).is_ok()
+            {
+                t.unsaved = 0;
+            }
+        }
+    }
+}
+
 impl Inner {
     /// How table `id` keeps its cold history: pages in this store.
     fn cold_config(&self, id: u32) -> ColdConfig {
@@ -340,6 +406,12 @@ impl Store {
         Ok(self.read_inner()?.table(table)?.state.schema.clone())
     }
 
+    /// The latest commit version of `table` (without reading its rows).
+    pub fn latest_version(&self, table: &str) -> Result<u64> {
+        let g = self.read_inner()?;
+        Ok(g.table(table)?.commits.last().expect("a commit").version)
+    }
+
     /// The commit log of `table`, oldest first.
     pub fn history(&self, table: &str) -> Result<Vec<CommitInfo>> {
         Ok(self.read_inner()?.table(table)?.commits.clone())
@@ -349,7 +421,38 @@ impl Store {
     pub fn read<R>(&self, table: &str, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
         let g = self.read_replayed(table)?;
         let t = g.table(table)?;
-        Ok(f(&TableReader { table: t }))
+        Ok(f(&TableReader {
+            table: t,
+            state: &t.state,
+            scope: ReadScope::Table,
+        }))
+    }
+
+    /// Runs `f` on a read view of `table` that holds the key `key` (encoded, [`crate::keycodec`])
+    /// and nothing else: scans of that key and lookups of it read as [`Store::read`] would, and
+    /// the counts cover that key only. If the table is not in memory, only that key's head and
+    /// pages are read (a point query does not load the table); if its records are not current
+    /// (commits since its last checkpoint), the table is loaded and read as usual.
+    pub fn read_key<R>(
+        &self,
+        table: &str,
+        key: &[u8],
+        f: impl FnOnce(&TableReader<'_>) -> R,
+    ) -> Result<R> {
+        {
+            let g = self.read_inner()?;
+            let t = g.table(table)?;
+            if t.load == Load::Pending {
+                if let Some(state) = pages::read_key(g.kv.as_ref(), t, key)? {
+                    return Ok(f(&TableReader {
+                        table: t,
+                        state: &state,
+                        scope: ReadScope::Key,
+                    }));
+                }
+            }
+        }
+        self.read(table, f)
     }
 }
 

@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 
-use super::replay::{gc_secs_in, replay_log};
+use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
-use crate::engine::{PageSource, TableState};
+use crate::engine::{PageSource, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
     decode_row_dir, decode_summary, encode_row_dir, encode_summary, Summary,
@@ -29,9 +29,40 @@ impl PageSource for TablePages {
     }
 }
 
-/// Puts what commit `version` changed in `state` (keys, pages, its row directory) and the
-/// summary as of `version` into `b`.
+/// Whether a commit also writes a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Checkpoint {
+    /// Only the commit's pages and row directory.
+    Later,
+    /// Those, and the heads of every key changed since the last checkpoint, the deletion of the
+    /// pages thawed since, and the summary that makes them current at this commit.
+    Now,
+}
+
+/// Puts what commit `version` wrote of `state` (the pages it froze, its row directory) into `b`,
+/// and with [`Checkpoint::Now`] a checkpoint at `version`.
 pub(super) fn put_changes(
+    b: &mut WriteBatch,
+    id: u32,
+    state: &mut TableState,
+    version: u64,
+    checkpoint: Checkpoint,
+) -> Result<()> {
+    put_pages(b, id, state.take_pages());
+    if let Some(dir) = state.row_directory(version) {
+        b.put(
+            key(keys::ROW_DIR, id, Some(version), None),
+            encode_row_dir(&dir)?,
+        );
+    }
+    if checkpoint == Checkpoint::Now {
+        put_checkpoint(b, id, state, version)?;
+    }
+    Ok(())
+}
+
+/// Puts a checkpoint of `state` at commit `version` into `b`.
+pub(super) fn put_checkpoint(
     b: &mut WriteBatch,
     id: u32,
     state: &mut TableState,
@@ -41,19 +72,17 @@ pub(super) fn put_changes(
     for (k, head) in changes.heads {
         b.put(keys::key_head(id, &k), head);
     }
-    for ((k, no), page) in changes.pages {
+    put_pages(b, id, changes.freed);
+    put_summary(b, id, &state.summary(version))
+}
+
+fn put_pages(b: &mut WriteBatch, id: u32, pages: Vec<crate::engine::PageWrite>) {
+    for ((k, no), page) in pages {
         match page {
             Some(p) => b.put(keys::page(id, &k, no), p.to_vec()),
             None => b.delete(keys::page(id, &k, no)),
         }
     }
-    if let Some(dir) = state.row_directory(version) {
-        b.put(
-            key(keys::ROW_DIR, id, Some(version), None),
-            encode_row_dir(&dir)?,
-        );
-    }
-    put_summary(b, id, &state.summary(version))
 }
 
 fn put_summary(b: &mut WriteBatch, id: u32, s: &Summary) -> Result<()> {
@@ -67,39 +96,31 @@ fn summary(kv: &dyn KvStore, id: u32) -> Result<Option<Summary>> {
         .transpose()
 }
 
-/// For a commit `to` that changes no row of table `id`: if the derived records are current at
-/// `from` (the commit before), puts the summary that says they are current at `to`.
-pub(super) fn carry_summary(
-    kv: &dyn KvStore,
-    b: &mut WriteBatch,
-    id: u32,
-    from: u64,
-    to: u64,
-) -> Result<()> {
-    if let Some(mut s) = summary(kv, id)?.filter(|s| s.version == from) {
-        s.version = to;
-        put_summary(b, id, &s)?;
-    }
-    Ok(())
-}
-
-/// Rebuilds `t`'s state from its derived records, if they are current (`Ok(false)` if not: the
-/// state is untouched).
-pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<bool> {
+/// Rebuilds `t`'s state from its last checkpoint and the commits after it, if it has a
+/// checkpoint that its log can be replayed from (`Ok(None)` if not: the state is untouched).
+/// Returns the number of events replayed.
+pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<Option<u64>> {
     let last = t.commits.last().expect("a commit").version;
-    let Some(s) = summary(kv, t.id)?.filter(|s| s.version == last) else {
-        return Ok(false);
+    let Some(s) = summary(kv, t.id)? else {
+        return Ok(None);
+    };
+    // The checkpoint's commit must be one the log still has, so that the log goes on from it.
+    let Ok(at) = t.commits.binary_search_by_key(&s.version, |c| c.version) else {
+        return Ok(None);
     };
     let mut dirs = Vec::new();
     for kv in kv.scan_prefix(&key(keys::ROW_DIR, t.id, None, None)) {
         let (k, v) = kv?;
         let version = parse_version(&k)?;
+        if version > s.version {
+            break;
+        }
         let dir = decode_row_dir(&v).map_err(|e| in_table(&t.name, e))?;
         dirs.push((version, dir));
     }
     let mut state = t.new_state();
     state.set_tombstone_gc_secs(gc_secs_in(
-        &t.commits,
+        &t.commits[..=at],
         t.flows[0].spec.tombstone_gc_threshold_secs,
     )?);
     let heads = kv
@@ -109,16 +130,46 @@ pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<bool> {
             Ok((keys::head_key(&k)?.to_vec(), v))
         });
     state
-        .restore(heads, dirs, &s)
+        .restore(heads, Scope::Whole(dirs), &s)
         .map_err(|e| in_table(&t.name, e))?;
+    let mut replayed = 0;
+    if s.version < last {
+        let range = ReplayRange {
+            after: Some(s.version),
+            up_to: None,
+        };
+        replay_log(kv, t.id, &mut state, &t.commits, range, &mut |_| Ok(()))
+            .map_err(|e| in_table(&t.name, e))?;
+        replayed = t.commits[at + 1..]
+            .iter()
+            .map(|c| c.metrics.num_events_read)
+            .sum();
+    }
     t.state = state;
-    Ok(true)
+    Ok(Some(replayed))
+}
+
+/// The state of `t` restricted to the one key `key` (encoded), read from its head and pages
+/// without loading the table, if its last checkpoint is at its last commit (`Ok(None)` if not:
+/// the commits after it are only in the log). The key need not exist.
+pub(super) fn read_key(kv: &dyn KvStore, t: &Table, key: &[u8]) -> Result<Option<TableState>> {
+    let last = t.commits.last().expect("a commit").version;
+    let Some(s) = summary(kv, t.id)?.filter(|s| s.version == last) else {
+        return Ok(None);
+    };
+    let mut state = t.new_state();
+    let head = kv.get(&keys::key_head(t.id, key))?;
+    let heads = head.map(|h| Ok((key.to_vec(), h))).into_iter();
+    state
+        .restore(heads, Scope::Keys, &s)
+        .map_err(|e| in_table(&t.name, e))?;
+    Ok(Some(state))
 }
 
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories
-/// and the summary last, so that a crash at any point leaves records that are not current (and a
-/// later open rebuilds again), never a mixture that claims to be.
+/// and the summary last, so that a crash at any point leaves no summary (and a later open
+/// rebuilds again), never a mixture that claims to be current.
 pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     let mut b = WriteBatch::default();
     for tag in keys::DERIVED_TAGS {
@@ -128,20 +179,22 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     }
     kv.write(b)?;
     let mut state = t.new_state();
-    replay_log(kv, t.id, &mut state, &t.commits, None, &mut |state| {
-        let pages = state.take_pages();
-        if pages.is_empty() {
-            return Ok(());
-        }
-        let mut b = WriteBatch::default();
-        for ((k, no), page) in pages {
-            match page {
-                Some(p) => b.put(keys::page(t.id, &k, no), p.to_vec()),
-                None => b.delete(keys::page(t.id, &k, no)),
+    replay_log(
+        kv,
+        t.id,
+        &mut state,
+        &t.commits,
+        ReplayRange::default(),
+        &mut |state| {
+            let pages = state.take_pages();
+            if pages.is_empty() {
+                return Ok(());
             }
-        }
-        kv.write(b)
-    })?;
+            let mut b = WriteBatch::default();
+            put_pages(&mut b, t.id, pages);
+            kv.write(b)
+        },
+    )?;
     let last = t.commits.last().expect("a commit").version;
     let mut b = WriteBatch::default();
     for v in state.row_versions_by_commit() {
@@ -152,8 +205,9 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
             );
         }
     }
+    // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
-    put_changes(&mut b, t.id, &mut state, last)?;
+    put_checkpoint(&mut b, t.id, &mut state, last)?;
     kv.write(b)?;
     t.state = state;
     Ok(())

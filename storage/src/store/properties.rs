@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
-use super::pages;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
 use super::{table_mut, Store};
 use crate::error::Result;
@@ -113,8 +112,7 @@ impl Store {
     }
 }
 
-/// Writes a table's rewritten catalog record and the commit that records the change, in one batch
-/// (with the table summary, if it was current: the commit changes no row).
+/// Writes a table's rewritten catalog record and the commit that records the change, in one batch.
 fn write_record_commit(
     kv: &dyn KvStore,
     poisoned: &mut Option<String>,
@@ -123,7 +121,6 @@ fn write_record_commit(
     commit: &CommitInfo,
 ) -> Result<()> {
     let mut b = WriteBatch::default();
-    pages::carry_summary(kv, &mut b, id, commit.version - 1, commit.version)?;
     put_json(&mut b, key(keys::TABLE, id, None, None), rec)?;
     put_json(
         &mut b,

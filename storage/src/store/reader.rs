@@ -225,15 +225,28 @@ impl<'a> RowView<'a> {
     }
 }
 
-/// A read view of one table, valid inside [`Store::read`].
+/// A read view of one table, valid inside [`Store::read`] (or [`Store::read_key`]: then only the
+/// one key is there, see `ReadScope`).
 pub struct TableReader<'a> {
     pub(super) table: &'a Table,
+    pub(super) state: &'a TableState,
+    pub(super) scope: ReadScope,
+}
+
+/// What a [`TableReader`] sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ReadScope {
+    /// The whole table.
+    Table,
+    /// One key, read from its head and pages: scans and lookups of that key read it as the table
+    /// does; counts cover that key only; the change feed is refused.
+    Key,
 }
 
 impl TableReader<'_> {
     /// The table's shape.
     pub fn schema(&self) -> &TableSchema {
-        &self.table.state.schema
+        &self.state.schema
     }
 
     /// The latest commit version.
@@ -294,6 +307,11 @@ impl TableReader<'_> {
                 "the change feed from version {from} to {to}: the start is after the end"
             )));
         }
+        if self.scope != ReadScope::Table {
+            return Err(Error::InvalidQuery(
+                "the change feed reads the whole table, not one key".into(),
+            ));
+        }
         self.check_version(to)?;
         self.check_version(from)?;
         let oldest = self.oldest_version();
@@ -304,15 +322,15 @@ impl TableReader<'_> {
                 oldest: oldest + 1,
             });
         }
-        let rows = &self.table.state.rows;
-        let cold = ColdReader::new(&self.table.name, &self.table.state);
+        let rows = &self.state.rows;
+        let cold = ColdReader::new(&self.table.name, &self.state);
         let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
             match rows.get(id) {
                 Some(r) => Ok(Cow::Borrowed(r)),
                 None => cold.row(id),
             }
         };
-        let mode = self.table.state.schema.mode;
+        let mode = self.state.schema.mode;
         let identity = |r: &StoredRow| -> Vec<u8> {
             let mut id = Vec::with_capacity(r.key.len() + 32);
             let mut part = |b: &[u8]| {
@@ -386,18 +404,18 @@ impl TableReader<'_> {
     /// Number of row versions held (current, retired, and closed on system time), which time
     /// travel and the change feed read.
     pub fn row_versions(&self) -> u64 {
-        self.table.state.rows.len() as u64
+        self.state.rows.len() as u64
     }
 
     /// Number of rows in the current table.
     pub fn live_rows(&self) -> u64 {
-        self.table.state.rows.live.len()
+        self.state.rows.live.len()
     }
 
     /// How much of the table's event history is frozen to the spill file, and how much is in
     /// memory (see [`StoreOptions::hot_events_per_key`]).
     pub fn cold_stats(&self) -> ColdStats {
-        self.table.state.cold_stats()
+        self.state.cold_stats()
     }
 
     /// Calls `f` on up to `max_rows` rows that `spec` selects, in key order, continuing from
@@ -439,7 +457,7 @@ impl TableReader<'_> {
                 return Ok(());
             }
         }
-        let rows = &self.table.state.rows;
+        let rows = &self.state.rows;
         let matches_at = |v: &RowView<'_>, added: u64, retired: Option<u64>| {
             (if current {
                 retired.is_none()
@@ -454,11 +472,13 @@ impl TableReader<'_> {
             (&spec.key_lo, &spec.key_hi),
             (Bound::Unbounded, Bound::Unbounded)
         );
-        let by_key = *cursor.by_key.get_or_insert(!unbounded || rows.any_cold());
+        let by_key = *cursor
+            .by_key
+            .get_or_insert(!unbounded || rows.any_cold() || self.scope == ReadScope::Key);
         if !by_key {
             // No key range and nothing frozen when the scan began: read the row store in storage
             // order, sequentially. (Rows frozen since are read back from their keys' pages.)
-            let cold = ColdReader::new(&self.table.name, &self.table.state);
+            let cold = ColdReader::new(&self.table.name, &self.state);
             let mut id = cursor.next_id;
             let len = rows.len();
             while (id as usize) < len {
@@ -480,7 +500,7 @@ impl TableReader<'_> {
             cursor.done = true;
             return Ok(());
         }
-        let state = &self.table.state;
+        let state = &self.state;
         let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
         let mut values = Vec::new();
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
@@ -545,7 +565,7 @@ impl TableReader<'_> {
         system: Option<&[u8]>,
         f: impl FnOnce(RowView<'_>) -> R,
     ) -> Result<Option<R>> {
-        let state = &self.table.state;
+        let state = &self.state;
         let Some((k, ks)) = state.keys.get_key_value(key) else {
             return Ok(None);
         };

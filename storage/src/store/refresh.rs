@@ -297,6 +297,7 @@ impl Inner {
             metrics: fx.metrics.clone(),
             duration_us: 0,
         };
+        let every = inner.checkpoints.every_events;
         let mut persist = || -> Result<CommitInfo> {
             let mut b = WriteBatch::default();
             put_event_blocks(
@@ -307,7 +308,13 @@ impl Inner {
                 &fx.events,
                 &fx.truncates,
             )?;
-            pages::put_changes(&mut b, table.id, &mut table.state, version)?;
+            let unsaved = table.unsaved + n_events;
+            let checkpoint = if unsaved >= every {
+                pages::Checkpoint::Now
+            } else {
+                pages::Checkpoint::Later
+            };
+            pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
             put_json(
@@ -321,6 +328,11 @@ impl Inner {
         match persist() {
             Ok(commit) => {
                 table.commits.push(commit.clone());
+                table.unsaved = if table.unsaved + n_events >= every {
+                    0
+                } else {
+                    table.unsaved + n_events
+                };
                 Ok(commit)
             }
             Err(e) => {

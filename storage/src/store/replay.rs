@@ -56,8 +56,17 @@ pub(crate) fn gc_secs_in(commits: &[CommitInfo], default: u64) -> Result<u64> {
 /// unit tests replay in parts).
 pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
 
-/// Replays a table's log into `state`: every data commit's events, in commit order, through the
-/// same engine path as when they were first applied (up to commit `up_to` if given). The engine is
+/// Which commits a replay applies.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReplayRange {
+    /// Only those after this one (the state holds the table at it: a checkpoint).
+    pub after: Option<u64>,
+    /// Only those up to this one.
+    pub up_to: Option<u64>,
+}
+
+/// Replays a table's log into `state`: every data commit's events in `range`, in commit order,
+/// through the same engine path as when they were first applied. The engine is
 /// deterministic, so this rebuilds the timelines and every row version with the commits that
 /// wrote and retired it. Property commits take effect where they are in the log. `after_part`
 /// runs after each part applied (a rebuild writes the pages frozen so far).
@@ -66,12 +75,14 @@ pub(crate) fn replay_log(
     id: u32,
     state: &mut TableState,
     commits: &[CommitInfo],
-    up_to: Option<u64>,
+    range: ReplayRange,
     after_part: &mut dyn FnMut(&mut TableState) -> Result<()>,
 ) -> Result<()> {
+    let ReplayRange { after, up_to } = range;
     let width = state.schema.columns.len();
     let mut settings = commits
         .iter()
+        .filter(|c| after.is_none_or(|a| c.version > a))
         .filter(|c| c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE))
         .peekable();
     // The last version replayed: a commit replayed in parts is reset (full refresh) only once.
@@ -115,6 +126,9 @@ pub(crate) fn replay_log(
         let version = parse_version(&k)?.max(base);
         if up_to.is_some_and(|h| version > h) {
             break;
+        }
+        if after.is_some_and(|a| version <= a) {
+            continue;
         }
         // A commit is replayed in parts of about REPLAY_PART events: a VACUUM base holds every
         // event up to it, and one apply would hold them all in memory at once. Parts of one

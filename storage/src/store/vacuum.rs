@@ -7,7 +7,7 @@ use super::load::Load;
 use super::pages;
 use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
 use super::refresh::{checkpoint_in, FULL_REFRESH, SOURCE_OFFSET};
-use super::replay::{load_commits, replay_log, VACUUM_BASE};
+use super::replay::{load_commits, replay_log, ReplayRange, VACUUM_BASE};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::format::keys::{self, key, parse_version};
@@ -118,7 +118,6 @@ impl Store {
             // Nothing old enough to forget: the vacuum is only recorded.
             let commit = vacuum_commit(0);
             let mut b = WriteBatch::default();
-            pages::carry_summary(inner.kv.as_ref(), &mut b, id, next - 1, next)?;
             put_json(
                 &mut b,
                 key(keys::COMMIT, id, Some(commit.version), None),
@@ -181,7 +180,10 @@ impl Store {
                 id,
                 &mut at_h,
                 &t.commits,
-                Some(h),
+                ReplayRange {
+                    after: None,
+                    up_to: Some(h),
+                },
                 &mut |_| Ok(()),
             )?;
             let (events, truncates) = at_h.event_set()?;
@@ -255,6 +257,7 @@ impl Store {
         });
         rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         t.load = Load::Replayed;
+        t.unsaved = 0;
         let rows_after = t.state.rows.len() as u64;
         // Measured only once the table is whole again: an error here leaves a correct store.
         let (bytes_after, events_after) = log_bytes(inner.kv.as_ref())?;
