@@ -176,6 +176,15 @@ pub fn decode_tuple(mut bytes: &[u8], types: &[ColumnType]) -> Result<Vec<Value>
     Ok(out)
 }
 
+/// An encoded key as an error message shows it: its bytes in hex (the first 32, then `…`).
+pub(crate) fn display_key(key: &[u8]) -> String {
+    let mut s: String = key.iter().take(32).map(|b| format!("{b:02x}")).collect();
+    if key.len() > 32 {
+        s.push('…');
+    }
+    format!("0x{s}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,13 +270,4 @@ mod tests {
             assert!(decode_tuple(bytes, &types).is_err());
         }
     }
-}
-
-/// An encoded key as an error message shows it: its bytes in hex (the first 32, then `…`).
-pub(crate) fn display_key(key: &[u8]) -> String {
-    let mut s: String = key.iter().take(32).map(|b| format!("{b:02x}")).collect();
-    if key.len() > 32 {
-        s.push('…');
-    }
-    format!("0x{s}")
 }

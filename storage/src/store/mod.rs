@@ -47,8 +47,7 @@ pub use commit::CommitInfo;
 use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter};
-pub use records::TOMBSTONE_GC_PROPERTY;
-pub use refresh::{FULL_REFRESH, SOURCE_OFFSET};
+pub use records::{FULL_REFRESH, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
 
 /// The on-disk format version this build writes. Version 1 stores (events only) are upgraded in
@@ -83,8 +82,9 @@ pub struct StoreOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checkpoints {
     /// After the commit that brings the events since the last checkpoint to this many (default
-    /// 100,000: an open after a crash replays at most about that many events per table, a
-    /// second or so). Smaller costs each commit more bytes written.
+    /// 1,000,000: an open after a crash replays at most about that many events per table, about
+    /// 8 s). Smaller makes that replay shorter and costs ingest more: a checkpoint rewrites the
+    /// head of every key changed since the last one (docs/PERFORMANCE.md).
     pub every_events: u64,
     /// Whether closing the store writes one (default: yes, so that the next open replays
     /// nothing).
@@ -106,7 +106,7 @@ pub enum OnClose {
 impl Default for Checkpoints {
     fn default() -> Self {
         Checkpoints {
-            every_events: 100_000,
+            every_events: 1_000_000,
             on_close: OnClose::Checkpoint,
         }
     }

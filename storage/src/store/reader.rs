@@ -323,7 +323,7 @@ impl TableReader<'_> {
             });
         }
         let rows = &self.state.rows;
-        let cold = ColdReader::new(&self.table.name, &self.state);
+        let cold = ColdReader::new(&self.table.name, self.state);
         let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
             match rows.get(id) {
                 Some(r) => Ok(Cow::Borrowed(r)),
@@ -478,7 +478,7 @@ impl TableReader<'_> {
         if !by_key {
             // No key range and nothing frozen when the scan began: read the row store in storage
             // order, sequentially. (Rows frozen since are read back from their keys' pages.)
-            let cold = ColdReader::new(&self.table.name, &self.state);
+            let cold = ColdReader::new(&self.table.name, self.state);
             let mut id = cursor.next_id;
             let len = rows.len();
             while (id as usize) < len {

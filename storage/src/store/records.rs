@@ -8,6 +8,12 @@ use crate::error::{Error, Result};
 use crate::expectation::Expectation;
 use crate::flow::{FlowSpec, TableSchema};
 
+/// The commit parameter that records how many source rows a flow has consumed.
+pub const SOURCE_OFFSET: &str = "source_offset";
+
+/// The commit parameter that marks a full refresh (the target was rebuilt).
+pub const FULL_REFRESH: &str = "full_refresh";
+
 /// The catalog record of a target table (JSON, under its `T` key).
 #[derive(Serialize, Deserialize)]
 pub(super) struct TableRecord {

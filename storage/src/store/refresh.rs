@@ -7,6 +7,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::pages;
+use super::records::{FULL_REFRESH, SOURCE_OFFSET};
 use super::{Inner, Store, Table};
 use crate::error::{Error, Result};
 use crate::expectation;
@@ -97,12 +98,6 @@ pub(crate) fn rejected(table: &str, flow: &str, e: Error) -> Error {
         e => e,
     }
 }
-
-/// The commit parameter that records how many source rows a flow has consumed.
-pub const SOURCE_OFFSET: &str = "source_offset";
-
-/// The commit parameter that marks a full refresh (the target was rebuilt).
-pub const FULL_REFRESH: &str = "full_refresh";
 
 impl Table {
     /// How many rows of its source `flow` has processed: see [`checkpoint_in`].

@@ -1,8 +1,8 @@
 //! Rebuilding a table from its log: commit records in order, and their events replayed.
 
 use super::commit::CommitInfo;
+use super::records::FULL_REFRESH;
 use super::records::{gc_property, SET_PROPERTIES};
-use super::refresh::FULL_REFRESH;
 use crate::engine::fold::Bytes;
 use crate::engine::{Incoming, TableState};
 use crate::error::{corrupt, Result};

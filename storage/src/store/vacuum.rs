@@ -6,7 +6,8 @@ use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitI
 use super::load::Load;
 use super::pages;
 use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
-use super::refresh::{checkpoint_in, FULL_REFRESH, SOURCE_OFFSET};
+use super::records::{FULL_REFRESH, SOURCE_OFFSET};
+use super::refresh::checkpoint_in;
 use super::replay::{load_commits, replay_log, ReplayRange, VACUUM_BASE};
 use super::Store;
 use crate::error::{Error, Result};
