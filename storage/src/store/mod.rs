@@ -58,7 +58,8 @@ pub const FORMAT_VERSION: u32 = 2;
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// sled's page cache, in bytes (default 256 MiB).
+    /// sled's page cache, in bytes (default 64 MiB: queries read pages once, in key order, so a larger
+    /// cache mostly holds what was read already; see docs/PERFORMANCE.md).
     pub cache_bytes: u64,
     /// How many of each key's latest sequences the engine keeps in its head (default 16). A key
     /// that gathers twice as many moves the older ones to a frozen page, and reads them back only
@@ -131,7 +132,7 @@ pub const DEFAULT_HOT_EVENTS_PER_KEY: usize = 16;
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            cache_bytes: 256 << 20,
+            cache_bytes: 64 << 20,
             hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
             lock_wait: crate::kv::LOCK_WAIT,
             manifest: ManifestCheck::Verify,
