@@ -36,13 +36,23 @@ pub(crate) fn cold_page_head(page: &[u8]) -> usize {
 /// The two parts of a cold page (or of its head, whose history part is empty): row versions,
 /// history.
 fn split_page(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
+    split_prefixed(bytes, "cold page", "its row part")
+}
+
+/// Splits `bytes` after the part whose length (u32 LE) leads it: the layout of a cold page and
+/// of a key head. `what` and `part` name them in the error.
+pub(super) fn split_prefixed<'a>(
+    bytes: &'a [u8],
+    what: &str,
+    part: &str,
+) -> Result<(&'a [u8], &'a [u8])> {
     let n = bytes
         .get(..4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        .ok_or_else(|| corrupt("cold page too short"))?;
+        .ok_or_else(|| corrupt(format!("{what} too short")))?;
     let rest = &bytes[4..];
     if n > rest.len() {
-        return Err(corrupt("cold page shorter than its row part"));
+        return Err(corrupt(format!("{what} shorter than {part}")));
     }
     Ok(rest.split_at(n))
 }

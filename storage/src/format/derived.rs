@@ -59,15 +59,7 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
 
 /// The meta and the hot part of a `K` record.
 pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
-    let n = bytes
-        .get(..4)
-        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
-        .ok_or_else(|| corrupt("key head too short"))?;
-    let rest = &bytes[4..];
-    if n > rest.len() {
-        return Err(corrupt("key head shorter than its meta"));
-    }
-    let (m, hot) = rest.split_at(n);
+    let (m, hot) = super::cold_page::split_prefixed(bytes, "key head", "its meta")?;
     let meta = rkyv::from_bytes::<HeadMeta, rancor::Error>(&decompress(m)?)
         .map_err(|e| corrupt(format!("key head fails validation: {e}")))?;
     Ok((meta, hot))

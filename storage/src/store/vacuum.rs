@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::pages;
-use super::records::{gc_property, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
+use super::records::TOMBSTONE_GC_PROPERTY;
 use super::records::{FULL_REFRESH, SOURCE_OFFSET};
 use super::refresh::checkpoint_in;
-use super::replay::{load_commits, replay_log, ReplayRange, VACUUM_BASE};
+use super::replay::{gc_secs_in, load_commits, replay_log, ReplayRange, VACUUM_BASE};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::format::keys::{self, key, parse_version};
@@ -163,12 +163,7 @@ impl Store {
         let h_at = t.commits.partition_point(|c| c.version < h);
         let kept_from = &t.commits[..=h_at];
         // The GC threshold in force at `h`, which the removed commits may have set.
-        let mut gc_secs = t.flows[0].spec.tombstone_gc_threshold_secs;
-        for c in kept_from {
-            if c.operation == SET_PROPERTIES || c.parameters.contains_key(VACUUM_BASE) {
-                gc_secs = gc_property(&c.parameters)?.unwrap_or(gc_secs);
-            }
-        }
+        let gc_secs = gc_secs_in(kept_from, t.flows[0].spec.tombstone_gc_threshold_secs)?;
         if kept_from
             .iter()
             .any(|c| c.metrics.num_tombstones_collected > 0)
