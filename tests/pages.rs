@@ -316,3 +316,113 @@ fn one_key_is_read_from_its_head_and_pages_as_the_loaded_table_reads_it() {
     let all = scanned(&fresh, &asof::ScanRequest::default()).unwrap_err();
     assert!(all.to_string().contains("table `t`: key 0x"), "{all}");
 }
+
+/// An SCD2 table `t` of 300 keys (more than a scan's first span) with 12 versions each, in 3
+/// commits, the last one late, so that every key has frozen pages.
+fn build_many_keys(dir: &std::path::Path) {
+    let store = open(dir);
+    let flow = FlowSpec::builder("f", "t", &schema())
+        .keys(["k"])
+        .sequence_by(["seq"])
+        .stored_as(StoredAs::Scd2)
+        .build()
+        .unwrap();
+    store.create_flow(flow).unwrap();
+    for c in 0..3i64 {
+        let (mut k, mut seq, mut v) = (Vec::new(), Vec::new(), Vec::new());
+        for key in 0..300i64 {
+            for i in 0..4i64 {
+                k.push(key);
+                seq.push(if c == 2 { i * 20 + 5 } else { c * 40 + i * 10 });
+                v.push(format!("k{key} c{c} i{i}"));
+            }
+        }
+        let b = RecordBatch::try_new(
+            schema(),
+            vec![
+                Arc::new(Int64Array::from(k)),
+                Arc::new(Int64Array::from(seq)),
+                Arc::new(StringArray::from(v)),
+            ],
+        )
+        .unwrap();
+        store.apply("f", &b).unwrap();
+    }
+}
+
+#[test]
+fn a_whole_table_scan_of_a_table_not_in_memory_reads_it_span_by_span_as_the_loaded_table() {
+    use asof::{KeySelection, ScanRequest, TimeSelection, Value};
+    use std::ops::Bound;
+    let dir = tempfile::tempdir().unwrap();
+    build_many_keys(dir.path());
+    let mut requests = Vec::new();
+    for batch_size in [7, 8192] {
+        for version in [None, Some(1), Some(2)] {
+            for keys in [
+                KeySelection::All,
+                KeySelection::Range(
+                    Bound::Excluded(vec![Value::Int(17)]),
+                    Bound::Included(vec![Value::Int(250)]),
+                ),
+                KeySelection::Range(Bound::Included(vec![Value::Int(290)]), Bound::Unbounded),
+            ] {
+                for business in [TimeSelection::All, TimeSelection::as_of(Value::Int(45))] {
+                    requests.push(ScanRequest {
+                        keys: keys.clone(),
+                        version,
+                        business,
+                        batch_size,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+    }
+    let loaded = open(dir.path());
+    loaded.read("t", |r| r.live_rows()).unwrap();
+    let expected: Vec<_> = requests
+        .iter()
+        .map(|r| scanned(&loaded, r).unwrap())
+        .collect();
+    assert_eq!(
+        expected[1].len(),
+        300,
+        "one row per key as of business time 45"
+    );
+    drop(loaded);
+    let fresh = open(dir.path());
+    for (req, exp) in requests.iter().zip(&expected) {
+        assert_eq!(&scanned(&fresh, req).unwrap(), exp, "{req:?}");
+    }
+    // A span of one key, then the next one after it.
+    let span = |lo: Bound<&[u8]>| {
+        let span = fresh
+            .key_span("t", (lo, Bound::Unbounded), 1)
+            .unwrap()
+            .expect("the table is not in memory and its records are current");
+        let rows = fresh
+            .read_span(&span, |r| {
+                let mut rows = 0;
+                let mut cursor = asof_storage::ScanCursor::default();
+                while !cursor.is_done() {
+                    r.scan(&Default::default(), &mut cursor, 5, |_| rows += 1)
+                        .unwrap();
+                }
+                rows
+            })
+            .unwrap();
+        (rows, span.last_key().map(<[u8]>::to_vec))
+    };
+    let (rows, first) = span(Bound::Unbounded);
+    let first = first.expect("keys follow the first");
+    assert_eq!(rows, 12, "key 0 has 12 row versions");
+    let (_, second) = span(Bound::Excluded(&first));
+    assert!(second.unwrap() > first);
+    // Once the table is in memory, it is read whole.
+    fresh.read("t", |r| r.live_rows()).unwrap();
+    assert!(fresh
+        .key_span("t", (Bound::Unbounded, Bound::Unbounded), 1)
+        .unwrap()
+        .is_none());
+}

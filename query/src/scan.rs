@@ -9,7 +9,8 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
-    ColumnType, RowView, ScanCursor, ScanSpec, Store, StoredAs, TableSchema, TimeFilter, Value,
+    ColumnType, KeySpan, RowView, ScanCursor, ScanSpec, Store, StoredAs, TableSchema, TimeFilter,
+    Value, Values,
 };
 
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
@@ -215,6 +216,11 @@ pub struct TableScan {
     schema: TableSchema,
     out: SchemaRef,
     columns: Vec<usize>,
+    /// The keys the scan reads now, when it reads a table that is not in memory span by span.
+    span: Option<KeySpan>,
+    /// Whether the scan reads the table whole, as it is in memory (or its records are not
+    /// current).
+    whole_table: bool,
 }
 
 impl TableScan {
@@ -367,6 +373,57 @@ pub fn table_changes(
     })?
 }
 
+/// How many keys of a table that is not in memory a scan holds at a time (see
+/// [`TableScan::read_some`]).
+const SPAN_KEYS: usize = 256;
+
+impl TableScan {
+    /// Reads rows into `cols` (`n` of them so far) until the batch is full or the span of keys
+    /// held ends. A point scan reads its key; any other scan of a table that is not in memory
+    /// reads spans of keys from their heads and pages ([`Store::key_span`]), one at a time; a
+    /// table in memory is read as it is.
+    fn read_some(&mut self, cols: &mut [Col], n: &mut usize) -> Result<()> {
+        let max_rows = self.batch_size - *n;
+        let point = matches!(
+            (&self.spec.key_lo, &self.spec.key_hi),
+            (Bound::Included(lo), Bound::Included(hi)) if lo == hi
+        );
+        if !point && self.span.is_none() && !self.whole_table {
+            let lo = self.spec.key_lo.as_ref().map(|k| &k[..]);
+            let hi = self.spec.key_hi.as_ref().map(|k| &k[..]);
+            self.span = self.store.key_span(&self.table, (lo, hi), SPAN_KEYS)?;
+            // Once the table is read whole (it came into memory), the scan goes on that way.
+            self.whole_table = self.span.is_none();
+        }
+        let spec = &self.spec;
+        let cursor = &mut self.cursor;
+        let read = |r: &asof_storage::TableReader<'_>| {
+            r.scan(spec, cursor, max_rows, |row| {
+                *n += 1;
+                for c in cols.iter_mut() {
+                    c.append(&row);
+                }
+            })
+        };
+        match (&self.span, &spec.key_lo) {
+            (Some(span), _) => self.store.read_span(span, read)??,
+            (None, Bound::Included(lo)) if point => {
+                self.store.read_key(&self.table, &lo.clone(), read)??
+            }
+            (None, _) => self.store.read(&self.table, read)??,
+        }
+        if self.cursor.is_done() {
+            if let Some(span) = self.span.take() {
+                if let Some(last) = span.last_key() {
+                    self.spec.key_lo = Bound::Excluded(last.to_vec());
+                    self.cursor.next_span();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Iterator for TableScan {
     type Item = Result<RecordBatch>;
 
@@ -376,30 +433,12 @@ impl Iterator for TableScan {
         }
         let mut cols = self.make_cols();
         let mut n = 0usize;
-        let spec = &self.spec;
-        let cursor = &mut self.cursor;
-        let batch_size = self.batch_size;
-        let read = |r: &asof_storage::TableReader<'_>| {
-            r.scan(spec, cursor, batch_size, |row| {
-                n += 1;
-                for c in cols.iter_mut() {
-                    c.append(&row);
-                }
-            })
-        };
-        // One key: read from its head and pages, without loading the table.
-        let res = match (&spec.key_lo, &spec.key_hi) {
-            (Bound::Included(lo), Bound::Included(hi)) if lo == hi => {
-                self.store.read_key(&self.table, &lo.clone(), read)
-            }
-            _ => self.store.read(&self.table, read),
-        };
-        match res {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) | Err(e) => {
+        // Spans of keys are read until the batch is full or the scan is done.
+        while n < self.batch_size && !self.cursor.is_done() {
+            if let Err(e) = self.read_some(&mut cols, &mut n) {
                 self.cursor = ScanCursor::default();
                 self.spec.key_hi = Bound::Excluded(Vec::new());
-                return Some(Err(e.into()));
+                return Some(Err(e));
             }
         }
         if n == 0 && self.cursor.is_done() {
@@ -445,7 +484,7 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
     }
     let sys_types: Vec<ColumnType> = schema.system_sequence.iter().cloned().collect();
     let (key_lo, key_hi) = key_bounds(&req.keys, &schema)?;
-    let spec = ScanSpec {
+    let mut spec = ScanSpec {
         version: Some(req.version.unwrap_or(latest)),
         key_lo,
         key_hi,
@@ -453,6 +492,7 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
             .business
             .encode(&schema.sequence_types(), "business time")?,
         system: req.system.encode(&sys_types, "system time")?,
+        values: Values::All,
     };
     let full = table_arrow_schema(&schema);
     let columns: Vec<usize> = match &req.projection {
@@ -466,6 +506,10 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
             .collect::<Result<_>>()?,
     };
     let out = std::sync::Arc::new(full.project(&columns)?);
+    // Only value columns need values (the temporal ones are the rows' bounds).
+    if columns.iter().all(|&c| c >= schema.columns.len()) {
+        spec.values = Values::Skip;
+    }
     Ok(TableScan {
         store: store.clone(),
         table: table.to_string(),
@@ -475,6 +519,8 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         schema,
         out,
         columns,
+        span: None,
+        whole_table: false,
     })
 }
 

@@ -56,6 +56,19 @@ pub trait KvStore: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
     /// All pairs whose key starts with `prefix`, in key order.
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a>;
+    /// The pairs whose key starts with `prefix` and is `from` or greater, in key order. (The
+    /// default filters [`KvStore::scan_prefix`]; a store that can seek should.)
+    fn scan_prefix_from<'a>(
+        &'a self,
+        prefix: &[u8],
+        from: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
+        let from = from.to_vec();
+        Box::new(
+            self.scan_prefix(prefix)
+                .filter(move |r| r.as_ref().map_or(true, |(k, _)| *k >= from)),
+        )
+    }
     /// Writes `batch` atomically and durably.
     fn write(&self, batch: WriteBatch) -> Result<()>;
 }
@@ -371,6 +384,24 @@ impl KvStore for SledKv {
         }))
     }
 
+    fn scan_prefix_from<'a>(
+        &'a self,
+        prefix: &[u8],
+        from: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
+        let prefix = prefix.to_vec();
+        let from = from.max(&prefix[..]).to_vec();
+        Box::new(
+            self.db
+                .range(from..)
+                .take_while(move |r| r.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
+                .map(|r| {
+                    r.map(|(k, v)| (k.to_vec(), v.to_vec()))
+                        .map_err(Error::from)
+                }),
+        )
+    }
+
     fn write(&self, batch: WriteBatch) -> Result<()> {
         let mut marks = self
             .manifest
@@ -442,6 +473,23 @@ impl KvStore for MemKv {
         let items: Vec<Result<KvPair>> = match self.map.read() {
             Ok(m) => m
                 .range(prefix.to_vec()..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| Ok((k.clone(), v.clone())))
+                .collect(),
+            Err(_) => vec![Err(Error::Poisoned("memory store".into()))],
+        };
+        Box::new(items.into_iter())
+    }
+
+    fn scan_prefix_from<'a>(
+        &'a self,
+        prefix: &[u8],
+        from: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
+        let from = from.max(prefix).to_vec();
+        let items: Vec<Result<KvPair>> = match self.map.read() {
+            Ok(m) => m
+                .range(from..)
                 .take_while(|(k, _)| k.starts_with(prefix))
                 .map(|(k, v)| Ok((k.clone(), v.clone())))
                 .collect(),

@@ -38,9 +38,9 @@ pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAI
 pub use progress::Progress;
 pub use source::SourceWrite;
 pub use store::{
-    ChangeType, Checkpoints, CommitInfo, OnClose, OpenMode, RetentionCheck, RowView, ScanCursor,
-    ScanSpec, Store, StoreOptions, TableOptions, TableReader, TimeFilter, VacuumReport,
-    DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, RETENTION_CHECK_PROPERTY,
-    SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
+    ChangeType, Checkpoints, CommitInfo, KeySpan, OnClose, OpenMode, RetentionCheck, RowView,
+    ScanCursor, ScanSpec, Store, StoreOptions, TableOptions, TableReader, TimeFilter, VacuumReport,
+    Values, DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN,
+    RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

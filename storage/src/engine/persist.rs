@@ -117,7 +117,9 @@ impl TableState {
     ) -> Result<()> {
         let width = self.types.len();
         let n_keys = usize::try_from(summary.keys).map_err(corrupt)?;
-        let mut key_list: Vec<Option<Bytes>> = vec![None; n_keys];
+        // Only a whole table lists its keys by number (a few keys' numbers are checked in range).
+        let whole = matches!(scope, Scope::Whole(_));
+        let mut key_list: Vec<Option<Bytes>> = vec![None; if whole { n_keys } else { 0 }];
         let mut hot_rows = Vec::new();
         let mut gc: Vec<(i64, Bytes)> = Vec::new();
         for head in heads {
@@ -126,11 +128,16 @@ impl TableState {
             let bad = |e: crate::error::Error| super::cold::in_key(&key, e);
             let (meta, hot) = decode_head(&bytes).map_err(bad)?;
             let (events, versions, rows) = decode_cold(hot, &key, width).map_err(bad)?;
-            let slot = key_list
-                .get_mut(meta.no as usize)
-                .filter(|s| s.is_none())
-                .ok_or_else(|| bad(corrupt(format!("its number {} is taken", meta.no))))?;
-            *slot = Some(key.clone());
+            let taken = || bad(corrupt(format!("its number {} is taken", meta.no)));
+            if whole {
+                let slot = key_list
+                    .get_mut(meta.no as usize)
+                    .filter(|s| s.is_none())
+                    .ok_or_else(taken)?;
+                *slot = Some(key.clone());
+            } else if meta.no as usize >= n_keys {
+                return Err(taken());
+            }
             let mut ks = KeyState {
                 no: meta.no,
                 max_sys: meta.max_sys.map(Bytes::from),

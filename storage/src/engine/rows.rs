@@ -1,6 +1,6 @@
 //! The row store: every version of every target row, in an append-only arena.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Index;
 
 use roaring::RoaringBitmap;
@@ -94,6 +94,9 @@ pub(crate) struct RowStore {
     husk: StoredRow,
     pub live: RoaringBitmap,
     retired: BTreeMap<u64, RoaringBitmap>,
+    /// The rows of a sparse store ([`RowStore::sparse`]), which has no chunks: a few keys' rows
+    /// scattered over the whole range of ids.
+    scattered: HashMap<RowId, StoredRow>,
 }
 
 impl Default for RowStore {
@@ -118,6 +121,7 @@ impl Default for RowStore {
             },
             live: RoaringBitmap::new(),
             retired: BTreeMap::new(),
+            scattered: HashMap::new(),
         }
     }
 }
@@ -150,7 +154,10 @@ impl RowStore {
             return None;
         }
         let i = id as usize;
-        self.chunks.get(i / CHUNK)?.get(i % CHUNK)
+        match self.chunks.get(i / CHUNK) {
+            Some(c) => c.get(i % CHUNK),
+            None => self.scattered.get(&id),
+        }
     }
 
     /// Whether any row is frozen.
@@ -212,10 +219,7 @@ impl RowStore {
     /// overlap instead of each row waiting for its own.
     pub fn prefetch_ahead(&self, i: usize, at: impl Fn(usize) -> Option<RowId>) {
         const AHEAD: usize = 8;
-        let slot = |r: RowId| {
-            let i = r as usize;
-            self.chunks.get(i / CHUNK).and_then(|c| c.get(i % CHUNK))
-        };
+        let slot = |r: RowId| self.get(r);
         if let Some(row) = at(i + 3 * AHEAD).and_then(slot) {
             row.prefetch_slot();
         }
@@ -299,12 +303,17 @@ impl RowStore {
             len: usize::try_from(len).map_err(corrupt)?,
             ..Default::default()
         };
-        for (id, row) in &hot {
-            if row.retired.is_none() {
-                s.live.insert(*id);
+        let n = u32::try_from(s.len).map_err(|_| corrupt("over 2^32 row versions"))?;
+        s.cold.insert_range(0..n);
+        for (id, row) in hot {
+            if id >= n || !s.cold.remove(id) {
+                return Err(corrupt(format!("row {id} of a key head is out of place")));
             }
+            if row.retired.is_none() {
+                s.live.insert(id);
+            }
+            s.scattered.insert(id, row);
         }
-        s.place(hot)?;
         Ok(s)
     }
 
@@ -354,6 +363,9 @@ impl Index<RowId> for RowStore {
     fn index(&self, id: RowId) -> &StoredRow {
         debug_assert!(!self.cold.contains(id), "row {id} is frozen");
         let i = id as usize;
-        &self.chunks[i / CHUNK][i % CHUNK]
+        match self.chunks.get(i / CHUNK) {
+            Some(c) => &c[i % CHUNK],
+            None => &self.scattered[&id],
+        }
     }
 }

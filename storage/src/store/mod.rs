@@ -29,6 +29,7 @@ mod tests;
 mod vacuum;
 
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -46,7 +47,7 @@ pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 use load::Load;
 use reader::ReadScope;
-pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter};
+pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
 pub use records::{FULL_REFRESH, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
 
@@ -448,12 +449,76 @@ impl Store {
                     return Ok(f(&TableReader {
                         table: t,
                         state: &state,
-                        scope: ReadScope::Key,
+                        scope: ReadScope::Keys,
                     }));
                 }
             }
         }
         self.read(table, f)
+    }
+
+    /// The keys of `table` between `lo` and `hi` (encoded, [`crate::keycodec`]), at most
+    /// `max_keys` of them, in key order, read from their heads and pages without loading the
+    /// table; to be read with [`Store::read_span`], so that a full scan made of spans holds one
+    /// span at a time. `None` if the table is in memory or its records are not current (commits
+    /// since its last checkpoint): read it with [`Store::read`] then.
+    pub fn key_span(
+        &self,
+        table: &str,
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        max_keys: usize,
+    ) -> Result<Option<KeySpan>> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        if t.load != Load::Pending {
+            return Ok(None);
+        }
+        let span = pages::KeySpan { lo, hi, max_keys };
+        Ok(
+            pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(state, last)| KeySpan {
+                table: table.to_string(),
+                state,
+                last,
+            }),
+        )
+    }
+
+    /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans and lookups
+    /// of those keys read them as [`Store::read`] would (at any version up to the one current
+    /// when the span was read); counts cover those keys only; the change feed is refused.
+    pub fn read_span<R>(&self, span: &KeySpan, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
+        let g = self.read_inner()?;
+        let t = g.table(&span.table)?;
+        Ok(f(&TableReader {
+            table: t,
+            state: &span.state,
+            scope: ReadScope::Keys,
+        }))
+    }
+}
+
+/// Some keys of a table, read from their heads and pages ([`Store::key_span`]).
+pub struct KeySpan {
+    table: String,
+    state: TableState,
+    last: Option<Vec<u8>>,
+}
+
+impl KeySpan {
+    /// The last key of the span when keys of the range it was asked for follow it (read on
+    /// after it); `None` when the span reaches the end of the range.
+    pub fn last_key(&self) -> Option<&[u8]> {
+        self.last.as_deref()
+    }
+}
+
+impl std::fmt::Debug for KeySpan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeySpan")
+            .field("table", &self.table)
+            .field("keys", &self.state.keys.len())
+            .field("last", &self.last)
+            .finish()
     }
 }
 

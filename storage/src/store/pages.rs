@@ -5,6 +5,7 @@
 //! current (a store written by an earlier format, a crash during a rebuild, a VACUUM), the table
 //! is replayed once and they are written again ([`rebuild`]).
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
@@ -149,21 +150,80 @@ pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<Option<u64>> {
     Ok(Some(replayed))
 }
 
+/// `t`'s summary if its last checkpoint is at its last commit (if not, the commits after it are
+/// only in the log).
+fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
+    let last = t.commits.last().expect("a commit").version;
+    Ok(summary(kv, t.id)?.filter(|s| s.version == last))
+}
+
 /// The state of `t` restricted to the one key `key` (encoded), read from its head and pages
 /// without loading the table, if its last checkpoint is at its last commit (`Ok(None)` if not:
 /// the commits after it are only in the log). The key need not exist.
 pub(super) fn read_key(kv: &dyn KvStore, t: &Table, key: &[u8]) -> Result<Option<TableState>> {
-    let last = t.commits.last().expect("a commit").version;
-    let Some(s) = summary(kv, t.id)?.filter(|s| s.version == last) else {
+    let Some(s) = current_summary(kv, t)? else {
         return Ok(None);
     };
-    let mut state = t.new_state();
     let head = kv.get(&keys::key_head(t.id, key))?;
-    let heads = head.map(|h| Ok((key.to_vec(), h))).into_iter();
+    let heads = head.map(|h| (key.to_vec(), h)).into_iter().collect();
+    restore_keys(t, heads, &s).map(Some)
+}
+
+/// What [`read_keys`] reads: the keys of a table in a range (encoded), at most so many of them.
+pub(super) struct KeySpan<'a> {
+    pub lo: Bound<&'a [u8]>,
+    pub hi: Bound<&'a [u8]>,
+    pub max_keys: usize,
+}
+
+/// The state of `t` restricted to the keys in `span`, in key order, read from their heads and
+/// pages without loading the table, if its last checkpoint is at its last commit (`Ok(None)` if
+/// not). With the state, the last key it holds if keys in the span follow it.
+pub(super) fn read_keys(
+    kv: &dyn KvStore,
+    t: &Table,
+    span: &KeySpan<'_>,
+) -> Result<Option<(TableState, Option<Vec<u8>>)>> {
+    let Some(s) = current_summary(kv, t)? else {
+        return Ok(None);
+    };
+    let prefix = keys::key_head(t.id, &[]);
+    let from = match span.lo {
+        Bound::Included(k) | Bound::Excluded(k) => keys::key_head(t.id, k),
+        Bound::Unbounded => prefix.clone(),
+    };
+    let mut heads: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut more = false;
+    for pair in kv.scan_prefix_from(&prefix, &from) {
+        let (k, v) = pair?;
+        let key = keys::head_key(&k)?;
+        if matches!(span.lo, Bound::Excluded(l) if key == l) {
+            continue;
+        }
+        let beyond = match span.hi {
+            Bound::Included(h) => key > h,
+            Bound::Excluded(h) => key >= h,
+            Bound::Unbounded => false,
+        };
+        if beyond {
+            break;
+        }
+        if heads.len() == span.max_keys.max(1) {
+            more = true;
+            break;
+        }
+        heads.push((key.to_vec(), v));
+    }
+    let last = heads.last().filter(|_| more).map(|(k, _)| k.clone());
+    Ok(Some((restore_keys(t, heads, &s)?, last)))
+}
+
+fn restore_keys(t: &Table, heads: Vec<(Vec<u8>, Vec<u8>)>, s: &Summary) -> Result<TableState> {
+    let mut state = t.new_state();
     state
-        .restore(heads, Scope::Keys, &s)
+        .restore(heads.into_iter().map(Ok), Scope::Keys, s)
         .map_err(|e| in_table(&t.name, e))?;
-    Ok(Some(state))
+    Ok(state)
 }
 
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are

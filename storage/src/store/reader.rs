@@ -107,6 +107,19 @@ pub struct ScanSpec {
     pub business: TimeFilter,
     /// Selection on `__SYSTEM_START_AT`/`__SYSTEM_END_AT`.
     pub system: TimeFilter,
+    /// Whether the rows' values are read.
+    pub values: Values,
+}
+
+/// Whether a scan reads its rows' values ([`ScanSpec::values`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Values {
+    /// Every row carries its values.
+    #[default]
+    All,
+    /// Rows carry their key and temporal bounds only (`RowView::values` may be empty): what a
+    /// count, or a read of the temporal columns, needs. Frozen rows then cost no value decoding.
+    Skip,
 }
 
 impl Default for ScanSpec {
@@ -117,6 +130,7 @@ impl Default for ScanSpec {
             key_hi: Bound::Unbounded,
             business: TimeFilter::All,
             system: TimeFilter::All,
+            values: Values::All,
         }
     }
 }
@@ -139,6 +153,19 @@ impl ScanCursor {
     /// Whether the scan has read everything.
     pub fn is_done(&self) -> bool {
         self.done
+    }
+
+    /// The key a key-by-key scan stopped in, if it stopped inside one.
+    pub fn resume_key(&self) -> Option<&[u8]> {
+        self.after.as_ref().map(|(k, _)| &k[..])
+    }
+
+    /// Readies a scan that has read one span of keys ([`crate::Store::read_keys`]) to read the
+    /// next: where it stopped is forgotten, what it checks (the table's generation) is kept.
+    pub fn next_span(&mut self) {
+        self.after = None;
+        self.next_id = 0;
+        self.done = false;
     }
 }
 
@@ -238,9 +265,10 @@ pub struct TableReader<'a> {
 pub(super) enum ReadScope {
     /// The whole table.
     Table,
-    /// One key, read from its head and pages: scans and lookups of that key read it as the table
-    /// does; counts cover that key only; the change feed is refused.
-    Key,
+    /// Some keys (one, or a span of them), read from their heads and pages: scans and lookups of
+    /// those keys read them as the table does; counts cover those keys only; the change feed is
+    /// refused.
+    Keys,
 }
 
 impl TableReader<'_> {
@@ -309,7 +337,7 @@ impl TableReader<'_> {
         }
         if self.scope != ReadScope::Table {
             return Err(Error::InvalidQuery(
-                "the change feed reads the whole table, not one key".into(),
+                "the change feed reads the whole table, not some of its keys".into(),
             ));
         }
         self.check_version(to)?;
@@ -412,7 +440,7 @@ impl TableReader<'_> {
         self.state.rows.live.len()
     }
 
-    /// How much of the table's event history is frozen to the spill file, and how much is in
+    /// How much of the table's event history is frozen in pages, and how much is in
     /// memory (see [`StoreOptions::hot_events_per_key`]).
     pub fn cold_stats(&self) -> ColdStats {
         self.state.cold_stats()
@@ -474,7 +502,7 @@ impl TableReader<'_> {
         );
         let by_key = *cursor
             .by_key
-            .get_or_insert(!unbounded || rows.any_cold() || self.scope == ReadScope::Key);
+            .get_or_insert(!unbounded || rows.any_cold() || self.scope == ReadScope::Keys);
         if !by_key {
             // No key range and nothing frozen when the scan began: read the row store in storage
             // order, sequentially. (Rows frozen since are read back from their keys' pages.)
@@ -544,8 +572,10 @@ impl TableReader<'_> {
                 };
                 // The values are built only for a row the scan returns.
                 if matches_at(&view, row.added, row.retired) {
-                    cold.values(c, &mut values)?;
-                    view.values = &values;
+                    if spec.values == Values::All {
+                        cold.values(c, &mut values)?;
+                        view.values = &values;
+                    }
                     f(view);
                     n += 1;
                 }
