@@ -1,5 +1,6 @@
-//! Runs the core-engine workload once and reports throughput, peak memory, reopen time, and what
-//! VACUUM frees (bytes on disk per stored row version before and after):
+//! Runs the core-engine workload once and reports throughput, peak memory, bytes on disk, the
+//! figures of a store opened afresh (open, point lookups, an as-of snapshot, a full scan, and
+//! whole-process `asof sql` timings when the binary is built), and what VACUUM frees:
 //! `cargo run --profile bench --example workload -- [events] [scd2|bitemporal] [hot events per key]`.
 
 #[global_allocator]
@@ -10,7 +11,7 @@ mod workload;
 
 use std::time::Instant;
 
-use asof::{Store, StoredAs};
+use asof::{Store, StoredAs, Value};
 
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
@@ -26,6 +27,76 @@ fn peak_rss_mib() -> f64 {
         })
         .unwrap_or(0.0)
         / 1024.0
+}
+
+/// Bytes of the files under `p`.
+fn disk(p: &std::path::Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|d| {
+            d.flatten()
+                .map(|e| match e.metadata() {
+                    Ok(m) if m.is_dir() => disk(&e.path()),
+                    Ok(m) => m.len(),
+                    Err(_) => 0,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// Whole-process timings of the `asof` binary built next to this example (target/<profile>/asof),
+/// if there is one, with `/usr/bin/time` for the peak RSS: what a user running one query feels.
+fn cli_timings(db: &std::path::Path, now_us: i64) {
+    let Some(bin) = std::env::current_exe()
+        .ok()
+        .and_then(|e| Some(e.parent()?.parent()?.join("asof")))
+        .filter(|b| b.exists())
+    else {
+        println!("(no asof binary next to this example: build it for the whole-process timings)");
+        return;
+    };
+    let ts = |us: i64| {
+        chrono::DateTime::from_timestamp_micros(us)
+            .map(|t| t.naive_utc().format("%Y-%m-%dT%H:%M:%S%.6f").to_string())
+            .unwrap_or_default()
+    };
+    let point = format!(
+        "SELECT * FROM bench FOR BUSINESS_TIME AS OF TIMESTAMP '{}' FOR SYSTEM_TIME AS OF TIMESTAMP '{}' WHERE id = 17",
+        ts(now_us * 6 / 10),
+        ts(now_us * 7 / 10)
+    );
+    for (what, sql) in [
+        ("SELECT 1", "SELECT 1".to_string()),
+        ("point as-of query", point),
+        ("SELECT count(*)", "SELECT count(*) FROM bench".to_string()),
+    ] {
+        let mut runs: Vec<(f64, f64)> = (0..3)
+            .filter_map(|_| {
+                let out = std::process::Command::new("/usr/bin/time")
+                    .args(["-f", "%e %M"])
+                    .arg(&bin)
+                    .arg("--db")
+                    .arg(db)
+                    .args(["sql", &sql])
+                    .output()
+                    .ok()?;
+                let err = String::from_utf8_lossy(&out.stderr);
+                let mut f = err.lines().last()?.split_whitespace();
+                Some((
+                    f.next()?.parse().ok()?,
+                    f.next()?.parse::<f64>().ok()? / 1024.0,
+                ))
+            })
+            .collect();
+        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+        match runs.get(runs.len() / 2) {
+            Some((secs, mib)) => println!(
+                "whole process `asof sql` {what}: median of {} runs {secs:.2} s, {mib:.0} MiB peak RSS",
+                runs.len()
+            ),
+            None => println!("whole process `asof sql` {what}: could not run /usr/bin/time"),
+        }
+    }
 }
 
 /// The store's folder, named like a `TempDir`'s.
@@ -85,12 +156,88 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cold.page_bytes as f64 / (1 << 20) as f64,
     );
     drop(store);
+    let disk_after_ingest = disk(dir.path());
+    println!(
+        "on disk after ingest (checkpoint on close): {disk_after_ingest} bytes = {:.0} B/event",
+        disk_after_ingest as f64 / events as f64
+    );
+
+    // Opening, then reads of a store whose table is not in memory (the figures of the issue
+    // that persisted rows: docs/PERFORMANCE.md).
+    let _ = std::fs::write("/proc/self/clear_refs", "5"); // resets the peak RSS
+    let start = Instant::now();
+    let store = Store::open_with(dir.path(), options.clone())?;
+    let opened = start.elapsed().as_secs_f64();
+    println!(
+        "Store::open in {:.1} ms; peak RSS since {:.0} MiB",
+        opened * 1000.0,
+        peak_rss_mib()
+    );
+    // The workload's times: event i is at i ms, business and system.
+    let now_us = events as i64 * workload::STEP_US;
+    let (b_at, s_at) = (Value::Int(now_us * 6 / 10), Value::Int(now_us * 7 / 10));
+    let point = |k: i64| {
+        asof::lookup(
+            &store,
+            "bench",
+            &[Value::Int(k)],
+            Some(std::slice::from_ref(&b_at)),
+            Some(&s_at),
+        )
+    };
+    let start = Instant::now();
+    point(17)?;
+    println!(
+        "point as-of lookup (both timelines), first after open: {:.0} µs",
+        start.elapsed().as_secs_f64() * 1e6
+    );
+    let mut lat: Vec<f64> = (0..1000)
+        .map(|i| {
+            let start = Instant::now();
+            point(17 + (i % 3)).map(|_| start.elapsed().as_secs_f64() * 1e6)
+        })
+        .collect::<Result<_, _>>()?;
+    lat.sort_by(f64::total_cmp);
+    println!(
+        "point as-of lookup, warm (table not in memory: each reads its key's head and pages): median {:.1} µs",
+        lat[lat.len() / 2]
+    );
+    let snapshot = asof::ScanRequest {
+        business: asof::TimeSelection::as_of(b_at.clone()),
+        system: asof::TimeSelection::as_of(s_at.clone()),
+        ..Default::default()
+    };
+    for pass in ["first", "second"] {
+        let start = Instant::now();
+        let rows: usize = asof::scan_all(&store, "bench", &snapshot)?
+            .iter()
+            .map(|b| b.num_rows())
+            .sum();
+        println!(
+            "as-of snapshot of all keys ({pass}): {rows} rows in {:.1} ms",
+            start.elapsed().as_secs_f64() * 1000.0
+        );
+    }
+    let start = Instant::now();
+    let mut scanned = 0usize;
+    for b in asof::scan(&store, "bench", &asof::ScanRequest::default())? {
+        scanned += b?.num_rows();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "full scan into Arrow: {scanned} rows in {secs:.2} s = {:.2}M rows/s; peak RSS since open {:.0} MiB",
+        scanned as f64 / secs / 1e6,
+        peak_rss_mib()
+    );
+    drop(store);
+    cli_timings(dir.path(), now_us);
+
     let start = Instant::now();
     let store = Store::open_with(dir.path(), options.clone())?;
     let opened = start.elapsed().as_secs_f64();
     let live = store.read("bench", |r| r.live_rows())?;
     println!(
-        "reopen in {:.1} ms (catalog only); first use of the table (read from its pages) {:.2} s; {live} live row versions",
+        "reopen in {:.1} ms (catalog only); first use of the whole table (read from its pages) {:.2} s; {live} live row versions",
         opened * 1000.0,
         start.elapsed().as_secs_f64() - opened,
     );
@@ -116,22 +263,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // Bytes on disk per stored row version, before and after VACUUM RETAIN 0 HOURS.
     let versions = store.read("bench", |r| r.row_versions())?;
-    let disk = |p: &std::path::Path| -> u64 {
-        fn walk(p: &std::path::Path) -> u64 {
-            std::fs::read_dir(p)
-                .map(|d| {
-                    d.flatten()
-                        .map(|e| match e.metadata() {
-                            Ok(m) if m.is_dir() => walk(&e.path()),
-                            Ok(m) => m.len(),
-                            Err(_) => 0,
-                        })
-                        .sum()
-                })
-                .unwrap_or(0)
-        }
-        walk(p)
-    };
     let before = disk(dir.path());
     let start = Instant::now();
     let report = store.vacuum_with(

@@ -148,23 +148,42 @@ enum Step<'e> {
     Delete,
 }
 
-/// Refolds `tl` after the events at sequences in `[lo, hi]` changed (inserted, replaced, or their
-/// effective candidate changed under `limit`). `truncates` act as deletes for every key, after the
-/// key's own event at the same sequence. `appended` says that `lo == hi` is a sequence the key did
-/// not have before and that no event follows it: the open version then simply carries on.
-#[allow(clippy::too_many_arguments)]
+/// What a refold reads besides the key's timeline and events.
+pub(crate) struct FoldInput<'a, 'r> {
+    /// The table's truncates (SCD1): deletes for every key, after the key's own event at the
+    /// same sequence.
+    pub truncates: &'a BTreeSet<Bytes>,
+    /// Which candidate of a sequence counts.
+    pub limit: Limit<'a>,
+    pub rules: &'a FoldRules<'r>,
+}
+
+/// What changed at one sequence: the events there were inserted, replaced, or their effective
+/// candidate changed under the limit.
+pub(crate) struct Change<'a> {
+    pub at: &'a [u8],
+    /// `at` is a sequence the key did not have before and no event follows it: the open version
+    /// then simply carries on.
+    pub appended: bool,
+}
+
+/// Refolds `tl` after the events of `events` at `change.at` changed, adding what changed to
+/// `diff`.
 pub(crate) fn refold(
     tl: &mut Timeline,
     events: &EventMap,
-    truncates: &BTreeSet<Bytes>,
-    limit: Limit<'_>,
-    rules: &FoldRules<'_>,
-    lo: &[u8],
-    hi: &[u8],
-    appended: bool,
+    input: &FoldInput<'_, '_>,
+    change: Change<'_>,
     diff: &mut TimelineDiff,
 ) {
-    if appended && lo == hi && truncates.last().is_none_or(|t| &t[..] < lo) {
+    let FoldInput {
+        truncates,
+        limit,
+        rules,
+    } = input;
+    let (lo, hi) = (change.at, change.at);
+    let limit = *limit;
+    if change.appended && truncates.last().is_none_or(|t| &t[..] < lo) {
         append(tl, events, limit, rules, lo, diff);
         return;
     }

@@ -1,24 +1,28 @@
 //! The CDC engine: applies validated events to a table's in-memory state and says which target
 //! row versions a commit adds and retires. It does no I/O; [`crate::store`] makes commits durable.
 
+mod bitemporal;
 pub(crate) mod cold;
 pub(crate) mod fold;
+mod key_commit;
 pub(crate) mod lookup;
 mod persist;
 mod rows;
+mod scd;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::OnceLock;
 
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
-use crate::value::{ColumnType, Row};
+use crate::value::ColumnType;
 use cold::{ColdStats, Frozen, Pages};
 pub(crate) use cold::{PageSource, PageWrite};
 use fold::{
-    refold, Bytes, Event, EventMap, FoldRules, Limit, RowId, Timeline, TimelineDiff, Version,
+    refold, Bytes, Change, EventMap, FoldInput, FoldRules, Limit, RowId, Timeline, TimelineDiff,
 };
+use key_commit::KeyCommit;
 pub(crate) use persist::Scope;
 pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
@@ -86,34 +90,6 @@ pub(crate) struct CommitEffects {
     pub metrics: CommitMetrics,
 }
 
-enum Outcome {
-    New,
-    Duplicate,
-    ConflictWon,
-    ConflictLost,
-}
-
-fn insert_event(events: &mut EventMap, seq: &Bytes, sys: &Bytes, ev: Event) -> Outcome {
-    let cands = events.entry(seq.clone()).or_default();
-    match cands.binary_search_by(|(s, _)| s[..].cmp(&sys[..])) {
-        Ok(i) => {
-            let cur = &mut cands[i].1;
-            if cur.same_as(&ev) {
-                Outcome::Duplicate
-            } else if ev.beats(cur) {
-                *cur = ev;
-                Outcome::ConflictWon
-            } else {
-                Outcome::ConflictLost
-            }
-        }
-        Err(i) => {
-            cands.insert(i, (sys.clone(), ev));
-            Outcome::New
-        }
-    }
-}
-
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
@@ -159,12 +135,6 @@ impl Dirty {
         }
     }
 }
-
-/// A row computed by a system-time replay: (start, values, end, system start, system end).
-type NewRow = (Bytes, Row, Option<Bytes>, Bytes, Option<Bytes>);
-
-/// Marks a timeline version as "exists at the previous change point" during a replay.
-const MARK: RowId = RowId::MAX;
 
 impl TableState {
     pub fn new(
@@ -407,20 +377,27 @@ impl TableState {
             self.truncates.insert(t.clone());
             self.dirty = Dirty::All;
             let mode = self.schema.mode;
+            let input = FoldInput {
+                truncates: &self.truncates,
+                limit: Limit::None,
+                rules: &rules,
+            };
             for (key, ks) in self.keys.iter_mut() {
                 let mut diff = TimelineDiff::default();
-                refold(
-                    &mut ks.timeline,
-                    &ks.events,
-                    &self.truncates,
-                    Limit::None,
-                    &rules,
-                    &t,
-                    &t,
-                    false,
-                    &mut diff,
-                );
-                emit_scd_rows(&mut self.rows, mode, key, ks, diff, version, &mut fx);
+                let change = Change {
+                    at: &t,
+                    appended: false,
+                };
+                refold(&mut ks.timeline, &ks.events, &input, change, &mut diff);
+                let mut c = KeyCommit {
+                    rows: &mut self.rows,
+                    key,
+                    ks,
+                    rules: &rules,
+                    version,
+                    fx: &mut fx,
+                };
+                scd::emit_rows(&mut c, mode, diff);
                 note_tombstone(&mut self.gc_queue, key, ks, ts);
             }
             fx.truncates.push(t);
@@ -441,23 +418,20 @@ impl TableState {
             }
             let mode = self.schema.mode;
             let ks = key_state(&mut self.keys, &mut self.key_list, &key);
+            let c = KeyCommit {
+                rows: &mut self.rows,
+                key: &key,
+                ks,
+                rules: &rules,
+                version,
+                fx: &mut fx,
+            };
             match mode {
-                StoredAs::Bitemporal => {
-                    apply_key_bitemporal(&mut self.rows, &key, ks, evs, &rules, version, &mut fx)
-                }
+                StoredAs::Bitemporal => bitemporal::apply_key(c, evs),
                 _ => {
-                    apply_key_scd(
-                        &mut self.rows,
-                        mode,
-                        &self.truncates,
-                        &key,
-                        ks,
-                        evs,
-                        &rules,
-                        version,
-                        &mut fx,
-                    );
+                    scd::apply_key(c, mode, &self.truncates, evs);
                     if mode == StoredAs::Scd1 {
+                        let ks = self.keys.get_mut(&key).expect("the key was just applied");
                         note_tombstone(&mut self.gc_queue, &key, ks, ts);
                     }
                 }
@@ -518,153 +492,6 @@ fn key_state<'a>(
     })
 }
 
-/// Inserts one event into the key's events, counting what happened. Returns whether the event
-/// set changed, and whether the event was appended after all others of the key.
-fn insert_one(ks: &mut KeyState, inc: Incoming, fx: &mut CommitEffects) -> Option<bool> {
-    // Appending after every known sequence is the common case: one lookup of the last entry.
-    let last_seq_cmp = ks
-        .events
-        .last_key_value()
-        .map(|(m, _)| m[..].cmp(&inc.seq[..]));
-    let late_biz = last_seq_cmp == Some(std::cmp::Ordering::Greater);
-    let late_sys = !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
-    let outcome = if last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less) {
-        ks.events.insert(
-            inc.seq.clone(),
-            smallvec::smallvec![(inc.sys.clone(), inc.event.clone())],
-        );
-        Outcome::New
-    } else {
-        insert_event(&mut ks.events, &inc.seq, &inc.sys, inc.event.clone())
-    };
-    let appended = last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less);
-    match outcome {
-        Outcome::Duplicate => {
-            fx.metrics.num_duplicates_ignored += 1;
-            None
-        }
-        Outcome::ConflictLost => {
-            fx.metrics.num_conflicts_resolved += 1;
-            None
-        }
-        o => {
-            if matches!(o, Outcome::ConflictWon) {
-                fx.metrics.num_conflicts_resolved += 1;
-            }
-            if late_biz || late_sys {
-                fx.metrics.num_late_events += 1;
-            }
-            if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
-                ks.max_sys = Some(inc.sys.clone());
-            }
-            if fx.record {
-                fx.events.push(inc);
-            }
-            Some(appended)
-        }
-    }
-}
-
-/// SCD1 / SCD2: insert the key's events one by one, refolding what each changes.
-#[allow(clippy::too_many_arguments)]
-fn apply_key_scd(
-    rows: &mut RowStore,
-    mode: StoredAs,
-    truncates: &BTreeSet<Bytes>,
-    key: &Bytes,
-    ks: &mut KeyState,
-    mut evs: Vec<Incoming>,
-    rules: &FoldRules<'_>,
-    version: u64,
-    fx: &mut CommitEffects,
-) {
-    evs.sort_by(|a, b| a.seq.cmp(&b.seq));
-    let mut diff = TimelineDiff::default();
-    for inc in evs {
-        let seq = inc.seq.clone();
-        if let Some(appended) = insert_one(ks, inc, fx) {
-            refold(
-                &mut ks.timeline,
-                &ks.events,
-                truncates,
-                Limit::None,
-                rules,
-                &seq,
-                &seq,
-                appended,
-                &mut diff,
-            );
-        }
-    }
-    emit_scd_rows(rows, mode, key, ks, diff, version, fx);
-}
-
-fn emit_scd_rows(
-    rows: &mut RowStore,
-    mode: StoredAs,
-    key: &Bytes,
-    ks: &mut KeyState,
-    diff: TimelineDiff,
-    version: u64,
-    fx: &mut CommitEffects,
-) {
-    if diff.is_empty() {
-        return;
-    }
-    ks.lookup = OnceLock::new();
-    for (_, v) in diff.removed {
-        if let Some(r) = v.row {
-            retire(rows, r, version, fx);
-        }
-    }
-    let scd2 = mode == StoredAs::Scd2;
-    for start in diff.added {
-        let open = ks.timeline.get(&start).is_some_and(|v| v.end.is_none());
-        if !scd2 && !open {
-            continue; // SCD1 shows only the open version.
-        }
-        show_version(rows, key, ks, &start, scd2, None, version);
-    }
-}
-
-/// Retires row `r` by commit `version`, and counts it.
-fn retire(rows: &mut RowStore, r: RowId, version: u64, fx: &mut CommitEffects) {
-    rows.retire(r, version);
-    fx.metrics.num_deleted_rows += 1;
-}
-
-/// Writes a row showing the timeline version at `start` (with its business interval when
-/// `business`, open on system time from `sys_start` when given) and links the version to it.
-fn show_version(
-    rows: &mut RowStore,
-    key: &Bytes,
-    ks: &mut KeyState,
-    start: &Bytes,
-    business: bool,
-    sys_start: Option<Bytes>,
-    version: u64,
-) {
-    let v = ks
-        .timeline
-        .get_mut(start)
-        .expect("the version is in the timeline");
-    let id = rows.push(
-        StoredRow {
-            key: key.clone(),
-            values: v.values.clone(),
-            start: business.then(|| start.clone()),
-            end: if business { v.end.clone() } else { None },
-            sys_start,
-            sys_end: None,
-            added: version,
-            retired: None,
-        },
-        ks.no,
-    );
-    v.row = Some(id);
-    ks.rows.push(id);
-}
-
 fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut KeyState, ts: i64) {
     let live = ks
         .timeline
@@ -677,229 +504,4 @@ fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut K
         ks.deleted_since = Some(ts);
         gc_queue.push_back((ts, key.clone()));
     }
-}
-
-/// BITEMPORAL: events newer on system time than all of the key's extend its history at the end;
-/// anything else replays the key's system history from the earliest system time it touches.
-fn apply_key_bitemporal(
-    rows: &mut RowStore,
-    key: &Bytes,
-    ks: &mut KeyState,
-    mut evs: Vec<Incoming>,
-    rules: &FoldRules<'_>,
-    version: u64,
-    fx: &mut CommitEffects,
-) {
-    ks.lookup = OnceLock::new();
-    evs.sort_by(|a, b| (&a.sys, &a.seq).cmp(&(&b.sys, &b.seq)));
-    let t_min = evs[0].sys.clone();
-    let in_order = ks.max_sys.as_ref().is_none_or(|m| t_min[..] > m[..]);
-    if in_order {
-        let no_truncates = BTreeSet::new();
-        let mut evs = evs.into_iter().peekable();
-        while let Some(first) = evs.peek() {
-            let t = first.sys.clone();
-            let mut diff = TimelineDiff::default();
-            while let Some(inc) = evs.next_if(|e| e.sys == t) {
-                let seq = inc.seq.clone();
-                if let Some(appended) = insert_one(ks, inc, fx) {
-                    refold(
-                        &mut ks.timeline,
-                        &ks.events,
-                        &no_truncates,
-                        Limit::None,
-                        rules,
-                        &seq,
-                        &seq,
-                        appended,
-                        &mut diff,
-                    );
-                }
-            }
-            emit_bitemporal_step(rows, key, ks, diff, &t, version, fx);
-        }
-    } else {
-        let mut changed = false;
-        for inc in evs {
-            changed |= insert_one(ks, inc, fx).is_some();
-        }
-        if changed {
-            replay_system_history(rows, key, ks, &t_min, rules, version, fx);
-        }
-    }
-}
-
-/// The business timeline changed at system time `t` (newer than every row's system start).
-fn emit_bitemporal_step(
-    rows: &mut RowStore,
-    key: &Bytes,
-    ks: &mut KeyState,
-    diff: TimelineDiff,
-    t: &Bytes,
-    version: u64,
-    fx: &mut CommitEffects,
-) {
-    for (start, v) in diff.removed {
-        let r = v.row.expect("removed versions have rows");
-        if rows[r].added == version {
-            // Written by this very commit and never visible: close it in place.
-            rows.get_mut(r).sys_end = Some(t.clone());
-            continue;
-        }
-        retire(rows, r, version, fx);
-        let old = &rows[r];
-        let closed = StoredRow {
-            key: key.clone(),
-            values: old.values.clone(),
-            start: Some(start),
-            end: old.end.clone(),
-            sys_start: old.sys_start.clone(),
-            sys_end: Some(t.clone()),
-            added: version,
-            retired: None,
-        };
-        let id = rows.push(closed, ks.no);
-        ks.rows.push(id);
-    }
-    for start in diff.added {
-        show_version(rows, key, ks, &start, true, Some(t.clone()), version);
-    }
-}
-
-/// Recomputes the key's rows whose system interval reaches `t` or later, and replaces those
-/// that differ.
-fn replay_system_history(
-    rows: &mut RowStore,
-    key: &Bytes,
-    ks: &mut KeyState,
-    t: &Bytes,
-    rules: &FoldRules<'_>,
-    version: u64,
-    fx: &mut CommitEffects,
-) {
-    let no_truncates = BTreeSet::new();
-    // Old rows the replay may change, and when each segment alive just before `t` opened.
-    // Frozen rows are never in the region: a key is thawed before a replay from a system time
-    // its frozen rows or events reach (see `cold`).
-    let region: Vec<RowId> = ks
-        .rows
-        .iter()
-        .copied()
-        .filter(|&r| {
-            let row = &rows[r];
-            row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
-        })
-        .collect();
-    // The rows alive just before `t` are the business timeline then: no refold of the events
-    // known before `t` is needed.
-    let mut opened: HashMap<Bytes, Bytes> = HashMap::new();
-    let mut tl = Timeline::new();
-    for &r in &region {
-        let row = &rows[r];
-        let ss = row.sys_start.as_ref().expect("bitemporal row");
-        if ss[..] < t[..] {
-            let start = row.start.clone().expect("bitemporal row");
-            opened.insert(start.clone(), ss.clone());
-            tl.insert(
-                start,
-                Version {
-                    values: row.values.clone(),
-                    end: row.end.clone(),
-                    row: Some(MARK),
-                },
-            );
-        }
-    }
-    let mut points: BTreeMap<Bytes, Vec<Bytes>> = BTreeMap::new();
-    for (seq, cands) in &ks.events {
-        for (s, _) in cands {
-            if s[..] >= t[..] {
-                points.entry(s.clone()).or_default().push(seq.clone());
-            }
-        }
-    }
-    // (start, values, end, sys_start, sys_end)
-    let mut new_rows: Vec<NewRow> = Vec::new();
-    for (ti, seqs) in points {
-        let mut diff = TimelineDiff::default();
-        for seq in seqs {
-            refold(
-                &mut tl,
-                &ks.events,
-                &no_truncates,
-                Limit::UpTo(&ti),
-                rules,
-                &seq,
-                &seq,
-                false,
-                &mut diff,
-            );
-        }
-        for (start, v) in diff.removed {
-            let since = opened.remove(&start).unwrap_or_else(|| ti.clone());
-            if since < ti {
-                new_rows.push((start, v.values, v.end, since, Some(ti.clone())));
-            }
-        }
-        for start in diff.added {
-            opened.insert(start.clone(), ti.clone());
-            tl.get_mut(&start).expect("added").row = Some(MARK);
-        }
-    }
-    for (start, v) in tl.iter_mut() {
-        v.row = None;
-        let since = opened.get(start).cloned().unwrap_or_else(|| t.clone());
-        new_rows.push((start.clone(), v.values.clone(), v.end.clone(), since, None));
-    }
-    // Keep old rows that came out the same; retire the rest; add the new ones.
-    let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::new();
-    for &r in &region {
-        let row = &rows[r];
-        old_by_id.insert(
-            (
-                row.start.clone().expect("bt"),
-                row.sys_start.clone().expect("bt"),
-            ),
-            r,
-        );
-    }
-    for (start, values, end, since, until) in new_rows {
-        let kept = old_by_id
-            .get(&(start.clone(), since.clone()))
-            .copied()
-            .filter(|&r| {
-                let row = &rows[r];
-                row.end == end && row.sys_end == until && row.values[..] == values[..]
-            });
-        let id = match kept {
-            Some(r) => {
-                old_by_id.remove(&(start.clone(), since.clone()));
-                r
-            }
-            None => {
-                let id = rows.push(
-                    StoredRow {
-                        key: key.clone(),
-                        values,
-                        start: Some(start.clone()),
-                        end,
-                        sys_start: Some(since),
-                        sys_end: until.clone(),
-                        added: version,
-                        retired: None,
-                    },
-                    ks.no,
-                );
-                ks.rows.push(id);
-                id
-            }
-        };
-        if until.is_none() {
-            tl.get_mut(&start).expect("current version").row = Some(id);
-        }
-    }
-    for (_, r) in old_by_id {
-        retire(rows, r, version, fx);
-    }
-    ks.timeline = tl;
 }

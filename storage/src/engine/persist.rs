@@ -7,8 +7,9 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use super::cold::{Frozen, PageWrite};
+use super::fold::Version;
 use super::fold::{Bytes, RowId};
-use super::{Dirty, KeyState, RowStore, StoredRow, TableState, Version};
+use super::{Dirty, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::{decode_cold, encode_cold};
 use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
