@@ -426,3 +426,37 @@ fn a_whole_table_scan_of_a_table_not_in_memory_reads_it_span_by_span_as_the_load
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn a_key_read_again_after_a_commit_shows_the_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let store = open(dir.path());
+    let now = |store: &Store| {
+        asof::lookup(
+            store,
+            "t",
+            &[asof::Value::Int(3)],
+            Some(&[asof::Value::Int(1_000_000)]),
+            None,
+        )
+        .unwrap()
+        .map(|r| r.values[2].clone())
+    };
+    let before = now(&store);
+    assert_eq!(now(&store), before, "read twice, the same");
+    let b = RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(vec![3])),
+            Arc::new(Int64Array::from(vec![10_000])),
+            Arc::new(StringArray::from(vec!["later"])),
+        ],
+    )
+    .unwrap();
+    store.apply("f", &b).unwrap();
+    assert_eq!(now(&store), Some(asof::Value::Str("later".into())));
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(now(&store), Some(asof::Value::Str("later".into())));
+}

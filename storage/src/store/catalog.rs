@@ -165,6 +165,7 @@ impl Store {
                         generation: 0,
                         cold: inner.cold_config(id),
                         unsaved: 0,
+                        recent_keys: Default::default(),
                     },
                 );
             }
@@ -314,6 +315,7 @@ impl Inner {
                     cold: self.cold_config(id),
                     load: Load::Pending,
                     unsaved: 0,
+                    recent_keys: Default::default(),
                 },
             );
             // Read now only when asked; otherwise on first use (`Inner::ensure_replayed`).

@@ -43,6 +43,7 @@ impl Inner {
         match read {
             Ok(()) => {
                 t.load = Load::Replayed;
+                t.recent_keys.clear();
                 Ok(())
             }
             Err(e) => {

@@ -16,6 +16,7 @@
 
 mod catalog;
 mod commit;
+mod key_cache;
 mod load;
 mod pages;
 mod properties;
@@ -160,6 +161,8 @@ struct Table {
     cold: ColdConfig,
     /// Events applied since the table's last checkpoint (`pages`).
     unsaved: u64,
+    /// Keys read lately without loading the table.
+    recent_keys: key_cache::KeyCache,
 }
 
 struct Inner {
@@ -445,7 +448,16 @@ impl Store {
             let g = self.read_inner()?;
             let t = g.table(table)?;
             if t.load == Load::Pending {
-                if let Some(state) = pages::read_key(g.kv.as_ref(), t, key)? {
+                let version = t.commits.last().expect("a commit").version;
+                let state = match t.recent_keys.get(key, version) {
+                    Some(state) => Some(state),
+                    None => pages::read_key(g.kv.as_ref(), t, key)?.map(|state| {
+                        let state = Arc::new(state);
+                        t.recent_keys.put(key, version, state.clone());
+                        state
+                    }),
+                };
+                if let Some(state) = state {
                     return Ok(f(&TableReader {
                         table: t,
                         state: &state,

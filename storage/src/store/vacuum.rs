@@ -243,6 +243,7 @@ impl Store {
             t.state = t.new_state();
             t.load = Load::Pending;
             t.generation += 1;
+            t.recent_keys.clear();
         }
         // Rebuild from the log as it now is, and write the derived records again (the rows changed
         // ids), as an open of a store whose records are not current would.
