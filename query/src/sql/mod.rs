@@ -8,6 +8,7 @@
 //! selection into the storage scan.
 
 mod guard;
+mod names;
 mod options;
 pub(crate) mod parse;
 mod provider;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use asof_storage::{ColumnSelection, Condition, FlowSpec, Progress, Store, StoredAs};
+use datafusion::common::TableReference;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -162,18 +164,57 @@ impl SqlSession {
                 .tables()
                 .is_ok_and(|ts| ts.iter().any(|n| n == t))
         };
-        match classify(stmt) {
+        match self.classify(stmt) {
             Ok(Kind::Refresh { .. }) => Steps::Several,
-            Ok(Kind::StreamingTable {
-                name, flow: None, ..
-            }) if exists(&name) => Steps::Several,
+            Ok(Kind::StreamingTable { name, .. }) if exists(&name) => Steps::Several,
             Ok(Kind::Flow(f)) if exists(&f.target) => Steps::Several,
             _ => Steps::One,
         }
     }
 
+    /// The names of the store's tables, sources and views.
+    fn known_names(&self) -> Result<names::Names> {
+        let mut known = names::Names::default();
+        for t in self.store.tables()?.iter().chain(&self.store.sources()?) {
+            known.add(t);
+        }
+        for (v, _) in self.store.views()? {
+            known.add(&v);
+        }
+        Ok(known)
+    }
+
+    /// The statement's kind, with the tables it names spelled as they were created.
+    fn classify(&self, stmt: &Stmt) -> Result<Kind> {
+        let known = self.known_names()?;
+        let name = |n: &mut String| *n = known.spelling(n);
+        let flow_names = |f: &mut FlowAst| {
+            name(&mut f.target);
+            if let Some(Source::Table(s)) = &mut f.source {
+                name(s);
+            }
+        };
+        let mut kind = classify(stmt)?;
+        match &mut kind {
+            Kind::StreamingTable { name: n, flow, .. } => {
+                name(n);
+                if let Some(f) = flow {
+                    flow_names(f);
+                }
+            }
+            Kind::Flow(f) => flow_names(f),
+            Kind::Refresh { name: n, .. }
+            | Kind::SetProperties { name: n, .. }
+            | Kind::ShowProperties(n)
+            | Kind::DescribeHistory(n)
+            | Kind::Vacuum { name: n, .. } => name(n),
+            Kind::Sql => {}
+        }
+        Ok(kind)
+    }
+
     fn statement(&mut self, stmt: &Stmt) -> Result<Output> {
-        match classify(stmt)? {
+        match self.classify(stmt)? {
             Kind::StreamingTable {
                 name,
                 schema,
@@ -181,7 +222,19 @@ impl SqlSession {
                 properties,
                 flow,
             } => {
-                if flow.is_none() && self.store.tables()?.contains(&name) {
+                let exists = self.store.tables()?.contains(&name);
+                if let (true, Some(f)) = (exists, &flow) {
+                    if self.flow_exists(&f.name)? && !self.same_definition(f)? {
+                        return Err(QueryError::Invalid(format!(
+                            "flow `{}` of `{name}` exists with another definition; asof cannot redefine a flow yet: DROP TABLE {name} and create it again (its history goes with it)",
+                            f.name
+                        )));
+                    }
+                }
+                let rerun = flow
+                    .as_ref()
+                    .map_or(Ok(true), |f| self.flow_exists(&f.name))?;
+                if exists && rerun {
                     let current = self.store.properties(&name)?;
                     if let Some((k, v)) =
                         properties.iter().find(|(k, v)| current.get(*k) != Some(*v))
@@ -325,51 +378,7 @@ impl SqlSession {
     }
 
     fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
-        let schema = self.store.source_schema(&source).map_err(|e| match e {
-            asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
-                "flow `{}` reads `{source}`, which is not a table",
-                f.name
-            )),
-            e => e.into(),
-        })?;
-        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-        let sel = |c: &Cols| match c {
-            Cols::All => ColumnSelection::All,
-            Cols::Only(v) => ColumnSelection::Only(v.clone()),
-            Cols::Except(v) => ColumnSelection::AllExcept(v.clone()),
-        };
-        let mut b = FlowSpec::builder(&f.name, &f.target, &schema)
-            .keys(f.keys.clone())
-            .sequence_by(f.sequence_by.clone())
-            .source_table(&source)
-            .once(f.once);
-        if let Some(s) = &f.system_sequence_by {
-            b = b.system_sequence_by(s);
-        }
-        b = b.stored_as(match f.stored_as.as_deref() {
-            Some("SCD2") => StoredAs::Scd2,
-            Some("BITEMPORAL") => StoredAs::Bitemporal,
-            _ => StoredAs::Scd1,
-        });
-        if let Some(e) = &f.delete_when {
-            b = b.delete_when(Condition::Expr(expr_sql(e, &columns)));
-        }
-        if let Some(e) = &f.truncate_when {
-            b = b.truncate_when(Condition::Expr(expr_sql(e, &columns)));
-        }
-        if let Some(c) = &f.ignore_null_updates {
-            b = b.ignore_null_updates(sel(c));
-        }
-        if let Some(c) = &f.columns {
-            b = b.columns(sel(c));
-        }
-        if let Some(c) = &f.track_history {
-            b = b.track_history(sel(c));
-        }
-        if let Some(c) = &f.columns_to_update {
-            b = b.columns_to_update(c);
-        }
-        let flow = b.build().map_err(asof_storage::Error::from)?;
+        let flow = self.flow_spec(&f, &source)?;
         let declared = self.declared.iter().find(|d| d.name == f.target);
         if let Some(Declared {
             schema: Some(schema),
@@ -420,13 +429,67 @@ impl SqlSession {
         Ok(Output::Done(line))
     }
 
+    /// The flow `f` describes, reading the source table `source`.
+    fn flow_spec(&self, f: &FlowAst, source: &str) -> Result<asof_storage::Flow> {
+        let schema = self.store.source_schema(source).map_err(|e| match e {
+            asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
+                "flow `{}` reads `{source}`, which is not a table",
+                f.name
+            )),
+            e => e.into(),
+        })?;
+        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        // Column names match without regard to case (see `names`).
+        let known = names::Names::of(&columns);
+        let one = |n: &String| known.spelling(n);
+        let all = |v: &Vec<String>| v.iter().map(one).collect::<Vec<_>>();
+        let sel = |c: &Cols| match c {
+            Cols::All => ColumnSelection::All,
+            Cols::Only(v) => ColumnSelection::Only(all(v)),
+            Cols::Except(v) => ColumnSelection::AllExcept(all(v)),
+        };
+        let condition = |e: &[TokenWithSpan]| known.resolve(&expr_sql(e, &columns));
+        let mut b = FlowSpec::builder(&f.name, &f.target, &schema)
+            .keys(all(&f.keys))
+            .sequence_by(all(&f.sequence_by))
+            .source_table(source)
+            .once(f.once);
+        if let Some(s) = &f.system_sequence_by {
+            b = b.system_sequence_by(one(s));
+        }
+        b = b.stored_as(match f.stored_as.as_deref() {
+            Some("SCD2") => StoredAs::Scd2,
+            Some("BITEMPORAL") => StoredAs::Bitemporal,
+            _ => StoredAs::Scd1,
+        });
+        if let Some(e) = &f.delete_when {
+            b = b.delete_when(Condition::Expr(condition(e)?));
+        }
+        if let Some(e) = &f.truncate_when {
+            b = b.truncate_when(Condition::Expr(condition(e)?));
+        }
+        if let Some(c) = &f.ignore_null_updates {
+            b = b.ignore_null_updates(sel(c));
+        }
+        if let Some(c) = &f.columns {
+            b = b.columns(sel(c));
+        }
+        if let Some(c) = &f.track_history {
+            b = b.track_history(sel(c));
+        }
+        if let Some(c) = &f.columns_to_update {
+            b = b.columns_to_update(one(c));
+        }
+        Ok(b.build().map_err(asof_storage::Error::from)?)
+    }
+
     /// The Arrow schema of a declared column list (`a INT, b STRING`), read by DataFusion.
     fn declared_schema(&mut self, table: &str, columns: Option<&str>) -> Result<Option<SchemaRef>> {
         let Some(columns) = columns else {
             return Ok(None);
         };
         let scratch = format!("__asof_declare_{table}");
-        let ddl = format!("CREATE TABLE \"{scratch}\" ({columns})");
+        let ddl = format!("CREATE TABLE {} ({columns})", parse::quote_ident(&scratch));
         self.runtime
             .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
             .map_err(|e| {
@@ -434,9 +497,14 @@ impl SqlSession {
             })?;
         let provider = self
             .runtime
-            .block_on(self.ctx.table_provider(scratch.as_str()))
+            .block_on(
+                self.ctx
+                    .table_provider(TableReference::bare(scratch.as_str())),
+            )
             .map_err(df)?;
-        self.ctx.deregister_table(scratch.as_str()).map_err(df)?;
+        self.ctx
+            .deregister_table(TableReference::bare(scratch.as_str()))
+            .map_err(df)?;
         Ok(Some(provider.schema()))
     }
 
@@ -459,6 +527,28 @@ impl SqlSession {
             .create_source_with_origin(&name, &schema, Some(&origin))?;
         self.load_new_files(Some(&name))?;
         Ok(name)
+    }
+
+    /// Whether the flow `f` describes is the one its name has in the store (a re-run of its
+    /// `CREATE OR REFRESH STREAMING TABLE`).
+    fn same_definition(&self, f: &FlowAst) -> Result<bool> {
+        let source = match &f.source {
+            Some(Source::Table(t)) => t.clone(),
+            Some(Source::Files(files)) => {
+                let name = files_source(&f.name);
+                let mut files = files.clone();
+                files.path = std::fs::canonicalize(&files.path).unwrap_or(files.path);
+                let now = serde_json::to_string(&files).ok();
+                if self.store.source_origin(&name)?.0 != now {
+                    return Ok(false);
+                }
+                name
+            }
+            None => return Ok(false),
+        };
+        let existing = self.store.flows(&f.target)?;
+        let spec = self.flow_spec(f, &source)?;
+        Ok(existing.iter().any(|e| e == spec.spec()))
     }
 
     /// Whether a flow of that name exists.
@@ -523,9 +613,11 @@ impl SqlSession {
     fn register_all(&mut self) -> Result<()> {
         for name in self.store.sources()? {
             let t = provider::SourceProvider::new(self.store.clone(), &name)?;
-            self.ctx.deregister_table(name.as_str()).map_err(df)?;
             self.ctx
-                .register_table(name.as_str(), Arc::new(t))
+                .deregister_table(TableReference::bare(name.as_str()))
+                .map_err(df)?;
+            self.ctx
+                .register_table(TableReference::bare(name.as_str()), Arc::new(t))
                 .map_err(df)?;
         }
         for name in self.store.tables()? {
@@ -536,20 +628,24 @@ impl SqlSession {
                 TimeSelection::All,
                 None,
             )?;
-            self.ctx.deregister_table(name.as_str()).map_err(df)?;
             self.ctx
-                .register_table(name.as_str(), Arc::new(t))
+                .deregister_table(TableReference::bare(name.as_str()))
+                .map_err(df)?;
+            self.ctx
+                .register_table(TableReference::bare(name.as_str()), Arc::new(t))
                 .map_err(df)?;
         }
         for (name, sql) in self.store.views()? {
-            self.ctx.deregister_table(name.as_str()).map_err(df)?;
+            self.ctx
+                .deregister_table(TableReference::bare(name.as_str()))
+                .map_err(df)?;
             let mut text = String::new();
             for stmt in split(&sql)? {
                 text = self.rewrite(&stmt)?;
             }
             let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
             self.ctx
-                .register_table(name.as_str(), plan.into_view())
+                .register_table(TableReference::bare(name.as_str()), plan.into_view())
                 .map_err(df)?;
         }
         Ok(())
@@ -587,11 +683,14 @@ impl SqlSession {
                 let words = stmt.words();
                 let if_exists = words.get(2).is_some_and(|t| upper(&t.token) == "IF");
                 let name = word(words.get(if if_exists { 4 } else { 2 }).copied())?;
+                let name = self.known_names()?.spelling(&name);
                 match self.store.drop_table(&name) {
                     Err(asof_storage::Error::NotFound { .. }) if if_exists => {}
                     r => r?,
                 }
-                self.ctx.deregister_table(name.as_str()).map_err(df)?;
+                self.ctx
+                    .deregister_table(TableReference::bare(name.as_str()))
+                    .map_err(df)?;
                 Ok(Output::Done(format!("{name} dropped")))
             }
             _ => {
@@ -674,16 +773,24 @@ impl SqlSession {
         }
         // Let DataFusion read the column list, under a scratch name.
         let scratch = format!("__asof_create_{name}");
-        let ddl =
-            text_from(stmt, words[0]).replacen(&words[name_at].token.to_string(), &scratch, 1);
+        let ddl = text_from(stmt, words[0]).replacen(
+            &words[name_at].token.to_string(),
+            &parse::quote_ident(&scratch),
+            1,
+        );
         self.runtime
             .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
             .map_err(df)?;
         let provider = self
             .runtime
-            .block_on(self.ctx.table_provider(scratch.as_str()))
+            .block_on(
+                self.ctx
+                    .table_provider(TableReference::bare(scratch.as_str())),
+            )
             .map_err(df)?;
-        self.ctx.deregister_table(scratch.as_str()).map_err(df)?;
+        self.ctx
+            .deregister_table(TableReference::bare(scratch.as_str()))
+            .map_err(df)?;
         self.store.create_source(&name, &provider.schema())?;
         Ok(Output::Done(format!("table {name} created")))
     }
@@ -691,7 +798,7 @@ impl SqlSession {
     /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
     fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
         let words = stmt.words();
-        let name = word(words.get(2).copied())?;
+        let name = self.known_names()?.spelling(&word(words.get(2).copied())?);
         let mut w = self.store.begin_append(&name).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => {
                 QueryError::Invalid(format!("`{name}` is not a table that accepts INSERT"))
@@ -722,7 +829,8 @@ impl SqlSession {
                     }
                 }
             }
-            cols = named;
+            let known = names::Names::of(&cols);
+            cols = named.iter().map(|n| known.spelling(n)).collect();
         }
         let first = words
             .get(i)
@@ -785,6 +893,8 @@ impl SqlSession {
 pub(crate) fn new_context() -> SessionContext {
     let mut config = datafusion::prelude::SessionConfig::new();
     config.options_mut().sql_parser.enable_ident_normalization = false;
+    // Databricks SQL: "x" is a string, `x` an identifier (docs/SEMANTICS.md §11).
+    config.options_mut().sql_parser.dialect = datafusion::common::config::Dialect::Databricks;
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
     SessionContext::new_with_config(config)
 }

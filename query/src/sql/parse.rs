@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use sqlparser::dialect::GenericDialect;
+use sqlparser::dialect::DatabricksDialect;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
 
 use crate::error::{QueryError, Result};
@@ -120,7 +120,7 @@ fn expectation(el: &[&TokenWithSpan], all: &[TokenWithSpan]) -> Result<asof_stor
 
 /// Splits a script into statements at `;`.
 pub(crate) fn split(sql: &str) -> Result<Vec<Stmt>> {
-    let tokens = Tokenizer::new(&GenericDialect {}, sql)
+    let tokens = Tokenizer::new(&DatabricksDialect {}, sql)
         .tokenize_with_location()
         .map_err(|e| QueryError::Invalid(format!("syntax error: {e}")))?;
     let mut out = Vec::new();
@@ -750,18 +750,20 @@ pub(crate) fn read_files_args(
     }
 }
 
-/// The SQL text of an expression's tokens, with Databricks' double-quoted string literals
-/// (`operation = "DELETE"`) turned into standard ones unless they name a column.
+/// `name` as a quoted identifier of the dialect (Databricks: backticks, doubled inside).
+pub(crate) fn quote_ident(name: &str) -> String {
+    format!("`{}`", name.replace('`', "``"))
+}
+
+/// The SQL text of a flow condition's tokens. Databricks reads `operation = "DELETE"` as a
+/// string; a double-quoted word that names a source column (as standard SQL would read it) is
+/// kept as that column, so both spellings of a condition work.
 pub(crate) fn expr_sql(tokens: &[TokenWithSpan], columns: &[String]) -> String {
     tokens
         .iter()
         .map(|t| match &t.token {
-            Token::Word(w) if w.quote_style == Some('"') && !columns.contains(&w.value) => {
-                format!("'{}'", w.value.replace('\'', "''"))
-            }
-            Token::DoubleQuotedString(s) if !columns.contains(s) => {
-                format!("'{}'", s.replace('\'', "''"))
-            }
+            Token::DoubleQuotedString(s) if columns.contains(s) => quote_ident(s),
+            Token::DoubleQuotedString(s) => format!("'{}'", s.replace('\'', "''")),
             other => other.to_string(),
         })
         .collect()

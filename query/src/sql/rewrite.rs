@@ -3,12 +3,15 @@
 
 use std::sync::Arc;
 
+use datafusion::common::TableReference;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::parse::{read_files_args, upper, Stmt};
+use super::names::Names;
+use super::parse::{quote_ident, read_files_args, upper, Stmt};
 use super::provider::TargetTable;
 use super::{df, word, SqlSession};
+use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
 use crate::scan::{ChangeBound, TimeSelection};
 
@@ -90,9 +93,9 @@ impl SqlSession {
                 let alias_follows = at(j) == "AS"
                     || words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
                 let text = if alias_follows {
-                    format!("\"{scratch}\"")
+                    quote_ident(&scratch)
                 } else {
-                    format!("\"{scratch}\" AS \"{table}\"")
+                    format!("{} AS {}", quote_ident(&scratch), quote_ident(&table))
                 };
                 (text, j)
             } else if at(k) == "READ_FILES" && lparen_next {
@@ -106,7 +109,7 @@ impl SqlSession {
                 }
                 let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
                 (
-                    format!("\"{}\"", self.register_scratch("files", Arc::new(t))?),
+                    quote_ident(&self.register_scratch("files", Arc::new(t))?),
                     next,
                 )
             } else if matches!(at(k).as_str(), "TEMPORAL_SCAN" | "TABLE_AS_OF") && lparen_next {
@@ -142,7 +145,7 @@ impl SqlSession {
                 };
                 let (business, system) = (sel(1)?, sel(2)?);
                 let scratch = self.register_target(&table, business, system, None)?;
-                (format!("\"{scratch}\""), next)
+                (quote_ident(&scratch), next)
             } else if at(k) == "TABLE_CHANGES" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
                 let bound = |v: Option<&asof_storage::Value>| -> Result<Option<ChangeBound>> {
@@ -182,7 +185,7 @@ impl SqlSession {
                     crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
                 let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
                 (
-                    format!("\"{}\"", self.register_scratch("changes", Arc::new(t))?),
+                    quote_ident(&self.register_scratch("changes", Arc::new(t))?),
                     next,
                 )
             } else if at(k) == "VALUES"
@@ -238,7 +241,28 @@ impl SqlSession {
         for t in &toks[copied..] {
             out.push_str(&t.token.to_string());
         }
-        Ok(out)
+        self.names()?.resolve(&out)
+    }
+
+    /// The names a statement may spell in another case: tables, sources, views, their columns.
+    fn names(&self) -> Result<Names> {
+        let mut names = Names::default();
+        for t in self.store.tables()? {
+            for f in table_arrow_schema(&self.store.schema(&t)?).fields() {
+                names.add(f.name());
+            }
+            names.add(&t);
+        }
+        for s in self.store.sources()? {
+            for f in self.store.source_schema(&s)?.fields() {
+                names.add(f.name());
+            }
+            names.add(&s);
+        }
+        for (v, _) in self.store.views()? {
+            names.add(&v);
+        }
+        Ok(names)
     }
 
     /// Registers a provider under a fresh scratch name and returns the name.
@@ -249,9 +273,11 @@ impl SqlSession {
     ) -> Result<String> {
         self.scratch += 1;
         let name = format!("__asof_{}_{what}", self.scratch);
-        self.ctx.deregister_table(name.as_str()).map_err(df)?;
         self.ctx
-            .register_table(name.as_str(), provider)
+            .deregister_table(TableReference::bare(name.as_str()))
+            .map_err(df)?;
+        self.ctx
+            .register_table(TableReference::bare(name.as_str()), provider)
             .map_err(df)?;
         Ok(name)
     }
@@ -277,7 +303,9 @@ impl SqlSession {
             .map(|s| s.table_names())
             .unwrap_or_default();
         for n in names.iter().filter(|n| n.starts_with("__asof_")) {
-            self.ctx.deregister_table(n.as_str()).map_err(df)?;
+            self.ctx
+                .deregister_table(TableReference::bare(n.as_str()))
+                .map_err(df)?;
         }
         Ok(())
     }

@@ -1,0 +1,111 @@
+//! The Databricks SQL a user pastes runs as written: identifiers in any case, string literals in
+//! double quotes, identifiers in backticks, and a re-run of the statement that created a
+//! streaming table with its flow.
+
+mod common;
+
+use asof::{SqlSession, Store};
+
+fn session() -> (tempfile::TempDir, SqlSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    (dir, SqlSession::new(store).unwrap())
+}
+
+fn rows(s: &mut SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>) {
+    let (names, mut rows) = common::sql_rows(s, sql);
+    rows.sort();
+    (names, rows)
+}
+
+fn cells(v: &[&str]) -> Vec<Option<String>> {
+    v.iter().map(|c| Some(c.to_string())).collect()
+}
+
+const SOURCE: &str =
+    "CREATE TABLE Customer_Events (CustomerId BIGINT, Name STRING, Seq BIGINT, Op STRING)";
+
+const FLOW: &str = "CREATE OR REFRESH STREAMING TABLE customers; \
+     CREATE FLOW customers_cdc AS AUTO CDC INTO CUSTOMERS FROM stream(customer_events) \
+     KEYS (customerid) APPLY AS DELETE WHEN op = \"D\" SEQUENCE BY seq \
+     COLUMNS * EXCEPT (OP, seq) STORED AS SCD TYPE 1";
+
+#[test]
+fn identifiers_match_in_any_case_and_results_keep_the_created_spelling() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO customer_events VALUES (1, 'Ana', 1, 'U'), (2, 'Bo', 1, 'U'), (2, 'Bo', 2, 'D')")
+        .unwrap();
+    s.execute(FLOW).unwrap();
+    let (names, got) = rows(
+        &mut s,
+        "SELECT customerid, NAME FROM Customers WHERE CUSTOMERID >= 1",
+    );
+    assert_eq!(names, ["CustomerId", "Name"]);
+    assert_eq!(got, [cells(&["1", "Ana"])]);
+    let (_, got) = rows(
+        &mut s,
+        "SELECT c.name FROM customers c ORDER BY c.customerid",
+    );
+    assert_eq!(got, [cells(&["Ana"])]);
+    // A function named like a column is still the function; an alias keeps its own spelling.
+    let (names, got) = rows(&mut s, "SELECT count(*) AS name FROM CUSTOMER_EVENTS");
+    assert_eq!(names, ["name"]);
+    assert_eq!(got, [cells(&["3"])]);
+    let out = s.execute("DESCRIBE HISTORY CUSTOMERS").unwrap();
+    assert!(matches!(out.last(), Some(asof::SqlOutput::Batches(..))));
+}
+
+#[test]
+fn double_quotes_are_strings_and_backticks_are_identifiers() {
+    let (_dir, mut s) = session();
+    s.execute("CREATE TABLE `my events` (id BIGINT, `full name` STRING)")
+        .unwrap();
+    s.execute("INSERT INTO `my events` VALUES (1, \"Ana\"), (2, \"O'Brien\")")
+        .unwrap();
+    let (names, got) = rows(
+        &mut s,
+        "SELECT id, `full name` FROM `my events` WHERE `full name` = \"Ana\"",
+    );
+    assert_eq!(names, ["id", "full name"]);
+    assert_eq!(got, [cells(&["1", "Ana"])]);
+    let (_, got) = rows(&mut s, "SELECT \"id\" AS x FROM `my events` WHERE id = 2");
+    assert_eq!(got, [cells(&["id"])], "\"id\" is a string, not the column");
+    let (_, got) = rows(&mut s, "SELECT `full name` FROM `my events` WHERE id = 2");
+    assert_eq!(got, [cells(&["O'Brien"])]);
+}
+
+#[test]
+fn re_running_the_statement_that_created_a_streaming_table_refreshes_it() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO customer_events VALUES (1, 'Ana', 1, 'U')")
+        .unwrap();
+    let create = "CREATE OR REFRESH STREAMING TABLE customers \
+         FLOW AUTO CDC FROM stream(customer_events) KEYS (CustomerId) \
+         SEQUENCE BY Seq COLUMNS * EXCEPT (Op, Seq) STORED AS SCD TYPE 2";
+    s.execute(create).unwrap();
+    s.execute("INSERT INTO customer_events VALUES (1, 'Ana Maria', 2, 'U')")
+        .unwrap();
+    s.execute(create).unwrap();
+    let (_, got) = rows(&mut s, "SELECT Name FROM customers WHERE __END_AT IS NULL");
+    assert_eq!(got, [cells(&["Ana Maria"])]);
+    let (_, history) = rows(&mut s, "DESCRIBE HISTORY customers");
+    assert_eq!(
+        history.len(),
+        3,
+        "create, first refresh, second refresh: {history:?}"
+    );
+    // The same statement again with nothing new: nothing happens.
+    s.execute(create).unwrap();
+    let (_, again) = rows(&mut s, "DESCRIBE HISTORY customers");
+    assert_eq!(again, history);
+    // Another definition of the same flow is refused, naming it, and changes nothing.
+    let e = s
+        .execute(&create.replace("SCD TYPE 2", "SCD TYPE 1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another definition"), "{e}");
+    let (_, after) = rows(&mut s, "DESCRIBE HISTORY customers");
+    assert_eq!(after, history);
+}
