@@ -49,6 +49,9 @@ enum Command {
         /// Write query results to this file instead of standard output (required for `arrow`).
         #[arg(long)]
         output: Option<PathBuf>,
+        /// A value for `${name}` in the statements (repeatable).
+        #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+        vars: Vec<(String, String)>,
     },
     /// An interactive SQL prompt with line editing and history (statements end with `;`). With
     /// standard input not a terminal, runs it as a script.
@@ -209,6 +212,7 @@ fn run(cli: Cli) -> Res<()> {
             file,
             format,
             output,
+            vars,
         } => {
             let text = match (statements, file) {
                 (_, Some(f)) => {
@@ -220,7 +224,12 @@ fn run(cli: Cli) -> Res<()> {
             if matches!(format, Format::Arrow | Format::Parquet) && output.is_none() {
                 return Err("--format arrow and --format parquet need --output FILE".into());
             }
-            let mut session = asof::SqlSession::new(store)?;
+            let options = vars
+                .into_iter()
+                .fold(asof::SessionOptions::default(), |o, (k, v)| {
+                    o.with_variable(k, v)
+                });
+            let mut session = asof::SqlSession::with_options(store, options)?;
             if let Some(bar) = Bar::for_terminal() {
                 session.set_progress(bar);
             }
@@ -530,4 +539,12 @@ fn example(store: &Store, dir: &Path) -> Res<()> {
         print_history(store, &table)?;
     }
     Ok(())
+}
+
+/// `--var name=value`.
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.to_string())),
+        _ => Err(format!("--var takes NAME=VALUE, not `{s}`")),
+    }
 }

@@ -109,3 +109,116 @@ fn re_running_the_statement_that_created_a_streaming_table_refreshes_it() {
     let (_, after) = rows(&mut s, "DESCRIBE HISTORY customers");
     assert_eq!(after, history);
 }
+
+/// The value of the `DESCRIBE TABLE EXTENDED` row named `name` (the first one).
+fn detail(s: &mut SqlSession, table: &str, name: &str) -> Vec<String> {
+    let (names, rows) = common::sql_rows(s, &format!("DESCRIBE TABLE EXTENDED {table}"));
+    assert_eq!(names, ["col_name", "data_type", "comment"]);
+    rows.iter()
+        .filter(|r| r[0].as_deref() == Some(name))
+        .map(|r| r[1].clone().unwrap())
+        .collect()
+}
+
+#[test]
+fn comments_clustering_and_properties_are_stored_and_shown() {
+    let (dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO customer_events VALUES (1, 'Ana', 1, 'U'), (2, 'Bo', 1, 'U')")
+        .unwrap();
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE customers COMMENT 'one row per customer' \
+         CLUSTER BY (CustomerId) TBLPROPERTIES ('owner' = 'crm'); \
+         CREATE FLOW customers_cdc COMMENT \"from the CRM feed\" AS AUTO CDC INTO customers \
+         FROM stream(customer_events) KEYS (CustomerId) APPLY AS DELETE WHEN Op = 'D' \
+         SEQUENCE BY Seq COLUMNS * EXCEPT (Op, Seq) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    drop(s);
+    // Everything below is read back from the store by a new session.
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let (_, got) = rows(&mut s, "SHOW TBLPROPERTIES customers ('owner')");
+    assert_eq!(got, [cells(&["owner", "crm"])]);
+    let (_, got) = rows(&mut s, "SHOW TBLPROPERTIES customers (asof.clusterBy)");
+    assert_eq!(got, [cells(&["asof.clusterBy", "CustomerId"])]);
+    let (_, got) = rows(&mut s, "SHOW TBLPROPERTIES customers ('nope')");
+    assert_eq!(
+        got,
+        [cells(&[
+            "nope",
+            "Table customers does not have property: nope"
+        ])]
+    );
+    assert_eq!(
+        detail(&mut s, "customers", "Comment"),
+        ["one row per customer"]
+    );
+    assert_eq!(
+        detail(&mut s, "customers", "Clustering Columns"),
+        ["CustomerId"]
+    );
+    assert_eq!(detail(&mut s, "customers", "Keys"), ["CustomerId"]);
+    assert_eq!(detail(&mut s, "customers", "Stored as"), ["SCD TYPE 2"]);
+    assert_eq!(
+        detail(&mut s, "customers", "Statistics"),
+        ["2 current row versions, 2 in all"]
+    );
+    let flows = detail(&mut s, "customers", "Flow");
+    assert_eq!(
+        flows,
+        [
+            "CREATE FLOW customers_cdc COMMENT 'from the CRM feed' AS AUTO CDC INTO customers \
+          FROM stream(Customer_Events) KEYS (CustomerId) APPLY AS DELETE WHEN Op = 'D' \
+          SEQUENCE BY Seq COLUMNS * EXCEPT (Op, Seq) STORED AS SCD TYPE 2"
+        ]
+    );
+    // The definition shown creates the same flow again.
+    s.execute("DROP STREAMING TABLE customers").unwrap();
+    assert!(s.execute("SELECT * FROM customers").is_err());
+    s.execute(&flows[0]).unwrap();
+    assert_eq!(detail(&mut s, "customers", "Flow"), flows);
+    let (names, cols) = common::sql_rows(&mut s, "DESCRIBE customers");
+    assert_eq!(names, ["col_name", "data_type", "comment"]);
+    let cols: Vec<_> = cols.iter().map(|r| r[0].clone().unwrap()).collect();
+    assert_eq!(cols, ["CustomerId", "Name", "__START_AT", "__END_AT"]);
+    s.execute("DROP STREAMING TABLE IF EXISTS nothing").unwrap();
+    let e = s
+        .execute("DROP STREAMING TABLE customer_events")
+        .unwrap_err();
+    assert!(e.to_string().contains("not a streaming table"), "{e}");
+}
+
+#[test]
+fn variables_are_substituted_from_the_session_and_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let options = asof::SessionOptions::default()
+        .with_variable("tbl", "customer_events")
+        .with_variable("min", "2");
+    let mut s = SqlSession::with_options(store, options).unwrap();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO ${tbl} VALUES (1, 'Ana', 1, 'U'), (2, 'Bo', 1, 'U')")
+        .unwrap();
+    let (_, got) = rows(
+        &mut s,
+        "SELECT Name FROM ${ tbl } WHERE CustomerId >= ${min}",
+    );
+    assert_eq!(got, [cells(&["Bo"])]);
+    let e = s.execute("SELECT ${nope}").unwrap_err().to_string();
+    assert!(e.contains("`${nope}`") && e.contains("--var nope="), "{e}");
+    drop(s);
+    let (ok, out, err) = common::run_asof(
+        dir.path(),
+        &[
+            "sql",
+            "--var",
+            "who=Ana",
+            "SELECT CustomerId FROM customer_events WHERE Name = '${who}'",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("| 1 "), "{out}");
+    let (ok, _, err) = common::run_asof(dir.path(), &["sql", "SELECT '${who}'"]);
+    assert!(!ok);
+    assert!(err.contains("--var who="), "{err}");
+}

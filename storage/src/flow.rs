@@ -174,6 +174,9 @@ pub struct FlowSpec {
     /// and after that only on a full refresh.
     #[serde(default)]
     pub once: bool,
+    /// `CREATE FLOW f COMMENT '...'`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 impl FlowSpec {
@@ -206,6 +209,7 @@ impl FlowSpec {
                 tombstone_gc_threshold_secs: DEFAULT_TOMBSTONE_GC_SECONDS,
                 source_table: None,
                 once: false,
+                comment: None,
             },
             arrow_source: source,
         }
@@ -277,6 +281,11 @@ impl FlowBuilder {
     /// The source table the flow reads from (for [`crate::Store::refresh`]).
     pub fn source_table(mut self, table: impl Into<String>) -> Self {
         self.spec.source_table = Some(table.into());
+        self
+    }
+    /// `CREATE FLOW f COMMENT '...'`: see [`FlowSpec::comment`].
+    pub fn comment(mut self, comment: Option<String>) -> Self {
+        self.spec.comment = comment;
         self
     }
     /// `AUTO CDC ONCE`: see [`FlowSpec::once`].

@@ -7,6 +7,7 @@
 //! `BUSINESS_TIME` or `VALID_TIME`) are rewritten into a reference to a provider that carries the
 //! selection into the storage scan.
 
+mod describe;
 mod guard;
 mod names;
 mod options;
@@ -121,10 +122,35 @@ impl SqlSession {
 
     /// Runs `;`-separated statements in order; stops at the first error.
     pub fn execute(&mut self, sql: &str) -> Result<Vec<Output>> {
+        let sql = self.substitute(sql)?;
         let mut out = Vec::new();
-        for stmt in split(sql)? {
+        for stmt in split(&sql)? {
             out.push(self.statement(&stmt)?);
         }
+        Ok(out)
+    }
+
+    /// `sql` with each `${name}` replaced by the value of variable `name` (see
+    /// [`SessionOptions::variables`]).
+    fn substitute(&self, sql: &str) -> Result<String> {
+        let mut out = String::with_capacity(sql.len());
+        let mut rest = sql;
+        while let Some(at) = rest.find("${") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 2..];
+            let end = after
+                .find('}')
+                .ok_or_else(|| QueryError::Invalid("`${` without its closing `}`".to_string()))?;
+            let name = after[..end].trim();
+            let value = self.options.variables.get(name).ok_or_else(|| {
+                QueryError::Invalid(format!(
+                    "no value for the variable `${{{name}}}` (set it with --var {name}=VALUE)"
+                ))
+            })?;
+            out.push_str(value);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
         Ok(out)
     }
 
@@ -136,13 +162,16 @@ impl SqlSession {
         sql: &str,
         mut each: impl FnMut(Output),
     ) -> std::result::Result<(), ScriptError> {
-        let stmts = split(sql).map_err(|error| ScriptError {
-            statement: 1,
-            line: 1,
-            statements: 1,
-            error: Box::new(error),
-            steps: Steps::One,
-        })?;
+        let stmts = self
+            .substitute(sql)
+            .and_then(|sql| split(&sql))
+            .map_err(|error| ScriptError {
+                statement: 1,
+                line: 1,
+                statements: 1,
+                error: Box::new(error),
+                steps: Steps::One,
+            })?;
         let n = stmts.len();
         for (i, stmt) in stmts.iter().enumerate() {
             let out = self.statement(stmt).map_err(|error| ScriptError {
@@ -205,7 +234,9 @@ impl SqlSession {
             Kind::Flow(f) => flow_names(f),
             Kind::Refresh { name: n, .. }
             | Kind::SetProperties { name: n, .. }
-            | Kind::ShowProperties(n)
+            | Kind::ShowProperties { name: n, .. }
+            | Kind::Describe { name: n, .. }
+            | Kind::DropStreamingTable { name: n, .. }
             | Kind::DescribeHistory(n)
             | Kind::Vacuum { name: n, .. } => name(n),
             Kind::Sql => {}
@@ -281,8 +312,14 @@ impl SqlSession {
                     c.version
                 )))
             }
-            Kind::ShowProperties(name) => {
-                let props = self.store.properties(&name)?;
+            Kind::ShowProperties { name, key } => {
+                let mut props = self.store.properties(&name)?;
+                if let Some(key) = key {
+                    let value = props
+                        .remove(&key)
+                        .unwrap_or_else(|| format!("Table {name} does not have property: {key}"));
+                    props = BTreeMap::from([(key, value)]);
+                }
                 let schema = Arc::new(arrow::datatypes::Schema::new(vec![
                     arrow::datatypes::Field::new("key", arrow::datatypes::DataType::Utf8, false),
                     arrow::datatypes::Field::new("value", arrow::datatypes::DataType::Utf8, false),
@@ -295,6 +332,28 @@ impl SqlSession {
                     ],
                 )?;
                 Ok(Output::Batches(schema, vec![batch]))
+            }
+            Kind::Describe { name, detail } => {
+                match describe::describe(&self.store, &name, detail)? {
+                    Some((schema, batch)) => Ok(Output::Batches(schema, vec![batch])),
+                    // A view, or DataFusion's to say what is wrong.
+                    None => self.sql(stmt),
+                }
+            }
+            Kind::DropStreamingTable { name, if_exists } => {
+                if !self.store.tables()?.contains(&name) {
+                    if if_exists {
+                        return Ok(Output::Done(format!("{name} does not exist")));
+                    }
+                    return Err(QueryError::Invalid(format!(
+                        "`{name}` is not a streaming table"
+                    )));
+                }
+                self.store.drop_table(&name)?;
+                self.ctx
+                    .deregister_table(TableReference::bare(name.as_str()))
+                    .map_err(df)?;
+                Ok(Output::Done(format!("{name} dropped")))
             }
             Kind::DescribeHistory(name) => {
                 let history = match self.store.history(&name) {
@@ -453,7 +512,8 @@ impl SqlSession {
             .keys(all(&f.keys))
             .sequence_by(all(&f.sequence_by))
             .source_table(source)
-            .once(f.once);
+            .once(f.once)
+            .comment(f.comment.clone());
         if let Some(s) = &f.system_sequence_by {
             b = b.system_sequence_by(one(s));
         }

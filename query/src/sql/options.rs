@@ -21,9 +21,19 @@ pub enum ExternalAccess {
 pub struct SessionOptions {
     /// See [`ExternalAccess`].
     pub external_access: ExternalAccess,
+    /// Values of `${name}` in statements (the CLI's `--var name=value`): each `${name}` is
+    /// replaced by its value before the statement is read, as Databricks substitutes pipeline
+    /// parameters; a `${name}` with no value is an error naming it.
+    pub variables: std::collections::BTreeMap<String, String>,
 }
 
 impl SessionOptions {
+    /// Options with the variable `name` set to `value`.
+    pub fn with_variable(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.variables.insert(name.into(), value.into());
+        self
+    }
+
     /// Options with `external_access` set.
     pub fn with_external_access(mut self, external_access: ExternalAccess) -> Self {
         self.external_access = external_access;

@@ -172,6 +172,24 @@ pub(crate) struct FlowAst {
     pub columns: Option<Cols>,
     pub track_history: Option<Cols>,
     pub columns_to_update: Option<String>,
+    /// `CREATE FLOW f COMMENT '...' AS ...`.
+    pub comment: Option<String>,
+}
+
+/// The table property that holds a streaming table's `COMMENT`.
+pub(crate) const COMMENT_PROPERTY: &str = "comment";
+/// The table property that holds a streaming table's `CLUSTER BY` columns (or `AUTO`), comma
+/// separated: stored and shown, not used to order storage (rows are ordered by key).
+pub(crate) const CLUSTER_BY_PROPERTY: &str = "asof.clusterBy";
+/// The table property that holds a streaming table's `PARTITIONED BY` columns, comma separated:
+/// stored and shown; asof does not partition.
+pub(crate) const PARTITIONED_BY_PROPERTY: &str = "asof.partitionedBy";
+
+/// Whether `DESCRIBE` shows the detailed section (`EXTENDED`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Detail {
+    Columns,
+    Extended,
 }
 
 /// What a statement is.
@@ -195,8 +213,12 @@ pub(crate) enum Kind {
     },
     /// `DESCRIBE HISTORY t`.
     DescribeHistory(String),
-    /// `SHOW TBLPROPERTIES t`.
-    ShowProperties(String),
+    /// `SHOW TBLPROPERTIES t [('key')]`.
+    ShowProperties { name: String, key: Option<String> },
+    /// `DESCRIBE [TABLE] [EXTENDED] t` (`DESC` too).
+    Describe { name: String, detail: Detail },
+    /// `DROP STREAMING TABLE [IF EXISTS] t`.
+    DropStreamingTable { name: String, if_exists: bool },
     /// `VACUUM t [RETAIN n HOURS]`.
     Vacuum {
         name: String,
@@ -267,6 +289,23 @@ impl<'a> P<'a> {
                 Ok(name)
             }
             t => Err(syntax(t, format!("expected {what}"))),
+        }
+    }
+    /// The end of the statement.
+    fn end(&self) -> Result<()> {
+        match self.peek() {
+            Some(t) => Err(syntax(Some(t), "expected the end of the statement")),
+            None => Ok(()),
+        }
+    }
+    /// A string in single or double quotes.
+    fn quoted(&mut self, what: &str) -> Result<String> {
+        match self.next() {
+            Some(TokenWithSpan {
+                token: Token::SingleQuotedString(s) | Token::DoubleQuotedString(s),
+                ..
+            }) => Ok(s.clone()),
+            t => Err(syntax(t, format!("expected {what} in quotes"))),
         }
     }
     fn ident_list(&mut self, what: &str) -> Result<Vec<String>> {
@@ -406,15 +445,19 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 if p.eat("TBLPROPERTIES") {
                     properties.extend(property_list(&mut p)?);
                 } else if p.eat("COMMENT") {
-                    match p.next().map(|t| &t.token) {
-                        Some(Token::SingleQuotedString(_)) => {}
-                        _ => {
-                            return Err(syntax(
-                                p.toks.get(p.i - 1).copied(),
-                                "expected the comment in quotes",
-                            ))
-                        }
-                    }
+                    properties.insert(COMMENT_PROPERTY.to_string(), p.quoted("the comment")?);
+                } else if p.eat("CLUSTER") {
+                    p.expect("BY")?;
+                    let cols = if p.eat("AUTO") {
+                        "AUTO".to_string()
+                    } else {
+                        p.ident_list("a column")?.join(",")
+                    };
+                    properties.insert(CLUSTER_BY_PROPERTY.to_string(), cols);
+                } else if p.eat("PARTITIONED") {
+                    p.expect("BY")?;
+                    let cols = p.ident_list("a column")?.join(",");
+                    properties.insert(PARTITIONED_BY_PROPERTY.to_string(), cols);
                 } else {
                     break;
                 }
@@ -446,6 +489,11 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         ["CREATE", "FLOW", ..] => {
             p.i = 2;
             let name = p.ident("a flow name")?;
+            let comment = if p.eat("COMMENT") {
+                Some(p.quoted("the comment")?)
+            } else {
+                None
+            };
             p.expect("AS")?;
             p.expect("AUTO")?;
             p.expect("CDC")?;
@@ -456,6 +504,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 name,
                 target,
                 once,
+                comment,
                 ..Default::default()
             };
             flow_body(&mut p, &stmt.tokens, &mut ast)?;
@@ -485,18 +534,71 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             }
             Ok(Kind::SetProperties { name, properties })
         }
-        ["DESCRIBE", "HISTORY", ..] | ["SHOW", "TBLPROPERTIES", ..] => {
-            let history = p.eat("DESCRIBE");
+        ["DESCRIBE", "HISTORY", ..] => {
             p.i = 2;
             let name = p.ident("a table name")?;
-            if let Some(t) = p.peek() {
-                return Err(syntax(Some(t), "expected the end of the statement"));
-            }
-            Ok(if history {
-                Kind::DescribeHistory(name)
+            p.end()?;
+            Ok(Kind::DescribeHistory(name))
+        }
+        ["SHOW", "TBLPROPERTIES", ..] => {
+            p.i = 2;
+            let name = p.ident("a table name")?;
+            let key = if p.peek().is_some_and(|t| t.token == Token::LParen) {
+                p.i += 1;
+                let key = match p.peek().map(|t| &t.token) {
+                    Some(Token::Word(_)) => {
+                        // A bare dotted name: pipelines.cdc.x
+                        let mut k = String::new();
+                        while let Some(t) = p.peek() {
+                            match &t.token {
+                                Token::Word(w) => k.push_str(&w.value),
+                                Token::Period => k.push('.'),
+                                _ => break,
+                            }
+                            p.i += 1;
+                        }
+                        k
+                    }
+                    _ => p.quoted("a property name")?,
+                };
+                match p.next() {
+                    Some(TokenWithSpan {
+                        token: Token::RParen,
+                        ..
+                    }) => {}
+                    t => return Err(syntax(t, "expected `)`")),
+                }
+                Some(key)
             } else {
-                Kind::ShowProperties(name)
-            })
+                None
+            };
+            p.end()?;
+            Ok(Kind::ShowProperties { name, key })
+        }
+        ["DESCRIBE" | "DESC", ..] => {
+            p.i = 1;
+            p.eat("TABLE");
+            let detail = if p.eat("EXTENDED") {
+                Detail::Extended
+            } else {
+                Detail::Columns
+            };
+            let name = p.ident("a table name")?;
+            if p.peek().is_some() {
+                // `DESCRIBE t col` and the like: DataFusion's.
+                return Ok(Kind::Sql);
+            }
+            Ok(Kind::Describe { name, detail })
+        }
+        ["DROP", "STREAMING", "TABLE", ..] => {
+            p.i = 3;
+            let if_exists = p.eat("IF");
+            if if_exists {
+                p.expect("EXISTS")?;
+            }
+            let name = p.ident("a table name")?;
+            p.end()?;
+            Ok(Kind::DropStreamingTable { name, if_exists })
         }
         ["VACUUM", ..] => {
             /// A hundred thousand years: any longer keeps everything anyway.
