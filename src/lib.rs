@@ -72,6 +72,6 @@ pub use asof_storage::{
     FlowSpec, KvPair, KvStore, ManifestCheck, OnClose, OnViolation, OpenMode, Progress,
     RetentionCheck, SledKv, SourceColumn, SourceWrite, Store, StoreOptions, StoredAs, TableOptions,
     TableSchema, TimeUnit, VacuumReport, Value, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT,
-    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT,
-    SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
+    START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

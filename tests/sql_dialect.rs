@@ -100,14 +100,73 @@ fn re_running_the_statement_that_created_a_streaming_table_refreshes_it() {
     s.execute(create).unwrap();
     let (_, again) = rows(&mut s, "DESCRIBE HISTORY customers");
     assert_eq!(again, history);
-    // Another definition of the same flow is refused, naming it, and changes nothing.
+    // A definition that would change the table's shape is refused, naming the flow, and
+    // changes nothing.
     let e = s
         .execute(&create.replace("SCD TYPE 2", "SCD TYPE 1"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("another definition"), "{e}");
+    assert!(
+        e.contains("cannot be redefined") && e.contains("customers"),
+        "{e}"
+    );
     let (_, after) = rows(&mut s, "DESCRIBE HISTORY customers");
     assert_eq!(after, history);
+}
+
+#[test]
+fn re_running_a_flow_with_another_definition_rebuilds_its_table_in_one_commit() {
+    let (dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO customer_events VALUES (1, 'Ana', 1, 'U'), (2, 'Bo', 1, 'U'), (1, 'Ana', 2, 'D')")
+        .unwrap();
+    let create = "CREATE OR REFRESH STREAMING TABLE customers \
+         FLOW AUTO CDC FROM stream(customer_events) KEYS (CustomerId) \
+         SEQUENCE BY Seq COLUMNS * EXCEPT (Op, Seq) STORED AS SCD TYPE 1";
+    s.execute(create).unwrap();
+    let (_, before) = rows(&mut s, "SELECT CustomerId, Name FROM customers");
+    assert_eq!(before, [cells(&["1", "Ana"]), cells(&["2", "Bo"])]);
+    // The same flow, now reading deletes.
+    let redefined = create.replace("SEQUENCE BY", "APPLY AS DELETE WHEN Op = \"D\" SEQUENCE BY");
+    let out = s.execute(&redefined).unwrap();
+    assert!(format!("{out:?}").contains("redefined"), "{out:?}");
+    let current = "SELECT CustomerId, Name FROM customers";
+    assert_eq!(rows(&mut s, current).1, [cells(&["2", "Bo"])]);
+    let (names, history) = rows(&mut s, "DESCRIBE HISTORY customers");
+    assert_eq!(
+        history.len(),
+        3,
+        "create, first refresh, redefinition: {history:?}"
+    );
+    let params = names
+        .iter()
+        .position(|n| n == "operationParameters")
+        .unwrap();
+    let last = history
+        .iter()
+        .find(|r| r[0].as_deref() == Some("2"))
+        .unwrap();
+    let p = last[params].clone().unwrap();
+    assert!(
+        p.contains("redefined_flow") && p.contains("full_refresh"),
+        "{p}"
+    );
+    // The past stays as it was computed.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT CustomerId, Name FROM customers VERSION AS OF 1"
+        )
+        .1,
+        before
+    );
+    // Reopened (replayed or read from its pages), the same table and the new definition.
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    assert_eq!(rows(&mut s, current).1, [cells(&["2", "Bo"])]);
+    s.execute(&redefined).unwrap();
+    let (_, again) = rows(&mut s, "DESCRIBE HISTORY customers");
+    assert_eq!(again.len(), 3, "the same definition again: nothing new");
 }
 
 /// The value of the `DESCRIBE TABLE EXTENDED` row named `name` (the first one).

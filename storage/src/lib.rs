@@ -40,7 +40,7 @@ pub use source::SourceWrite;
 pub use store::{
     ChangeType, Checkpoints, CommitInfo, KeySpan, OnClose, OpenMode, RetentionCheck, RowView,
     ScanCursor, ScanSpec, Store, StoreOptions, TableOptions, TableReader, TimeFilter, VacuumReport,
-    Values, DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN,
+    Values, DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED,
     RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -254,14 +254,6 @@ impl SqlSession {
                 flow,
             } => {
                 let exists = self.store.tables()?.contains(&name);
-                if let (true, Some(f)) = (exists, &flow) {
-                    if self.flow_exists(&f.name)? && !self.same_definition(f)? {
-                        return Err(QueryError::Invalid(format!(
-                            "flow `{}` of `{name}` exists with another definition; asof cannot redefine a flow yet: DROP TABLE {name} and create it again (its history goes with it)",
-                            f.name
-                        )));
-                    }
-                }
                 let rerun = flow
                     .as_ref()
                     .map_or(Ok(true), |f| self.flow_exists(&f.name))?;
@@ -282,7 +274,11 @@ impl SqlSession {
                         let c = self.store.set_expectations(&name, expectations)?;
                         lines.push(format!("{name}: expectations set (commit {})", c.version));
                     }
-                    match self.refresh(&name, false)? {
+                    let done = match flow {
+                        Some(f) => self.rerun_flow(f)?,
+                        None => self.refresh(&name, false)?,
+                    };
+                    match done {
                         Output::Done(l) => lines.push(l),
                         other => return Ok(other),
                     }
@@ -421,6 +417,9 @@ impl SqlSession {
     }
 
     fn create_flow(&mut self, f: FlowAst) -> Result<Output> {
+        if self.flow_exists(&f.name)? {
+            return self.rerun_flow(f);
+        }
         match f.source.clone() {
             Some(Source::Table(source)) => self.create_flow_from(f, source),
             Some(Source::Files(files)) => {
@@ -589,9 +588,10 @@ impl SqlSession {
         Ok(name)
     }
 
-    /// Whether the flow `f` describes is the one its name has in the store (a re-run of its
-    /// `CREATE OR REFRESH STREAMING TABLE`).
-    fn same_definition(&self, f: &FlowAst) -> Result<bool> {
+    /// The statement that created flow `f` run again: a refresh of its table when `f` is
+    /// defined as the flow is, else the flow redefined and its table rebuilt
+    /// ([`Store::redefine_flow`]), as Databricks does.
+    fn rerun_flow(&mut self, f: FlowAst) -> Result<Output> {
         let source = match &f.source {
             Some(Source::Table(t)) => t.clone(),
             Some(Source::Files(files)) => {
@@ -600,15 +600,36 @@ impl SqlSession {
                 files.path = std::fs::canonicalize(&files.path).unwrap_or(files.path);
                 let now = serde_json::to_string(&files).ok();
                 if self.store.source_origin(&name)?.0 != now {
-                    return Ok(false);
+                    return Err(QueryError::Invalid(format!(
+                        "flow `{}` reads files from another folder or with other options than it was created with; asof cannot change that yet: drop `{}` and create it again (its history goes with it)",
+                        f.name, f.target
+                    )));
                 }
                 name
             }
-            None => return Ok(false),
+            None => return Err(QueryError::Invalid("a flow needs a source".into())),
         };
-        let existing = self.store.flows(&f.target)?;
-        let spec = self.flow_spec(f, &source)?;
-        Ok(existing.iter().any(|e| e == spec.spec()))
+        let spec = self.flow_spec(&f, &source)?;
+        if self
+            .store
+            .flows(&f.target)?
+            .iter()
+            .any(|e| e == spec.spec())
+        {
+            return self.refresh(&f.target, false);
+        }
+        match self.store.redefine_flow(spec)? {
+            Some(c) => Ok(Output::Done(format!(
+                "flow {} redefined: commit {} rebuilt {} from all its sources ({} events read, {} row versions written, {} retired)",
+                f.name,
+                c.version,
+                f.target,
+                c.metrics.num_events_read,
+                c.metrics.num_upserted_rows,
+                c.metrics.num_deleted_rows
+            ))),
+            None => self.refresh(&f.target, false),
+        }
     }
 
     /// Whether a flow of that name exists.

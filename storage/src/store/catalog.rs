@@ -16,7 +16,7 @@ use super::{Inner, Store, Table};
 use crate::engine::TableState;
 use crate::error::{corrupt, Error, FlowError, Result};
 use crate::expectation::{self, Expectation};
-use crate::flow::{Condition, Flow, FlowSpec};
+use crate::flow::{Condition, Flow};
 use crate::format::keys::{self, key, parse_version};
 use crate::ingest::ConditionEvaluator;
 use crate::kv::WriteBatch;
@@ -105,15 +105,8 @@ impl Store {
                     }
                     .into());
                 }
-                let mut specs: Vec<FlowSpec> = t.flows.iter().map(|f| f.spec.clone()).collect();
-                specs.push(flow.spec.clone());
-                let rec = TableRecord {
-                    name: t.name.clone(),
-                    schema,
-                    flows: specs,
-                    properties: t.properties.clone(),
-                    expectations: t.expectations.clone(),
-                };
+                let mut rec = t.record();
+                rec.flows.push(flow.spec.clone());
                 let mut b = WriteBatch::default();
                 put_json(&mut b, key(keys::TABLE, t.id, None, None), &rec)?;
                 write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;

@@ -22,6 +22,7 @@ mod pages;
 mod properties;
 mod reader;
 mod records;
+mod redefine;
 mod refresh;
 mod replay;
 mod sources;
@@ -49,7 +50,7 @@ pub use commit::CommitInfo;
 use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
-pub use records::{FULL_REFRESH, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
+pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
 
 /// The on-disk format version this build writes. Version 1 stores (events only) are upgraded in
@@ -325,6 +326,19 @@ impl Table {
             first.spec.tombstone_gc_threshold_secs,
             cold,
         )
+    }
+}
+
+impl Table {
+    /// The table's catalog record as it stands.
+    fn record(&self) -> records::TableRecord {
+        records::TableRecord {
+            name: self.name.clone(),
+            schema: self.state.schema.clone(),
+            flows: self.flows.iter().map(|f| f.spec.clone()).collect(),
+            properties: self.properties.clone(),
+            expectations: self.expectations.clone(),
+        }
     }
 }
 

@@ -26,13 +26,8 @@ impl Store {
         let t = table_mut(&mut inner.tables, table)?;
         let mut all = t.properties.clone();
         all.extend(properties.clone());
-        let rec = TableRecord {
-            name: t.name.clone(),
-            schema: t.state.schema.clone(),
-            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
-            properties: all.clone(),
-            expectations: t.expectations.clone(),
-        };
+        let mut rec = t.record();
+        rec.properties = all.clone();
         let last = t.commits.last().expect("a commit");
         let commit = CommitInfo::bare(
             last.version + 1,
@@ -67,13 +62,8 @@ impl Store {
                 expectation::validate(table, e, &f.source_schema(), inner.evaluator.as_ref())?;
             }
         }
-        let rec = TableRecord {
-            name: t.name.clone(),
-            schema: t.state.schema.clone(),
-            flows: t.flows.iter().map(|f| f.spec.clone()).collect(),
-            properties: t.properties.clone(),
-            expectations: expectations.clone(),
-        };
+        let mut rec = t.record();
+        rec.expectations = expectations.clone();
         let last = t.commits.last().expect("a commit");
         let parameters = expectations
             .iter()

@@ -14,8 +14,12 @@ pub const SOURCE_OFFSET: &str = "source_offset";
 /// The commit parameter that marks a full refresh (the target was rebuilt).
 pub const FULL_REFRESH: &str = "full_refresh";
 
+/// The commit parameter of a full refresh that rebuilt the target because a flow was redefined:
+/// the flow's name ([`crate::Store::redefine_flow`]).
+pub const REDEFINED: &str = "redefined_flow";
+
 /// The catalog record of a target table (JSON, under its `T` key).
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
 pub(super) struct TableRecord {
     pub(super) name: String,
     pub(super) schema: TableSchema,

@@ -7,7 +7,7 @@ use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::pages;
-use super::records::{FULL_REFRESH, SOURCE_OFFSET};
+use super::records::{TableRecord, FULL_REFRESH, REDEFINED, SOURCE_OFFSET};
 use super::{Inner, Store, Table};
 use crate::error::{Error, Result};
 use crate::expectation;
@@ -23,7 +23,7 @@ impl Store {
     /// The batch is validated as a whole first (docs/SEMANTICS.md §2); on any error nothing is applied.
     pub fn apply(&self, flow: &str, batch: &RecordBatch) -> Result<CommitInfo> {
         let mut g = self.write_inner()?;
-        g.apply(&[(flow, batch)], BTreeMap::new(), false)
+        g.apply(&[(flow, batch)], BTreeMap::new(), Apply::Increment)
     }
 
     /// Processes what the flow's source table received since the flow's checkpoint as one commit.
@@ -120,6 +120,18 @@ pub(super) fn checkpoint_in(commits: &[CommitInfo], flow: &str) -> Option<u64> {
     })
 }
 
+/// What a commit that applies source rows does besides applying them.
+#[derive(Debug, PartialEq)]
+pub(super) enum Apply {
+    /// Nothing: the rows go on from the table as it is.
+    Increment,
+    /// Empties the table first (a full refresh).
+    Full,
+    /// Empties the table first and writes its catalog record, in the same batch: a flow was
+    /// redefined (`store/redefine.rs`).
+    Redefine(Box<TableRecord>),
+}
+
 impl Inner {
     /// The source of `flow` (of `table`) and the rows it holds.
     pub(super) fn flow_source(&self, table: &str, flow: &str) -> Result<(&SourceTable, &FlowSpec)> {
@@ -160,12 +172,18 @@ impl Inner {
         let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
             .map_err(|e| Error::InvalidQuery(e.to_string()))?;
         let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
-        self.apply(&[(flow, &batch)], params, false)
+        self.apply(&[(flow, &batch)], params, Apply::Increment)
             .map(Some)
             .map_err(|e| rejected(table, flow, e))
     }
 
     pub(super) fn refresh_full(&mut self, table: &str) -> Result<CommitInfo> {
+        self.rebuild_from_sources(table, Apply::Full)
+    }
+
+    /// One commit that empties `table` and applies all the source data of all its flows (`how`
+    /// is [`Apply::Full`] or [`Apply::Redefine`]).
+    pub(super) fn rebuild_from_sources(&mut self, table: &str, how: Apply) -> Result<CommitInfo> {
         let flows: Vec<String> = self.tables[table]
             .flows
             .iter()
@@ -186,17 +204,17 @@ impl Inner {
         let parts: Vec<(&str, &RecordBatch)> =
             flows.iter().map(String::as_str).zip(&batches).collect();
         let flow = flows.join(",");
-        self.apply(&parts, params, true)
+        self.apply(&parts, params, how)
             .map_err(|e| rejected(table, &flow, e))
     }
 
     /// Applies batches of source rows, each through its flow (all flows of one table), as one
-    /// commit; with `full`, the table is emptied first.
+    /// commit; see [`Apply`] for what else the commit does.
     pub(super) fn apply(
         &mut self,
         parts: &[(&str, &RecordBatch)],
         mut params: BTreeMap<String, String>,
-        full: bool,
+        how: Apply,
     ) -> Result<CommitInfo> {
         let started = Instant::now();
         let first = parts.first().map(|p| p.0).unwrap_or_default();
@@ -250,7 +268,10 @@ impl Inner {
         }
         let flow = parts.iter().map(|p| p.0).collect::<Vec<_>>().join(",");
 
-        let reset = if full {
+        if let Apply::Redefine(_) = &how {
+            params.insert(REDEFINED.to_string(), first.to_string());
+        }
+        let reset = if how != Apply::Increment {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
             // An error comes from reading a page, with the state half-reset: refuse everything
             // until the store is reopened.
@@ -310,6 +331,9 @@ impl Inner {
                 pages::Checkpoint::Later
             };
             pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
+            if let Apply::Redefine(record) = &how {
+                put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
+            }
             let mut commit = commit.clone();
             commit.duration_us = started.elapsed().as_micros() as u64;
             put_json(
