@@ -281,3 +281,45 @@ fn variables_are_substituted_from_the_session_and_the_command_line() {
     assert!(!ok);
     assert!(err.contains("--var who="), "{err}");
 }
+
+#[test]
+fn period_predicates_compare_business_intervals_with_open_ends() {
+    let (_dir, mut s) = session();
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, v STRING, seq BIGINT); \
+         INSERT INTO ev VALUES (1, 'a', 10), (1, 'b', 20), (1, 'c', 30); \
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    let open = "CAST(NULL AS BIGINT)";
+    for (predicate, expected) in [
+        ("OVERLAPS PERIOD(15, 25)", vec!["a", "b"]),
+        ("OVERLAPS PERIOD(35, 36)", vec!["c"]),
+        (
+            &format!("OVERLAPS PERIOD(0, {open})") as &str,
+            vec!["a", "b", "c"],
+        ),
+        ("CONTAINS 20", vec!["b"]),
+        ("CONTAINS 1000000", vec!["c"]),
+        ("CONTAINS PERIOD(21, 29)", vec!["b"]),
+        (&format!("CONTAINS PERIOD(35, {open})"), vec!["c"]),
+        ("PRECEDES PERIOD(20, 40)", vec!["a"]),
+        ("SUCCEEDS PERIOD(0, 20)", vec!["b", "c"]),
+        ("IMMEDIATELY PRECEDES PERIOD(30, 40)", vec!["b"]),
+        ("IMMEDIATELY SUCCEEDS PERIOD(0, 20)", vec!["b"]),
+        (&format!("EQUALS PERIOD(30, {open})"), vec!["c"]),
+        ("EQUALS PERIOD(10, 20)", vec!["a"]),
+    ] {
+        let sql =
+            format!("SELECT v FROM t WHERE PERIOD(__START_AT, __END_AT) {predicate} AND id = 1");
+        let (_, got) = rows(&mut s, &sql);
+        let want: Vec<_> = expected.iter().map(|v| cells(&[v])).collect();
+        assert_eq!(got, want, "{predicate}");
+    }
+    let e = s
+        .execute("SELECT v FROM t WHERE PERIOD(__START_AT, __END_AT) TOUCHES PERIOD(1, 2)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("OVERLAPS, CONTAINS"), "{e}");
+}

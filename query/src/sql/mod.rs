@@ -12,6 +12,7 @@ mod guard;
 mod names;
 mod options;
 pub(crate) mod parse;
+mod period;
 mod provider;
 mod rewrite;
 mod script;

@@ -241,7 +241,8 @@ impl SqlSession {
         for t in &toks[copied..] {
             out.push_str(&t.token.to_string());
         }
-        self.names()?.resolve(&out)
+        self.names()?
+            .resolve(&super::period::rewrite_periods(&out)?)
     }
 
     /// The names a statement may spell in another case: tables, sources, views, their columns.
