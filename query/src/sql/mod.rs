@@ -8,6 +8,7 @@
 //! selection into the storage scan.
 
 mod describe;
+mod flows;
 mod guard;
 mod names;
 mod options;
@@ -16,23 +17,22 @@ mod period;
 mod provider;
 mod rewrite;
 mod script;
+mod tables;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use asof_storage::{ColumnSelection, Condition, FlowSpec, Progress, Store, StoredAs};
+use asof_storage::{Progress, Store};
 use datafusion::common::TableReference;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
-use crate::files::FileSource;
 use crate::scan::TimeSelection;
 pub use options::{ExternalAccess, SessionOptions};
-use parse::{classify, expr_sql, split, upper, Cols, FlowAst, Kind, Source, Stmt};
+use parse::{classify, split, upper, FlowAst, Kind, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
 pub use script::{ScriptError, Steps};
@@ -73,11 +73,6 @@ struct Declared {
 
 /// `VACUUM t` without `RETAIN`: seven days, as Delta Lake.
 const DEFAULT_RETAIN_HOURS: f64 = 168.0;
-
-/// The name of the hidden source table that holds the files a `read_files` flow loaded.
-fn files_source(flow: &str) -> String {
-    format!("__asof_files_{flow}")
-}
 
 fn df(e: datafusion::error::DataFusionError) -> QueryError {
     use datafusion::error::DataFusionError;
@@ -385,312 +380,6 @@ impl SqlSession {
         }
     }
 
-    fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
-        let flows = self.store.flows(table)?;
-        let mut lines = Vec::new();
-        for f in &flows {
-            if let Some(n) = self.load_new_files(f.source_table.as_deref())? {
-                lines.push(format!("{}: loaded {n} new files", f.name));
-            }
-        }
-        let commits = self.store.refresh_table(table, full)?;
-        for c in &commits {
-            lines.push(format!(
-                "{}: commit {} read {} events, wrote {} and retired {} row versions",
-                c.parameters.get("flow").map_or("", String::as_str),
-                c.version,
-                c.metrics.num_events_read,
-                c.metrics.num_upserted_rows,
-                c.metrics.num_deleted_rows
-            ));
-        }
-        for f in &flows {
-            let wrote = commits.iter().any(|c| {
-                c.parameters
-                    .get("flow")
-                    .is_some_and(|n| n.split(',').any(|n| n == f.name))
-            });
-            if !wrote {
-                lines.push(format!("{}: nothing new", f.name));
-            }
-        }
-        Ok(Output::Done(lines.join("\n")))
-    }
-
-    fn create_flow(&mut self, f: FlowAst) -> Result<Output> {
-        if self.flow_exists(&f.name)? {
-            return self.rerun_flow(f);
-        }
-        match f.source.clone() {
-            Some(Source::Table(source)) => self.create_flow_from(f, source),
-            Some(Source::Files(files)) => {
-                self.files_allowed()?;
-                let source = self.create_files_source(&f.name, files)?;
-                // The hidden source belongs to the flow: if the flow is refused, it goes too, so
-                // that the statement can be corrected and run again.
-                self.create_flow_from(f, source.clone()).inspect_err(|_| {
-                    let _ = self.store.drop_table(&source);
-                })
-            }
-            None => Err(QueryError::Invalid("a flow needs a source".into())),
-        }
-    }
-
-    fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
-        let flow = self.flow_spec(&f, &source)?;
-        let declared = self.declared.iter().find(|d| d.name == f.target);
-        if let Some(Declared {
-            schema: Some(schema),
-            ..
-        }) = declared
-        {
-            check_declared(
-                &f.target,
-                schema,
-                &table_arrow_schema(&flow.target_schema()),
-            )?;
-        }
-        let creates_table = !self.store.tables()?.contains(&f.target);
-        if !creates_table {
-            self.store.create_flow(flow)?;
-        } else {
-            let mut options = asof_storage::TableOptions::default();
-            if let Some(d) = declared {
-                options.properties = d.properties.clone();
-                options.expectations = d.expectations.clone();
-            }
-            self.store.create_flow_with(flow, options)?;
-        }
-        // The statement creates the table and fills it, or does nothing: a table whose first
-        // refresh failed is dropped again (it holds only its creation), and its declaration is
-        // kept for the next try.
-        let refreshed = match self.store.refresh(&f.name, false) {
-            Err(e) if creates_table => {
-                self.store.drop_table(&f.target)?;
-                return Err(QueryError::Invalid(format!(
-                    "flow `{}` into `{}` was not created, nothing was committed: {e}",
-                    f.name, f.target
-                )));
-            }
-            r => r?,
-        };
-        self.declared.retain(|d| d.name != f.target);
-        let line = match refreshed {
-            Some(c) => format!(
-                "flow {} into {}: commit {} read {} events, wrote {} row versions",
-                f.name, f.target, c.version, c.metrics.num_events_read, c.metrics.num_upserted_rows
-            ),
-            None => format!(
-                "flow {} into {} created; its source is empty",
-                f.name, f.target
-            ),
-        };
-        Ok(Output::Done(line))
-    }
-
-    /// The flow `f` describes, reading the source table `source`.
-    fn flow_spec(&self, f: &FlowAst, source: &str) -> Result<asof_storage::Flow> {
-        let schema = self.store.source_schema(source).map_err(|e| match e {
-            asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
-                "flow `{}` reads `{source}`, which is not a table",
-                f.name
-            )),
-            e => e.into(),
-        })?;
-        let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
-        // Column names match without regard to case (see `names`).
-        let known = names::Names::of(&columns);
-        let one = |n: &String| known.spelling(n);
-        let all = |v: &Vec<String>| v.iter().map(one).collect::<Vec<_>>();
-        let sel = |c: &Cols| match c {
-            Cols::All => ColumnSelection::All,
-            Cols::Only(v) => ColumnSelection::Only(all(v)),
-            Cols::Except(v) => ColumnSelection::AllExcept(all(v)),
-        };
-        let condition = |e: &[TokenWithSpan]| known.resolve(&expr_sql(e, &columns));
-        let mut b = FlowSpec::builder(&f.name, &f.target, &schema)
-            .keys(all(&f.keys))
-            .sequence_by(all(&f.sequence_by))
-            .source_table(source)
-            .once(f.once)
-            .comment(f.comment.clone());
-        if let Some(s) = &f.system_sequence_by {
-            b = b.system_sequence_by(one(s));
-        }
-        b = b.stored_as(match f.stored_as.as_deref() {
-            Some("SCD2") => StoredAs::Scd2,
-            Some("BITEMPORAL") => StoredAs::Bitemporal,
-            _ => StoredAs::Scd1,
-        });
-        if let Some(e) = &f.delete_when {
-            b = b.delete_when(Condition::Expr(condition(e)?));
-        }
-        if let Some(e) = &f.truncate_when {
-            b = b.truncate_when(Condition::Expr(condition(e)?));
-        }
-        if let Some(c) = &f.ignore_null_updates {
-            b = b.ignore_null_updates(sel(c));
-        }
-        if let Some(c) = &f.columns {
-            b = b.columns(sel(c));
-        }
-        if let Some(c) = &f.track_history {
-            b = b.track_history(sel(c));
-        }
-        if let Some(c) = &f.columns_to_update {
-            b = b.columns_to_update(one(c));
-        }
-        Ok(b.build().map_err(asof_storage::Error::from)?)
-    }
-
-    /// The Arrow schema of a declared column list (`a INT, b STRING`), read by DataFusion.
-    fn declared_schema(&mut self, table: &str, columns: Option<&str>) -> Result<Option<SchemaRef>> {
-        let Some(columns) = columns else {
-            return Ok(None);
-        };
-        let scratch = format!("__asof_declare_{table}");
-        let ddl = format!("CREATE TABLE {} ({columns})", parse::quote_ident(&scratch));
-        self.runtime
-            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
-            .map_err(|e| {
-                QueryError::Invalid(format!("the columns of streaming table `{table}`: {e}"))
-            })?;
-        let provider = self
-            .runtime
-            .block_on(
-                self.ctx
-                    .table_provider(TableReference::bare(scratch.as_str())),
-            )
-            .map_err(df)?;
-        self.ctx
-            .deregister_table(TableReference::bare(scratch.as_str()))
-            .map_err(df)?;
-        Ok(Some(provider.schema()))
-    }
-
-    /// Creates the hidden source table of a `read_files` flow and loads the files into it.
-    fn create_files_source(&mut self, flow: &str, mut files: FileSource) -> Result<String> {
-        files.path = std::fs::canonicalize(&files.path).map_err(|e| {
-            QueryError::Invalid(format!("flow `{flow}` reads {}: {e}", files.path.display()))
-        })?;
-        let list = files.list()?;
-        let schema = files.infer(&list)?;
-        let name = files_source(flow);
-        // A hidden source without its flow is what an interrupted `CREATE ... FLOW` left (it
-        // loads files in several commits before the flow exists): start it again.
-        if self.store.sources()?.contains(&name) && !self.flow_exists(flow)? {
-            self.store.drop_table(&name)?;
-        }
-        let origin = serde_json::to_string(&files)
-            .map_err(|e| QueryError::Invalid(format!("cannot keep read_files options: {e}")))?;
-        self.store
-            .create_source_with_origin(&name, &schema, Some(&origin))?;
-        self.load_new_files(Some(&name))?;
-        Ok(name)
-    }
-
-    /// The statement that created flow `f` run again: a refresh of its table when `f` is
-    /// defined as the flow is, else the flow redefined and its table rebuilt
-    /// ([`Store::redefine_flow`]), as Databricks does.
-    fn rerun_flow(&mut self, f: FlowAst) -> Result<Output> {
-        let source = match &f.source {
-            Some(Source::Table(t)) => t.clone(),
-            Some(Source::Files(files)) => {
-                let name = files_source(&f.name);
-                let mut files = files.clone();
-                files.path = std::fs::canonicalize(&files.path).unwrap_or(files.path);
-                let now = serde_json::to_string(&files).ok();
-                if self.store.source_origin(&name)?.0 != now {
-                    return Err(QueryError::Invalid(format!(
-                        "flow `{}` reads files from another folder or with other options than it was created with; asof cannot change that yet: drop `{}` and create it again (its history goes with it)",
-                        f.name, f.target
-                    )));
-                }
-                name
-            }
-            None => return Err(QueryError::Invalid("a flow needs a source".into())),
-        };
-        let spec = self.flow_spec(&f, &source)?;
-        if self
-            .store
-            .flows(&f.target)?
-            .iter()
-            .any(|e| e == spec.spec())
-        {
-            return self.refresh(&f.target, false);
-        }
-        match self.store.redefine_flow(spec)? {
-            Some(c) => Ok(Output::Done(format!(
-                "flow {} redefined: commit {} rebuilt {} from all its sources ({} events read, {} row versions written, {} retired)",
-                f.name,
-                c.version,
-                f.target,
-                c.metrics.num_events_read,
-                c.metrics.num_upserted_rows,
-                c.metrics.num_deleted_rows
-            ))),
-            None => self.refresh(&f.target, false),
-        }
-    }
-
-    /// Whether a flow of that name exists.
-    fn flow_exists(&self, flow: &str) -> Result<bool> {
-        for t in self.store.tables()? {
-            if self.store.flows(&t)?.iter().any(|f| f.name == flow) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Loads the files that appeared since the last load into the flow's hidden source table, one
-    /// durable append per file, named by its path. Returns how many, or `None` when the flow does
-    /// not read files.
-    fn load_new_files(&mut self, source: Option<&str>) -> Result<Option<usize>> {
-        let Some(source) = source else {
-            return Ok(None);
-        };
-        let (origin, loaded) = self.store.source_origin(source)?;
-        let Some(origin) = origin else {
-            return Ok(None);
-        };
-        let files: FileSource = serde_json::from_str(&origin).map_err(|e| {
-            QueryError::Invalid(format!(
-                "the read_files options of `{source}` are damaged: {e}"
-            ))
-        })?;
-        let schema = self.store.source_schema(source)?;
-        let new: Vec<_> = files
-            .list()?
-            .into_iter()
-            .filter(|p| !loaded.contains(&p.display().to_string()))
-            .collect();
-        let bytes: u64 = new
-            .iter()
-            .filter_map(|p| std::fs::metadata(p).ok())
-            .map(|m| m.len())
-            .sum();
-        let bar = self.progress.clone().filter(|_| bytes >= 16 << 20);
-        if let Some(b) = &bar {
-            b.begin(&format!("loading {} file(s)", new.len()), bytes);
-        }
-        let mut done = 0;
-        for path in &new {
-            let batches = files.read(path, &schema)?;
-            let batch = arrow::compute::concat_batches(&schema, &batches)?;
-            self.store
-                .append_loaded(source, &batch, &path.display().to_string())?;
-            done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            if let Some(b) = &bar {
-                b.advance(done);
-            }
-        }
-        if let Some(b) = &bar {
-            b.end();
-        }
-        Ok(Some(new.len()))
-    }
-
     /// Registers every table and view of the store with DataFusion.
     fn register_all(&mut self) -> Result<()> {
         for name in self.store.sources()? {
@@ -782,161 +471,6 @@ impl SqlSession {
         }
     }
 
-    /// `CREATE TABLE t (cols)` and `CREATE TABLE t AS query`: a source table.
-    fn create_table(&mut self, stmt: &Stmt) -> Result<Output> {
-        let words = stmt.words();
-        let name_at = words
-            .iter()
-            .position(|t| upper(&t.token) == "TABLE")
-            .expect("classified")
-            + 1;
-        let name = word(words.get(name_at).copied())?;
-        if words
-            .get(name_at + 1)
-            .is_some_and(|t| upper(&t.token) == "AS")
-        {
-            // One commit, however many rows: the rows stream into the write, nothing is stored
-            // until the query has run to its end.
-            let first = words.get(name_at + 2).copied().ok_or_else(|| {
-                QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
-            })?;
-            let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
-            let mut w = self.store.begin_create_source(&name, &schema, None)?;
-            while let Some(b) = self.next_batch(&mut stream)? {
-                w.push(&b)?;
-            }
-            let n = self.store.commit_write(w, None)?;
-            return Ok(Output::Done(format!("table {name} created with {n} rows")));
-        }
-        // `CREATE TABLE t (cols) AS query`: the declared columns, filled by position.
-        if words.get(name_at + 1).map(|t| &t.token) == Some(&Token::LParen) {
-            let mut depth = 0;
-            let close = words[name_at + 1..].iter().position(|t| {
-                match t.token {
-                    Token::LParen => depth += 1,
-                    Token::RParen => depth -= 1,
-                    _ => {}
-                }
-                depth == 0
-            });
-            let close = close.map(|c| name_at + 1 + c);
-            if let Some(c) =
-                close.filter(|&c| words.get(c + 1).is_some_and(|t| upper(&t.token) == "AS"))
-            {
-                let columns: String = words[name_at + 2..c]
-                    .iter()
-                    .map(|t| t.token.to_string())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let declared = self
-                    .declared_schema(&name, Some(&columns))?
-                    .expect("a column list");
-                let first = words.get(c + 2).copied().ok_or_else(|| {
-                    QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
-                })?;
-                let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
-                let mut w = self.store.begin_create_source(&name, &declared, None)?;
-                while let Some(b) = self.next_batch(&mut stream)? {
-                    if b.num_columns() != declared.fields().len() {
-                        return Err(QueryError::Invalid(format!(
-                            "CREATE TABLE {name}: the query gives {} columns for {} declared",
-                            b.num_columns(),
-                            declared.fields().len()
-                        )));
-                    }
-                    w.push(&by_position(
-                        &b,
-                        declared.fields().iter().map(|f| f.name().as_str()),
-                    )?)?;
-                }
-                let n = self.store.commit_write(w, None)?;
-                return Ok(Output::Done(format!("table {name} created with {n} rows")));
-            }
-        }
-        // Let DataFusion read the column list, under a scratch name.
-        let scratch = format!("__asof_create_{name}");
-        let ddl = text_from(stmt, words[0]).replacen(
-            &words[name_at].token.to_string(),
-            &parse::quote_ident(&scratch),
-            1,
-        );
-        self.runtime
-            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
-            .map_err(df)?;
-        let provider = self
-            .runtime
-            .block_on(
-                self.ctx
-                    .table_provider(TableReference::bare(scratch.as_str())),
-            )
-            .map_err(df)?;
-        self.ctx
-            .deregister_table(TableReference::bare(scratch.as_str()))
-            .map_err(df)?;
-        self.store.create_source(&name, &provider.schema())?;
-        Ok(Output::Done(format!("table {name} created")))
-    }
-
-    /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
-    fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
-        let words = stmt.words();
-        let name = self.known_names()?.spelling(&word(words.get(2).copied())?);
-        let mut w = self.store.begin_append(&name).map_err(|e| match e {
-            asof_storage::Error::NotFound { .. } => {
-                QueryError::Invalid(format!("`{name}` is not a table that accepts INSERT"))
-            }
-            e => e.into(),
-        })?;
-        let target_schema = self.store.source_schema(&name)?;
-        let mut i = 3;
-        let mut cols: Vec<String> = target_schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
-            .collect();
-        if words.get(3).is_some_and(|t| t.token == Token::LParen) {
-            let mut named = Vec::new();
-            i = 4;
-            while let Some(t) = words.get(i) {
-                i += 1;
-                match &t.token {
-                    Token::Word(w) => named.push(w.value.clone()),
-                    Token::Comma => {}
-                    Token::RParen => break,
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "unexpected `{}` in the column list",
-                            t.token
-                        )))
-                    }
-                }
-            }
-            let known = names::Names::of(&cols);
-            cols = named.iter().map(|n| known.spelling(n)).collect();
-        }
-        let first = words
-            .get(i)
-            .copied()
-            .ok_or_else(|| QueryError::Invalid("INSERT needs VALUES or a query".into()))?;
-        // One commit, however many rows (see `create_table`).
-        let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
-        while let Some(b) = self.next_batch(&mut stream)? {
-            if b.num_columns() != cols.len() {
-                return Err(QueryError::Invalid(format!(
-                    "INSERT gives {} values per row for {} columns",
-                    b.num_columns(),
-                    cols.len()
-                )));
-            }
-            w.push(&by_position(&b, cols.iter().map(String::as_str))?)?;
-        }
-        let rows = w.rows();
-        let total = self.store.commit_write(w, None)?;
-        Ok(Output::Done(format!(
-            "{rows} rows inserted into {name} ({total} in all)"
-        )))
-    }
-
     fn query(&mut self, stmt: &Stmt) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         let frame = self.plan(stmt)?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
@@ -981,31 +515,6 @@ pub(crate) fn new_context() -> SessionContext {
     SessionContext::new_with_config(config)
 }
 
-/// Checks a flow's target columns against the columns its streaming table declared: each declared
-/// column must exist, with a type the flow's can be cast to.
-fn check_declared(table: &str, declared: &SchemaRef, actual: &SchemaRef) -> Result<()> {
-    for d in declared.fields() {
-        let Ok(a) = actual.field_with_name(d.name()) else {
-            return Err(QueryError::Invalid(format!(
-                "streaming table `{table}` declares column `{}`, which its flow does not produce (it produces {})",
-                d.name(),
-                actual.fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>().join(", ")
-            )));
-        };
-        if a.data_type() != d.data_type()
-            && !arrow::compute::can_cast_types(a.data_type(), d.data_type())
-        {
-            return Err(QueryError::Invalid(format!(
-                "streaming table `{table}` declares column `{}` as {}, but its flow produces {}",
-                d.name(),
-                d.data_type(),
-                a.data_type()
-            )));
-        }
-    }
-    Ok(())
-}
-
 fn word(t: Option<&TokenWithSpan>) -> Result<String> {
     match t.map(|t| &t.token) {
         Some(Token::Word(w)) => Ok(w.value.clone()),
@@ -1041,22 +550,4 @@ fn text_from(stmt: &Stmt, first: &TokenWithSpan) -> String {
         .collect::<String>()
         .trim()
         .to_string()
-}
-
-/// `batch`'s columns under `names`, by position (their types stay; the store casts them).
-fn by_position<'a>(
-    batch: &RecordBatch,
-    names: impl IntoIterator<Item = &'a str>,
-) -> Result<RecordBatch> {
-    let fields: Vec<arrow::datatypes::Field> = batch
-        .schema()
-        .fields()
-        .iter()
-        .zip(names)
-        .map(|(f, n)| arrow::datatypes::Field::new(n, f.data_type().clone(), true))
-        .collect();
-    Ok(RecordBatch::try_new(
-        Arc::new(arrow::datatypes::Schema::new(fields)),
-        batch.columns().to_vec(),
-    )?)
 }

@@ -1,0 +1,187 @@
+//! Source tables from SQL: `CREATE TABLE t (cols)`, `CREATE TABLE t [(cols)] AS query` and
+//! `INSERT INTO t [(cols)] VALUES ... | query`, each one durable commit however many rows.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::common::TableReference;
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use super::parse::{self, upper, Stmt};
+use super::{df, names, sub_stmt, text_from, word, Output, SqlSession};
+use crate::error::{QueryError, Result};
+
+impl SqlSession {
+    /// `CREATE TABLE t (cols)` and `CREATE TABLE t AS query`: a source table.
+    pub(super) fn create_table(&mut self, stmt: &Stmt) -> Result<Output> {
+        let words = stmt.words();
+        let name_at = words
+            .iter()
+            .position(|t| upper(&t.token) == "TABLE")
+            .expect("classified")
+            + 1;
+        let name = word(words.get(name_at).copied())?;
+        if words
+            .get(name_at + 1)
+            .is_some_and(|t| upper(&t.token) == "AS")
+        {
+            // One commit, however many rows: the rows stream into the write, nothing is stored
+            // until the query has run to its end.
+            let first = words.get(name_at + 2).copied().ok_or_else(|| {
+                QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
+            })?;
+            let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
+            let mut w = self.store.begin_create_source(&name, &schema, None)?;
+            while let Some(b) = self.next_batch(&mut stream)? {
+                w.push(&b)?;
+            }
+            let n = self.store.commit_write(w, None)?;
+            return Ok(Output::Done(format!("table {name} created with {n} rows")));
+        }
+        // `CREATE TABLE t (cols) AS query`: the declared columns, filled by position.
+        if words.get(name_at + 1).map(|t| &t.token) == Some(&Token::LParen) {
+            let mut depth = 0;
+            let close = words[name_at + 1..].iter().position(|t| {
+                match t.token {
+                    Token::LParen => depth += 1,
+                    Token::RParen => depth -= 1,
+                    _ => {}
+                }
+                depth == 0
+            });
+            let close = close.map(|c| name_at + 1 + c);
+            if let Some(c) =
+                close.filter(|&c| words.get(c + 1).is_some_and(|t| upper(&t.token) == "AS"))
+            {
+                let columns: String = words[name_at + 2..c]
+                    .iter()
+                    .map(|t| t.token.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let declared = self
+                    .declared_schema(&name, Some(&columns))?
+                    .expect("a column list");
+                let first = words.get(c + 2).copied().ok_or_else(|| {
+                    QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
+                })?;
+                let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
+                let mut w = self.store.begin_create_source(&name, &declared, None)?;
+                while let Some(b) = self.next_batch(&mut stream)? {
+                    if b.num_columns() != declared.fields().len() {
+                        return Err(QueryError::Invalid(format!(
+                            "CREATE TABLE {name}: the query gives {} columns for {} declared",
+                            b.num_columns(),
+                            declared.fields().len()
+                        )));
+                    }
+                    w.push(&by_position(
+                        &b,
+                        declared.fields().iter().map(|f| f.name().as_str()),
+                    )?)?;
+                }
+                let n = self.store.commit_write(w, None)?;
+                return Ok(Output::Done(format!("table {name} created with {n} rows")));
+            }
+        }
+        // Let DataFusion read the column list, under a scratch name.
+        let scratch = format!("__asof_create_{name}");
+        let ddl = text_from(stmt, words[0]).replacen(
+            &words[name_at].token.to_string(),
+            &parse::quote_ident(&scratch),
+            1,
+        );
+        self.runtime
+            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
+            .map_err(df)?;
+        let provider = self
+            .runtime
+            .block_on(
+                self.ctx
+                    .table_provider(TableReference::bare(scratch.as_str())),
+            )
+            .map_err(df)?;
+        self.ctx
+            .deregister_table(TableReference::bare(scratch.as_str()))
+            .map_err(df)?;
+        self.store.create_source(&name, &provider.schema())?;
+        Ok(Output::Done(format!("table {name} created")))
+    }
+
+    /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
+    pub(super) fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
+        let words = stmt.words();
+        let name = self.known_names()?.spelling(&word(words.get(2).copied())?);
+        let mut w = self.store.begin_append(&name).map_err(|e| match e {
+            asof_storage::Error::NotFound { .. } => {
+                QueryError::Invalid(format!("`{name}` is not a table that accepts INSERT"))
+            }
+            e => e.into(),
+        })?;
+        let target_schema = self.store.source_schema(&name)?;
+        let mut i = 3;
+        let mut cols: Vec<String> = target_schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        if words.get(3).is_some_and(|t| t.token == Token::LParen) {
+            let mut named = Vec::new();
+            i = 4;
+            while let Some(t) = words.get(i) {
+                i += 1;
+                match &t.token {
+                    Token::Word(w) => named.push(w.value.clone()),
+                    Token::Comma => {}
+                    Token::RParen => break,
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "unexpected `{}` in the column list",
+                            t.token
+                        )))
+                    }
+                }
+            }
+            let known = names::Names::of(&cols);
+            cols = named.iter().map(|n| known.spelling(n)).collect();
+        }
+        let first = words
+            .get(i)
+            .copied()
+            .ok_or_else(|| QueryError::Invalid("INSERT needs VALUES or a query".into()))?;
+        // One commit, however many rows (see `create_table`).
+        let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
+        while let Some(b) = self.next_batch(&mut stream)? {
+            if b.num_columns() != cols.len() {
+                return Err(QueryError::Invalid(format!(
+                    "INSERT gives {} values per row for {} columns",
+                    b.num_columns(),
+                    cols.len()
+                )));
+            }
+            w.push(&by_position(&b, cols.iter().map(String::as_str))?)?;
+        }
+        let rows = w.rows();
+        let total = self.store.commit_write(w, None)?;
+        Ok(Output::Done(format!(
+            "{rows} rows inserted into {name} ({total} in all)"
+        )))
+    }
+}
+
+/// `batch`'s columns under `names`, by position (their types stay; the store casts them).
+fn by_position<'a>(
+    batch: &RecordBatch,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Result<RecordBatch> {
+    let fields: Vec<arrow::datatypes::Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(names)
+        .map(|(f, n)| arrow::datatypes::Field::new(n, f.data_type().clone(), true))
+        .collect();
+    Ok(RecordBatch::try_new(
+        Arc::new(arrow::datatypes::Schema::new(fields)),
+        batch.columns().to_vec(),
+    )?)
+}
