@@ -67,11 +67,12 @@ pub use asof_query::{
     ScanRequest, TableScan, TimeSelection,
 };
 pub use asof_storage::{
-    keycodec, ChangeType, Checkpoints, ColdStats, ColumnSelection, ColumnType, CommitInfo,
-    CommitMetrics, Condition, ConditionEvaluator, Error, Expectation, Flow, FlowBuilder, FlowError,
-    FlowSpec, KvPair, KvStore, ManifestCheck, OnClose, OnViolation, OpenMode, Progress,
-    RetentionCheck, SledKv, SourceColumn, SourceWrite, Store, StoreOptions, StoredAs, TableOptions,
-    TableSchema, TimeUnit, VacuumReport, Value, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT,
-    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
-    START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    append_offset_parameter, keycodec, AppendFlow, ChangeType, Checkpoints, ColdStats,
+    ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition, ConditionEvaluator, Error,
+    Expectation, Flow, FlowBuilder, FlowError, FlowSpec, KeySpan, KvPair, KvStore, ManifestCheck,
+    OnClose, OnViolation, OpenMode, Progress, RetentionCheck, SledKv, SourceColumn, SourceWrite,
+    Store, StoreOptions, StoredAs, TableOptions, TableSchema, TimeUnit, VacuumReport, Value,
+    Values, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
+    MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
+    SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

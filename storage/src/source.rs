@@ -22,6 +22,30 @@ pub(crate) struct SourceRecord {
     /// arguments here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// The append flows that write to it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub append_flows: Vec<AppendFlow>,
+}
+
+/// An append flow (`CREATE FLOW f AS INSERT INTO t BY NAME query`, or the query of a standalone
+/// `CREATE STREAMING TABLE t AS query`): each refresh appends to its table `query`'s rows over
+/// what its source received since the flow's checkpoint. The query is the SQL layer's, opaque
+/// to storage; the checkpoint is a parameter of the table's `WRITE` commits
+/// ([`crate::Store::append_offset`]), so it is durable exactly when the rows are.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppendFlow {
+    /// The flow's name (unique among all flows of the store).
+    pub name: String,
+    /// The source table it streams from.
+    pub source: String,
+    /// What it appends, in the SQL layer's words.
+    pub query: String,
+    /// `INSERT ONCE`: runs until it has appended once.
+    #[serde(default)]
+    pub once: bool,
+    /// `CREATE FLOW f COMMENT '...'`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 pub(crate) struct SourceTable {
@@ -40,6 +64,8 @@ pub(crate) struct SourceTable {
     pub loaded: std::collections::BTreeSet<String>,
     /// One commit per statement that changed the table (`CREATE TABLE`, then `WRITE`s).
     pub history: Vec<crate::CommitInfo>,
+    /// See [`SourceRecord::append_flows`].
+    pub append_flows: Vec<AppendFlow>,
 }
 
 /// About how many bytes of Arrow data one stored chunk holds.
@@ -64,6 +90,7 @@ impl SourceTable {
             origin: None,
             loaded: Default::default(),
             history: Vec::new(),
+            append_flows: Vec::new(),
         }
     }
 
@@ -209,6 +236,8 @@ pub struct SourceWrite {
     pub(crate) chunks: Vec<Vec<u8>>,
     /// Rows pushed.
     pub(crate) rows: u64,
+    /// Parameters of the commit.
+    pub(crate) parameters: std::collections::BTreeMap<String, String>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -226,7 +255,14 @@ impl SourceWrite {
             kind,
             chunks: Vec::new(),
             rows: 0,
+            parameters: Default::default(),
         }
+    }
+
+    /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).
+    /// A write with parameters is committed even with no rows.
+    pub fn set_parameter(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.parameters.insert(key.into(), value.into());
     }
 
     /// Checks `batch` against the table (columns matched by name and cast to its types, missing

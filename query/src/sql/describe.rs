@@ -78,6 +78,9 @@ pub(super) fn describe(
             );
         } else {
             row("Type", "TABLE".into());
+            for f in store.append_flows(table)? {
+                row("Flow", super::append::append_flow_sql(table, &f));
+            }
             let history = store.source_history(table)?;
             if let Some(last) = history.last() {
                 row("Versions", format!("up to {}", last.version));

@@ -15,6 +15,19 @@ use crate::files::FileSource;
 
 impl SqlSession {
     pub(super) fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
+        if self.store.sources()?.iter().any(|s| s == table) {
+            if full {
+                return Err(QueryError::Invalid(format!(
+                    "REFRESH ... FULL of `{table}`, a table filled by append flows, is not supported yet: its rows stay"
+                )));
+            }
+            return match self.refresh_appends(table)? {
+                Some(out) => Ok(out),
+                None => Err(QueryError::Invalid(format!(
+                    "`{table}` has no flows to refresh"
+                ))),
+            };
+        }
         let flows = self.store.flows(table)?;
         let mut lines = Vec::new();
         for f in &flows {
@@ -355,6 +368,6 @@ fn check_declared(table: &str, declared: &SchemaRef, actual: &SchemaRef) -> Resu
 }
 
 /// The name of the hidden source table that holds the files a `read_files` flow loaded.
-fn files_source(flow: &str) -> String {
+pub(super) fn files_source(flow: &str) -> String {
     format!("__asof_files_{flow}")
 }

@@ -7,6 +7,7 @@
 //! `BUSINESS_TIME` or `VALID_TIME`) are rewritten into a reference to a provider that carries the
 //! selection into the storage scan.
 
+mod append;
 mod describe;
 mod flows;
 mod guard;
@@ -228,6 +229,7 @@ impl SqlSession {
                 }
             }
             Kind::Flow(f) => flow_names(f),
+            Kind::AppendFlow(a) => name(&mut a.target),
             Kind::Refresh { name: n, .. }
             | Kind::SetProperties { name: n, .. }
             | Kind::ShowProperties { name: n, .. }
@@ -244,10 +246,27 @@ impl SqlSession {
         match self.classify(stmt)? {
             Kind::StreamingTable {
                 name,
+                query: Some(query),
+                schema,
+                expectations,
+                properties,
+                ..
+            } => {
+                if schema.is_some() || !expectations.is_empty() || !properties.is_empty() {
+                    return Err(QueryError::Invalid(format!(
+                        "streaming table `{name}` is filled by its query: declared columns, expectations, COMMENT and TBLPROPERTIES on it are not supported yet"
+                    )));
+                }
+                self.create_streaming_query(&name, &query)
+            }
+            Kind::AppendFlow(a) => self.create_append_flow(a),
+            Kind::StreamingTable {
+                name,
                 schema,
                 expectations,
                 properties,
                 flow,
+                query: None,
             } => {
                 let exists = self.store.tables()?.contains(&name);
                 let rerun = flow

@@ -192,6 +192,18 @@ pub(crate) enum Detail {
     Extended,
 }
 
+/// An append flow as written: `CREATE FLOW name [COMMENT '...'] AS INSERT [ONCE] INTO target BY
+/// NAME query` (the docs also write `INSERT INTO ONCE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppendAst {
+    pub name: String,
+    pub target: String,
+    pub once: bool,
+    pub comment: Option<String>,
+    /// The query's text, `STREAM(source)` and all.
+    pub query: String,
+}
+
 /// What a statement is.
 #[derive(Debug)]
 pub(crate) enum Kind {
@@ -205,6 +217,8 @@ pub(crate) enum Kind {
         /// `TBLPROPERTIES ('k' = 'v', ...)`.
         properties: BTreeMap<String, String>,
         flow: Option<FlowAst>,
+        /// `AS query`: a standalone streaming table, filled by an append flow of its name.
+        query: Option<String>,
     },
     /// `ALTER [STREAMING] TABLE t SET TBLPROPERTIES (...)`.
     SetProperties {
@@ -226,6 +240,8 @@ pub(crate) enum Kind {
     },
     /// `CREATE FLOW f AS AUTO CDC ...`.
     Flow(FlowAst),
+    /// `CREATE FLOW f AS INSERT [ONCE] INTO t BY NAME query`.
+    AppendFlow(AppendAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
     Refresh { name: String, full: bool },
     /// Anything else: SQL for DataFusion.
@@ -462,7 +478,16 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                     break;
                 }
             }
-            let flow = if p.eat("FLOW") {
+            let query = if p.eat("AS") {
+                let first = p
+                    .peek()
+                    .ok_or_else(|| syntax(None, "expected a query after AS"))?;
+                p.i = p.toks.len();
+                Some(text_from(&stmt.tokens, first))
+            } else {
+                None
+            };
+            let flow = if query.is_none() && p.eat("FLOW") {
                 p.expect("AUTO")?;
                 p.expect("CDC")?;
                 let mut ast = FlowAst {
@@ -484,6 +509,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 expectations,
                 properties,
                 flow,
+                query,
             })
         }
         ["CREATE", "FLOW", ..] => {
@@ -495,6 +521,24 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 None
             };
             p.expect("AS")?;
+            if p.eat("INSERT") {
+                let mut once = p.eat("ONCE");
+                p.expect("INTO")?;
+                once |= p.eat("ONCE");
+                let target = p.ident("a target table")?;
+                p.expect("BY")?;
+                p.expect("NAME")?;
+                let first = p
+                    .peek()
+                    .ok_or_else(|| syntax(None, "expected a query after BY NAME"))?;
+                return Ok(Kind::AppendFlow(AppendAst {
+                    name,
+                    target,
+                    once,
+                    comment,
+                    query: text_from(&stmt.tokens, first),
+                }));
+            }
             p.expect("AUTO")?;
             p.expect("CDC")?;
             let once = p.eat("ONCE");
@@ -850,6 +894,15 @@ pub(crate) fn read_files_args(
         src.set_option(&name, &value)?;
         i += 3;
     }
+}
+
+/// The text of `all` from token `first` (one of them) to the end.
+fn text_from(all: &[TokenWithSpan], first: &TokenWithSpan) -> String {
+    let at = all
+        .iter()
+        .position(|t| std::ptr::eq(t, first))
+        .expect("token of this statement");
+    all[at..].iter().map(|t| t.token.to_string()).collect()
 }
 
 /// `name` as a quoted identifier of the dialect (Databricks: backticks, doubled inside).

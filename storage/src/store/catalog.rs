@@ -330,6 +330,7 @@ impl Inner {
                 serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
             let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
             src.origin = rec.origin;
+            src.append_flows = rec.append_flows;
             src.batches = None;
             for kv in self.kv.scan_prefix(&key(keys::LOADED, id, None, None)) {
                 let (_, v) = kv?;

@@ -14,6 +14,7 @@
 //! what it changed of that state (`pages`: key heads, frozen pages, row directories), so that a
 //! table is read back from those records on its first use instead of being replayed.
 
+mod append_flows;
 mod catalog;
 mod commit;
 mod key_cache;
@@ -45,6 +46,7 @@ use crate::progress::Progress;
 use crate::source::SourceTable;
 
 use crate::format::keys::FORMAT_KEY;
+pub use append_flows::append_offset_parameter;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 use load::Load;

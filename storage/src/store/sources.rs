@@ -80,12 +80,14 @@ impl Store {
                     name: w.table.name.clone(),
                     columns: w.table.columns.clone(),
                     origin: w.table.origin.clone(),
+                    append_flows: w.table.append_flows.clone(),
                 };
                 let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
                 put_json(&mut b, key(keys::SOURCE, id, None, None), &rec)?;
                 put_json(&mut b, key(keys::SOURCE_COMMIT, id, Some(0), None), &commit)?;
                 let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
                 src.origin = w.table.origin.clone();
+                src.append_flows = w.table.append_flows.clone();
                 src.history.push(commit);
                 created = Some(src);
                 id
@@ -106,7 +108,8 @@ impl Store {
             None => inner.sources.get_mut(&w.table.name).expect("checked"),
         };
         let mut new_batches = Vec::new();
-        if w.rows > 0 || name.is_some() {
+        let commits = w.rows > 0 || name.is_some() || !w.parameters.is_empty();
+        if commits {
             for (i, chunk) in w.chunks.iter().enumerate() {
                 b.put(
                     key(keys::APPEND, id, Some(src.appends), Some(i as u32)),
@@ -128,8 +131,10 @@ impl Store {
                 timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
                 operation: WRITE.into(),
                 parameters: name
-                    .map(|n| BTreeMap::from([("file".to_string(), n.to_string())]))
-                    .unwrap_or_default(),
+                    .map(|n| ("file".to_string(), n.to_string()))
+                    .into_iter()
+                    .chain(w.parameters.clone())
+                    .collect(),
                 metrics: CommitMetrics {
                     num_upserted_rows: w.rows,
                     ..Default::default()
@@ -151,7 +156,7 @@ impl Store {
             }
             None => inner.sources.get_mut(&w.table.name).expect("checked"),
         };
-        if w.rows > 0 || name.is_some() {
+        if commits {
             src.appends += 1;
         }
         src.rows += w.rows;

@@ -1,0 +1,270 @@
+//! Append flows from SQL (docs/SEMANTICS.md §1.7): `CREATE FLOW f AS INSERT [ONCE] INTO t BY
+//! NAME query` and the standalone `CREATE [OR REFRESH] STREAMING TABLE t AS query`, whose query
+//! reads `STREAM(source)` (or `STREAM source`, or `STREAM read_files(...)`). Each run appends to
+//! `t` the query's rows over what the source received since the flow's checkpoint, in one commit
+//! that also records the new checkpoint.
+
+use std::sync::Arc;
+
+use asof_storage::{append_offset_parameter, AppendFlow};
+use datafusion::datasource::MemTable;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::parse::{quote_ident, read_files_args, split, upper, AppendAst};
+use super::{Output, SqlSession};
+use crate::error::{QueryError, Result};
+use crate::files::FileSource;
+
+/// Where a query's `STREAM ...` is in its text, replaced by this identifier.
+const STREAM_MARK: &str = "__asof_stream";
+
+/// What a query streams from.
+enum StreamFrom {
+    Table(String),
+    Files(FileSource),
+}
+
+/// The source a query's `STREAM ...` names, and the query with it replaced by [`STREAM_MARK`].
+fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
+    let stmts = split(query)?;
+    let [stmt] = stmts.as_slice() else {
+        return Err(QueryError::Invalid(
+            "an append flow's query is one statement".into(),
+        ));
+    };
+    let words = stmt.words();
+    let at = words
+        .iter()
+        .position(|t| {
+            matches!(&t.token, Token::Word(w) if w.quote_style.is_none())
+                && upper(&t.token) == "STREAM"
+        })
+        .ok_or_else(|| {
+            QueryError::Invalid(
+                "an append flow reads STREAM(source) or STREAM read_files(...)".into(),
+            )
+        })?;
+    let word = |i: usize| words.get(i).map(|t| upper(&t.token)).unwrap_or_default();
+    let paren = words.get(at + 1).is_some_and(|t| t.token == Token::LParen);
+    let first = if paren { at + 2 } else { at + 1 };
+    let (from, mut end) = if word(first) == "READ_FILES" {
+        let (files, next) = read_files_args(&words, first + 1)?;
+        (StreamFrom::Files(files), next)
+    } else {
+        match words.get(first).map(|t| &t.token) {
+            Some(Token::Word(w)) => (StreamFrom::Table(w.value.clone()), first + 1),
+            _ => {
+                return Err(QueryError::Invalid(
+                    "STREAM takes a source table: STREAM(source)".into(),
+                ))
+            }
+        }
+    };
+    if paren {
+        if words.get(end).map(|t| &t.token) != Some(&Token::RParen) {
+            return Err(QueryError::Invalid("STREAM( without its `)`".into()));
+        }
+        end += 1;
+    }
+    let pos = |t: &TokenWithSpan| {
+        stmt.tokens
+            .iter()
+            .position(|x| std::ptr::eq(x, t))
+            .expect("token of this statement")
+    };
+    let (a, b) = (pos(words[at]), pos(words[end - 1]));
+    let text = |r: &[TokenWithSpan]| r.iter().map(|t| t.token.to_string()).collect::<String>();
+    let marked = format!(
+        "{}{}{}",
+        text(&stmt.tokens[..a]),
+        STREAM_MARK,
+        text(&stmt.tokens[b + 1..])
+    );
+    Ok((from, marked))
+}
+
+/// The statement that creates append flow `f` of `target`.
+pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
+    let mut s = format!("CREATE FLOW {}", f.name);
+    if let Some(c) = &f.comment {
+        s += &format!(" COMMENT '{}'", c.replace('\'', "''"));
+    }
+    let once = if f.once { " ONCE" } else { "" };
+    let query = f
+        .query
+        .replacen(STREAM_MARK, &format!("STREAM({})", f.source), 1);
+    s + &format!(" AS INSERT{once} INTO {target} BY NAME {query}")
+}
+
+impl SqlSession {
+    /// `CREATE FLOW f AS INSERT INTO t BY NAME query`: the flow, then its first run. Run again
+    /// with the same definition, a refresh of `t`.
+    pub(super) fn create_append_flow(&mut self, a: AppendAst) -> Result<Output> {
+        let (from, query) = stream_of(&a.query)?;
+        let source = match from {
+            StreamFrom::Table(t) => self.known_names()?.spelling(&t),
+            StreamFrom::Files(files) => {
+                self.files_allowed()?;
+                self.create_files_source(&a.name, files)?
+            }
+        };
+        let flow = AppendFlow {
+            name: a.name.clone(),
+            source,
+            query,
+            once: a.once,
+            comment: a.comment,
+        };
+        let existing = self.store.append_flows(&a.target).unwrap_or_default();
+        if let Some(old) = existing.iter().find(|f| f.name == flow.name) {
+            if *old != flow {
+                return Err(QueryError::Invalid(format!(
+                    "append flow `{}` of `{}` exists with another definition; asof cannot redefine an append flow yet: drop `{}` and create it again",
+                    a.name, a.target, a.target
+                )));
+            }
+            return self.run_append_flows(&a.target);
+        }
+        if !self.store.sources()?.contains(&a.target) {
+            // A streaming table declared in this session (`CREATE OR REFRESH STREAMING TABLE t
+            // [(cols)]`) is created now: with its declared columns, or the query's.
+            let Some(declared) = self.declared.iter().position(|d| d.name == a.target) else {
+                return Err(QueryError::Invalid(format!(
+                    "append flow `{}` writes to `{}`, which is not a table that accepts INSERT (declare it first: CREATE OR REFRESH STREAMING TABLE {})",
+                    a.name, a.target, a.target
+                )));
+            };
+            let schema = match self.declared[declared].schema.clone() {
+                Some(schema) => schema,
+                None => {
+                    let source_schema = self.store.source_schema(&flow.source)?;
+                    let empty =
+                        MemTable::try_new(source_schema, vec![vec![]]).map_err(super::df)?;
+                    self.run_over(&flow.query, Arc::new(empty))?.0
+                }
+            };
+            self.store.create_source(&a.target, &schema)?;
+            self.declared.remove(declared);
+        }
+        self.store.create_append_flow(&a.target, flow.clone())?;
+        let line = self.run_append_flow(&a.target, &flow)?;
+        Ok(Output::Done(line))
+    }
+
+    /// `CREATE [OR REFRESH] STREAMING TABLE t AS query`: the table, shaped as the query's rows,
+    /// and an append flow named `t` that fills it. Run again, a refresh.
+    pub(super) fn create_streaming_query(&mut self, name: &str, query: &str) -> Result<Output> {
+        let ast = AppendAst {
+            name: name.to_string(),
+            target: name.to_string(),
+            once: false,
+            comment: None,
+            query: query.to_string(),
+        };
+        if self.store.sources()?.contains(&name.to_string()) {
+            return self.create_append_flow(ast);
+        }
+        let (from, marked) = stream_of(query)?;
+        let source_schema = match &from {
+            StreamFrom::Table(t) => self.store.source_schema(&self.known_names()?.spelling(t))?,
+            StreamFrom::Files(files) => {
+                self.files_allowed()?;
+                let mut files = files.clone();
+                files.path = std::fs::canonicalize(&files.path)
+                    .map_err(|e| QueryError::Invalid(format!("{}: {e}", files.path.display())))?;
+                files.infer(&files.list()?)?
+            }
+        };
+        // The table's columns: the query's, over no rows.
+        let empty = MemTable::try_new(source_schema.clone(), vec![vec![]]).map_err(super::df)?;
+        let schema = self.run_over(&marked, Arc::new(empty))?.0;
+        self.store.create_source(name, &schema)?;
+        self.create_append_flow(ast).inspect_err(|_| {
+            let _ = self.store.drop_table(name);
+        })
+    }
+
+    /// Runs every append flow that writes to `target`; `None` if it has none.
+    pub(super) fn refresh_appends(&mut self, target: &str) -> Result<Option<Output>> {
+        if !self.store.sources()?.contains(&target.to_string())
+            || self.store.append_flows(target)?.is_empty()
+        {
+            return Ok(None);
+        }
+        self.run_append_flows(target).map(Some)
+    }
+
+    fn run_append_flows(&mut self, target: &str) -> Result<Output> {
+        let mut lines = Vec::new();
+        for f in self.store.append_flows(target)? {
+            lines.push(self.run_append_flow(target, &f)?);
+        }
+        Ok(Output::Done(lines.join("\n")))
+    }
+
+    /// One run of append flow `f` into `target`: a line saying what it did.
+    fn run_append_flow(&mut self, target: &str, f: &AppendFlow) -> Result<String> {
+        // A `read_files` flow's hidden source first takes the files that appeared since.
+        self.load_new_files(Some(&f.source))?;
+        let offset = self.store.append_offset(target, &f.name)?;
+        if f.once && offset.is_some() {
+            return Ok(format!("{}: ran once already (INSERT ONCE)", f.name));
+        }
+        let from = offset.unwrap_or(0);
+        let (schema, batches) = self.store.source_data(&f.source)?;
+        let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        if total <= from {
+            return Ok(format!("{}: nothing new", f.name));
+        }
+        // The rows after the checkpoint.
+        let mut skip = from as usize;
+        let mut new_rows = Vec::new();
+        for b in batches {
+            if skip >= b.num_rows() {
+                skip -= b.num_rows();
+                continue;
+            }
+            new_rows.push(b.slice(skip, b.num_rows() - skip));
+            skip = 0;
+        }
+        let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
+        let mut w = self.store.begin_append(target)?;
+        let (_, batches) = self.run_over(&f.query, Arc::new(stream))?;
+        for b in &batches {
+            w.push(b)?;
+        }
+        w.set_parameter(append_offset_parameter(&f.name), total.to_string());
+        w.set_parameter("flow", f.name.clone());
+        let rows = w.rows();
+        self.store.commit_write(w, None)?;
+        Ok(format!(
+            "{}: appended {rows} rows to {target} ({} new source rows read)",
+            f.name,
+            total - from
+        ))
+    }
+
+    /// Runs `marked` (a query whose stream is [`STREAM_MARK`]) over `stream`.
+    fn run_over(
+        &mut self,
+        marked: &str,
+        stream: Arc<dyn datafusion::catalog::TableProvider>,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>)> {
+        self.clear_scratch()?;
+        self.register_all()?;
+        let name = self.register_scratch("stream", stream)?;
+        let text = marked.replacen(STREAM_MARK, &quote_ident(&name), 1);
+        let stmts = split(&text)?;
+        let [stmt] = stmts.as_slice() else {
+            return Err(QueryError::Invalid(
+                "an append flow's query is one statement".into(),
+            ));
+        };
+        let (schema, mut stream) = self.query_stream(stmt)?;
+        let mut out = Vec::new();
+        while let Some(b) = self.next_batch(&mut stream)? {
+            out.push(b);
+        }
+        Ok((schema, out))
+    }
+}

@@ -1,0 +1,105 @@
+//! Append flows (docs/SEMANTICS.md §1.7): their definitions live in their target's source record;
+//! their checkpoints in the target's `WRITE` commits (`append_offset.<flow>`), written with the
+//! rows they account for.
+
+use std::collections::BTreeMap;
+
+use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::Store;
+use crate::error::{Error, Result};
+use crate::format::keys::{self, key};
+use crate::kv::WriteBatch;
+use crate::source::{AppendFlow, SourceRecord};
+
+/// The commit parameter of a `WRITE` by append flow `flow` that says how many rows of its source
+/// it has read.
+pub fn append_offset_parameter(flow: &str) -> String {
+    format!("append_offset.{flow}")
+}
+
+/// The operation of the source commit that created an append flow.
+const CREATE_APPEND_FLOW: &str = "CREATE FLOW";
+
+impl Store {
+    /// Adds append flow `flow` to source table `target` (one commit of the table, operation
+    /// `CREATE FLOW`). Its source must be a source table; its name must be free among all flows.
+    pub fn create_append_flow(&self, target: &str, flow: AppendFlow) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let taken = inner
+            .tables
+            .values()
+            .any(|t| t.flows.iter().any(|f| f.spec.name == flow.name))
+            || inner
+                .sources
+                .values()
+                .any(|s| s.append_flows.iter().any(|f| f.name == flow.name));
+        if taken {
+            return Err(Error::AlreadyExists {
+                kind: "flow",
+                name: flow.name,
+            });
+        }
+        if !inner.sources.contains_key(&flow.source) {
+            return Err(Error::NotFound {
+                kind: "source table",
+                name: flow.source,
+            });
+        }
+        let src = inner
+            .sources
+            .get_mut(target)
+            .ok_or_else(|| Error::NotFound {
+                kind: "source table",
+                name: target.to_string(),
+            })?;
+        let mut flows = src.append_flows.clone();
+        flows.push(flow.clone());
+        let rec = SourceRecord {
+            name: src.name.clone(),
+            columns: src.columns.clone(),
+            origin: src.origin.clone(),
+            append_flows: flows.clone(),
+        };
+        let last = src.history.last();
+        let commit = CommitInfo::bare(
+            last.map_or(0, |c| c.version + 1),
+            now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+            CREATE_APPEND_FLOW,
+            BTreeMap::from([("flow".to_string(), flow.name.clone())]),
+        );
+        let mut b = WriteBatch::default();
+        put_json(&mut b, key(keys::SOURCE, src.id, None, None), &rec)?;
+        put_json(
+            &mut b,
+            key(keys::SOURCE_COMMIT, src.id, Some(commit.version), None),
+            &commit,
+        )?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        let src = inner.sources.get_mut(target).expect("checked");
+        src.append_flows = flows;
+        src.history.push(commit);
+        Ok(())
+    }
+
+    /// The append flows that write to source table `target`.
+    pub fn append_flows(&self, target: &str) -> Result<Vec<AppendFlow>> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(target).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: target.to_string(),
+        })?;
+        Ok(src.append_flows.clone())
+    }
+
+    /// How many rows of its source append flow `flow` has read into `target`, as its last
+    /// `WRITE` says (`None` if it has not run).
+    pub fn append_offset(&self, target: &str, flow: &str) -> Result<Option<u64>> {
+        let param = append_offset_parameter(flow);
+        Ok(self
+            .source_history(target)?
+            .iter()
+            .rev()
+            .find_map(|c| c.parameters.get(&param).and_then(|v| v.parse().ok())))
+    }
+}

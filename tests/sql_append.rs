@@ -1,0 +1,147 @@
+//! Append flows: `CREATE FLOW f AS INSERT [ONCE] INTO t BY NAME SELECT ... FROM STREAM(src)` and
+//! the standalone `CREATE OR REFRESH STREAMING TABLE t AS SELECT ... FROM STREAM(src)`: each run
+//! appends what arrived since the flow's checkpoint, several flows may feed one table, and the
+//! table can be the source of an AUTO CDC flow.
+
+mod common;
+
+use asof::{SqlSession, Store};
+
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (_, mut rows) = common::sql_rows(s, sql);
+    rows.sort();
+    rows
+}
+
+fn cells(v: &[&str]) -> Vec<Option<String>> {
+    v.iter().map(|c| Some(c.to_string())).collect()
+}
+
+const SETUP: &str = "CREATE TABLE orders_eu (id BIGINT, amount BIGINT, seq BIGINT); \
+     CREATE TABLE orders_us (id BIGINT, amount BIGINT, seq BIGINT); \
+     INSERT INTO orders_eu VALUES (1, 10, 1), (2, 20, 1); \
+     INSERT INTO orders_us VALUES (3, 30, 1), (4, 0, 1); \
+     CREATE OR REFRESH STREAMING TABLE all_orders; \
+     CREATE FLOW eu AS INSERT INTO all_orders BY NAME \
+       SELECT id, amount, seq, 'eu' AS region FROM STREAM(orders_eu); \
+     CREATE FLOW us COMMENT 'a backfill' AS INSERT INTO ONCE all_orders BY NAME \
+       SELECT region, id, amount, seq FROM (SELECT *, 'us' AS region FROM STREAM orders_us) WHERE amount > 0";
+
+#[test]
+fn append_flows_feed_one_table_each_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(SETUP).unwrap();
+    let all = "SELECT id, amount, region FROM all_orders";
+    assert_eq!(
+        rows(&mut s, all),
+        [
+            cells(&["1", "10", "eu"]),
+            cells(&["2", "20", "eu"]),
+            cells(&["3", "30", "us"])
+        ]
+    );
+    s.execute("INSERT INTO orders_eu VALUES (5, 50, 1); INSERT INTO orders_us VALUES (6, 60, 1)")
+        .unwrap();
+    drop(s);
+    // A new process: the checkpoints are in the store.
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let out = s.execute("REFRESH STREAMING TABLE all_orders").unwrap();
+    let said = format!("{out:?}");
+    assert!(said.contains("eu: appended 1 rows"), "{said}");
+    assert!(said.contains("us: ran once already"), "{said}");
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM all_orders"),
+        [cells(&["4"])]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM all_orders WHERE id = 5"),
+        [cells(&["5"])]
+    );
+    // Refreshed again with nothing new: nothing is appended.
+    s.execute("REFRESH STREAMING TABLE all_orders").unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM all_orders"),
+        [cells(&["4"])]
+    );
+    // The checkpoint is a parameter of each write.
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY all_orders");
+    let params = names
+        .iter()
+        .position(|n| n == "operationParameters")
+        .unwrap();
+    let text: Vec<String> = history.iter().filter_map(|r| r[params].clone()).collect();
+    assert!(
+        text.iter().any(|p| p.contains("append_offset.eu")),
+        "{text:?}"
+    );
+    // DESCRIBE shows each flow as the statement that creates it.
+    let (_, described) = common::sql_rows(&mut s, "DESCRIBE TABLE EXTENDED all_orders");
+    let flows: Vec<String> = described
+        .iter()
+        .filter(|r| r[0].as_deref() == Some("Flow"))
+        .map(|r| r[1].clone().unwrap())
+        .collect();
+    assert_eq!(
+        flows,
+        [
+            "CREATE FLOW eu AS INSERT INTO all_orders BY NAME \
+               SELECT id, amount, seq, 'eu' AS region FROM STREAM(orders_eu)",
+            "CREATE FLOW us COMMENT 'a backfill' AS INSERT ONCE INTO all_orders BY NAME \
+               SELECT region, id, amount, seq FROM (SELECT *, 'us' AS region FROM STREAM(orders_us)) WHERE amount > 0"
+        ]
+    );
+    // The appended table feeds an AUTO CDC flow.
+    s.execute(
+        "CREATE FLOW latest AS AUTO CDC INTO latest_orders FROM stream(all_orders) KEYS (id) \
+         SEQUENCE BY seq STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM latest_orders"),
+        [cells(&["4"])]
+    );
+}
+
+#[test]
+fn a_streaming_table_defined_by_its_query_appends_what_arrives() {
+    let (_dir, mut s) = {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+        (dir, s)
+    };
+    s.execute(SETUP).unwrap();
+    let create = "CREATE OR REFRESH STREAMING TABLE big AS \
+                  SELECT id, amount * 2 AS doubled FROM STREAM(orders_eu) WHERE amount >= 20";
+    s.execute(create).unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, doubled FROM big"),
+        [cells(&["2", "40"])]
+    );
+    s.execute("INSERT INTO orders_eu VALUES (7, 70, 1), (8, 1, 1)")
+        .unwrap();
+    s.execute(create).unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, doubled FROM big"),
+        [cells(&["2", "40"]), cells(&["7", "140"])]
+    );
+    s.execute(create).unwrap();
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM big"), [cells(&["2"])]);
+    // Another query under the same name is refused.
+    let e = s
+        .execute(&create.replace(">= 20", ">= 30"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another definition"), "{e}");
+    // An append flow into a table nobody declared.
+    let e = s
+        .execute("CREATE FLOW x AS INSERT INTO nowhere BY NAME SELECT * FROM STREAM(orders_eu)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("declare it first"), "{e}");
+    let e = s
+        .execute("CREATE FLOW y AS INSERT INTO big BY NAME SELECT * FROM orders_eu")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("STREAM(source)"), "{e}");
+}
