@@ -12,7 +12,8 @@ use asof_storage::{FlowSpec, MemKv, ScanCursor, ScanSpec, Store, StoredAs};
 
 use crate::error::{QueryError, Result};
 use crate::files::{FileFormat, FileSource};
-use crate::sql::parse::{classify, split};
+use crate::sql::parse::split;
+use crate::sql::statement::classify;
 
 /// The SQL front door's own parsing: statement splitting, the AUTO CDC grammar, `read_files`
 /// arguments, table properties. Returns the number of statements.

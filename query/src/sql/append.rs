@@ -10,7 +10,8 @@ use asof_storage::{append_offset_parameter, AppendFlow};
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::parse::{quote_ident, read_files_args, split, upper, AppendAst};
+use super::parse::{quote_ident, read_files_args, split, upper};
+use super::statement::AppendAst;
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;

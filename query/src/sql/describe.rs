@@ -9,7 +9,7 @@ use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use asof_storage::{ColumnSelection, Condition, FlowSpec, Store, StoredAs};
 
-use super::parse::{Detail, CLUSTER_BY_PROPERTY, COMMENT_PROPERTY, PARTITIONED_BY_PROPERTY};
+use super::statement::{Detail, CLUSTER_BY_PROPERTY, COMMENT_PROPERTY, PARTITIONED_BY_PROPERTY};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::Result;
 

@@ -4,11 +4,10 @@
 
 use arrow::datatypes::SchemaRef;
 use asof_storage::{ColumnSelection, Condition, FlowSpec, StoredAs};
-use datafusion::common::TableReference;
 use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 use super::parse::{self, expr_sql, Cols, FlowAst, Source};
-use super::{df, names, Declared, Output, SqlSession};
+use super::{names, Declared, Output, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
@@ -196,22 +195,9 @@ impl SqlSession {
         };
         let scratch = format!("__asof_declare_{table}");
         let ddl = format!("CREATE TABLE {} ({columns})", parse::quote_ident(&scratch));
-        self.runtime
-            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
-            .map_err(|e| {
-                QueryError::Invalid(format!("the columns of streaming table `{table}`: {e}"))
-            })?;
-        let provider = self
-            .runtime
-            .block_on(
-                self.ctx
-                    .table_provider(TableReference::bare(scratch.as_str())),
-            )
-            .map_err(df)?;
-        self.ctx
-            .deregister_table(TableReference::bare(scratch.as_str()))
-            .map_err(df)?;
-        Ok(Some(provider.schema()))
+        self.ddl_schema(&ddl, &scratch).map(Some).map_err(|e| {
+            QueryError::Invalid(format!("the columns of streaming table `{table}`: {e}"))
+        })
     }
 
     /// Creates the hidden source table of a `read_files` flow and loads the files into it.

@@ -18,6 +18,7 @@ mod period;
 mod provider;
 mod rewrite;
 mod script;
+pub(crate) mod statement;
 mod tables;
 
 use std::collections::BTreeMap;
@@ -33,10 +34,11 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use crate::error::{QueryError, Result};
 use crate::scan::TimeSelection;
 pub use options::{ExternalAccess, SessionOptions};
-use parse::{classify, split, upper, FlowAst, Kind, Source, Stmt};
+use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
 pub use script::{ScriptError, Steps};
+use statement::{classify, Kind};
 
 /// What one statement produced.
 #[derive(Debug)]

@@ -1,8 +1,6 @@
-//! The AUTO CDC dialect: statement splitting, classification, and the flow grammar of Databricks
-//! (`CREATE FLOW ... AS AUTO CDC INTO ...`, `CREATE OR REFRESH STREAMING TABLE`, `REFRESH STREAMING
-//! TABLE`). Everything else is plain SQL for DataFusion.
-
-use std::collections::BTreeMap;
+//! The AUTO CDC dialect's pieces: statement splitting, the token cursor, and the flow grammar of
+//! Databricks (`... AUTO CDC INTO t FROM stream(s) KEYS (...) ...`). [`super::statement`] says
+//! what each statement is with them.
 
 use sqlparser::dialect::DatabricksDialect;
 use sqlparser::tokenizer::{Token, TokenWithSpan, Tokenizer};
@@ -47,7 +45,7 @@ pub(crate) fn upper(t: &Token) -> String {
     }
 }
 
-fn syntax(t: Option<&TokenWithSpan>, msg: impl std::fmt::Display) -> QueryError {
+pub(super) fn syntax(t: Option<&TokenWithSpan>, msg: impl std::fmt::Display) -> QueryError {
     match t {
         Some(t) => QueryError::Invalid(format!(
             "syntax error at line {}, column {}: {msg} (found `{}`)",
@@ -55,67 +53,6 @@ fn syntax(t: Option<&TokenWithSpan>, msg: impl std::fmt::Display) -> QueryError 
         )),
         None => QueryError::Invalid(format!("syntax error at the end of the statement: {msg}")),
     }
-}
-
-/// `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`, as tokens.
-fn expectation(el: &[&TokenWithSpan], all: &[TokenWithSpan]) -> Result<asof_storage::Expectation> {
-    use asof_storage::{Expectation, OnViolation};
-    let at = |i: usize| el.get(i).map(|t| upper(&t.token)).unwrap_or_default();
-    let bad = |i: usize, msg: &str| syntax(el.get(i).or(el.last()).copied(), msg);
-    let name = match el.get(1).map(|t| &t.token) {
-        Some(Token::Word(w)) => w.value.clone(),
-        _ => return Err(bad(1, "CONSTRAINT needs a name")),
-    };
-    if at(2) != "EXPECT" || el.get(3).map(|t| &t.token) != Some(&Token::LParen) {
-        return Err(bad(
-            2,
-            "expected EXPECT (condition) after the constraint's name",
-        ));
-    }
-    // The condition: the statement's own text between the parentheses.
-    let mut depth = 0;
-    let mut close = None;
-    for (i, t) in el.iter().enumerate().skip(3) {
-        match t.token {
-            Token::LParen => depth += 1,
-            Token::RParen => {
-                depth -= 1;
-                if depth == 0 {
-                    close = Some(i);
-                    break;
-                }
-            }
-            _ => {}
-        }
-    }
-    let close = close.ok_or_else(|| bad(3, "the condition's `)` is missing"))?;
-    let pos = |t: &TokenWithSpan| all.iter().position(|u| std::ptr::eq(u, t)).expect("own");
-    let condition: String = all[pos(el[3]) + 1..pos(el[close])]
-        .iter()
-        .map(|t| t.token.to_string())
-        .collect::<String>()
-        .trim()
-        .to_string();
-    if condition.is_empty() {
-        return Err(bad(3, "the condition is empty"));
-    }
-    let rest: Vec<String> = (close + 1..el.len()).map(at).collect();
-    let on_violation = match rest.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
-        [] => OnViolation::Warn,
-        ["ON", "VIOLATION", "DROP", "ROW"] => OnViolation::DropRow,
-        ["ON", "VIOLATION", "FAIL", "UPDATE"] => OnViolation::FailUpdate,
-        _ => {
-            return Err(bad(
-                close + 1,
-                "expected ON VIOLATION DROP ROW, ON VIOLATION FAIL UPDATE or nothing after the condition",
-            ))
-        }
-    };
-    Ok(Expectation {
-        name,
-        condition,
-        on_violation,
-    })
 }
 
 /// Splits a script into statements at `;`.
@@ -176,81 +113,9 @@ pub(crate) struct FlowAst {
     pub comment: Option<String>,
 }
 
-/// The table property that holds a streaming table's `COMMENT`.
-pub(crate) const COMMENT_PROPERTY: &str = "comment";
-/// The table property that holds a streaming table's `CLUSTER BY` columns (or `AUTO`), comma
-/// separated: stored and shown, not used to order storage (rows are ordered by key).
-pub(crate) const CLUSTER_BY_PROPERTY: &str = "asof.clusterBy";
-/// The table property that holds a streaming table's `PARTITIONED BY` columns, comma separated:
-/// stored and shown; asof does not partition.
-pub(crate) const PARTITIONED_BY_PROPERTY: &str = "asof.partitionedBy";
-
-/// Whether `DESCRIBE` shows the detailed section (`EXTENDED`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Detail {
-    Columns,
-    Extended,
-}
-
-/// An append flow as written: `CREATE FLOW name [COMMENT '...'] AS INSERT [ONCE] INTO target BY
-/// NAME query` (the docs also write `INSERT INTO ONCE`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct AppendAst {
-    pub name: String,
-    pub target: String,
-    pub once: bool,
-    pub comment: Option<String>,
-    /// The query's text, `STREAM(source)` and all.
-    pub query: String,
-}
-
-/// What a statement is.
-#[derive(Debug)]
-pub(crate) enum Kind {
-    /// `CREATE [OR REFRESH] STREAMING TABLE t [(schema)]`, with the standalone flow if any.
-    StreamingTable {
-        name: String,
-        /// The declared column list, as SQL text (`a INT, b STRING`).
-        schema: Option<String>,
-        /// The declared expectations (`CONSTRAINT name EXPECT (cond) ...`).
-        expectations: Vec<asof_storage::Expectation>,
-        /// `TBLPROPERTIES ('k' = 'v', ...)`.
-        properties: BTreeMap<String, String>,
-        flow: Option<FlowAst>,
-        /// `AS query`: a standalone streaming table, filled by an append flow of its name.
-        query: Option<String>,
-    },
-    /// `ALTER [STREAMING] TABLE t SET TBLPROPERTIES (...)`.
-    SetProperties {
-        name: String,
-        properties: BTreeMap<String, String>,
-    },
-    /// `DESCRIBE HISTORY t`.
-    DescribeHistory(String),
-    /// `SHOW TBLPROPERTIES t [('key')]`.
-    ShowProperties { name: String, key: Option<String> },
-    /// `DESCRIBE [TABLE] [EXTENDED] t` (`DESC` too).
-    Describe { name: String, detail: Detail },
-    /// `DROP STREAMING TABLE [IF EXISTS] t`.
-    DropStreamingTable { name: String, if_exists: bool },
-    /// `VACUUM t [RETAIN n HOURS]`.
-    Vacuum {
-        name: String,
-        retain_hours: Option<f64>,
-    },
-    /// `CREATE FLOW f AS AUTO CDC ...`.
-    Flow(FlowAst),
-    /// `CREATE FLOW f AS INSERT [ONCE] INTO t BY NAME query`.
-    AppendFlow(AppendAst),
-    /// `REFRESH STREAMING TABLE t [FULL]`.
-    Refresh { name: String, full: bool },
-    /// Anything else: SQL for DataFusion.
-    Sql,
-}
-
-struct P<'a> {
-    toks: Vec<&'a TokenWithSpan>,
-    i: usize,
+pub(super) struct P<'a> {
+    pub toks: Vec<&'a TokenWithSpan>,
+    pub i: usize,
 }
 
 const CLAUSES: &[&str] = &[
@@ -258,18 +123,18 @@ const CLAUSES: &[&str] = &[
 ];
 
 impl<'a> P<'a> {
-    fn peek(&self) -> Option<&'a TokenWithSpan> {
+    pub fn peek(&self) -> Option<&'a TokenWithSpan> {
         self.toks.get(self.i).copied()
     }
-    fn peek_upper(&self) -> Option<String> {
+    pub fn peek_upper(&self) -> Option<String> {
         self.peek().map(|t| upper(&t.token))
     }
-    fn next(&mut self) -> Option<&'a TokenWithSpan> {
+    pub fn next(&mut self) -> Option<&'a TokenWithSpan> {
         let t = self.peek();
         self.i += 1;
         t
     }
-    fn eat(&mut self, kw: &str) -> bool {
+    pub fn eat(&mut self, kw: &str) -> bool {
         if self.peek_upper().as_deref() == Some(kw) {
             self.i += 1;
             true
@@ -277,14 +142,14 @@ impl<'a> P<'a> {
             false
         }
     }
-    fn expect(&mut self, kw: &str) -> Result<()> {
+    pub fn expect(&mut self, kw: &str) -> Result<()> {
         if self.eat(kw) {
             Ok(())
         } else {
             Err(syntax(self.peek(), format!("expected {kw}")))
         }
     }
-    fn ident(&mut self, what: &str) -> Result<String> {
+    pub fn ident(&mut self, what: &str) -> Result<String> {
         match self.next() {
             Some(TokenWithSpan {
                 token: Token::Word(w),
@@ -308,14 +173,14 @@ impl<'a> P<'a> {
         }
     }
     /// The end of the statement.
-    fn end(&self) -> Result<()> {
+    pub fn end(&self) -> Result<()> {
         match self.peek() {
             Some(t) => Err(syntax(Some(t), "expected the end of the statement")),
             None => Ok(()),
         }
     }
     /// A string in single or double quotes.
-    fn quoted(&mut self, what: &str) -> Result<String> {
+    pub fn quoted(&mut self, what: &str) -> Result<String> {
         match self.next() {
             Some(TokenWithSpan {
                 token: Token::SingleQuotedString(s) | Token::DoubleQuotedString(s),
@@ -324,7 +189,7 @@ impl<'a> P<'a> {
             t => Err(syntax(t, format!("expected {what} in quotes"))),
         }
     }
-    fn ident_list(&mut self, what: &str) -> Result<Vec<String>> {
+    pub fn ident_list(&mut self, what: &str) -> Result<Vec<String>> {
         if self.peek().is_none_or(|t| t.token != Token::LParen) {
             return Err(syntax(self.peek(), "expected `(`"));
         }
@@ -345,7 +210,7 @@ impl<'a> P<'a> {
         }
     }
     /// `(a, b)` or `* EXCEPT (a, b)` (or a bare `*`).
-    fn cols(&mut self) -> Result<Cols> {
+    pub fn cols(&mut self) -> Result<Cols> {
         if self.peek().is_some_and(|t| t.token == Token::Mul) {
             self.i += 1;
             if self.eat("EXCEPT") {
@@ -356,7 +221,7 @@ impl<'a> P<'a> {
         Ok(Cols::Only(self.ident_list("a column")?))
     }
     /// The tokens of an expression, up to the next clause keyword at depth 0.
-    fn expr(&mut self, all: &'a [TokenWithSpan]) -> Result<Vec<TokenWithSpan>> {
+    pub fn expr(&mut self, all: &'a [TokenWithSpan]) -> Result<Vec<TokenWithSpan>> {
         let start = self.i;
         let mut depth = 0i32;
         while let Some(t) = self.peek() {
@@ -385,355 +250,12 @@ impl<'a> P<'a> {
     }
 }
 
-/// Classifies a statement and parses the AUTO CDC forms.
-pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
-    let head = stmt.head(5);
-    let h: Vec<&str> = head.iter().map(String::as_str).collect();
-    let mut p = P {
-        toks: stmt.words(),
-        i: 0,
-    };
-    match h.as_slice() {
-        ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"]
-        | ["CREATE", "STREAMING", "TABLE", ..] => {
-            p.eat("CREATE");
-            if p.eat("OR") {
-                p.expect("REFRESH")?;
-            }
-            p.expect("STREAMING")?;
-            p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
-            // An optional schema: the target's columns come from its flow, which is checked
-            // against it.
-            // Its elements are columns and expectations (`CONSTRAINT name EXPECT (cond) [ON
-            // VIOLATION DROP ROW | FAIL UPDATE]`).
-            let mut schema = None;
-            let mut expectations = Vec::new();
-            if p.peek().is_some_and(|t| t.token == Token::LParen) {
-                let mut depth = 0;
-                let mut elements: Vec<Vec<&TokenWithSpan>> = vec![Vec::new()];
-                while let Some(t) = p.next() {
-                    match t.token {
-                        Token::LParen => depth += 1,
-                        Token::RParen => {
-                            depth -= 1;
-                            if depth == 0 {
-                                break;
-                            }
-                        }
-                        Token::Comma if depth == 1 => {
-                            elements.push(Vec::new());
-                            continue;
-                        }
-                        _ => {}
-                    }
-                    if depth > 1 || !matches!(t.token, Token::LParen) {
-                        elements.last_mut().expect("one").push(t);
-                    }
-                }
-                let mut columns = Vec::new();
-                for el in elements.into_iter().filter(|e| !e.is_empty()) {
-                    if upper(&el[0].token) == "CONSTRAINT" {
-                        expectations.push(expectation(&el, &stmt.tokens)?);
-                    } else {
-                        columns.push(
-                            el.iter()
-                                .map(|t| t.token.to_string())
-                                .collect::<Vec<_>>()
-                                .join(" "),
-                        );
-                    }
-                }
-                if !columns.is_empty() {
-                    schema = Some(columns.join(", "));
-                }
-                for (i, e) in expectations.iter().enumerate() {
-                    if expectations[..i].iter().any(|o| o.name == e.name) {
-                        return Err(QueryError::Invalid(format!(
-                            "streaming table `{name}` declares CONSTRAINT `{}` twice",
-                            e.name
-                        )));
-                    }
-                }
-            }
-            let mut properties = BTreeMap::new();
-            loop {
-                if p.eat("TBLPROPERTIES") {
-                    properties.extend(property_list(&mut p)?);
-                } else if p.eat("COMMENT") {
-                    properties.insert(COMMENT_PROPERTY.to_string(), p.quoted("the comment")?);
-                } else if p.eat("CLUSTER") {
-                    p.expect("BY")?;
-                    let cols = if p.eat("AUTO") {
-                        "AUTO".to_string()
-                    } else {
-                        p.ident_list("a column")?.join(",")
-                    };
-                    properties.insert(CLUSTER_BY_PROPERTY.to_string(), cols);
-                } else if p.eat("PARTITIONED") {
-                    p.expect("BY")?;
-                    let cols = p.ident_list("a column")?.join(",");
-                    properties.insert(PARTITIONED_BY_PROPERTY.to_string(), cols);
-                } else {
-                    break;
-                }
-            }
-            let query = if p.eat("AS") {
-                let first = p
-                    .peek()
-                    .ok_or_else(|| syntax(None, "expected a query after AS"))?;
-                p.i = p.toks.len();
-                Some(text_from(&stmt.tokens, first))
-            } else {
-                None
-            };
-            let flow = if query.is_none() && p.eat("FLOW") {
-                p.expect("AUTO")?;
-                p.expect("CDC")?;
-                let mut ast = FlowAst {
-                    name: name.clone(),
-                    target: name.clone(),
-                    ..Default::default()
-                };
-                flow_body(&mut p, &stmt.tokens, &mut ast)?;
-                Some(ast)
-            } else {
-                None
-            };
-            if let Some(t) = p.peek() {
-                return Err(syntax(Some(t), "unexpected text after the streaming table"));
-            }
-            Ok(Kind::StreamingTable {
-                name,
-                schema,
-                expectations,
-                properties,
-                flow,
-                query,
-            })
-        }
-        ["CREATE", "FLOW", ..] => {
-            p.i = 2;
-            let name = p.ident("a flow name")?;
-            let comment = if p.eat("COMMENT") {
-                Some(p.quoted("the comment")?)
-            } else {
-                None
-            };
-            p.expect("AS")?;
-            if p.eat("INSERT") {
-                let mut once = p.eat("ONCE");
-                p.expect("INTO")?;
-                once |= p.eat("ONCE");
-                let target = p.ident("a target table")?;
-                p.expect("BY")?;
-                p.expect("NAME")?;
-                let first = p
-                    .peek()
-                    .ok_or_else(|| syntax(None, "expected a query after BY NAME"))?;
-                return Ok(Kind::AppendFlow(AppendAst {
-                    name,
-                    target,
-                    once,
-                    comment,
-                    query: text_from(&stmt.tokens, first),
-                }));
-            }
-            p.expect("AUTO")?;
-            p.expect("CDC")?;
-            let once = p.eat("ONCE");
-            p.expect("INTO")?;
-            let target = p.ident("a target table")?;
-            let mut ast = FlowAst {
-                name,
-                target,
-                once,
-                comment,
-                ..Default::default()
-            };
-            flow_body(&mut p, &stmt.tokens, &mut ast)?;
-            Ok(Kind::Flow(ast))
-        }
-        ["REFRESH", "STREAMING", "TABLE", ..] | ["REFRESH", "TABLE", ..] => {
-            p.eat("REFRESH");
-            p.eat("STREAMING");
-            p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
-            let full = p.eat("FULL");
-            if let Some(t) = p.peek() {
-                return Err(syntax(Some(t), "expected the end of the statement"));
-            }
-            Ok(Kind::Refresh { name, full })
-        }
-        ["ALTER", "STREAMING", "TABLE", ..] | ["ALTER", "TABLE", ..] => {
-            p.eat("ALTER");
-            p.eat("STREAMING");
-            p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
-            p.expect("SET")?;
-            p.expect("TBLPROPERTIES")?;
-            let properties = property_list(&mut p)?;
-            if let Some(t) = p.peek() {
-                return Err(syntax(Some(t), "expected the end of the statement"));
-            }
-            Ok(Kind::SetProperties { name, properties })
-        }
-        ["DESCRIBE", "HISTORY", ..] => {
-            p.i = 2;
-            let name = p.ident("a table name")?;
-            p.end()?;
-            Ok(Kind::DescribeHistory(name))
-        }
-        ["SHOW", "TBLPROPERTIES", ..] => {
-            p.i = 2;
-            let name = p.ident("a table name")?;
-            let key = if p.peek().is_some_and(|t| t.token == Token::LParen) {
-                p.i += 1;
-                let key = match p.peek().map(|t| &t.token) {
-                    Some(Token::Word(_)) => {
-                        // A bare dotted name: pipelines.cdc.x
-                        let mut k = String::new();
-                        while let Some(t) = p.peek() {
-                            match &t.token {
-                                Token::Word(w) => k.push_str(&w.value),
-                                Token::Period => k.push('.'),
-                                _ => break,
-                            }
-                            p.i += 1;
-                        }
-                        k
-                    }
-                    _ => p.quoted("a property name")?,
-                };
-                match p.next() {
-                    Some(TokenWithSpan {
-                        token: Token::RParen,
-                        ..
-                    }) => {}
-                    t => return Err(syntax(t, "expected `)`")),
-                }
-                Some(key)
-            } else {
-                None
-            };
-            p.end()?;
-            Ok(Kind::ShowProperties { name, key })
-        }
-        ["DESCRIBE" | "DESC", ..] => {
-            p.i = 1;
-            p.eat("TABLE");
-            let detail = if p.eat("EXTENDED") {
-                Detail::Extended
-            } else {
-                Detail::Columns
-            };
-            let name = p.ident("a table name")?;
-            if p.peek().is_some() {
-                // `DESCRIBE t col` and the like: DataFusion's.
-                return Ok(Kind::Sql);
-            }
-            Ok(Kind::Describe { name, detail })
-        }
-        ["DROP", "STREAMING", "TABLE", ..] => {
-            p.i = 3;
-            let if_exists = p.eat("IF");
-            if if_exists {
-                p.expect("EXISTS")?;
-            }
-            let name = p.ident("a table name")?;
-            p.end()?;
-            Ok(Kind::DropStreamingTable { name, if_exists })
-        }
-        ["VACUUM", ..] => {
-            /// A hundred thousand years: any longer keeps everything anyway.
-            const MAX_RETAIN_HOURS: f64 = 876_000_000.0;
-            p.i = 1;
-            let name = p.ident("a table name")?;
-            let retain_hours = if p.eat("RETAIN") {
-                let n = match p.next() {
-                    Some(TokenWithSpan {
-                        token: Token::Number(n, _),
-                        ..
-                    }) => n
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|h| (0.0..=MAX_RETAIN_HOURS).contains(h)),
-                    _ => None,
-                };
-                let Some(n) = n else {
-                    return Err(syntax(
-                        p.toks.get(p.i - 1).copied(),
-                        format!("RETAIN takes a number of hours, from 0 to {MAX_RETAIN_HOURS}"),
-                    ));
-                };
-                p.expect("HOURS")?;
-                Some(n)
-            } else {
-                None
-            };
-            if let Some(t) = p.peek() {
-                return Err(syntax(
-                    Some(t),
-                    "expected RETAIN n HOURS or the end of the statement",
-                ));
-            }
-            Ok(Kind::Vacuum { name, retain_hours })
-        }
-        _ => Ok(Kind::Sql),
-    }
-}
-
-/// `('key' = 'value', ...)`: keys and values are quoted strings (or bare words and numbers).
-fn property_list(p: &mut P<'_>) -> Result<BTreeMap<String, String>> {
-    let text = |t: Option<&TokenWithSpan>| match t.map(|t| &t.token) {
-        Some(Token::SingleQuotedString(s)) | Some(Token::DoubleQuotedString(s)) => Some(s.clone()),
-        Some(Token::Number(n, _)) => Some(n.clone()),
-        Some(Token::Word(w)) => Some(w.value.clone()),
-        _ => None,
-    };
-    match p.next() {
-        Some(TokenWithSpan {
-            token: Token::LParen,
-            ..
-        }) => {}
-        t => return Err(syntax(t, "expected `(` and the properties")),
-    }
-    let mut out = BTreeMap::new();
-    loop {
-        let k = text(p.peek()).ok_or_else(|| syntax(p.peek(), "expected a property name"))?;
-        p.i += 1;
-        // Dotted names may come as words and dots: pipelines.cdc.x
-        let mut k = k;
-        while p.peek().is_some_and(|t| t.token == Token::Period) {
-            p.i += 1;
-            k.push('.');
-            k.push_str(&text(p.next()).ok_or_else(|| syntax(p.peek(), "expected a name part"))?);
-        }
-        match p.next() {
-            Some(TokenWithSpan {
-                token: Token::Eq, ..
-            }) => {}
-            t => return Err(syntax(t, "expected `=` after the property name")),
-        }
-        let v = text(p.peek()).ok_or_else(|| syntax(p.peek(), "expected a property value"))?;
-        p.i += 1;
-        out.insert(k, v);
-        match p.next() {
-            Some(TokenWithSpan {
-                token: Token::Comma,
-                ..
-            }) => {}
-            Some(TokenWithSpan {
-                token: Token::RParen,
-                ..
-            }) => return Ok(out),
-            t => return Err(syntax(t, "expected `,` or `)` in the properties")),
-        }
-    }
-}
-
 /// `FROM source KEYS (...) clauses...`
-fn flow_body<'a>(p: &mut P<'a>, all: &'a [TokenWithSpan], ast: &mut FlowAst) -> Result<()> {
+pub(super) fn flow_body<'a>(
+    p: &mut P<'a>,
+    all: &'a [TokenWithSpan],
+    ast: &mut FlowAst,
+) -> Result<()> {
     p.expect("FROM")?;
     ast.source = Some(source(p)?);
     while let Some(t) = p.peek() {
@@ -897,7 +419,7 @@ pub(crate) fn read_files_args(
 }
 
 /// The text of `all` from token `first` (one of them) to the end.
-fn text_from(all: &[TokenWithSpan], first: &TokenWithSpan) -> String {
+pub(super) fn text_from_token(all: &[TokenWithSpan], first: &TokenWithSpan) -> String {
     let at = all
         .iter()
         .position(|t| std::ptr::eq(t, first))
@@ -922,70 +444,4 @@ pub(crate) fn expr_sql(tokens: &[TokenWithSpan], columns: &[String]) -> String {
             other => other.to_string(),
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_reference_flow() {
-        let sql = std::fs::read_to_string(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../tests/data/seed_bitemporal/flow.sql"
-        ))
-        .unwrap();
-        let stmts = split(&sql).unwrap();
-        assert_eq!(stmts.len(), 2);
-        assert!(
-            matches!(classify(&stmts[0]).unwrap(), Kind::StreamingTable { ref name, flow: None, .. } if name == "company_points")
-        );
-        let Kind::Flow(f) = classify(&stmts[1]).unwrap() else {
-            panic!("a flow")
-        };
-        assert_eq!(
-            (f.name.as_str(), f.target.as_str()),
-            ("company_points_cdc", "company_points")
-        );
-        assert_eq!(f.source, Some(Source::Table("company_events".into())));
-        assert_eq!(f.keys, ["CompanyId"]);
-        assert_eq!(f.sequence_by, ["business_time"]);
-        assert_eq!(f.system_sequence_by.as_deref(), Some("system_time"));
-        assert_eq!(f.stored_as.as_deref(), Some("BITEMPORAL"));
-        assert_eq!(
-            f.columns,
-            Some(Cols::Except(vec![
-                "business_time".into(),
-                "system_time".into(),
-                "operation".into()
-            ]))
-        );
-        assert_eq!(
-            expr_sql(&f.delete_when.unwrap(), &[]),
-            "operation = 'DELETE'"
-        );
-    }
-
-    #[test]
-    fn double_quoted_literals_and_errors_with_positions() {
-        let stmts = split("CREATE FLOW f AS AUTO CDC INTO t FROM STREAM s KEYS (id) APPLY AS DELETE WHEN op = \"D\" AND (x > 1) SEQUENCE BY STRUCT(a, b) STORED AS SCD TYPE 2").unwrap();
-        let Kind::Flow(f) = classify(&stmts[0]).unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            expr_sql(&f.delete_when.unwrap(), &["x".into()]),
-            "op = 'D' AND (x > 1)"
-        );
-        assert_eq!(f.sequence_by, ["a", "b"]);
-        assert_eq!(f.stored_as.as_deref(), Some("SCD2"));
-        let e = classify(&split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS id").unwrap()[0])
-            .unwrap_err();
-        assert!(e.to_string().contains("line 1, column 46"), "{e}");
-        let e = classify(
-            &split("CREATE FLOW f AS AUTO CDC INTO t FROM s KEYS (id) STORED AS SCD TYPE 3")
-                .unwrap()[0],
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("SCD TYPE 1 or SCD TYPE 2"), "{e}");
-    }
 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
@@ -90,21 +91,23 @@ impl SqlSession {
             &parse::quote_ident(&scratch),
             1,
         );
+        let schema = self.ddl_schema(&ddl, &scratch)?;
+        self.store.create_source(&name, &schema)?;
+        Ok(Output::Done(format!("table {name} created")))
+    }
+
+    /// The columns of `ddl`, a `CREATE TABLE scratch (...)` that DataFusion reads (and forgets).
+    pub(super) fn ddl_schema(&mut self, ddl: &str, scratch: &str) -> Result<SchemaRef> {
         self.runtime
-            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
+            .block_on(async { self.ctx.sql(ddl).await?.collect().await })
             .map_err(df)?;
+        let scratch = TableReference::bare(scratch);
         let provider = self
             .runtime
-            .block_on(
-                self.ctx
-                    .table_provider(TableReference::bare(scratch.as_str())),
-            )
+            .block_on(self.ctx.table_provider(scratch.clone()))
             .map_err(df)?;
-        self.ctx
-            .deregister_table(TableReference::bare(scratch.as_str()))
-            .map_err(df)?;
-        self.store.create_source(&name, &provider.schema())?;
-        Ok(Output::Done(format!("table {name} created")))
+        self.ctx.deregister_table(scratch).map_err(df)?;
+        Ok(provider.schema())
     }
 
     /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
