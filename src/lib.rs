@@ -71,8 +71,8 @@ pub use asof_storage::{
     ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition, ConditionEvaluator, Error,
     Expectation, Flow, FlowBuilder, FlowError, FlowSpec, KeySpan, KvPair, KvStore, ManifestCheck,
     OnClose, OnViolation, OpenMode, Progress, RetentionCheck, SledKv, SourceColumn, SourceWrite,
-    Store, StoreOptions, StoredAs, TableOptions, TableSchema, TimeUnit, VacuumReport, Value,
-    Values, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
+    Store, StoreOptions, StoredAs, StreamRead, TableOptions, TableSchema, TimeUnit, VacuumReport,
+    Value, Values, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
     MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
     SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

@@ -145,3 +145,60 @@ fn a_streaming_table_defined_by_its_query_appends_what_arrives() {
         .to_string();
     assert!(e.contains("STREAM(source)"), "{e}");
 }
+
+#[test]
+fn a_flow_reads_a_tables_change_feed_from_its_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, v STRING, seq BIGINT); \
+         INSERT INTO ev VALUES (1, 'a', 1), (2, 'b', 1); \
+         CREATE FLOW s AS AUTO CDC INTO silver FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           STORED AS SCD TYPE 1; \
+         CREATE OR REFRESH STREAMING TABLE silver_changes AS \
+           SELECT id, v, _change_type, _commit_version FROM STREAM(silver) \
+           WITH (readChangeFeed = true)",
+    )
+    .unwrap();
+    let changes = "SELECT id, v, _change_type, _commit_version FROM silver_changes";
+    assert_eq!(
+        rows(&mut s, changes),
+        [
+            cells(&["1", "a", "insert", "1"]),
+            cells(&["2", "b", "insert", "1"])
+        ]
+    );
+    s.execute("INSERT INTO ev VALUES (1, 'a2', 2); REFRESH STREAMING TABLE silver")
+        .unwrap();
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute("REFRESH STREAMING TABLE silver_changes").unwrap();
+    s.execute("REFRESH STREAMING TABLE silver_changes").unwrap();
+    assert_eq!(
+        rows(&mut s, changes),
+        [
+            cells(&["1", "a", "insert", "1"]),
+            cells(&["1", "a", "update_preimage", "2"]),
+            cells(&["1", "a2", "update_postimage", "2"]),
+            cells(&["2", "b", "insert", "1"])
+        ]
+    );
+    // Starting at a later version reads from there.
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE late_changes AS SELECT id, _change_type \
+         FROM STREAM(silver) WITH (readChangeFeed = true, startingVersion = 2)",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM late_changes"),
+        [
+            cells(&["1", "update_postimage"]),
+            cells(&["1", "update_preimage"])
+        ]
+    );
+    let e = s
+        .execute("CREATE OR REFRESH STREAMING TABLE x AS SELECT * FROM STREAM(silver) WITH (skipChangeCommits = true)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("readChangeFeed"), "{e}");
+}

@@ -27,6 +27,26 @@ pub(crate) struct SourceRecord {
     pub append_flows: Vec<AppendFlow>,
 }
 
+/// What an append flow reads of the table it streams from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum StreamRead {
+    /// The rows appended to a source table; the checkpoint counts rows.
+    #[default]
+    Rows,
+    /// The change feed of a target table (`STREAM(t) WITH (readChangeFeed = true)`), from commit
+    /// `starting_version` on; the checkpoint is the next commit to read.
+    ChangeFeed {
+        /// The first commit read (`startingVersion`).
+        starting_version: u64,
+    },
+}
+
+impl StreamRead {
+    fn is_rows(&self) -> bool {
+        *self == StreamRead::Rows
+    }
+}
+
 /// An append flow (`CREATE FLOW f AS INSERT INTO t BY NAME query`, or the query of a standalone
 /// `CREATE STREAMING TABLE t AS query`): each refresh appends to its table `query`'s rows over
 /// what its source received since the flow's checkpoint. The query is the SQL layer's, opaque
@@ -36,8 +56,11 @@ pub(crate) struct SourceRecord {
 pub struct AppendFlow {
     /// The flow's name (unique among all flows of the store).
     pub name: String,
-    /// The source table it streams from.
+    /// The table it streams from: a source table, or a target whose change feed it reads.
     pub source: String,
+    /// What it reads of its source.
+    #[serde(default, skip_serializing_if = "StreamRead::is_rows")]
+    pub reads: StreamRead,
     /// What it appends, in the SQL layer's words.
     pub query: String,
     /// `INSERT ONCE`: runs until it has appended once.

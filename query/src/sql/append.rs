@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use asof_storage::{append_offset_parameter, AppendFlow};
+use asof_storage::{append_offset_parameter, AppendFlow, StreamRead};
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -15,6 +15,7 @@ use super::statement::AppendAst;
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
+use crate::scan::ChangeBound;
 
 /// Where a query's `STREAM ...` is in its text, replaced by this identifier.
 const STREAM_MARK: &str = "__asof_stream";
@@ -23,6 +24,11 @@ const STREAM_MARK: &str = "__asof_stream";
 enum StreamFrom {
     Table(String),
     Files(FileSource),
+    /// `STREAM(t) WITH (readChangeFeed = true [, startingVersion = n])`.
+    ChangeFeed {
+        table: String,
+        starting_version: u64,
+    },
 }
 
 /// The source a query's `STREAM ...` names, and the query with it replaced by [`STREAM_MARK`].
@@ -67,6 +73,33 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
         }
         end += 1;
     }
+    let with = word(end) == "WITH" && words.get(end + 1).is_some_and(|t| t.token == Token::LParen);
+    let from = if with {
+        let (options, next) = stream_options(&words, end + 2)?;
+        end = next;
+        match (from, options.get("readchangefeed").map(String::as_str)) {
+            (StreamFrom::Table(table), Some("true")) => StreamFrom::ChangeFeed {
+                table,
+                starting_version: match options.get("startingversion") {
+                    Some(v) => v.parse().map_err(|_| {
+                        QueryError::Invalid(format!(
+                            "startingVersion takes a commit version, not `{v}`"
+                        ))
+                    })?,
+                    None => 0,
+                },
+            },
+            (from, None | Some("false")) if options.keys().all(|k| k == "readchangefeed") => from,
+            _ => {
+                return Err(QueryError::Invalid(format!(
+                    "STREAM(t) WITH takes readChangeFeed = true and startingVersion = n, not {:?}",
+                    options.keys().collect::<Vec<_>>()
+                )))
+            }
+        }
+    } else {
+        from
+    };
     let pos = |t: &TokenWithSpan| {
         stmt.tokens
             .iter()
@@ -84,6 +117,21 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
     Ok((from, marked))
 }
 
+/// The change feed of `table` from commit `from` to `to`, as `table_changes` gives it.
+fn change_feed(
+    store: &asof_storage::Store,
+    table: &str,
+    from: u64,
+    to: u64,
+) -> Result<(arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>)> {
+    crate::scan::table_changes(
+        store,
+        table,
+        &ChangeBound::Version(from),
+        Some(&ChangeBound::Version(to)),
+    )
+}
+
 /// The statement that creates append flow `f` of `target`.
 pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
     let mut s = format!("CREATE FLOW {}", f.name);
@@ -91,10 +139,48 @@ pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
         s += &format!(" COMMENT '{}'", c.replace('\'', "''"));
     }
     let once = if f.once { " ONCE" } else { "" };
-    let query = f
-        .query
-        .replacen(STREAM_MARK, &format!("STREAM({})", f.source), 1);
+    let stream = match f.reads {
+        StreamRead::Rows => format!("STREAM({})", f.source),
+        StreamRead::ChangeFeed { starting_version } => format!(
+            "STREAM({}) WITH (readChangeFeed = true, startingVersion = {starting_version})",
+            f.source
+        ),
+    };
+    let query = f.query.replacen(STREAM_MARK, &stream, 1);
     s + &format!(" AS INSERT{once} INTO {target} BY NAME {query}")
+}
+
+/// `name = value, ...)` from `i` (just after `WITH (`): the options by lower-case name, and the
+/// index after the `)`.
+fn stream_options(
+    words: &[&TokenWithSpan],
+    mut i: usize,
+) -> Result<(std::collections::BTreeMap<String, String>, usize)> {
+    let bad = || QueryError::Invalid("STREAM(t) WITH (name = value, ...)".into());
+    let mut out = std::collections::BTreeMap::new();
+    loop {
+        let name = match words.get(i).map(|t| &t.token) {
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::SingleQuotedString(s)) => s.to_lowercase(),
+            _ => return Err(bad()),
+        };
+        if words.get(i + 1).map(|t| &t.token) != Some(&Token::Eq) {
+            return Err(bad());
+        }
+        let value = match words.get(i + 2).map(|t| &t.token) {
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::Number(n, _)) => n.clone(),
+            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => s.to_lowercase(),
+            _ => return Err(bad()),
+        };
+        out.insert(name, value);
+        i += 3;
+        match words.get(i).map(|t| &t.token) {
+            Some(Token::Comma) => i += 1,
+            Some(Token::RParen) => return Ok((out, i + 1)),
+            _ => return Err(bad()),
+        }
+    }
 }
 
 impl SqlSession {
@@ -102,16 +188,25 @@ impl SqlSession {
     /// with the same definition, a refresh of `t`.
     pub(super) fn create_append_flow(&mut self, a: AppendAst) -> Result<Output> {
         let (from, query) = stream_of(&a.query)?;
-        let source = match from {
-            StreamFrom::Table(t) => self.known_names()?.spelling(&t),
+        let (source, reads) = match from {
+            StreamFrom::Table(t) => (self.known_names()?.spelling(&t), StreamRead::Rows),
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
-                self.create_files_source(&a.name, files)?
+                let source = self.create_files_source(&a.name, files)?;
+                (source, StreamRead::Rows)
             }
+            StreamFrom::ChangeFeed {
+                table,
+                starting_version,
+            } => (
+                self.known_names()?.spelling(&table),
+                StreamRead::ChangeFeed { starting_version },
+            ),
         };
         let flow = AppendFlow {
             name: a.name.clone(),
             source,
+            reads,
             query,
             once: a.once,
             comment: a.comment,
@@ -138,10 +233,8 @@ impl SqlSession {
             let schema = match self.declared[declared].schema.clone() {
                 Some(schema) => schema,
                 None => {
-                    let source_schema = self.store.source_schema(&flow.source)?;
-                    let empty =
-                        MemTable::try_new(source_schema, vec![vec![]]).map_err(super::df)?;
-                    self.run_over(&flow.query, Arc::new(empty))?.0
+                    let empty = self.empty_stream(&flow)?;
+                    self.run_over(&flow.query, empty)?.0
                 }
             };
             self.store.create_source(&a.target, &schema)?;
@@ -168,6 +261,10 @@ impl SqlSession {
         let (from, marked) = stream_of(query)?;
         let source_schema = match &from {
             StreamFrom::Table(t) => self.store.source_schema(&self.known_names()?.spelling(t))?,
+            StreamFrom::ChangeFeed { table, .. } => {
+                let table = self.known_names()?.spelling(table);
+                change_feed(&self.store, &table, 0, 0)?.0
+            }
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
                 let mut files = files.clone();
@@ -205,12 +302,26 @@ impl SqlSession {
 
     /// One run of append flow `f` into `target`: a line saying what it did.
     fn run_append_flow(&mut self, target: &str, f: &AppendFlow) -> Result<String> {
-        // A `read_files` flow's hidden source first takes the files that appeared since.
-        self.load_new_files(Some(&f.source))?;
         let offset = self.store.append_offset(target, &f.name)?;
         if f.once && offset.is_some() {
             return Ok(format!("{}: ran once already (INSERT ONCE)", f.name));
         }
+        if let StreamRead::ChangeFeed { starting_version } = f.reads {
+            let from = offset.unwrap_or(starting_version);
+            let latest = self.store.latest_version(&f.source)?;
+            if from > latest {
+                return Ok(format!("{}: nothing new", f.name));
+            }
+            let (schema, changes) = change_feed(&self.store, &f.source, from, latest)?;
+            let read = format!(
+                "commits {from} to {latest} of the change feed of {}",
+                f.source
+            );
+            let stream = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
+            return self.append(target, f, Arc::new(stream), latest + 1, &read);
+        }
+        // A `read_files` flow's hidden source first takes the files that appeared since.
+        self.load_new_files(Some(&f.source))?;
         let from = offset.unwrap_or(0);
         let (schema, batches) = self.store.source_data(&f.source)?;
         let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
@@ -228,20 +339,44 @@ impl SqlSession {
             new_rows.push(b.slice(skip, b.num_rows() - skip));
             skip = 0;
         }
+        let read = format!("{} new source rows", total - from);
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
+        self.append(target, f, Arc::new(stream), total, &read)
+    }
+
+    /// Appends to `target` what `f`'s query gives over `stream` (`read` says what that is), with
+    /// the checkpoint `offset`, in one commit: a line saying what it did.
+    fn append(
+        &mut self,
+        target: &str,
+        f: &AppendFlow,
+        stream: Arc<dyn datafusion::catalog::TableProvider>,
+        offset: u64,
+        read: &str,
+    ) -> Result<String> {
         let mut w = self.store.begin_append(target)?;
-        let (_, batches) = self.run_over(&f.query, Arc::new(stream))?;
+        let (_, batches) = self.run_over(&f.query, stream)?;
         for b in &batches {
             w.push(b)?;
         }
-        w.set_parameter(append_offset_parameter(&f.name), total.to_string());
+        w.set_parameter(append_offset_parameter(&f.name), offset.to_string());
         w.set_parameter("flow", f.name.clone());
         let rows = w.rows();
         self.store.commit_write(w, None)?;
         Ok(format!(
-            "{}: appended {rows} rows to {target} ({} new source rows read)",
-            f.name,
-            total - from
+            "{}: appended {rows} rows to {target} ({read} read)",
+            f.name
+        ))
+    }
+
+    /// No rows of what `f` streams from, with their columns.
+    fn empty_stream(&self, f: &AppendFlow) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
+        let schema = match f.reads {
+            StreamRead::Rows => self.store.source_schema(&f.source)?,
+            StreamRead::ChangeFeed { .. } => change_feed(&self.store, &f.source, 0, 0)?.0,
+        };
+        Ok(Arc::new(
+            MemTable::try_new(schema, vec![vec![]]).map_err(super::df)?,
         ))
     }
 

@@ -9,10 +9,10 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
-use crate::source::{AppendFlow, SourceRecord};
+use crate::source::{AppendFlow, SourceRecord, StreamRead};
 
-/// The commit parameter of a `WRITE` by append flow `flow` that says how many rows of its source
-/// it has read.
+/// The commit parameter of a `WRITE` by append flow `flow` that says how far it has read its
+/// source: rows of a source table, or the next commit of a change feed.
 pub fn append_offset_parameter(flow: &str) -> String {
     format!("append_offset.{flow}")
 }
@@ -40,9 +40,16 @@ impl Store {
                 name: flow.name,
             });
         }
-        if !inner.sources.contains_key(&flow.source) {
+        let found = match flow.reads {
+            StreamRead::Rows => inner.sources.contains_key(&flow.source),
+            StreamRead::ChangeFeed { .. } => inner.tables.contains_key(&flow.source),
+        };
+        if !found {
             return Err(Error::NotFound {
-                kind: "source table",
+                kind: match flow.reads {
+                    StreamRead::Rows => "source table",
+                    StreamRead::ChangeFeed { .. } => "streaming table (for its change feed)",
+                },
                 name: flow.source,
             });
         }
@@ -92,8 +99,8 @@ impl Store {
         Ok(src.append_flows.clone())
     }
 
-    /// How many rows of its source append flow `flow` has read into `target`, as its last
-    /// `WRITE` says (`None` if it has not run).
+    /// How far append flow `flow` has read its source into `target`, as its last `WRITE` says
+    /// (`None` if it has not run): rows of a source table, or the next commit of a change feed.
     pub fn append_offset(&self, target: &str, flow: &str) -> Result<Option<u64>> {
         let param = append_offset_parameter(flow);
         Ok(self
