@@ -64,6 +64,10 @@ impl SqlSession {
         }
         match f.source.clone() {
             Some(Source::Table(source)) => self.create_flow_from(f, source),
+            Some(Source::Snapshots(source)) => {
+                let source = self.known_names()?.spelling(&source);
+                self.create_snapshot_flow(f, source)
+            }
             Some(Source::Files(files)) => {
                 self.files_allowed()?;
                 let source = self.create_files_source(&f.name, files)?;
@@ -231,6 +235,8 @@ impl SqlSession {
     pub(super) fn rerun_flow(&mut self, f: FlowAst) -> Result<Output> {
         let source = match &f.source {
             Some(Source::Table(t)) => t.clone(),
+            // Taking new snapshots is its refresh (redefining it is not supported yet).
+            Some(Source::Snapshots(_)) => return self.refresh(&f.target, false),
             Some(Source::Files(files)) => {
                 let name = files_source(&f.name);
                 let mut files = files.clone();
@@ -290,6 +296,10 @@ impl SqlSession {
         let Some(origin) = origin else {
             return Ok(None);
         };
+        if super::snapshot::SnapshotOrigin::parse(&origin).is_some() {
+            self.feed_snapshots(source)?;
+            return Ok(None);
+        }
         let files: FileSource = serde_json::from_str(&origin).map_err(|e| {
             QueryError::Invalid(format!(
                 "the read_files options of `{source}` are damaged: {e}"

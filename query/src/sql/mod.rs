@@ -18,6 +18,7 @@ mod period;
 mod provider;
 mod rewrite;
 mod script;
+mod snapshot;
 pub(crate) mod statement;
 mod tables;
 

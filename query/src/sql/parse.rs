@@ -89,6 +89,8 @@ pub(crate) enum Source {
     Table(String),
     /// `read_files(...)`, or `stream(read_files(...))`.
     Files(FileSource),
+    /// `SNAPSHOT t`: a table of full snapshots, told apart by the `SEQUENCE BY` column.
+    Snapshots(String),
 }
 
 /// A parsed AUTO CDC flow.
@@ -256,8 +258,10 @@ pub(super) fn flow_body<'a>(
     all: &'a [TokenWithSpan],
     ast: &mut FlowAst,
 ) -> Result<()> {
-    p.expect("FROM")?;
-    ast.source = Some(source(p)?);
+    if ast.source.is_none() {
+        p.expect("FROM")?;
+        ast.source = Some(source(p)?);
+    }
     while let Some(t) = p.peek() {
         match upper(&t.token).as_str() {
             "KEYS" => {
@@ -351,6 +355,9 @@ fn source(p: &mut P<'_>) -> Result<Source> {
             p.i += 1;
             wrapped = true;
         }
+    }
+    if !wrapped && p.eat("SNAPSHOT") {
+        return Ok(Source::Snapshots(p.ident("a snapshot table")?));
     }
     let src = if p.peek_upper().as_deref() == Some("READ_FILES") {
         p.i += 1;

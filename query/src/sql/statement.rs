@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Stmt, P};
+use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Source, Stmt, P};
 use crate::error::{QueryError, Result};
 
 /// `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`, as tokens.
@@ -301,6 +301,13 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.expect("AUTO")?;
             p.expect("CDC")?;
             let once = p.eat("ONCE");
+            // `AUTO CDC FROM SNAPSHOT s INTO t ...` (the source may also follow the target).
+            let snapshots = if p.eat("FROM") {
+                p.expect("SNAPSHOT")?;
+                Some(Source::Snapshots(p.ident("a snapshot table")?))
+            } else {
+                None
+            };
             p.expect("INTO")?;
             let target = p.ident("a target table")?;
             let mut ast = FlowAst {
@@ -308,6 +315,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 target,
                 once,
                 comment,
+                source: snapshots,
                 ..Default::default()
             };
             flow_body(&mut p, &stmt.tokens, &mut ast)?;

@@ -1,0 +1,160 @@
+//! `AUTO CDC FROM SNAPSHOT`: full snapshots, told apart by a version column, become a history of
+//! inserts, updates and deletes; a late snapshot corrects it like a late event.
+
+mod common;
+
+use asof::{SqlSession, Store};
+use proptest::strategy::Strategy;
+
+fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    let (_, mut rows) = common::sql_rows(s, sql);
+    rows.sort();
+    rows
+}
+
+fn cells(v: &[&str]) -> Vec<Option<String>> {
+    v.iter().map(|c| Some(c.to_string())).collect()
+}
+
+const HISTORY: &str = "SELECT id, city, __START_AT, __END_AT FROM people";
+
+#[test]
+fn snapshots_become_scd2_history_and_a_late_one_corrects_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE people_snapshots (id BIGINT, city STRING, snap BIGINT); \
+         INSERT INTO people_snapshots VALUES (1, 'Oslo', 1), (2, 'Rome', 1); \
+         INSERT INTO people_snapshots VALUES (1, 'Oslo', 3), (3, 'Lima', 3); \
+         CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT people_snapshots INTO people \
+           KEYS (id) SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    // Snapshot 3 drops key 2 and adds key 3.
+    assert_eq!(
+        rows(&mut s, HISTORY),
+        [
+            vec![
+                Some("1".into()),
+                Some("Oslo".into()),
+                Some("1".into()),
+                None
+            ],
+            cells(&["2", "Rome", "1", "3"]),
+            vec![
+                Some("3".into()),
+                Some("Lima".into()),
+                Some("3".into()),
+                None
+            ],
+        ]
+    );
+    // Snapshot 2 arrives late: key 1 moved to Bergen in it, key 3 appeared already; key 2 is
+    // gone from it.
+    s.execute(
+        "INSERT INTO people_snapshots VALUES (1, 'Bergen', 2), (3, 'Lima', 2); \
+         REFRESH STREAMING TABLE people",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, HISTORY),
+        [
+            cells(&["1", "Bergen", "2", "3"]),
+            cells(&["1", "Oslo", "1", "2"]),
+            vec![
+                Some("1".into()),
+                Some("Oslo".into()),
+                Some("3".into()),
+                None
+            ],
+            cells(&["2", "Rome", "1", "2"]),
+            vec![
+                Some("3".into()),
+                Some("Lima".into()),
+                Some("2".into()),
+                None
+            ],
+        ]
+    );
+    // A refresh with nothing new, and the statement run again: nothing changes.
+    let before = rows(&mut s, "DESCRIBE HISTORY people").len();
+    s.execute("REFRESH STREAMING TABLE people").unwrap();
+    s.execute(
+        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT people_snapshots INTO people \
+         KEYS (id) SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    assert_eq!(rows(&mut s, "DESCRIBE HISTORY people").len(), before);
+    // An SCD1 flow over the same snapshots: the latest snapshot's rows.
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE current_people FLOW AUTO CDC FROM SNAPSHOT \
+         people_snapshots KEYS (id) SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, city FROM current_people"),
+        [cells(&["1", "Oslo"]), cells(&["3", "Lima"])]
+    );
+}
+
+/// The snapshot table's INSERT of snapshot `v`: `(key, value)` rows.
+fn insert_snapshot(v: i64, rows: &[(i64, i64)]) -> String {
+    let values: Vec<String> = rows
+        .iter()
+        .map(|(k, x)| format!("({k}, 'c{x}', {v})"))
+        .collect();
+    format!("INSERT INTO snaps VALUES {}", values.join(", "))
+}
+
+/// The SCD2 history of `people` after the snapshots are inserted in `order`, each followed by a
+/// refresh (the first creates the flow).
+fn history_after(snapshots: &[Vec<(i64, i64)>], order: &[usize]) -> Vec<Vec<Option<String>>> {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute("CREATE TABLE snaps (id BIGINT, city STRING, snap BIGINT)")
+        .unwrap();
+    for (n, &i) in order.iter().enumerate() {
+        if !snapshots[i].is_empty() {
+            s.execute(&insert_snapshot(i as i64 + 1, &snapshots[i]))
+                .unwrap();
+        }
+        if n == 0 {
+            s.execute(
+                "CREATE FLOW f AS AUTO CDC FROM SNAPSHOT snaps INTO people KEYS (id) \
+                 SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 2",
+            )
+            .unwrap();
+        } else {
+            s.execute("REFRESH STREAMING TABLE people").unwrap();
+        }
+    }
+    rows(&mut s, HISTORY)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+    /// Snapshots arriving in any order give the history they give in version order.
+    #[test]
+    fn the_order_snapshots_arrive_in_never_changes_the_history(
+        snapshots in proptest::collection::vec(
+            proptest::collection::btree_map(0i64..4, 0i64..3, 1..4)
+                .prop_map(|m| m.into_iter().collect::<Vec<_>>()),
+            2..5,
+        ),
+        seed in 0u64..1000,
+    ) {
+        let in_order: Vec<usize> = (0..snapshots.len()).collect();
+        let mut shuffled = in_order.clone();
+        // A permutation from the seed (proptest shrinks the seed, not the order).
+        let mut x = seed;
+        for i in (1..shuffled.len()).rev() {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            shuffled.swap(i, (x >> 33) as usize % (i + 1));
+        }
+        proptest::prop_assert_eq!(
+            history_after(&snapshots, &shuffled),
+            history_after(&snapshots, &in_order)
+        );
+    }
+}
