@@ -64,7 +64,7 @@ pub use asof_query::sql::{
 pub use asof_query::{
     history_batch, key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema,
     table_changes, ChangeBound, FileFormat, FileSource, KeySelection, LookupRow, QueryError,
-    ScanRequest, TableScan, TimeSelection,
+    ScanRequest, Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{
     append_offset_parameter, keycodec, AppendFlow, ChangeType, Checkpoints, ColdStats,

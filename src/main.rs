@@ -10,6 +10,8 @@ use arrow::datatypes::{DataType, Field, Schema};
 use asof::{Flow, FlowSpec, KeySelection, ScanRequest, Store, TimeSelection, Value};
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod runner;
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -98,6 +100,14 @@ enum Command {
     History {
         /// The table.
         table: String,
+    },
+    /// Refreshes streaming tables on their schedules (`SCHEDULE EVERY ...`, `TRIGGER ON UPDATE`)
+    /// until stopped with Ctrl-C or SIGTERM, logging each refresh. The store is open only while
+    /// a round of refreshes runs.
+    Run {
+        /// How often to look at the schedules, in milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        poll_ms: u64,
     },
     /// Lists the tables.
     Tables,
@@ -204,6 +214,13 @@ fn run(cli: Cli) -> Res<()> {
     if matches!(cli.command, Command::Repair) {
         options.manifest = asof::ManifestCheck::Rebuild;
     }
+    if let Command::Run { poll_ms } = cli.command {
+        return runner::run(
+            &cli.db,
+            options,
+            std::time::Duration::from_millis(poll_ms.max(1)),
+        );
+    }
     let store = Store::open_with(&cli.db, options)
         .map_err(|e| format!("cannot open {}: {e}", cli.db.display()))?;
     match cli.command {
@@ -236,6 +253,7 @@ fn run(cli: Cli) -> Res<()> {
             run_script(&mut session, &text, format, output.as_deref())
         }
         Command::Shell => shell(store, &cli.db),
+        Command::Run { .. } => unreachable!("handled before the store is opened"),
         Command::Example { dir } => example(&store, &dir),
         Command::CreateFlow { file } => {
             create_flow(&store, &file)?;

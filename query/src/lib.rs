@@ -14,6 +14,7 @@ pub mod fuzzing;
 pub mod fuzzing_sql;
 mod history;
 mod scan;
+mod schedule;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
@@ -24,3 +25,4 @@ pub use scan::{
     key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,
     ScanRequest, TableScan, TimeSelection,
 };
+pub use schedule::{Schedule, SCHEDULE_PROPERTY};

@@ -55,6 +55,12 @@ pub(super) fn describe(
             for f in store.flows(table)? {
                 row("Flow", flow_sql(&f));
             }
+            if let Some(s) = properties
+                .get(crate::SCHEDULE_PROPERTY)
+                .filter(|s| !s.is_empty())
+            {
+                row("Schedule", s.clone());
+            }
             if let Some(c) = properties.get(CLUSTER_BY_PROPERTY) {
                 row("Clustering Columns", c.clone());
             }

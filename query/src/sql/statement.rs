@@ -8,6 +8,7 @@ use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Source, Stmt, P};
 use crate::error::{QueryError, Result};
+use crate::schedule::{Schedule, SCHEDULE_PROPERTY};
 
 /// `CONSTRAINT name EXPECT (condition) [ON VIOLATION DROP ROW | FAIL UPDATE]`, as tokens.
 fn expectation(el: &[&TokenWithSpan], all: &[TokenWithSpan]) -> Result<asof_storage::Expectation> {
@@ -229,6 +230,11 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                         p.ident_list("a column")?.join(",")
                     };
                     properties.insert(CLUSTER_BY_PROPERTY.to_string(), cols);
+                } else if p.peek_upper().as_deref() == Some("SCHEDULE")
+                    || p.peek_upper().as_deref() == Some("TRIGGER")
+                {
+                    let schedule = schedule(&mut p)?;
+                    properties.insert(SCHEDULE_PROPERTY.to_string(), schedule.to_property());
                 } else if p.eat("PARTITIONED") {
                     p.expect("BY")?;
                     let cols = p.ident_list("a column")?.join(",");
@@ -337,6 +343,22 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.eat("STREAMING");
             p.expect("TABLE")?;
             let name = p.ident("a table name")?;
+            // `ADD | ALTER SCHEDULE ...`, `DROP SCHEDULE`: the schedule property.
+            if matches!(p.peek_upper().as_deref(), Some("ADD" | "ALTER" | "DROP")) {
+                let drop = p.eat("DROP");
+                if !drop {
+                    p.i += 1;
+                }
+                let value = if drop {
+                    p.expect("SCHEDULE")?;
+                    String::new()
+                } else {
+                    schedule(&mut p)?.to_property()
+                };
+                p.end()?;
+                let properties = BTreeMap::from([(SCHEDULE_PROPERTY.to_string(), value)]);
+                return Ok(Kind::SetProperties { name, properties });
+            }
             p.expect("SET")?;
             p.expect("TBLPROPERTIES")?;
             let properties = property_list(&mut p)?;
@@ -448,6 +470,58 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         }
         _ => Ok(Kind::Sql),
     }
+}
+
+/// `SCHEDULE [REFRESH] EVERY n unit`, `SCHEDULE [REFRESH] CRON 'expr' [AT TIME ZONE 'tz']` or
+/// `TRIGGER ON UPDATE [AT MOST EVERY INTERVAL n unit]`.
+fn schedule(p: &mut P<'_>) -> Result<Schedule> {
+    let number_unit = |p: &mut P<'_>| -> Result<std::time::Duration> {
+        let n = match p.next() {
+            Some(TokenWithSpan {
+                token: Token::Number(n, _),
+                ..
+            }) => n.parse::<u64>().ok(),
+            _ => None,
+        };
+        let unit = p.peek_upper().unwrap_or_default();
+        p.i += 1;
+        n.and_then(|n| crate::schedule::duration(n, &unit))
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                syntax(
+                    p.toks.get(p.i - 1).copied(),
+                    "expected a whole number and SECONDS, MINUTES, HOURS or DAYS",
+                )
+            })
+    };
+    if p.eat("TRIGGER") {
+        p.expect("ON")?;
+        p.expect("UPDATE")?;
+        let at_most_every = if p.eat("AT") {
+            p.expect("MOST")?;
+            p.expect("EVERY")?;
+            p.eat("INTERVAL");
+            Some(number_unit(p)?)
+        } else {
+            None
+        };
+        return Ok(Schedule::OnUpdate { at_most_every });
+    }
+    p.expect("SCHEDULE")?;
+    p.eat("REFRESH");
+    if p.eat("EVERY") {
+        return Ok(Schedule::Every(number_unit(p)?));
+    }
+    p.expect("CRON")?;
+    let expr = p.quoted("the cron expression")?;
+    let time_zone = if p.eat("AT") {
+        p.expect("TIME")?;
+        p.expect("ZONE")?;
+        Some(p.quoted("the time zone")?)
+    } else {
+        None
+    };
+    Ok(Schedule::Cron { expr, time_zone })
 }
 
 /// `('key' = 'value', ...)`: keys and values are quoted strings (or bare words and numbers).
