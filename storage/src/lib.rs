@@ -36,7 +36,7 @@ pub use flow::{
 pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use progress::Progress;
-pub use source::{AppendFlow, SourceWrite, StreamRead};
+pub use source::{AppendFlow, ChangeCommits, SourceWrite, StreamRead};
 pub use store::{
     append_offset_parameter, ChangeType, Checkpoints, CommitInfo, KeySpan, OnClose, OpenMode,
     RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableOptions, TableReader,

@@ -38,7 +38,20 @@ pub enum StreamRead {
     ChangeFeed {
         /// The first commit read (`startingVersion`).
         starting_version: u64,
+        /// What is done with commits that changed or deleted rows (`skipChangeCommits`).
+        #[serde(default)]
+        change_commits: ChangeCommits,
     },
+}
+
+/// What a change-feed stream does with the commits that changed or deleted existing rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChangeCommits {
+    /// Reads them, as every other commit.
+    #[default]
+    Read,
+    /// Skips them whole (`skipChangeCommits = true`): only commits that only inserted are read.
+    Skip,
 }
 
 impl StreamRead {

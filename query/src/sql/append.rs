@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use asof_storage::{append_offset_parameter, AppendFlow, StreamRead};
+use asof_storage::{append_offset_parameter, AppendFlow, ChangeCommits, StreamRead};
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -28,6 +28,7 @@ enum StreamFrom {
     ChangeFeed {
         table: String,
         starting_version: u64,
+        change_commits: ChangeCommits,
     },
 }
 
@@ -77,9 +78,20 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
     let from = if with {
         let (options, next) = stream_options(&words, end + 2)?;
         end = next;
+        let skip = match options.get("skipchangecommits").map(String::as_str) {
+            Some("true") => ChangeCommits::Skip,
+            None | Some("false") => ChangeCommits::Read,
+            Some(v) => {
+                return Err(QueryError::Invalid(format!(
+                    "skipChangeCommits takes true or false, not `{v}`"
+                )))
+            }
+        };
+        let known = |k: &String| ["readchangefeed", "skipchangecommits"].contains(&k.as_str());
         match (from, options.get("readchangefeed").map(String::as_str)) {
             (StreamFrom::Table(table), Some("true")) => StreamFrom::ChangeFeed {
                 table,
+                change_commits: skip,
                 starting_version: match options.get("startingversion") {
                     Some(v) => v.parse().map_err(|_| {
                         QueryError::Invalid(format!(
@@ -89,10 +101,11 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
                     None => 0,
                 },
             },
-            (from, None | Some("false")) if options.keys().all(|k| k == "readchangefeed") => from,
+            // A source table's stream has no change commits to skip.
+            (from, None | Some("false")) if options.keys().all(known) => from,
             _ => {
                 return Err(QueryError::Invalid(format!(
-                    "STREAM(t) WITH takes readChangeFeed = true and startingVersion = n, not {:?}",
+                    "STREAM(t) WITH takes readChangeFeed = true, startingVersion = n and skipChangeCommits = true, not {:?}",
                     options.keys().collect::<Vec<_>>()
                 )))
             }
@@ -132,6 +145,46 @@ fn change_feed(
     )
 }
 
+/// `changes` without the commits that changed or deleted rows (any row whose `_change_type` is
+/// not `insert`): `skipChangeCommits`.
+fn without_change_commits(
+    changes: Vec<arrow::array::RecordBatch>,
+) -> Result<Vec<arrow::array::RecordBatch>> {
+    use arrow::array::{Array, AsArray};
+    let column = |b: &arrow::array::RecordBatch, name: &str| -> Result<arrow::array::ArrayRef> {
+        b.column_by_name(name)
+            .cloned()
+            .ok_or_else(|| QueryError::Invalid(format!("the change feed has no `{name}`")))
+    };
+    let mut changed = std::collections::BTreeSet::new();
+    for b in &changes {
+        let kinds = column(b, "_change_type")?;
+        let versions = column(b, "_commit_version")?;
+        let (kinds, versions) = (
+            kinds.as_string::<i32>(),
+            versions.as_primitive::<arrow::datatypes::Int64Type>(),
+        );
+        for i in 0..b.num_rows() {
+            if kinds.is_valid(i) && kinds.value(i) != "insert" {
+                changed.insert(versions.value(i));
+            }
+        }
+    }
+    changes
+        .into_iter()
+        .map(|b| {
+            let versions = column(&b, "_commit_version")?;
+            let keep: arrow::array::BooleanArray = versions
+                .as_primitive::<arrow::datatypes::Int64Type>()
+                .iter()
+                .map(|v| Some(v.is_some_and(|v| !changed.contains(&v))))
+                .collect();
+            arrow::compute::filter_record_batch(&b, &keep)
+                .map_err(|e| QueryError::Invalid(e.to_string()))
+        })
+        .collect()
+}
+
 /// The statement that creates append flow `f` of `target`.
 pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
     let mut s = format!("CREATE FLOW {}", f.name);
@@ -141,9 +194,16 @@ pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
     let once = if f.once { " ONCE" } else { "" };
     let stream = match f.reads {
         StreamRead::Rows => format!("STREAM({})", f.source),
-        StreamRead::ChangeFeed { starting_version } => format!(
-            "STREAM({}) WITH (readChangeFeed = true, startingVersion = {starting_version})",
-            f.source
+        StreamRead::ChangeFeed {
+            starting_version,
+            change_commits,
+        } => format!(
+            "STREAM({}) WITH (readChangeFeed = true, startingVersion = {starting_version}{})",
+            f.source,
+            match change_commits {
+                ChangeCommits::Read => "",
+                ChangeCommits::Skip => ", skipChangeCommits = true",
+            }
         ),
     };
     let query = f.query.replacen(STREAM_MARK, &stream, 1);
@@ -198,9 +258,13 @@ impl SqlSession {
             StreamFrom::ChangeFeed {
                 table,
                 starting_version,
+                change_commits,
             } => (
                 self.known_names()?.spelling(&table),
-                StreamRead::ChangeFeed { starting_version },
+                StreamRead::ChangeFeed {
+                    starting_version,
+                    change_commits,
+                },
             ),
         };
         let flow = AppendFlow {
@@ -306,13 +370,20 @@ impl SqlSession {
         if f.once && offset.is_some() {
             return Ok(format!("{}: ran once already (INSERT ONCE)", f.name));
         }
-        if let StreamRead::ChangeFeed { starting_version } = f.reads {
+        if let StreamRead::ChangeFeed {
+            starting_version,
+            change_commits,
+        } = f.reads
+        {
             let from = offset.unwrap_or(starting_version);
             let latest = self.store.latest_version(&f.source)?;
             if from > latest {
                 return Ok(format!("{}: nothing new", f.name));
             }
-            let (schema, changes) = change_feed(&self.store, &f.source, from, latest)?;
+            let (schema, mut changes) = change_feed(&self.store, &f.source, from, latest)?;
+            if change_commits == ChangeCommits::Skip {
+                changes = without_change_commits(changes)?;
+            }
             let read = format!(
                 "commits {from} to {latest} of the change feed of {}",
                 f.source
