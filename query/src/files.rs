@@ -115,6 +115,28 @@ impl FileSource {
 
     /// The files this source covers, in path order.
     pub fn list(&self) -> Result<Vec<PathBuf>> {
+        if let Some((base, pattern)) = self.glob() {
+            let within = FileSource {
+                path: base.clone(),
+                ..self.clone()
+            };
+            return Ok(within
+                .list()?
+                .into_iter()
+                .filter(|f| {
+                    let rel: Vec<String> = f
+                        .strip_prefix(&base)
+                        .map(|r| {
+                            r.components()
+                                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    rel.len() >= pattern.len()
+                        && pattern.iter().zip(&rel).all(|(p, n)| glob_match(p, n))
+                })
+                .collect());
+        }
         let meta = std::fs::metadata(&self.path).map_err(|e| {
             QueryError::Invalid(format!(
                 "read_files: cannot read {}: {e}",
@@ -147,6 +169,40 @@ impl FileSource {
         }
         out.sort();
         Ok(out)
+    }
+
+    /// A path with `*` or `?` in it (`landing/*/2025-*/*.json`): the folder before the first
+    /// such part, and the parts from there on.
+    fn glob(&self) -> Option<(PathBuf, Vec<String>)> {
+        let parts: Vec<String> = self
+            .path
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect();
+        let first = parts.iter().position(|p| p.contains(['*', '?']))?;
+        let base: PathBuf = self.path.components().take(first).collect();
+        Some((base, parts[first..].to_vec()))
+    }
+
+    /// The source with its folder made absolute (a glob keeps its pattern), so that it names the
+    /// same files from anywhere.
+    pub fn canonical(&self) -> Result<FileSource> {
+        let (base, pattern) = self
+            .glob()
+            .unwrap_or_else(|| (self.path.clone(), Vec::new()));
+        let base = if base.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            base
+        };
+        let mut path = std::fs::canonicalize(&base).map_err(|e| {
+            QueryError::Invalid(format!("read_files: cannot read {}: {e}", base.display()))
+        })?;
+        path.extend(pattern);
+        Ok(FileSource {
+            path,
+            ..self.clone()
+        })
     }
 
     fn format_of(&self, file: &Path) -> Result<FileFormat> {
@@ -393,6 +449,30 @@ fn conform(
     )
 }
 
+/// Whether `name` (one path part) matches `pattern`: `*` any run of characters, `?` one.
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
+    // Classic two-pointer wildcard match with backtracking to the last `*`.
+    let (mut i, mut j, mut star, mut mark) = (0, 0, None, 0);
+    while j < n.len() {
+        if i < p.len() && (p[i] == '?' || p[i] == n[j]) {
+            i += 1;
+            j += 1;
+        } else if i < p.len() && p[i] == '*' {
+            star = Some(i);
+            mark = j;
+            i += 1;
+        } else if let Some(s) = star {
+            i = s + 1;
+            mark += 1;
+            j = mark;
+        } else {
+            return false;
+        }
+    }
+    p[i..].iter().all(|&c| c == '*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -449,6 +529,45 @@ mod tests {
         assert!(
             e.contains("`k`") && e.contains("a.json") && e.contains("b.json"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn globs_match_parts_of_paths() {
+        assert!(glob_match("2025-*", "2025-07"));
+        assert!(glob_match("*.json", "a.json"));
+        assert!(glob_match("a?c*", "abcdef"));
+        assert!(!glob_match("*.json", "a.csv"));
+        assert!(!glob_match("2025-*", "2024-07"));
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "a/2025-01/x.json",
+            "a/2025-02/y.json",
+            "a/2024-12/z.json",
+            "b/2025-01/w.json",
+            "a/2025-03/v.csv",
+        ] {
+            let p = dir.path().join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "{}").unwrap();
+        }
+        let src = FileSource::new(dir.path().join("*/2025-*/*.json"))
+            .canonical()
+            .unwrap();
+        let names: Vec<String> = src
+            .list()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                p.strip_prefix(std::fs::canonicalize(dir.path()).unwrap())
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["a/2025-01/x.json", "a/2025-02/y.json", "b/2025-01/w.json"]
         );
     }
 }

@@ -331,9 +331,7 @@ impl SqlSession {
             }
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
-                let mut files = files.clone();
-                files.path = std::fs::canonicalize(&files.path)
-                    .map_err(|e| QueryError::Invalid(format!("{}: {e}", files.path.display())))?;
+                let files = files.canonical()?;
                 files.infer(&files.list()?)?
             }
         };

@@ -210,9 +210,9 @@ impl SqlSession {
         flow: &str,
         mut files: FileSource,
     ) -> Result<String> {
-        files.path = std::fs::canonicalize(&files.path).map_err(|e| {
-            QueryError::Invalid(format!("flow `{flow}` reads {}: {e}", files.path.display()))
-        })?;
+        files = files
+            .canonical()
+            .map_err(|e| QueryError::Invalid(format!("flow `{flow}`: {e}")))?;
         let list = files.list()?;
         let schema = files.infer(&list)?;
         let name = files_source(flow);
@@ -239,8 +239,7 @@ impl SqlSession {
             Some(Source::Snapshots(_)) => return self.refresh(&f.target, false),
             Some(Source::Files(files)) => {
                 let name = files_source(&f.name);
-                let mut files = files.clone();
-                files.path = std::fs::canonicalize(&files.path).unwrap_or(files.path);
+                let files = files.canonical().unwrap_or_else(|_| files.clone());
                 let now = serde_json::to_string(&files).ok();
                 if self.store.source_origin(&name)?.0 != now {
                     return Err(QueryError::Invalid(format!(
