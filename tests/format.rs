@@ -72,9 +72,7 @@ fn damage_event_blocks(dir: &std::path::Path) {
     kv.write(b).unwrap();
 }
 
-fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
-    sorted(common::sql_rows(s, sql).1)
-}
+use common::sorted_sql_rows as rows;
 
 #[test]
 fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {

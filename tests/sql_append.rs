@@ -7,15 +7,7 @@ mod common;
 
 use asof::{SqlSession, Store};
 
-fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
-    let (_, mut rows) = common::sql_rows(s, sql);
-    rows.sort();
-    rows
-}
-
-fn cells(v: &[&str]) -> Vec<Option<String>> {
-    v.iter().map(|c| Some(c.to_string())).collect()
-}
+use common::{cells, sorted_sql_rows as rows};
 
 const SETUP: &str = "CREATE TABLE orders_eu (id BIGINT, amount BIGINT, seq BIGINT); \
      CREATE TABLE orders_us (id BIGINT, amount BIGINT, seq BIGINT); \

@@ -18,9 +18,7 @@ fn rows(s: &mut SqlSession, sql: &str) -> (Vec<String>, Vec<Vec<Option<String>>>
     (names, rows)
 }
 
-fn cells(v: &[&str]) -> Vec<Option<String>> {
-    v.iter().map(|c| Some(c.to_string())).collect()
-}
+use common::cells;
 
 const SOURCE: &str =
     "CREATE TABLE Customer_Events (CustomerId BIGINT, Name STRING, Seq BIGINT, Op STRING)";

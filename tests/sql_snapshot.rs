@@ -6,15 +6,7 @@ mod common;
 use asof::{SqlSession, Store};
 use proptest::strategy::Strategy;
 
-fn rows(s: &mut SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
-    let (_, mut rows) = common::sql_rows(s, sql);
-    rows.sort();
-    rows
-}
-
-fn cells(v: &[&str]) -> Vec<Option<String>> {
-    v.iter().map(|c| Some(c.to_string())).collect()
-}
+use common::{cells, sorted_sql_rows as rows};
 
 const HISTORY: &str = "SELECT id, city, __START_AT, __END_AT FROM people";
 

@@ -87,6 +87,16 @@ pub fn sorted(mut rows: Vec<Vec<Option<String>>>) -> Vec<Vec<Option<String>>> {
     rows
 }
 
+/// The rows of the last query of `sql`, sorted (see [`sql_rows`]).
+pub fn sorted_sql_rows(s: &mut asof::SqlSession, sql: &str) -> Vec<Vec<Option<String>>> {
+    sorted(sql_rows(s, sql).1)
+}
+
+/// A row of non-NULL cells, as [`sql_rows`] gives it.
+pub fn cells(v: &[&str]) -> Vec<Option<String>> {
+    v.iter().map(|c| Some(c.to_string())).collect()
+}
+
 /// The current table read through the storage scan, as model rows.
 pub fn engine_rows(store: &Store, table: &str) -> Vec<model::MRow> {
     engine_rows_at(store, table, None)
