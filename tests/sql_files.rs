@@ -295,3 +295,37 @@ fn temporal_table_functions_match_the_clauses() {
         .to_string();
     assert!(e.contains("SOMETIME"), "{e}");
 }
+
+#[test]
+fn a_flow_over_a_glob_that_skips_existing_files_reads_only_later_ones() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let staged = tempfile::tempdir().unwrap();
+    let files = event_files(staged.path());
+    // Files in day folders; a file outside the pattern is never read.
+    let day = |d: &str| {
+        let p = landing.path().join(d);
+        std::fs::create_dir_all(&p).unwrap();
+        p
+    };
+    std::fs::copy(&files[0], day("2025-07-18").join("e0.csv")).unwrap();
+    std::fs::copy(&files[1], day("2025-07-18").join("e1.txt")).unwrap();
+    let mut s = session(db.path());
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+         FROM stream(read_files('{}/2025-*/*.csv', format => 'csv', header => true,
+           includeExistingFiles => false)) {FLOW_BODY}",
+        landing.path().display()
+    ))
+    .unwrap();
+    assert!(query(&mut s, "SELECT * FROM company_points").1.is_empty());
+    std::fs::copy(&files[0], day("2025-07-19").join("e0.csv")).unwrap();
+    std::fs::copy(&files[1], day("other").join("e1.csv")).unwrap();
+    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 1 new files")),
+        "{out:?}"
+    );
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_1.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+}

@@ -49,6 +49,27 @@ pub struct FileSource {
     pub quote: u8,
     /// CSV: the escape character, if any.
     pub escape: Option<u8>,
+    /// Whether a flow created over the path loads the files already there
+    /// (`includeExistingFiles`).
+    #[serde(default, skip_serializing_if = "ExistingFiles::is_include")]
+    pub existing: ExistingFiles,
+}
+
+/// Whether a flow over files loads those already there when it is created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum ExistingFiles {
+    /// They are loaded, as every later one (the default).
+    #[default]
+    Include,
+    /// They are taken as loaded, without their rows (`includeExistingFiles => false`): the flow
+    /// reads only files that appear after it was created.
+    Skip,
+}
+
+impl ExistingFiles {
+    fn is_include(&self) -> bool {
+        *self == ExistingFiles::Include
+    }
 }
 
 impl FileSource {
@@ -61,6 +82,7 @@ impl FileSource {
             delimiter: b',',
             quote: b'"',
             escape: None,
+            existing: ExistingFiles::Include,
         }
     }
 
@@ -102,11 +124,22 @@ impl FileSource {
             "sep" | "delimiter" => self.delimiter = byte("sep")?,
             "quote" => self.quote = byte("quote")?,
             "escape" => self.escape = Some(byte("escape")?),
+            "includeexistingfiles" => {
+                self.existing = match value.to_ascii_lowercase().as_str() {
+                    "true" => ExistingFiles::Include,
+                    "false" => ExistingFiles::Skip,
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "read_files option `includeExistingFiles` is true or false, not `{value}`"
+                        )))
+                    }
+                }
+            }
             // Accepted for compatibility; types are always inferred.
             "infercolumntypes" | "inferschema" => {}
             other => {
                 return Err(QueryError::Invalid(format!(
-                    "read_files has no option `{other}` here (format, header, sep, quote, escape)"
+                    "read_files has no option `{other}` here (format, header, sep, quote, escape, includeExistingFiles)"
                 )))
             }
         }

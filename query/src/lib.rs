@@ -19,7 +19,7 @@ pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
-pub use files::{FileFormat, FileSource};
+pub use files::{ExistingFiles, FileFormat, FileSource};
 pub use history::history_batch;
 pub use scan::{
     key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,

@@ -10,7 +10,7 @@ use super::parse::{self, expr_sql, Cols, FlowAst, Source};
 use super::{names, Declared, Output, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
-use crate::files::FileSource;
+use crate::files::{ExistingFiles, FileSource};
 
 impl SqlSession {
     pub(super) fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
@@ -225,6 +225,14 @@ impl SqlSession {
             .map_err(|e| QueryError::Invalid(format!("cannot keep read_files options: {e}")))?;
         self.store
             .create_source_with_origin(&name, &schema, Some(&origin))?;
+        if files.existing == ExistingFiles::Skip {
+            // Taken as loaded, without their rows: only later files are read.
+            let none = arrow::array::RecordBatch::new_empty(self.store.source_schema(&name)?);
+            for path in &list {
+                self.store
+                    .append_loaded(&name, &none, &path.display().to_string())?;
+            }
+        }
         self.load_new_files(Some(&name))?;
         Ok(name)
     }
