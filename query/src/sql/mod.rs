@@ -526,8 +526,8 @@ impl SqlSession {
 }
 
 /// A DataFusion context as asof uses it: identifiers keep their case (`CompanyId` stays
-/// `CompanyId`, as Databricks shows it; names must then be written as they were created), and
-/// strings are plain `Utf8`.
+/// `CompanyId`, as Databricks shows it; `names.rs` spells other cases as created first), the
+/// Databricks dialect, and strings as plain `Utf8`.
 pub(crate) fn new_context() -> SessionContext {
     let mut config = datafusion::prelude::SessionConfig::new();
     config.options_mut().sql_parser.enable_ident_normalization = false;
