@@ -71,11 +71,18 @@ impl Names {
                 Token::Word(w) if w.quote_style.is_none() => {
                     let prev = at.checked_sub(1).map(|p| &tokens[sig[p]]);
                     let next = sig.get(at + 1).map(|&n| &tokens[n]);
-                    let names_something =
-                        !matches!(next, Some(Token::LParen | Token::SingleQuotedString(_)))
-                            && !prev.is_some_and(|p| {
-                                matches!(p, Token::DoubleColon) || upper(p) == "AS"
-                            });
+                    // Not a call, a typed literal (`TIMESTAMP '...'`), an alias or a type
+                    // (`AS date`, `::date`), an interval's unit (`INTERVAL '1' DAY`) or a field
+                    // of `EXTRACT(YEAR FROM ts)`.
+                    let call_or_literal =
+                        matches!(next, Some(Token::LParen | Token::SingleQuotedString(_)));
+                    let alias_type_or_unit = prev.is_some_and(|p| {
+                        matches!(p, Token::DoubleColon | Token::SingleQuotedString(_))
+                            || upper(p) == "AS"
+                    });
+                    let extract_field =
+                        prev == Some(&Token::LParen) && next.is_some_and(|n| upper(n) == "FROM");
+                    let names_something = !call_or_literal && !alias_type_or_unit && !extract_field;
                     self.by_lower
                         .get(&w.value.to_lowercase())
                         .and_then(Option::as_deref)
@@ -121,5 +128,7 @@ mod tests {
             names().resolve(sql).unwrap(),
             "SELECT points(1), x AS points, CAST(y AS date), TIMESTAMP '2024-01-01', id, `t`.`CompanyId` FROM t"
         );
+        let sql = "SELECT EXTRACT(date FROM x), x + INTERVAL '1' date FROM t";
+        assert_eq!(names().resolve(sql).unwrap(), sql);
     }
 }
