@@ -41,6 +41,25 @@ fn schedules_are_stored_shown_and_changed() {
         prop(&mut s, "nightly").as_deref(),
         Some("EVERY 7200 SECONDS")
     );
+    // DESCRIBE shows the schedule, the last refresh and the next (two hours after it).
+    let (_, described) = common::sql_rows(&mut s, "DESCRIBE TABLE EXTENDED nightly");
+    let value = |name: &str| {
+        described
+            .iter()
+            .find(|r| r[0].as_deref() == Some(name))
+            .and_then(|r| r[1].clone())
+            .unwrap_or_else(|| panic!("no {name}: {described:?}"))
+    };
+    assert_eq!(value("Schedule"), "EVERY 7200 SECONDS");
+    let at = |s: String| {
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .unwrap()
+            .timestamp_micros()
+    };
+    assert_eq!(
+        at(value("Next refresh")) - at(value("Last refresh")),
+        7_200_000_000
+    );
     s.execute("ALTER STREAMING TABLE nightly DROP SCHEDULE")
         .unwrap();
     assert_eq!(prop(&mut s, "nightly").as_deref(), Some(""));

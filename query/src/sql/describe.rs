@@ -55,11 +55,31 @@ pub(super) fn describe(
             for f in store.flows(table)? {
                 row("Flow", flow_sql(&f));
             }
+            let history = store.history(table)?;
+            let last_refresh = history
+                .iter()
+                .rev()
+                .find(|c| c.operation.starts_with("FLOW"))
+                .map(|c| c.timestamp_us);
+            let when = |us: i64| {
+                arrow::temporal_conversions::timestamp_us_to_datetime(us)
+                    .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+                    .unwrap_or_default()
+            };
+            if let Some(last) = last_refresh {
+                row("Last refresh", when(last));
+            }
             if let Some(s) = properties
                 .get(crate::SCHEDULE_PROPERTY)
                 .filter(|s| !s.is_empty())
             {
                 row("Schedule", s.clone());
+                if let (Some(crate::Schedule::Every(every)), Some(last)) =
+                    (crate::Schedule::from_property(s), last_refresh)
+                {
+                    let next = last.saturating_add(every.as_micros() as i64);
+                    row("Next refresh", when(next));
+                }
             }
             if let Some(c) = properties.get(CLUSTER_BY_PROPERTY) {
                 row("Clustering Columns", c.clone());
@@ -73,7 +93,6 @@ pub(super) fn describe(
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             row("Table Properties", format!("[{}]", shown.join(",")));
-            let history = store.history(table)?;
             if let (Some(first), Some(last)) = (history.first(), history.last()) {
                 row("Versions", format!("{} to {}", first.version, last.version));
             }
