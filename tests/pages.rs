@@ -31,9 +31,8 @@ fn open(dir: &std::path::Path) -> Store {
     .unwrap()
 }
 
-/// An SCD2 table `t` of 5 keys with 40 versions each, applied in 8 commits, so that every key has
-/// frozen pages; returns its rows.
-fn build(dir: &std::path::Path) -> Vec<common::model::MRow> {
+/// The store in `dir` with an SCD2 flow `f` into `t`, keyed by `k`, sequenced by `seq`.
+fn scd2_table(dir: &std::path::Path) -> Store {
     let store = open(dir);
     let flow = FlowSpec::builder("f", "t", &schema())
         .keys(["k"])
@@ -42,26 +41,38 @@ fn build(dir: &std::path::Path) -> Vec<common::model::MRow> {
         .build()
         .unwrap();
     store.create_flow(flow).unwrap();
+    store
+}
+
+/// Events `(key, seq, commit, i)`, with the value `k{key} c{commit} i{i}`.
+fn batch(rows: impl Iterator<Item = (i64, i64, i64, i64)>) -> RecordBatch {
+    let (mut k, mut seq, mut v) = (Vec::new(), Vec::new(), Vec::new());
+    for (key, sq, c, i) in rows {
+        k.push(key);
+        seq.push(sq);
+        v.push(format!("k{key} c{c} i{i}"));
+    }
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from(k)),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(StringArray::from(v)),
+        ],
+    )
+    .unwrap()
+}
+
+/// An SCD2 table `t` of 5 keys with 40 versions each, applied in 8 commits, so that every key has
+/// frozen pages; returns its rows.
+fn build(dir: &std::path::Path) -> Vec<common::model::MRow> {
+    let store = scd2_table(dir);
     for c in 0..8i64 {
-        let (mut k, mut seq, mut v) = (Vec::new(), Vec::new(), Vec::new());
-        for key in 0..5i64 {
-            for i in 0..5i64 {
-                k.push(key);
-                // Commit 6 brings late events, which thaw frozen pages.
-                seq.push(if c == 6 { i * 8 + 1 } else { c * 5 + i } * 10);
-                v.push(format!("k{key} c{c} i{i}"));
-            }
-        }
-        let b = RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from(k)),
-                Arc::new(Int64Array::from(seq)),
-                Arc::new(StringArray::from(v)),
-            ],
-        )
-        .unwrap();
-        store.apply("f", &b).unwrap();
+        let rows = (0..5i64).flat_map(|key| {
+            // Commit 6 brings late events, which thaw frozen pages.
+            (0..5i64).map(move |i| (key, if c == 6 { i * 8 + 1 } else { c * 5 + i } * 10, c, i))
+        });
+        store.apply("f", &batch(rows)).unwrap();
     }
     let stats = store.read("t", |r| r.cold_stats()).unwrap();
     assert_eq!(stats.frozen_keys, 5, "{stats:?}");
@@ -320,33 +331,12 @@ fn one_key_is_read_from_its_head_and_pages_as_the_loaded_table_reads_it() {
 /// An SCD2 table `t` of 300 keys (more than a scan's first span) with 12 versions each, in 3
 /// commits, the last one late, so that every key has frozen pages.
 fn build_many_keys(dir: &std::path::Path) {
-    let store = open(dir);
-    let flow = FlowSpec::builder("f", "t", &schema())
-        .keys(["k"])
-        .sequence_by(["seq"])
-        .stored_as(StoredAs::Scd2)
-        .build()
-        .unwrap();
-    store.create_flow(flow).unwrap();
+    let store = scd2_table(dir);
     for c in 0..3i64 {
-        let (mut k, mut seq, mut v) = (Vec::new(), Vec::new(), Vec::new());
-        for key in 0..300i64 {
-            for i in 0..4i64 {
-                k.push(key);
-                seq.push(if c == 2 { i * 20 + 5 } else { c * 40 + i * 10 });
-                v.push(format!("k{key} c{c} i{i}"));
-            }
-        }
-        let b = RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from(k)),
-                Arc::new(Int64Array::from(seq)),
-                Arc::new(StringArray::from(v)),
-            ],
-        )
-        .unwrap();
-        store.apply("f", &b).unwrap();
+        let rows = (0..300i64).flat_map(|key| {
+            (0..4i64).map(move |i| (key, if c == 2 { i * 20 + 5 } else { c * 40 + i * 10 }, c, i))
+        });
+        store.apply("f", &batch(rows)).unwrap();
     }
 }
 

@@ -12,6 +12,15 @@ const SETUP: &str = "CREATE TABLE ev (id BIGINT, v STRING, seq BIGINT, op STRING
       COLUMNS * EXCEPT (op, seq) STORED AS SCD TYPE 2; \
     INSERT INTO ev VALUES (3, 'c', 4, 'U'); REFRESH STREAMING TABLE t";
 
+/// A store holding `SETUP`, and the session that ran it.
+fn set_up() -> (tempfile::TempDir, Store, SqlSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let mut s = SqlSession::new(store.clone()).unwrap();
+    s.execute(SETUP).unwrap();
+    (dir, store, s)
+}
+
 /// Every version of `t`, as model rows.
 fn every_version(store: &Store) -> Vec<Vec<common::model::MRow>> {
     let latest = store.history("t").unwrap().last().unwrap().version;
@@ -22,10 +31,7 @@ fn every_version(store: &Store) -> Vec<Vec<common::model::MRow>> {
 
 #[test]
 fn a_redefined_flow_rebuilds_its_table_and_a_replay_gives_the_same_history() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let mut s = SqlSession::new(store.clone()).unwrap();
-    s.execute(SETUP).unwrap();
+    let (dir, store, s) = set_up();
     let before = every_version(&store);
     let mut spec = store.flows("t").unwrap().remove(0);
     spec.delete_when = Some(Condition::equals("op", "D"));
@@ -73,10 +79,7 @@ fn a_redefined_flow_rebuilds_its_table_and_a_replay_gives_the_same_history() {
 
 #[test]
 fn a_redefinition_that_would_change_the_tables_shape_changes_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    let mut s = SqlSession::new(store.clone()).unwrap();
-    s.execute(SETUP).unwrap();
+    let (_dir, store, _session) = set_up();
     let before = every_version(&store);
     let mut spec = store.flows("t").unwrap().remove(0);
     spec.stored_as = asof::StoredAs::Scd1;
