@@ -23,6 +23,17 @@ pub enum Error {
         /// How many rows of the batch have the problem.
         rows: usize,
     },
+    /// A DML statement was rejected as a whole (docs/SEMANTICS.md §2.4); nothing of it was
+    /// applied.
+    #[error("statement rejected, nothing changed: column `{column}`: {problem} ({rows} row{s})", s = plural(*rows))]
+    InvalidStatement {
+        /// The column at fault.
+        column: String,
+        /// What is wrong, and the rule it breaks.
+        problem: String,
+        /// How many rows of the statement have the problem.
+        rows: usize,
+    },
     /// No table or flow of that name.
     #[error("no {kind} named `{name}`")]
     NotFound {

@@ -8,6 +8,7 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use crate::engine::fold::{Bytes, Event, EventKind};
+use crate::record::Origin;
 use crate::engine::Incoming;
 use crate::error::{Error, Result};
 use crate::flow::{Condition, Flow, StoredAs};
@@ -272,6 +273,7 @@ pub(crate) fn prepare(
                 },
                 values,
                 update,
+                origin: Origin::Feed,
             },
         });
     }

@@ -15,6 +15,18 @@ pub(crate) enum EventKind {
     Delete = 1,
 }
 
+/// Where an event came from: a change feed, or a DML statement on the table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) enum Origin {
+    /// A source row applied through a flow.
+    #[default]
+    Feed,
+    /// A DML statement (`INSERT`, `UPDATE`, `DELETE`, `MERGE`): its values are the whole row
+    /// (no IGNORE NULL UPDATES merge), and it replaces any event with the same identity that
+    /// came before it (docs/SEMANTICS.md §2.4).
+    Statement,
+}
+
 /// One event of a key, as stored: output values and, with COLUMNS TO UPDATE, the output columns it
 /// writes (sorted positions; `None` = all).
 #[derive(Clone, Debug)]
@@ -22,12 +34,21 @@ pub(crate) struct Event {
     pub kind: EventKind,
     pub values: Row,
     pub update: Option<Box<[u32]>>,
+    pub origin: Origin,
 }
 
 impl Event {
-    /// docs/SEMANTICS.md §3: a delete beats an upsert; otherwise the greater payload in the canonical order wins.
+    /// Whether this event, arriving now, replaces `other`, which has the same identity.
+    /// docs/SEMANTICS.md §2.4: a statement's event replaces whatever came before it, and a feed's
+    /// never replaces a statement's; between feed events (§3), a delete beats an upsert, otherwise
+    /// the greater payload in the canonical order wins.
     pub fn beats(&self, other: &Event) -> bool {
         use std::cmp::Ordering::*;
+        match (self.origin, other.origin) {
+            (Origin::Statement, _) => return true,
+            (Origin::Feed, Origin::Statement) => return false,
+            (Origin::Feed, Origin::Feed) => {}
+        }
         match self.kind.cmp(&other.kind) {
             Greater => true,
             Less => false,
@@ -40,6 +61,7 @@ impl Event {
     }
     pub fn same_as(&self, other: &Event) -> bool {
         self.kind == other.kind
+            && self.origin == other.origin
             && self.values[..] == other.values[..]
             && self.update == other.update
     }

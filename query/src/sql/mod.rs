@@ -9,6 +9,7 @@
 
 mod append;
 mod describe;
+mod dml;
 mod flows;
 mod guard;
 mod names;
@@ -239,7 +240,8 @@ impl SqlSession {
             | Kind::Describe { name: n, .. }
             | Kind::DropStreamingTable { name: n, .. }
             | Kind::DescribeHistory(n)
-            | Kind::Vacuum { name: n, .. } => name(n),
+            | Kind::Vacuum { name: n, .. }
+            | Kind::Dml { name: n } => name(n),
             Kind::Sql => {}
         }
         Ok(kind)
@@ -397,6 +399,16 @@ impl SqlSession {
                     "{name}: history kept from version {}; removed {} commits and {} row versions; log {} -> {} bytes",
                     r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
                 )))
+            }
+            Kind::Dml { name } => {
+                if !self.store.tables()?.contains(&name) {
+                    return Err(QueryError::Invalid(if self.store.sources()?.contains(&name) {
+                        format!("`{name}` is a source table: UPDATE, DELETE and MERGE run on streaming tables (a source table takes INSERT)")
+                    } else {
+                        format!("no streaming table named `{name}`")
+                    }));
+                }
+                self.dml(stmt, &name)
             }
             Kind::Sql => self.sql(stmt),
         }

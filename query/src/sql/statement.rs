@@ -141,6 +141,9 @@ pub(crate) enum Kind {
     AppendFlow(AppendAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
     Refresh { name: String, full: bool },
+    /// `UPDATE t ...`, `DELETE FROM t ...`, `MERGE INTO t ...` (`INSERT` goes by the table it
+    /// names: [`super::tables`]).
+    Dml { name: String },
     /// Anything else: SQL for DataFusion.
     Sql,
 }
@@ -467,6 +470,18 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 ));
             }
             Ok(Kind::Vacuum { name, retain_hours })
+        }
+        ["UPDATE", ..] => {
+            p.i = 1;
+            Ok(Kind::Dml {
+                name: p.ident("a table name")?,
+            })
+        }
+        ["DELETE", "FROM", ..] | ["MERGE", "INTO", ..] => {
+            p.i = 2;
+            Ok(Kind::Dml {
+                name: p.ident("a table name")?,
+            })
         }
         _ => Ok(Kind::Sql),
     }

@@ -114,6 +114,9 @@ impl SqlSession {
     pub(super) fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
         let words = stmt.words();
         let name = self.known_names()?.spelling(&word(words.get(2).copied())?);
+        if self.store.tables()?.contains(&name) {
+            return self.dml(stmt, &name);
+        }
         let mut w = self.store.begin_append(&name).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => {
                 QueryError::Invalid(format!("`{name}` is not a table that accepts INSERT"))

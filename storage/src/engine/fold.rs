@@ -16,7 +16,7 @@ use std::ops::Bound;
 
 use crate::value::{Row, Value};
 
-pub(crate) use crate::record::{Bytes, Event, EventKind, RowId};
+pub(crate) use crate::record::{Bytes, Event, EventKind, Origin, RowId};
 
 /// All events of one key: per sequence, the candidates sorted by system sequence (one candidate with
 /// an empty system sequence for SCD1/SCD2).
@@ -81,6 +81,10 @@ pub(crate) struct FoldRules<'a> {
 
 impl FoldRules<'_> {
     fn merge(&self, prev: Option<&Row>, ev: &Event) -> Row {
+        if ev.origin == Origin::Statement {
+            // A statement writes the whole row, NULLs included.
+            return ev.values.clone();
+        }
         if let Some(cols) = &ev.update {
             // COLUMNS TO UPDATE: listed columns come from the event, the others stay.
             let mut out: Vec<Value> = match prev {

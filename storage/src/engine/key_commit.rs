@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::fold::{Bytes, Event, EventMap, FoldRules, RowId};
+use super::fold::{Bytes, Event, EventMap, FoldRules, Origin, RowId};
 use super::{CommitEffects, Incoming, KeyState, RowStore, StoredRow};
 
 /// What applying a commit to one key reads and changes.
@@ -57,9 +57,11 @@ impl KeyCommit<'_, '_> {
             .events
             .last_key_value()
             .map(|(m, _)| m[..].cmp(&inc.seq[..]));
-        let late_biz = last_seq_cmp == Some(std::cmp::Ordering::Greater);
-        let late_sys =
-            !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
+        // A statement's events describe the table, not a feed: they are never late or in conflict.
+        let feed = inc.event.origin == Origin::Feed;
+        let late_biz = feed && last_seq_cmp == Some(std::cmp::Ordering::Greater);
+        let late_sys = feed
+            && !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
         let appended = last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less);
         let outcome = if appended {
             ks.events.insert(
@@ -80,7 +82,7 @@ impl KeyCommit<'_, '_> {
                 None
             }
             o => {
-                if matches!(o, Outcome::ConflictWon) {
+                if feed && matches!(o, Outcome::ConflictWon) {
                     fx.metrics.num_conflicts_resolved += 1;
                 }
                 if late_biz || late_sys {

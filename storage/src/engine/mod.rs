@@ -9,6 +9,7 @@ pub(crate) mod lookup;
 mod persist;
 mod rows;
 mod scd;
+pub(crate) mod statement;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;

@@ -6,7 +6,7 @@ use super::archive::{compress, decompress};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::EventBlock;
 use crate::error::{corrupt, Result};
-use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, RowId, StoredRow};
+use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
 use crate::value::{ColumnType, Row, Value};
 
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
@@ -104,6 +104,7 @@ pub(crate) fn encode_cold<'a>(
             kind: EventKind::Upsert,
             values: values.clone(),
             update: None,
+            origin: Origin::Feed,
         };
         let open = if end.is_none() { OPEN_END } else { 0 };
         page.versions

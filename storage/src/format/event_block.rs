@@ -13,8 +13,11 @@ use rkyv::rancor;
 use super::archive::{compress, decompress};
 use super::columns::{new_column, ColumnData, VarBytes};
 use crate::error::{corrupt, Result};
-use crate::record::{Bytes, Event, EventKind, Incoming};
+use crate::record::{Bytes, Event, EventKind, Incoming, Origin};
 use crate::value::{ColumnType, Value};
+
+/// The flag bit of an event a DML statement wrote.
+const STATEMENT: u8 = 8;
 
 /// About how many raw bytes one block holds before a new one is started.
 pub(crate) const TARGET_BLOCK_BYTES: usize = 32 * 1024;
@@ -25,7 +28,8 @@ pub(crate) struct EventBlock {
     pub keys: VarBytes,
     pub seqs: VarBytes,
     pub syss: VarBytes,
-    /// Bit 0: delete. Bit 1: has a COLUMNS TO UPDATE list.
+    /// Bit 0: delete. Bit 1: has a COLUMNS TO UPDATE list. Bit 3: written by a DML statement
+    /// ([`Origin::Statement`]; format 3).
     pub flags: Vec<u8>,
     /// COLUMNS TO UPDATE lists of the events that have one, in order: `update[update_offsets[j]..]`.
     pub update_offsets: Vec<u32>,
@@ -79,6 +83,9 @@ impl EventBlock {
         self.seqs.push(seq);
         self.syss.push(sys);
         let mut flags = (event.kind == EventKind::Delete) as u8 | extra;
+        if event.origin == Origin::Statement {
+            flags |= STATEMENT;
+        }
         if let Some(u) = &event.update {
             flags |= 2;
             if self.update_offsets.is_empty() {
@@ -143,6 +150,11 @@ impl EventBlock {
                     },
                     values: values.into(),
                     update,
+                    origin: if self.flags[i] & STATEMENT != 0 {
+                        Origin::Statement
+                    } else {
+                        Origin::Feed
+                    },
                 },
             });
         }
@@ -197,6 +209,11 @@ mod tests {
                 ]
                 .into(),
                 update: upd.map(Into::into),
+                origin: if k == 3 {
+                    Origin::Statement
+                } else {
+                    Origin::Feed
+                },
             },
         };
         let events = vec![
@@ -211,8 +228,8 @@ mod tests {
         assert_eq!(got.len(), 3);
         for (a, b) in got.iter().zip(&events) {
             assert_eq!(
-                (&a.key, &a.seq, a.event.kind, &a.event.update),
-                (&b.key, &b.seq, b.event.kind, &b.event.update)
+                (&a.key, &a.seq, a.event.kind, &a.event.update, a.event.origin),
+                (&b.key, &b.seq, b.event.kind, &b.event.update, b.event.origin)
             );
             assert_eq!(a.event.values[..], b.event.values[..]);
         }

@@ -17,6 +17,7 @@
 mod append_flows;
 mod catalog;
 mod commit;
+mod dml;
 mod key_cache;
 mod load;
 mod pages;
@@ -49,16 +50,17 @@ use crate::format::keys::FORMAT_KEY;
 pub use append_flows::append_offset_parameter;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
+pub use dml::{Dml, DmlOperation, Edit};
 use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
 pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
 
-/// The on-disk format version this build writes. Version 1 stores (events only) are upgraded in
-/// place: the format record is set to 2 on open, and each table's derived records are written
-/// on its first use (docs/FORMAT.md §9).
-pub const FORMAT_VERSION: u32 = 2;
+/// The on-disk format version this build writes. Older stores are upgraded in place: the format
+/// record is set to 3 on open; a version-1 store (events only) then writes each table's derived
+/// records on its first use, a version-2 store needs nothing more (docs/FORMAT.md §8).
+pub const FORMAT_VERSION: u32 = 3;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -224,9 +226,10 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    1 => {
+                    1 | 2 => {
                         // Version 1 has no derived records; each table writes them on its first
-                        // use, as when they are not current (`pages`).
+                        // use, as when they are not current (`pages`). Version 2 is version 3
+                        // without statement events (flag bit 3): nothing to rewrite.
                         let mut b = WriteBatch::default();
                         b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
                         kv.write(b)?;

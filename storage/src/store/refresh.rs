@@ -14,7 +14,8 @@ use crate::expectation;
 use crate::flow::FlowSpec;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
-use crate::kv::WriteBatch;
+use crate::engine::CommitEffects;
+use crate::kv::{KvStore, WriteBatch};
 use crate::source::SourceTable;
 
 impl Store {
@@ -314,51 +315,78 @@ impl Inner {
             duration_us: 0,
         };
         let every = inner.checkpoints.every_events;
-        let mut persist = || -> Result<CommitInfo> {
-            let mut b = WriteBatch::default();
-            put_event_blocks(
-                &mut b,
-                table.id,
-                version,
-                &table.state.schema,
-                &fx.events,
-                &fx.truncates,
-            )?;
-            let unsaved = table.unsaved + n_events;
-            let checkpoint = if unsaved >= every {
-                pages::Checkpoint::Now
-            } else {
-                pages::Checkpoint::Later
-            };
-            pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
-            if let Apply::Redefine(record) = &how {
-                put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
-            }
-            let mut commit = commit.clone();
-            commit.duration_us = started.elapsed().as_micros() as u64;
-            put_json(
-                &mut b,
-                key(keys::COMMIT, table.id, Some(version), None),
-                &commit,
-            )?;
-            inner.kv.write(b)?;
-            Ok(commit)
+        let record = match &how {
+            Apply::Redefine(record) => Some(&**record),
+            _ => None,
         };
-        match persist() {
-            Ok(commit) => {
-                table.commits.push(commit.clone());
-                table.unsaved = if table.unsaved + n_events >= every {
-                    0
-                } else {
-                    table.unsaved + n_events
-                };
-                Ok(commit)
-            }
-            Err(e) => {
-                // Memory is ahead of disk now: refuse everything until the store is reopened.
-                inner.poisoned = Some(e.to_string());
-                Err(e)
-            }
-        }
+        let applied = Applied {
+            fx: &fx,
+            commit,
+            events: n_events,
+            started,
+            record,
+        };
+        // On an error memory is ahead of disk: refuse everything until the store is reopened.
+        write_applied(inner.kv.as_ref(), every, table, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
     }
+}
+
+/// A commit applied to a table's state, to be written.
+pub(super) struct Applied<'a> {
+    pub fx: &'a CommitEffects,
+    pub commit: CommitInfo,
+    /// How many events it applied (they count towards the next checkpoint).
+    pub events: u64,
+    pub started: Instant,
+    /// The table's record, rewritten with the commit (a redefined flow).
+    pub record: Option<&'a TableRecord>,
+}
+
+/// Writes a commit applied to `table`'s state in one batch: its events, the pages it froze (and
+/// a checkpoint, when `every` events have been applied since the last), its commit record. On an
+/// error memory is ahead of disk, and the caller must poison the store.
+pub(super) fn write_applied(
+    kv: &dyn KvStore,
+    every: u64,
+    table: &mut Table,
+    applied: Applied<'_>,
+) -> Result<CommitInfo> {
+    let Applied {
+        fx,
+        mut commit,
+        events,
+        started,
+        record,
+    } = applied;
+    let version = commit.version;
+    let mut b = WriteBatch::default();
+    put_event_blocks(
+        &mut b,
+        table.id,
+        version,
+        &table.state.schema,
+        &fx.events,
+        &fx.truncates,
+    )?;
+    let unsaved = table.unsaved + events;
+    let checkpoint = if unsaved >= every {
+        pages::Checkpoint::Now
+    } else {
+        pages::Checkpoint::Later
+    };
+    pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
+    if let Some(record) = record {
+        put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
+    }
+    commit.duration_us = started.elapsed().as_micros() as u64;
+    put_json(
+        &mut b,
+        key(keys::COMMIT, table.id, Some(version), None),
+        &commit,
+    )?;
+    kv.write(b)?;
+    table.commits.push(commit.clone());
+    table.unsaved = if unsaved >= every { 0 } else { unsaved };
+    Ok(commit)
 }
