@@ -1,6 +1,6 @@
-//! On-disk format compatibility: stores written by format versions 1 and 2 are committed under
-//! `tests/data/fixture_v1/` and `tests/data/fixture_v2/` and must open and read the same with
-//! every later build (a version-1 store is upgraded in place on open). A change of the format must
+//! On-disk format compatibility: stores written by format versions 1, 2 and 3 are committed under
+//! `tests/data/fixture_v1/`, `tests/data/fixture_v2/` and `tests/data/fixture_v3/` and must open
+//! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
 //!
@@ -46,10 +46,21 @@ fn script() -> String {
     sql
 }
 
+/// Version 3 adds statement events: the fixture of version 3 also has a table changed by DML.
+fn script_v3() -> String {
+    script()
+        + "CREATE OR REFRESH STREAMING TABLE corrected FLOW AUTO CDC FROM stream(company_events) KEYS (CompanyId)
+             APPLY AS DELETE WHEN operation = 'DELETE' SEQUENCE BY business_time COLUMNS * EXCEPT (system_time, operation)
+             STORED AS SCD TYPE 2;
+           UPDATE corrected FOR PORTION OF BUSINESS_TIME FROM TIMESTAMP '2025-07-18T11:00:00' TO TIMESTAMP '2025-07-18T12:10:00'
+             SET DataPoint = 'fixed' WHERE CompanyId = 'A';
+           INSERT INTO corrected (CompanyId, DataPoint, __START_AT) VALUES ('Z', 'z', TIMESTAMP '2025-01-01T00:00:00');"
+}
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v3());
 }
 
 /// The format record of the store in `dir`.
@@ -79,7 +90,7 @@ fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
     let tmp = common::copy_of_fixture(&fixture_dir(1));
     assert_eq!(format_record(tmp.path()), 1);
     reads_the_same(Store::open(tmp.path()).unwrap());
-    assert_eq!(format_record(tmp.path()), 2, "upgraded in place");
+    assert_eq!(format_record(tmp.path()), FORMAT_VERSION, "upgraded in place");
     // The first use of each table wrote its pages: the log is no longer read to open a table.
     damage_event_blocks(tmp.path());
     let store = Store::open(tmp.path()).unwrap();
@@ -90,20 +101,76 @@ fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
 
 #[test]
 fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
-    assert_eq!(
-        FORMAT_VERSION, 2,
-        "a new format version needs a new fixture beside this one"
-    );
     let tmp = common::copy_of_fixture(&fixture_dir(2));
     reads_the_same(Store::open(tmp.path()).unwrap());
+    assert_eq!(format_record(tmp.path()), FORMAT_VERSION, "upgraded in place");
     let tmp = common::copy_of_fixture(&fixture_dir(2));
     damage_event_blocks(tmp.path());
     reads_the_same(Store::open(tmp.path()).unwrap());
 }
 
+#[test]
+fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pages() {
+    assert_eq!(
+        FORMAT_VERSION, 3,
+        "a new format version needs a new fixture beside this one"
+    );
+    // Sorted; the two versions the portion cut keep their own `business_time`, so they stay two.
+    let expected = [
+        ["A", "XFv1", "2025-07-18T10:01:00", "2025-07-18T11:00:00"],
+        ["A", "XFv2", "2025-07-18T12:15:43", "2025-07-18T12:30:00"],
+        ["A", "XFv3", "2025-07-18T12:10:00", "2025-07-18T12:15:43"],
+        ["A", "fixed", "2025-07-18T11:00:00", "2025-07-18T12:05:00"],
+        ["A", "fixed", "2025-07-18T12:05:00", "2025-07-18T12:10:00"],
+        ["Z", "z", "2025-01-01T00:00:00", ""],
+    ];
+    let expected: Vec<Vec<Option<String>>> = expected
+        .iter()
+        .map(|r| r.iter().map(|c| (!c.is_empty()).then(|| c.to_string())).collect())
+        .collect();
+    let query = "SELECT CompanyId, DataPoint, __START_AT, __END_AT FROM corrected";
+    for damaged in [false, true] {
+        let tmp = common::copy_of_fixture(&fixture_dir(3));
+        if damaged {
+            damage_event_blocks(tmp.path());
+        }
+        let store = Store::open(tmp.path()).unwrap();
+        let history: Vec<String> = store
+            .history("corrected")
+            .unwrap()
+            .iter()
+            .map(|c| c.operation.clone())
+            .collect();
+        assert_eq!(history, ["CREATE TABLE", "FLOW corrected", "UPDATE", "WRITE"]);
+        reads_the_same(store.clone());
+        let mut s = SqlSession::new(store).unwrap();
+        assert_eq!(rows(&mut s, query), expected, "damaged log: {damaged}");
+        assert_eq!(
+            rows(&mut s, &format!("{query} VERSION AS OF 1")).len(),
+            3,
+            "before the statements"
+        );
+    }
+    // Replayed from the log alone (its derived records deleted), it reads the same.
+    let tmp = common::copy_of_fixture(&fixture_dir(3));
+    {
+        let kv = SledKv::open(tmp.path(), 1 << 20).unwrap();
+        let mut b = WriteBatch::default();
+        for tag in [b"K", b"P", b"X", b"G"] {
+            for r in kv.scan_prefix(tag) {
+                b.delete(r.unwrap().0);
+            }
+        }
+        kv.write(b).unwrap();
+    }
+    let mut s = SqlSession::new(Store::open(tmp.path()).unwrap()).unwrap();
+    assert_eq!(rows(&mut s, query), expected, "replayed");
+}
+
 /// The fixture's tables, history, properties and views, at every version; and it takes commits.
 fn reads_the_same(store: Store) {
     let mut tables = store.tables().unwrap();
+    tables.retain(|t| t != "corrected");
     tables.sort();
     assert_eq!(tables, ["company_points", "latest"]);
     assert_eq!(store.history("company_points").unwrap().len(), 5);

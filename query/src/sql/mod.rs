@@ -115,6 +115,11 @@ impl SqlSession {
         })
     }
 
+    /// The store this session runs on.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Reports the progress of long work (loading files, a full refresh) to `progress`.
     pub fn set_progress(&mut self, progress: Arc<dyn Progress>) {
         self.store.set_progress(progress.clone());

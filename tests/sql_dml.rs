@@ -1,0 +1,504 @@
+//! DML on streaming tables (docs/SEMANTICS.md §2.4): `INSERT`, `UPDATE`, `DELETE`, `MERGE INTO`
+//! and `FOR PORTION OF BUSINESS_TIME`, each one commit, composed with the events of later
+//! refreshes, and the same after restarts, replays and VACUUM.
+
+mod common;
+
+use asof::{Checkpoints, OnClose, SqlSession, Store, StoreOptions};
+use common::{cells, sorted_sql_rows as rows};
+use proptest::prelude::*;
+
+fn session() -> (tempfile::TempDir, SqlSession) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    (dir, SqlSession::new(store).unwrap())
+}
+
+fn table(rows: &[&[&str]]) -> Vec<Vec<Option<String>>> {
+    let mut t: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| (*c != "NULL").then(|| c.to_string())).collect())
+        .collect();
+    t.sort();
+    t
+}
+
+const SOURCE: &str = "CREATE TABLE src (id INT, name STRING, city STRING, ts BIGINT, op STRING)";
+
+fn flow(name: &str, stored_as: &str) -> String {
+    format!(
+        "CREATE OR REFRESH STREAMING TABLE {name} FLOW AUTO CDC FROM stream(src) KEYS (id) \
+         APPLY AS DELETE WHEN op = 'D' SEQUENCE BY ts COLUMNS * EXCEPT (ts, op) STORED AS {stored_as}"
+    )
+}
+
+#[test]
+fn scd1_statements_hold_until_a_newer_event_of_the_feed() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U'), (2, 'Bo', 'Oslo', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 1")).unwrap();
+    s.execute("DELETE FROM t WHERE id = 1").unwrap();
+    s.execute("UPDATE t SET city = \"Bergen\" WHERE id = 2").unwrap();
+    s.execute("INSERT INTO t VALUES (3, 'Cy', 'Rome')").unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t"),
+        table(&[&["2", "Bo", "Bergen"], &["3", "Cy", "Rome"]])
+    );
+    // A late event (older than the statement's) does not undo it; a newer one wins over it.
+    s.execute(
+        "INSERT INTO src VALUES (1, 'Ana', 'Faro', 5, 'U'), (2, 'Bo', 'Tromso', 11, 'U'), (3, 'Cy', 'Milan', 1, 'U');
+         REFRESH STREAMING TABLE t",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t"),
+        table(&[&["2", "Bo", "Tromso"], &["3", "Cy", "Milan"]]),
+        "3 had no event when it was inserted: any event of the feed is newer"
+    );
+    // An INSERT of a key that has a row is refused, and changes nothing.
+    let err = s
+        .execute("INSERT INTO t VALUES (2, 'Bo', 'x'), (4, 'Di', 'y')")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("column `id`") && err.contains("has a row already") && err.contains("(1 row)"),
+        "{err}"
+    );
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [cells(&["2"])]);
+}
+
+#[test]
+fn scd2_update_for_portion_of_splits_versions_and_a_late_event_corrects_inside_it() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute(
+        "INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U'), (1, 'Ana', 'Porto', 20, 'U'), (1, 'Ana', 'Faro', 30, 'U'), (2, 'Bo', 'Oslo', 10, 'U')",
+    )
+    .unwrap();
+    s.execute(&flow("t", "SCD TYPE 2")).unwrap();
+    let out = s
+        .execute("UPDATE t FOR PORTION OF BUSINESS_TIME FROM 12 TO 25 SET name = 'Ana B.' WHERE id = 1")
+        .unwrap();
+    assert!(format!("{:?}", out[0]).contains("2 rows updated"), "{out:?}");
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t WHERE id = 1"),
+        table(&[
+            &["1", "Ana", "Lisbon", "10", "12"],
+            &["1", "Ana B.", "Lisbon", "12", "20"],
+            &["1", "Ana B.", "Porto", "20", "25"],
+            &["1", "Ana", "Porto", "25", "30"],
+            &["1", "Ana", "Faro", "30", "NULL"],
+        ])
+    );
+    // DELETE of whole versions leaves a gap; DELETE FOR PORTION OF cuts one.
+    s.execute("DELETE FROM t FOR PORTION OF BUSINESS_TIME FROM 26 TO 28 WHERE id = 1")
+        .unwrap();
+    s.execute("DELETE FROM t WHERE id = 2").unwrap();
+    // A late event inside the corrected range takes over from its sequence, as any late event.
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Evora', 15, 'U'), (2, 'Bo', 'Bergen', 40, 'U'); REFRESH STREAMING TABLE t")
+        .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t"),
+        table(&[
+            &["1", "Ana", "Lisbon", "10", "12"],
+            &["1", "Ana B.", "Lisbon", "12", "15"],
+            &["1", "Ana", "Evora", "15", "20"],
+            &["1", "Ana B.", "Porto", "20", "25"],
+            &["1", "Ana", "Porto", "25", "26"],
+            &["1", "Ana", "Porto", "28", "30"],
+            &["1", "Ana", "Faro", "30", "NULL"],
+            &["2", "Bo", "Bergen", "40", "NULL"],
+        ])
+    );
+    // Each statement is a commit: time travel before it shows the table as it was.
+    assert_eq!(
+        rows(&mut s, "SELECT name, __START_AT FROM t VERSION AS OF 1 WHERE id = 1"),
+        table(&[&["Ana", "10"], &["Ana", "20"], &["Ana", "30"]])
+    );
+}
+
+#[test]
+fn dml_commits_are_named_in_the_history_and_the_change_feed() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U'), (2, 'Bo', 'Oslo', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 1")).unwrap();
+    s.execute("UPDATE t SET city = 'Porto' WHERE id = 1; DELETE FROM t WHERE id = 2")
+        .unwrap();
+    let history = s.store().history("t").unwrap();
+    let ops: Vec<(&str, u64, u64)> = history
+        .iter()
+        .map(|c| {
+            (
+                c.operation.as_str(),
+                c.metrics.num_upserted_rows,
+                c.metrics.num_deleted_rows,
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            ("CREATE TABLE", 0, 0),
+            ("FLOW t", 2, 0),
+            ("UPDATE", 1, 1),
+            ("DELETE", 0, 1)
+        ]
+    );
+    assert_eq!(
+        history[2].parameters["statement"],
+        "UPDATE t SET city = 'Porto' WHERE id = 1"
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT _commit_version, _change_type, id, city FROM table_changes('t', 2)"
+        ),
+        table(&[
+            &["2", "update_postimage", "1", "Porto"],
+            &["2", "update_preimage", "1", "Lisbon"],
+            &["3", "delete", "2", "Oslo"],
+        ])
+    );
+}
+
+#[test]
+fn scd2_insert_writes_history_and_refuses_an_overlap_with_nothing_applied() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 2")).unwrap();
+    s.execute("INSERT INTO t (id, name, city, __START_AT, __END_AT) VALUES (1, 'Ana', 'Braga', 0, 10), (5, 'Eve', 'Nice', 3, NULL)")
+        .unwrap();
+    let before = rows(&mut s, "SELECT * FROM t");
+    assert_eq!(
+        before,
+        table(&[
+            &["1", "Ana", "Braga", "0", "10"],
+            &["1", "Ana", "Lisbon", "10", "NULL"],
+            &["5", "Eve", "Nice", "3", "NULL"],
+        ])
+    );
+    for (sql, problem) in [
+        (
+            "INSERT INTO t (id, name, city, __START_AT) VALUES (9, 'ok', 'x', 1), (1, 'Ana', 'x', 5), (5, 'Eve', 'y', 100)",
+            "overlaps a version of its key",
+        ),
+        (
+            "INSERT INTO t (id, name, city, __START_AT, __END_AT) VALUES (7, 'a', 'b', 5, 5)",
+            "is not after __START_AT",
+        ),
+        (
+            "INSERT INTO t (id, name, city) VALUES (7, 'a', 'b')",
+            "column `__START_AT`",
+        ),
+        (
+            "INSERT INTO t (id, name, city, __START_AT) VALUES (NULL, 'a', 'b', 1)",
+            "the key is NULL",
+        ),
+    ] {
+        let err = s.execute(sql).unwrap_err().to_string();
+        assert!(err.contains(problem), "{sql}: {err}");
+        assert_eq!(rows(&mut s, "SELECT * FROM t"), before, "{sql}");
+    }
+    let err = s
+        .execute("INSERT INTO t (id, name, city, __START_AT) VALUES (1, 'Ana', 'x', 5), (5, 'Eve', 'y', 100)")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("(2 rows)"), "{err}");
+}
+
+#[test]
+fn bitemporal_statements_are_stamped_with_their_own_system_time() {
+    let (_dir, mut s) = session();
+    s.execute("CREATE TABLE ev (id INT, v STRING, bt TIMESTAMP)").unwrap();
+    s.execute("INSERT INTO ev VALUES (1, 'a', TIMESTAMP '2024-01-01'), (1, 'b', TIMESTAMP '2024-03-01'), (2, 'x', TIMESTAMP '2024-01-01')")
+        .unwrap();
+    s.execute("CREATE OR REFRESH STREAMING TABLE b FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY bt COLUMNS * EXCEPT (bt) STORED AS BITEMPORAL")
+        .unwrap();
+    s.execute("UPDATE b FOR PORTION OF BUSINESS_TIME FROM TIMESTAMP '2024-02-01' TO TIMESTAMP '2024-04-01' SET v = 'fixed' WHERE id = 1; DELETE FROM b WHERE id = 2")
+        .unwrap();
+    let history = s.store().history("b").unwrap();
+    let (flow_ts, update_ts) = (history[1].timestamp_us, history[2].timestamp_us);
+    let now = "SELECT id, v, __START_AT, __END_AT FROM b WHERE __SYSTEM_END_AT IS NULL";
+    assert_eq!(
+        rows(&mut s, now),
+        table(&[
+            &["1", "a", "2024-01-01T00:00:00", "2024-02-01T00:00:00"],
+            &["1", "fixed", "2024-02-01T00:00:00", "2024-04-01T00:00:00"],
+            &["1", "b", "2024-04-01T00:00:00", "NULL"],
+        ])
+    );
+    // What was believed before the statement is still answered, at a system time before it.
+    let at = |us: i64| {
+        chrono::DateTime::from_timestamp_micros(us)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.6f")
+            .to_string()
+    };
+    assert_eq!(
+        rows(
+            &mut s,
+            &format!(
+                "SELECT id, v, __START_AT FROM b FOR SYSTEM_TIME AS OF TIMESTAMP '{}'",
+                at(flow_ts)
+            )
+        ),
+        table(&[
+            &["1", "a", "2024-01-01T00:00:00"],
+            &["1", "b", "2024-03-01T00:00:00"],
+            &["2", "x", "2024-01-01T00:00:00"],
+        ])
+    );
+    // The rows the statement replaced end on system time at its commit.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, v, CAST(__SYSTEM_END_AT AS BIGINT) FROM b WHERE __SYSTEM_END_AT IS NOT NULL AND id = 1"
+        ),
+        table(&[
+            &["1", "a", &update_ts.to_string()],
+            &["1", "b", &update_ts.to_string()],
+        ])
+    );
+}
+
+#[test]
+fn merge_into_updates_deletes_and_inserts_by_the_first_clause_that_holds() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U'), (2, 'Bo', 'Oslo', 10, 'U'), (3, 'Cy', 'Rome', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 1")).unwrap();
+    s.execute("CREATE TABLE changes (id INT, city STRING, gone BOOLEAN)").unwrap();
+    s.execute("INSERT INTO changes VALUES (1, 'Porto', false), (2, NULL, true), (4, 'Kyiv', false), (5, 'Nowhere', true)")
+        .unwrap();
+    let out = s
+        .execute(
+            "MERGE INTO t AS target USING changes AS c ON target.id = c.id
+             WHEN MATCHED AND c.gone THEN DELETE
+             WHEN MATCHED THEN UPDATE SET city = c.city
+             WHEN NOT MATCHED AND NOT c.gone THEN INSERT (id, name, city) VALUES (c.id, 'new', c.city)",
+        )
+        .unwrap();
+    assert!(format!("{:?}", out[0]).contains("3 rows merged"), "{out:?}");
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t"),
+        table(&[
+            &["1", "Ana", "Porto"],
+            &["3", "Cy", "Rome"],
+            &["4", "new", "Kyiv"],
+        ])
+    );
+    assert_eq!(s.store().history("t").unwrap()[2].operation, "MERGE");
+    // Two source rows for one target row: refused, nothing changed.
+    s.execute("INSERT INTO changes VALUES (1, 'Faro', false)").unwrap();
+    let err = s
+        .execute("MERGE INTO t USING changes ON t.id = changes.id WHEN MATCHED THEN UPDATE SET city = changes.city")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("1 target row match more than one source row"), "{err}");
+    assert_eq!(s.store().history("t").unwrap().len(), 3);
+}
+
+#[test]
+fn statements_that_cannot_apply_say_why_and_change_nothing() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t1", "SCD TYPE 1")).unwrap();
+    s.execute(&flow("t2", "SCD TYPE 2")).unwrap();
+    for (sql, says) in [
+        ("UPDATE t1 SET id = 2", "a key of `t1`"),
+        ("UPDATE t2 SET __END_AT = 5", "FOR PORTION OF BUSINESS_TIME"),
+        ("UPDATE t1 SET nope = 1", "has no column `nope`"),
+        (
+            "UPDATE t1 FOR PORTION OF BUSINESS_TIME FROM 1 TO 2 SET name = 'x'",
+            "SCD TYPE 1",
+        ),
+        (
+            "DELETE FROM t2 FOR PORTION OF SYSTEM_TIME FROM 1 TO 2",
+            "system time is the store's",
+        ),
+        ("DELETE FROM src WHERE id = 1", "is a source table"),
+        ("UPDATE missing SET a = 1", "no streaming table named `missing`"),
+        (
+            "INSERT INTO t2 (id, __SYSTEM_START_AT) VALUES (1, 1)",
+            "system time is the store's",
+        ),
+    ] {
+        let err = s.execute(sql).unwrap_err().to_string();
+        assert!(err.contains(says), "{sql}: {err}");
+    }
+    assert_eq!(s.store().history("t1").unwrap().len(), 2);
+    assert_eq!(s.store().history("t2").unwrap().len(), 2);
+}
+
+#[test]
+fn a_full_refresh_recomputes_the_table_from_its_sources_and_drops_statements() {
+    let (_dir, mut s) = session();
+    s.execute(SOURCE).unwrap();
+    s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U')")
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 1")).unwrap();
+    s.execute("UPDATE t SET city = 'Porto'").unwrap();
+    assert_eq!(rows(&mut s, "SELECT city FROM t"), [cells(&["Porto"])]);
+    s.execute("REFRESH STREAMING TABLE t FULL").unwrap();
+    assert_eq!(rows(&mut s, "SELECT city FROM t"), [cells(&["Lisbon"])]);
+    assert_eq!(
+        rows(&mut s, "SELECT city FROM t VERSION AS OF 2"),
+        [cells(&["Porto"])],
+        "time travel still shows it"
+    );
+}
+
+/// One step of the property test below.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Events of the feed: (key, sequence, value, delete).
+    Feed(Vec<(u8, u8, u8, bool)>),
+    Update { key: u8, value: u8 },
+    Portion { key: u8, from: u8, len: u8, value: u8 },
+    Delete { key: u8 },
+    Insert { key: u8, start: u8, value: u8 },
+}
+
+impl Step {
+    fn sql(&self, table: &str, history: bool) -> String {
+        match self {
+            Step::Feed(events) => {
+                let values: Vec<String> = events
+                    .iter()
+                    .map(|(k, q, v, d)| {
+                        format!("({k}, 'v{v}', 'c', {q}, '{}')", if *d { "D" } else { "U" })
+                    })
+                    .collect();
+                format!(
+                    "INSERT INTO src VALUES {}; REFRESH STREAMING TABLE {table}",
+                    values.join(", ")
+                )
+            }
+            Step::Update { key, value } => {
+                format!("UPDATE {table} SET name = 's{value}' WHERE id = {key}")
+            }
+            Step::Portion { key, from, len, value } if history => format!(
+                "UPDATE {table} FOR PORTION OF BUSINESS_TIME FROM {from} TO {} SET name = 'p{value}' WHERE id = {key}",
+                *from as u32 + *len as u32 + 1
+            ),
+            Step::Portion { key, value, .. } => {
+                format!("UPDATE {table} SET city = 'p{value}' WHERE id = {key}")
+            }
+            Step::Delete { key } => format!("DELETE FROM {table} WHERE id = {key}"),
+            // Keys 10.. are inserted only: the statement may be refused when the key exists.
+            Step::Insert { key, start, value } if history => format!(
+                "INSERT INTO {table} (id, name, city, __START_AT) VALUES ({}, 'i{value}', 'c', {start})",
+                key + 10
+            ),
+            Step::Insert { key, value, .. } => format!(
+                "INSERT INTO {table} VALUES ({}, 'i{value}', 'c')",
+                key + 10
+            ),
+        }
+    }
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => prop::collection::vec((0u8..3, 0u8..30, 0u8..5, prop::bool::weighted(0.15)), 1..5)
+            .prop_map(Step::Feed),
+        1 => (0u8..3, 0u8..5).prop_map(|(key, value)| Step::Update { key, value }),
+        1 => (0u8..3, 0u8..30, 0u8..10, 0u8..5)
+            .prop_map(|(key, from, len, value)| Step::Portion { key, from, len, value }),
+        1 => (0u8..3).prop_map(|key| Step::Delete { key }),
+        1 => (0u8..2, 0u8..30, 0u8..5).prop_map(|(key, start, value)| Step::Insert { key, start, value }),
+    ]
+}
+
+fn options(hot: usize) -> StoreOptions {
+    StoreOptions {
+        hot_events_per_key: hot,
+        checkpoints: Checkpoints {
+            every_events: 5,
+            on_close: OnClose::Leave,
+        },
+        ..Default::default()
+    }
+}
+
+const MODES: [&str; 3] = ["SCD TYPE 1", "SCD TYPE 2", "BITEMPORAL"];
+
+/// The table as the query reads it; a bitemporal table as now believed (its system times are
+/// commit times, which differ between stores).
+fn snapshot(s: &mut SqlSession, mode: &str) -> Vec<Vec<Option<String>>> {
+    match mode {
+        "SCD TYPE 1" => rows(s, "SELECT * FROM t"),
+        "SCD TYPE 2" => rows(s, "SELECT * FROM t"),
+        _ => rows(
+            s,
+            "SELECT id, name, city, __START_AT, __END_AT FROM t WHERE __SYSTEM_END_AT IS NULL",
+        ),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Restarts between statements, a small hot tail, a replay of the whole log and a VACUUM never
+    /// change a table that DML statements and refreshes changed in turn.
+    #[test]
+    fn statements_and_refreshes_survive_restarts_replays_and_vacuum(
+        mode in 0usize..3,
+        steps in prop::collection::vec(step(), 1..10),
+        reopen_at in prop::collection::vec(prop::bool::ANY, 10),
+    ) {
+        let mode = MODES[mode];
+        let history = mode != "SCD TYPE 1";
+        let set_up = format!("{SOURCE}; {}; ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false')", flow("t", mode));
+        // A: one session all along. B: reopened where `reopen_at` says, with a hot tail of 1.
+        let a_dir = tempfile::tempdir().unwrap();
+        let mut a = SqlSession::new(Store::open(a_dir.path()).unwrap()).unwrap();
+        a.execute(&set_up).unwrap();
+        let b_dir = tempfile::tempdir().unwrap();
+        let mut b = Some(SqlSession::new(Store::open_with(b_dir.path(), options(1)).unwrap()).unwrap());
+        b.as_mut().unwrap().execute(&set_up).unwrap();
+        for (i, st) in steps.iter().enumerate() {
+            let sql = st.sql("t", history);
+            let ra = a.execute(&sql).map(|_| ());
+            if reopen_at[i] {
+                drop(b.take()); // closes the store first: one opener at a time
+                b = Some(SqlSession::new(Store::open_with(b_dir.path(), options(1)).unwrap()).unwrap());
+            }
+            let rb = b.as_mut().unwrap().execute(&sql).map(|_| ());
+            prop_assert_eq!(ra.is_ok(), rb.is_ok(), "{}: {:?} {:?}", sql, ra, rb);
+
+            let (sa, sb) = (snapshot(&mut a, mode), snapshot(b.as_mut().unwrap(), mode));
+            prop_assert_eq!(&sa, &sb, "after {}", sql);
+        }
+        let expected = snapshot(&mut a, mode);
+        drop(a);
+        drop(b);
+        // Replayed from the log alone: the derived records deleted.
+        {
+            let kv = asof::SledKv::open(a_dir.path(), 1 << 20).unwrap();
+            let mut batch = asof::WriteBatch::default();
+            for tag in [b"K", b"P", b"X", b"G"] {
+                for r in asof::KvStore::scan_prefix(&kv, tag) {
+                    batch.delete(r.unwrap().0);
+                }
+            }
+            asof::KvStore::write(&kv, batch).unwrap();
+        }
+        let mut a = SqlSession::new(Store::open(a_dir.path()).unwrap()).unwrap();
+        prop_assert_eq!(&snapshot(&mut a, mode), &expected, "replayed");
+        a.execute("VACUUM t RETAIN 0 HOURS").unwrap();
+        prop_assert_eq!(&snapshot(&mut a, mode), &expected, "vacuumed");
+        drop(a);
+        let mut a = SqlSession::new(Store::open_with(a_dir.path(), options(2)).unwrap()).unwrap();
+        prop_assert_eq!(&snapshot(&mut a, mode), &expected, "vacuumed and reopened");
+    }
+}
