@@ -90,7 +90,11 @@ fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
     let tmp = common::copy_of_fixture(&fixture_dir(1));
     assert_eq!(format_record(tmp.path()), 1);
     reads_the_same(Store::open(tmp.path()).unwrap());
-    assert_eq!(format_record(tmp.path()), FORMAT_VERSION, "upgraded in place");
+    assert_eq!(
+        format_record(tmp.path()),
+        FORMAT_VERSION,
+        "upgraded in place"
+    );
     // The first use of each table wrote its pages: the log is no longer read to open a table.
     damage_event_blocks(tmp.path());
     let store = Store::open(tmp.path()).unwrap();
@@ -103,7 +107,11 @@ fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
 fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
     let tmp = common::copy_of_fixture(&fixture_dir(2));
     reads_the_same(Store::open(tmp.path()).unwrap());
-    assert_eq!(format_record(tmp.path()), FORMAT_VERSION, "upgraded in place");
+    assert_eq!(
+        format_record(tmp.path()),
+        FORMAT_VERSION,
+        "upgraded in place"
+    );
     let tmp = common::copy_of_fixture(&fixture_dir(2));
     damage_event_blocks(tmp.path());
     reads_the_same(Store::open(tmp.path()).unwrap());
@@ -126,7 +134,11 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
     ];
     let expected: Vec<Vec<Option<String>>> = expected
         .iter()
-        .map(|r| r.iter().map(|c| (!c.is_empty()).then(|| c.to_string())).collect())
+        .map(|r| {
+            r.iter()
+                .map(|c| (!c.is_empty()).then(|| c.to_string()))
+                .collect()
+        })
         .collect();
     let query = "SELECT CompanyId, DataPoint, __START_AT, __END_AT FROM corrected";
     for damaged in [false, true] {
@@ -141,7 +153,10 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
             .iter()
             .map(|c| c.operation.clone())
             .collect();
-        assert_eq!(history, ["CREATE TABLE", "FLOW corrected", "UPDATE", "WRITE"]);
+        assert_eq!(
+            history,
+            ["CREATE TABLE", "FLOW corrected", "UPDATE", "WRITE"]
+        );
         reads_the_same(store.clone());
         let mut s = SqlSession::new(store).unwrap();
         assert_eq!(rows(&mut s, query), expected, "damaged log: {damaged}");

@@ -127,7 +127,7 @@ fn a_fraction_into_bigint_is_an_error_naming_the_column_and_rows() {
 }
 
 #[test]
-fn dml_and_session_only_ddl_on_tables_are_refused_and_change_nothing() {
+fn dml_on_source_tables_and_session_only_ddl_are_refused_and_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = session(dir.path());
     s.execute("CREATE TABLE src (id BIGINT, v STRING); INSERT INTO src VALUES (1, 'a'), (2, 'b')")

@@ -17,7 +17,11 @@ fn session() -> (tempfile::TempDir, SqlSession) {
 fn table(rows: &[&[&str]]) -> Vec<Vec<Option<String>>> {
     let mut t: Vec<Vec<Option<String>>> = rows
         .iter()
-        .map(|r| r.iter().map(|c| (*c != "NULL").then(|| c.to_string())).collect())
+        .map(|r| {
+            r.iter()
+                .map(|c| (*c != "NULL").then(|| c.to_string()))
+                .collect()
+        })
         .collect();
     t.sort();
     t
@@ -40,7 +44,8 @@ fn scd1_statements_hold_until_a_newer_event_of_the_feed() {
         .unwrap();
     s.execute(&flow("t", "SCD TYPE 1")).unwrap();
     s.execute("DELETE FROM t WHERE id = 1").unwrap();
-    s.execute("UPDATE t SET city = \"Bergen\" WHERE id = 2").unwrap();
+    s.execute("UPDATE t SET city = \"Bergen\" WHERE id = 2")
+        .unwrap();
     s.execute("INSERT INTO t VALUES (3, 'Cy', 'Rome')").unwrap();
     assert_eq!(
         rows(&mut s, "SELECT * FROM t"),
@@ -79,9 +84,14 @@ fn scd2_update_for_portion_of_splits_versions_and_a_late_event_corrects_inside_i
     .unwrap();
     s.execute(&flow("t", "SCD TYPE 2")).unwrap();
     let out = s
-        .execute("UPDATE t FOR PORTION OF BUSINESS_TIME FROM 12 TO 25 SET name = 'Ana B.' WHERE id = 1")
+        .execute(
+            "UPDATE t FOR PORTION OF BUSINESS_TIME FROM 12 TO 25 SET name = 'Ana B.' WHERE id = 1",
+        )
         .unwrap();
-    assert!(format!("{:?}", out[0]).contains("2 rows updated"), "{out:?}");
+    assert!(
+        format!("{:?}", out[0]).contains("2 rows updated"),
+        "{out:?}"
+    );
     assert_eq!(
         rows(&mut s, "SELECT * FROM t WHERE id = 1"),
         table(&[
@@ -114,7 +124,10 @@ fn scd2_update_for_portion_of_splits_versions_and_a_late_event_corrects_inside_i
     );
     // Each statement is a commit: time travel before it shows the table as it was.
     assert_eq!(
-        rows(&mut s, "SELECT name, __START_AT FROM t VERSION AS OF 1 WHERE id = 1"),
+        rows(
+            &mut s,
+            "SELECT name, __START_AT FROM t VERSION AS OF 1 WHERE id = 1"
+        ),
         table(&[&["Ana", "10"], &["Ana", "20"], &["Ana", "30"]])
     );
 }
@@ -215,7 +228,8 @@ fn scd2_insert_writes_history_and_refuses_an_overlap_with_nothing_applied() {
 #[test]
 fn bitemporal_statements_are_stamped_with_their_own_system_time() {
     let (_dir, mut s) = session();
-    s.execute("CREATE TABLE ev (id INT, v STRING, bt TIMESTAMP)").unwrap();
+    s.execute("CREATE TABLE ev (id INT, v STRING, bt TIMESTAMP)")
+        .unwrap();
     s.execute("INSERT INTO ev VALUES (1, 'a', TIMESTAMP '2024-01-01'), (1, 'b', TIMESTAMP '2024-03-01'), (2, 'x', TIMESTAMP '2024-01-01')")
         .unwrap();
     s.execute("CREATE OR REFRESH STREAMING TABLE b FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY bt COLUMNS * EXCEPT (bt) STORED AS BITEMPORAL")
@@ -274,7 +288,8 @@ fn merge_into_updates_deletes_and_inserts_by_the_first_clause_that_holds() {
     s.execute("INSERT INTO src VALUES (1, 'Ana', 'Lisbon', 10, 'U'), (2, 'Bo', 'Oslo', 10, 'U'), (3, 'Cy', 'Rome', 10, 'U')")
         .unwrap();
     s.execute(&flow("t", "SCD TYPE 1")).unwrap();
-    s.execute("CREATE TABLE changes (id INT, city STRING, gone BOOLEAN)").unwrap();
+    s.execute("CREATE TABLE changes (id INT, city STRING, gone BOOLEAN)")
+        .unwrap();
     s.execute("INSERT INTO changes VALUES (1, 'Porto', false), (2, NULL, true), (4, 'Kyiv', false), (5, 'Nowhere', true)")
         .unwrap();
     let out = s
@@ -296,12 +311,16 @@ fn merge_into_updates_deletes_and_inserts_by_the_first_clause_that_holds() {
     );
     assert_eq!(s.store().history("t").unwrap()[2].operation, "MERGE");
     // Two source rows for one target row: refused, nothing changed.
-    s.execute("INSERT INTO changes VALUES (1, 'Faro', false)").unwrap();
+    s.execute("INSERT INTO changes VALUES (1, 'Faro', false)")
+        .unwrap();
     let err = s
         .execute("MERGE INTO t USING changes ON t.id = changes.id WHEN MATCHED THEN UPDATE SET city = changes.city")
         .unwrap_err()
         .to_string();
-    assert!(err.contains("1 target row match more than one source row"), "{err}");
+    assert!(
+        err.contains("1 target row match more than one source row"),
+        "{err}"
+    );
     assert_eq!(s.store().history("t").unwrap().len(), 3);
 }
 
@@ -326,7 +345,10 @@ fn statements_that_cannot_apply_say_why_and_change_nothing() {
             "system time is the store's",
         ),
         ("DELETE FROM src WHERE id = 1", "is a source table"),
-        ("UPDATE missing SET a = 1", "no streaming table named `missing`"),
+        (
+            "UPDATE missing SET a = 1",
+            "no streaming table named `missing`",
+        ),
         (
             "INSERT INTO t2 (id, __SYSTEM_START_AT) VALUES (1, 1)",
             "system time is the store's",
@@ -362,10 +384,24 @@ fn a_full_refresh_recomputes_the_table_from_its_sources_and_drops_statements() {
 enum Step {
     /// Events of the feed: (key, sequence, value, delete).
     Feed(Vec<(u8, u8, u8, bool)>),
-    Update { key: u8, value: u8 },
-    Portion { key: u8, from: u8, len: u8, value: u8 },
-    Delete { key: u8 },
-    Insert { key: u8, start: u8, value: u8 },
+    Update {
+        key: u8,
+        value: u8,
+    },
+    Portion {
+        key: u8,
+        from: u8,
+        len: u8,
+        value: u8,
+    },
+    Delete {
+        key: u8,
+    },
+    Insert {
+        key: u8,
+        start: u8,
+        value: u8,
+    },
 }
 
 impl Step {

@@ -8,11 +8,11 @@ use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 
 use crate::engine::fold::{Bytes, Event, EventKind};
-use crate::record::Origin;
 use crate::engine::Incoming;
 use crate::error::{Error, Result};
 use crate::flow::{Condition, Flow, StoredAs};
 use crate::keycodec::{encode_tuple, encode_value};
+use crate::record::Origin;
 use crate::value::{cast_column, column_values, ColumnType, Value};
 
 /// Evaluates [`Condition::Expr`] conditions over a batch of source rows. The SQL layer registers one

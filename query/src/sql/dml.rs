@@ -49,7 +49,9 @@ impl Target {
     /// is believed now (rows of the table `qualifier` names, when given).
     fn current(&self, qualifier: Option<&str>) -> String {
         match (self.schema.mode, qualifier) {
-            (StoredAs::Bitemporal, Some(q)) => format!("{}.__SYSTEM_END_AT IS NULL", quote_ident(q)),
+            (StoredAs::Bitemporal, Some(q)) => {
+                format!("{}.__SYSTEM_END_AT IS NULL", quote_ident(q))
+            }
             (StoredAs::Bitemporal, None) => "__SYSTEM_END_AT IS NULL".to_string(),
             _ => "TRUE".to_string(),
         }
@@ -112,7 +114,13 @@ impl SqlSession {
                 }
                 let assignments = assignments(&target, &u.assignments)?;
                 let relation = u.table.to_string();
-                let sql = select_rows(&target, &relation, &assignments, u.selection.as_ref(), portion.as_ref());
+                let sql = select_rows(
+                    &target,
+                    &relation,
+                    &assignments,
+                    u.selection.as_ref(),
+                    portion.as_ref(),
+                );
                 let rows = self.rows_of(&sql)?;
                 let n = rows.num_rows();
                 (DmlOperation::Update, rows, vec![Edit::Write; n])
@@ -123,11 +131,18 @@ impl SqlSession {
                 };
                 if from.len() != 1 || d.using.is_some() {
                     return Err(QueryError::Invalid(
-                        "DELETE FROM takes one table: use MERGE INTO to delete by another table".into(),
+                        "DELETE FROM takes one table: use MERGE INTO to delete by another table"
+                            .into(),
                     ));
                 }
                 let relation = from[0].to_string();
-                let sql = select_rows(&target, &relation, &[], d.selection.as_ref(), portion.as_ref());
+                let sql = select_rows(
+                    &target,
+                    &relation,
+                    &[],
+                    d.selection.as_ref(),
+                    portion.as_ref(),
+                );
                 let rows = self.rows_of(&sql)?;
                 let n = rows.num_rows();
                 (DmlOperation::Delete, rows, vec![Edit::Remove; n])
@@ -136,9 +151,9 @@ impl SqlSession {
                 if portion.is_some() {
                     return Err(QueryError::Invalid("INSERT has no FOR PORTION OF".into()));
                 }
-                let source = i.source.ok_or_else(|| {
-                    QueryError::Invalid("INSERT needs VALUES or a query".into())
-                })?;
+                let source = i
+                    .source
+                    .ok_or_else(|| QueryError::Invalid("INSERT needs VALUES or a query".into()))?;
                 let named: Vec<String> = i.columns.iter().map(column_name).collect();
                 let columns = insert_columns(&target, &named)?;
                 let got = self.rows_of(&source.to_string())?;
@@ -231,7 +246,13 @@ impl SqlSession {
             .schema
             .key_columns
             .iter()
-            .map(|&k| format!("{}.{}", quote_ident(&t_ref), quote_ident(&target.schema.columns[k].0)))
+            .map(|&k| {
+                format!(
+                    "{}.{}",
+                    quote_ident(&t_ref),
+                    quote_ident(&target.schema.columns[k].0)
+                )
+            })
             .collect();
         if target.history() {
             keys.push(format!("{}.{START}", quote_ident(&t_ref)));
@@ -240,8 +261,9 @@ impl SqlSession {
         let twice = self.rows_of(&format!(
             "SELECT count(*) FROM (SELECT {keys} FROM {t_rel} JOIN {s_rel} ON {on} WHERE {current} GROUP BY {keys} HAVING count(*) > 1)"
         ))?;
-        let twice = arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(twice.column(0))
-            .value(0);
+        let twice =
+            arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(twice.column(0))
+                .value(0);
         if twice > 0 {
             return Err(QueryError::Invalid(format!(
                 "MERGE INTO {}: {twice} target row{} match more than one source row; nothing was changed",
@@ -267,7 +289,9 @@ impl SqlSession {
             match (&clause.clause_kind, &clause.action) {
                 (MergeClauseKind::Matched, action) => {
                     let (assigned, edit) = match action {
-                        MergeAction::Update(u) => (assignments(target, &u.assignments)?, Edit::Write),
+                        MergeAction::Update(u) => {
+                            (assignments(target, &u.assignments)?, Edit::Write)
+                        }
                         MergeAction::Delete { .. } => (Vec::new(), Edit::Remove),
                         MergeAction::Insert(_) => {
                             return Err(QueryError::Invalid(
@@ -285,7 +309,10 @@ impl SqlSession {
                     parts.push(rows);
                     earlier_matched.push(pred);
                 }
-                (MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget, MergeAction::Insert(i)) => {
+                (
+                    MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget,
+                    MergeAction::Insert(i),
+                ) => {
                     let MergeInsertKind::Values(v) = &i.kind else {
                         return Err(QueryError::Invalid(
                             "WHEN NOT MATCHED THEN INSERT needs VALUES (...)".into(),
@@ -327,11 +354,7 @@ impl SqlSession {
                         "WHEN NOT MATCHED BY SOURCE is not supported yet".into(),
                     ))
                 }
-                _ => {
-                    return Err(QueryError::Invalid(
-                        "WHEN NOT MATCHED takes INSERT".into(),
-                    ))
-                }
+                _ => return Err(QueryError::Invalid("WHEN NOT MATCHED takes INSERT".into())),
             }
         }
         let schema = row_schema(target);
@@ -359,7 +382,10 @@ fn assignments(
         };
         let c = column_name(name);
         let Some(col) = target.column(&c) else {
-            if c.eq_ignore_ascii_case(START) || c.eq_ignore_ascii_case(END) || SYSTEM_COLUMNS.iter().any(|s| s.eq_ignore_ascii_case(&c)) {
+            if c.eq_ignore_ascii_case(START)
+                || c.eq_ignore_ascii_case(END)
+                || SYSTEM_COLUMNS.iter().any(|s| s.eq_ignore_ascii_case(&c))
+            {
                 return Err(QueryError::Invalid(format!(
                     "UPDATE cannot set `{c}`: business ranges change with FOR PORTION OF BUSINESS_TIME, and system time is the store's"
                 )));
@@ -590,11 +616,20 @@ fn strip_portion(stmt: &Stmt) -> Result<(String, Option<Portion>)> {
     };
     let (from, j) = take(j, &["TO"])?;
     let (to, end) = take(j + 1, &["SET", "WHERE"])?;
-    let (cut_from, cut_to) = (significant[at], significant.get(end).copied().unwrap_or(toks.len()));
+    let (cut_from, cut_to) = (
+        significant[at],
+        significant.get(end).copied().unwrap_or(toks.len()),
+    );
     let text = format!(
         "{} {}",
-        toks[..cut_from].iter().map(|t| t.token.to_string()).collect::<String>(),
-        toks[cut_to..].iter().map(|t| t.token.to_string()).collect::<String>()
+        toks[..cut_from]
+            .iter()
+            .map(|t| t.token.to_string())
+            .collect::<String>(),
+        toks[cut_to..]
+            .iter()
+            .map(|t| t.token.to_string())
+            .collect::<String>()
     );
     Ok((text, Some(Portion { from, to })))
 }

@@ -407,11 +407,13 @@ impl SqlSession {
             }
             Kind::Dml { name } => {
                 if !self.store.tables()?.contains(&name) {
-                    return Err(QueryError::Invalid(if self.store.sources()?.contains(&name) {
-                        format!("`{name}` is a source table: UPDATE, DELETE and MERGE run on streaming tables (a source table takes INSERT)")
-                    } else {
-                        format!("no streaming table named `{name}`")
-                    }));
+                    return Err(QueryError::Invalid(
+                        if self.store.sources()?.contains(&name) {
+                            format!("`{name}` is a source table: UPDATE, DELETE and MERGE on source tables are not supported yet (a source table takes INSERT; they run on streaming tables); nothing was changed")
+                        } else {
+                            format!("no streaming table named `{name}`")
+                        },
+                    ));
                 }
                 self.dml(stmt, &name)
             }

@@ -60,8 +60,8 @@ impl KeyCommit<'_, '_> {
         // A statement's events describe the table, not a feed: they are never late or in conflict.
         let feed = inc.event.origin == Origin::Feed;
         let late_biz = feed && last_seq_cmp == Some(std::cmp::Ordering::Greater);
-        let late_sys = feed
-            && !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
+        let late_sys =
+            feed && !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
         let appended = last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less);
         let outcome = if appended {
             ks.events.insert(

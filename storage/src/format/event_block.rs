@@ -228,8 +228,20 @@ mod tests {
         assert_eq!(got.len(), 3);
         for (a, b) in got.iter().zip(&events) {
             assert_eq!(
-                (&a.key, &a.seq, a.event.kind, &a.event.update, a.event.origin),
-                (&b.key, &b.seq, b.event.kind, &b.event.update, b.event.origin)
+                (
+                    &a.key,
+                    &a.seq,
+                    a.event.kind,
+                    &a.event.update,
+                    a.event.origin
+                ),
+                (
+                    &b.key,
+                    &b.seq,
+                    b.event.kind,
+                    &b.event.update,
+                    b.event.origin
+                )
             );
             assert_eq!(a.event.values[..], b.event.values[..]);
         }

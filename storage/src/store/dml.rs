@@ -103,7 +103,9 @@ impl Store {
             }
         };
         let n_events = events.len() as u64;
-        let applied = t.state.apply(events, Vec::new(), version, ts, true, &mut |_| {});
+        let applied = t
+            .state
+            .apply(events, Vec::new(), version, ts, true, &mut |_| {});
         // The state may be half-applied: refuse everything until the store is reopened.
         let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         // The counters of a feed (events read, late, duplicates) do not describe a statement.
@@ -205,12 +207,13 @@ fn statement_rows(schema: &TableSchema, dml: &Dml<'_>) -> Result<Vec<Patch>> {
     let key_types = schema.key_types();
     let mut keys = Vec::with_capacity(n);
     let mut null_keys = 0;
+    let key_values: Vec<&Vec<Value>> = schema.key_columns.iter().map(|&k| &values[k]).collect();
     for r in 0..n {
-        if schema.key_columns.iter().any(|&k| values[k][r].is_null()) {
+        if key_values.iter().any(|c| c[r].is_null()) {
             null_keys += 1;
             continue;
         }
-        let k = encode_tuple(schema.key_columns.iter().map(|&k| &values[k][r]), &key_types)
+        let k = encode_tuple(key_values.iter().map(|c| &c[r]), &key_types)
             .map_err(|e| rejected(&key_names(schema), e, 1))?;
         keys.push(Bytes::from(k));
     }
@@ -279,9 +282,9 @@ fn encoded_sequences(schema: &TableSchema, name: &str, a: &ArrayRef) -> Result<V
     let parts: Vec<ArrayRef> = if types.len() == 1 {
         vec![a.clone()]
     } else {
-        let s = a.as_struct_opt().ok_or_else(|| {
-            rejected(name, "must be a struct of the sequence's components", n)
-        })?;
+        let s = a
+            .as_struct_opt()
+            .ok_or_else(|| rejected(name, "must be a struct of the sequence's components", n))?;
         if s.num_columns() != types.len() {
             return Err(rejected(
                 name,

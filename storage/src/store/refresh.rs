@@ -9,12 +9,12 @@ use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, REDEFINED, SOURCE_OFFSET};
 use super::{Inner, Store, Table};
+use crate::engine::CommitEffects;
 use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::FlowSpec;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
-use crate::engine::CommitEffects;
 use crate::kv::{KvStore, WriteBatch};
 use crate::source::SourceTable;
 
