@@ -157,7 +157,7 @@ fn dml_commits_are_named_in_the_history_and_the_change_feed() {
         [
             ("CREATE TABLE", 0, 0),
             ("FLOW t", 2, 0),
-            ("UPDATE", 1, 1),
+            ("UPDATE", 1, 0),
             ("DELETE", 0, 1)
         ]
     );

@@ -307,3 +307,59 @@ fn table_properties_at_creation_and_later() {
         .iter()
         .any(|r| r[2].as_deref() == Some("SET TBLPROPERTIES")));
 }
+
+#[test]
+fn commit_metrics_count_the_rows_the_change_feed_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute("CREATE TABLE ev (id INT, v STRING, seq INT, op STRING)")
+        .unwrap();
+    for mode in ["SCD TYPE 1", "SCD TYPE 2"] {
+        let t = if mode == "SCD TYPE 1" { "one" } else { "two" };
+        s.execute(&format!(
+            "CREATE OR REFRESH STREAMING TABLE {t} FLOW AUTO CDC FROM stream(ev) KEYS (id)
+               APPLY AS DELETE WHEN op = 'D' SEQUENCE BY seq COLUMNS * EXCEPT (seq, op) STORED AS {mode}"
+        ))
+        .unwrap();
+    }
+    // Three keys inserted; then one updated and one deleted, in one commit each.
+    let steps = [
+        "INSERT INTO ev VALUES (1, 'a', 1, 'U'), (2, 'b', 1, 'U'), (3, 'c', 1, 'U')",
+        "INSERT INTO ev VALUES (1, 'a2', 2, 'U'), (2, 'b', 2, 'D')",
+    ];
+    let mut got = Vec::new();
+    for step in steps {
+        s.execute(step).unwrap();
+        for t in ["one", "two"] {
+            s.execute(&format!("REFRESH STREAMING TABLE {t}")).unwrap();
+            let c = s.store().history(t).unwrap().last().unwrap().clone();
+            got.push((t, c.metrics.num_upserted_rows, c.metrics.num_deleted_rows));
+        }
+    }
+    assert_eq!(
+        got,
+        [
+            ("one", 3, 0),
+            ("two", 3, 0),
+            // SCD1: the update is one upserted row, the delete one deleted row.
+            ("one", 1, 1),
+            // SCD2: the update closes a version and opens one (two upserted rows); the delete
+            // closes a version (its __END_AT set: upserted).
+            ("two", 3, 0),
+        ]
+    );
+    // The same counts as the change feed of those commits.
+    for (t, v, upserted, deleted) in [("one", 2, 1, 1), ("two", 2, 3, 0)] {
+        let (_, feed) = query(
+            &mut s,
+            &format!("SELECT _change_type FROM table_changes('{t}', {v}, {v})"),
+        );
+        let count = |ty: &[&str]| {
+            feed.iter()
+                .filter(|r| ty.contains(&r[0].as_deref().unwrap()))
+                .count() as u64
+        };
+        assert_eq!(count(&["insert", "update_postimage"]), upserted, "{t}");
+        assert_eq!(count(&["delete"]), deleted, "{t}");
+    }
+}

@@ -2,6 +2,7 @@
 //! row versions a commit adds and retires. It does no I/O; [`crate::store`] makes commits durable.
 
 mod bitemporal;
+pub(crate) mod changes;
 pub(crate) mod cold;
 pub(crate) mod fold;
 mod key_commit;
@@ -254,7 +255,7 @@ impl TableState {
     /// Forgets every event and retires every current row, by commit `version` (a full refresh
     /// rebuilds the table from its source this way). Every key is thawed first, so the error is
     /// a page's; the state must then not be used.
-    pub fn reset(&mut self, version: u64) -> Result<u64> {
+    pub fn reset(&mut self, version: u64) -> Result<()> {
         self.thaw_all()?;
         let live: Vec<RowId> = self.rows.live.iter().collect();
         for &r in &live {
@@ -269,7 +270,7 @@ impl TableState {
         }
         self.truncates.clear();
         self.gc_queue.clear();
-        Ok(live.len() as u64)
+        Ok(())
     }
 
     /// Applies one commit's events. `truncates` are SCD1 truncate sequences. With `record`, the
@@ -299,6 +300,12 @@ impl TableState {
         if self.mode() == StoredAs::Scd1 {
             self.collect_tombstones(ts, &mut fx)?;
         }
+        if record {
+            // Counted as the change feed lists them, before any row of the commit is frozen.
+            let (upserted, deleted) = self.change_counts(version, fx.first_row)?;
+            fx.metrics.num_upserted_rows = upserted;
+            fx.metrics.num_deleted_rows = deleted;
+        }
         for key in &touched {
             self.dirty.add(key);
             if let Some(ks) = self.keys.get_mut(key) {
@@ -312,6 +319,28 @@ impl TableState {
             }
         }
         Ok(fx)
+    }
+
+    /// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed
+    /// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, none of them frozen yet.
+    fn change_counts(&self, version: u64, first_row: RowId) -> Result<(u64, u64)> {
+        let retired = self.rows.retired_by(version).into_iter().flatten();
+        let written = first_row..self.rows.len() as RowId;
+        let row = |id: RowId| {
+            self.rows
+                .get(id)
+                .map(std::borrow::Cow::Borrowed)
+                .ok_or_else(|| crate::error::corrupt(format!("row {id} of this commit is frozen")))
+        };
+        let (mut upserted, mut deleted) = (0, 0);
+        for (t, _) in changes::commit_changes(self.mode(), version, retired, written, row)? {
+            match t {
+                changes::ChangeType::Insert | changes::ChangeType::UpdatePostimage => upserted += 1,
+                changes::ChangeType::Delete => deleted += 1,
+                changes::ChangeType::UpdatePreimage => {}
+            }
+        }
+        Ok((upserted, deleted))
     }
 
     /// Thaws every key whose frozen history this commit's events (sorted by key) would read:

@@ -2,12 +2,13 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
 use super::{in_table, Store, Table};
+use crate::engine::changes::commit_changes;
 use crate::engine::cold::{ColdRows, ColdStats};
 use crate::engine::fold::RowId;
 use crate::engine::lookup::PointIndex;
@@ -16,30 +17,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::value::Value;
 
-/// How a commit changed one row (docs/SEMANTICS.md §7 change data feed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChangeType {
-    /// A row that was not there before.
-    Insert,
-    /// A row that is gone.
-    Delete,
-    /// A row as it was before an update (same row identity).
-    UpdatePreimage,
-    /// A row as it is after an update.
-    UpdatePostimage,
-}
-
-impl ChangeType {
-    /// The `_change_type` value: `insert`, `delete`, `update_preimage`, `update_postimage`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ChangeType::Insert => "insert",
-            ChangeType::Delete => "delete",
-            ChangeType::UpdatePreimage => "update_preimage",
-            ChangeType::UpdatePostimage => "update_postimage",
-        }
-    }
-}
+pub use crate::engine::changes::ChangeType;
 
 impl Store {
     /// The version of `table` current at `timestamp_us` (µs since the epoch, UTC): the last commit
@@ -359,64 +337,10 @@ impl TableReader<'_> {
             }
         };
         let mode = self.state.schema.mode;
-        let identity = |r: &StoredRow| -> Vec<u8> {
-            let mut id = Vec::with_capacity(r.key.len() + 32);
-            let mut part = |b: &[u8]| {
-                id.extend_from_slice(&(b.len() as u32).to_be_bytes());
-                id.extend_from_slice(b);
-            };
-            part(&r.key);
-            if mode != StoredAs::Scd1 {
-                part(r.start.as_deref().or(r.end.as_deref()).unwrap_or_default());
-            }
-            if mode == StoredAs::Bitemporal {
-                part(r.sys_start.as_deref().unwrap_or_default());
-            }
-            id
-        };
         for v in from..=to {
-            let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
-            let mut deletes = Vec::new();
-            if let Some(ids) = rows.retired_by(v) {
-                for id in ids {
-                    let r = row(id)?;
-                    if r.added < v {
-                        pre.insert(identity(&r), id);
-                        deletes.push(id);
-                    }
-                }
-            }
-            let mut matched = HashSet::new();
-            let mut out: Vec<(ChangeType, RowId)> = Vec::new();
-            for id in rows.first_added(v)..rows.first_added(v + 1) {
-                let r = row(id)?;
-                if r.retired == Some(v) {
-                    continue; // written and replaced within the commit
-                }
-                match pre.get(&identity(&r)) {
-                    Some(&p) => {
-                        matched.insert(p);
-                        let q = row(p)?;
-                        let same = q.values == r.values
-                            && q.start == r.start
-                            && q.end == r.end
-                            && q.sys_start == r.sys_start
-                            && q.sys_end == r.sys_end;
-                        if !same {
-                            out.push((ChangeType::UpdatePreimage, p));
-                            out.push((ChangeType::UpdatePostimage, id));
-                        }
-                    }
-                    None => out.push((ChangeType::Insert, id)),
-                }
-            }
-            for id in deletes {
-                if !matched.contains(&id) {
-                    let r = row(id)?;
-                    f(v, ChangeType::Delete, RowView::of(&r));
-                }
-            }
-            for (t, id) in out {
+            let retired = rows.retired_by(v).into_iter().flatten();
+            let written = rows.first_added(v)..rows.first_added(v + 1);
+            for (t, id) in commit_changes(mode, v, retired, written, row)? {
                 let r = row(id)?;
                 f(v, t, RowView::of(&r));
             }

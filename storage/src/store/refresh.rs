@@ -272,17 +272,15 @@ impl Inner {
         if let Apply::Redefine(_) = &how {
             params.insert(REDEFINED.to_string(), first.to_string());
         }
-        let reset = if how != Apply::Increment {
+        if how != Apply::Increment {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
             // An error comes from reading a page, with the state half-reset: refuse everything
             // until the store is reopened.
             table
                 .state
                 .reset(version)
-                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?
-        } else {
-            0
-        };
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        }
         let progress = inner.progress.clone();
         let n_events = events.len() as u64;
         // Only work big enough to be noticed gets a bar.
@@ -303,7 +301,6 @@ impl Inner {
         }
         // The state may be half-applied: refuse everything until the store is reopened.
         let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-        fx.metrics.num_deleted_rows += reset;
         fx.metrics.num_dropped_rows = dropped;
         params.insert("flow".to_string(), flow.to_string());
         let commit = CommitInfo {

@@ -1,0 +1,108 @@
+//! What one commit did to a table's rows, as the change data feed says it (docs/SEMANTICS.md
+//! §7.3): a retired row and a written row with the same row identity are an update, other retired
+//! rows deletes, other written rows inserts. The change feed lists these; the commit metrics count
+//! them.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use super::fold::RowId;
+use super::StoredRow;
+use crate::error::Result;
+use crate::flow::StoredAs;
+
+/// How a commit changed one row (docs/SEMANTICS.md §7 change data feed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeType {
+    /// A row that was not there before.
+    Insert,
+    /// A row that is gone.
+    Delete,
+    /// A row as it was before an update (same row identity).
+    UpdatePreimage,
+    /// A row as it is after an update.
+    UpdatePostimage,
+}
+
+impl ChangeType {
+    /// The `_change_type` value: `insert`, `delete`, `update_preimage`, `update_postimage`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeType::Insert => "insert",
+            ChangeType::Delete => "delete",
+            ChangeType::UpdatePreimage => "update_preimage",
+            ChangeType::UpdatePostimage => "update_postimage",
+        }
+    }
+}
+
+/// A row's identity in the change feed: the key; plus `coalesce(__START_AT, __END_AT)` for SCD
+/// TYPE 2; plus `__SYSTEM_START_AT` for BITEMPORAL.
+fn identity(mode: StoredAs, r: &StoredRow) -> Vec<u8> {
+    let mut id = Vec::with_capacity(r.key.len() + 32);
+    let mut part = |b: &[u8]| {
+        id.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        id.extend_from_slice(b);
+    };
+    part(&r.key);
+    if mode != StoredAs::Scd1 {
+        part(r.start.as_deref().or(r.end.as_deref()).unwrap_or_default());
+    }
+    if mode == StoredAs::Bitemporal {
+        part(r.sys_start.as_deref().unwrap_or_default());
+    }
+    id
+}
+
+/// The changes commit `version` made: deletes first, then inserts and updates (pre-image, then
+/// post-image) in the order the rows were written. `retired` are the rows the commit retired,
+/// `written` those it wrote, `row` reads a row. A row written and retired by the commit itself
+/// never was visible, and a pre-image equal to its post-image is no change: neither is listed.
+pub(crate) fn commit_changes<'r>(
+    mode: StoredAs,
+    version: u64,
+    retired: impl IntoIterator<Item = RowId>,
+    written: impl IntoIterator<Item = RowId>,
+    row: impl Fn(RowId) -> Result<Cow<'r, StoredRow>>,
+) -> Result<Vec<(ChangeType, RowId)>> {
+    let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
+    let mut deletes = Vec::new();
+    for id in retired {
+        let r = row(id)?;
+        if r.added < version {
+            pre.insert(identity(mode, &r), id);
+            deletes.push(id);
+        }
+    }
+    let mut matched = HashSet::new();
+    let mut out: Vec<(ChangeType, RowId)> = Vec::new();
+    for id in written {
+        let r = row(id)?;
+        if r.retired == Some(version) {
+            continue; // written and replaced within the commit
+        }
+        match pre.get(&identity(mode, &r)) {
+            Some(&p) => {
+                matched.insert(p);
+                let q = row(p)?;
+                let same = q.values == r.values
+                    && q.start == r.start
+                    && q.end == r.end
+                    && q.sys_start == r.sys_start
+                    && q.sys_end == r.sys_end;
+                if !same {
+                    out.push((ChangeType::UpdatePreimage, p));
+                    out.push((ChangeType::UpdatePostimage, id));
+                }
+            }
+            None => out.push((ChangeType::Insert, id)),
+        }
+    }
+    let mut all: Vec<(ChangeType, RowId)> = deletes
+        .into_iter()
+        .filter(|id| !matched.contains(id))
+        .map(|id| (ChangeType::Delete, id))
+        .collect();
+    all.extend(out);
+    Ok(all)
+}
