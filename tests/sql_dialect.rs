@@ -321,3 +321,62 @@ fn period_predicates_compare_business_intervals_with_open_ends() {
         .to_string();
     assert!(e.contains("OVERLAPS, CONTAINS"), "{e}");
 }
+
+#[test]
+fn only_from_to_trims_each_rows_interval_to_the_window() {
+    let (_dir, mut s) = session();
+    s.execute(
+        "CREATE TABLE ev (id BIGINT, v STRING, seq BIGINT, sys TIMESTAMP); \
+         INSERT INTO ev VALUES (1, 'a', 10, TIMESTAMP '2025-01-01'), (1, 'b', 20, TIMESTAMP '2025-01-01'), \
+           (1, 'c', 30, TIMESTAMP '2025-01-01'), (2, 'x', 5, TIMESTAMP '2025-01-01'), (1, 'B', 20, TIMESTAMP '2025-03-01'); \
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           SYSTEM SEQUENCE BY sys COLUMNS * EXCEPT (sys) STORED AS BITEMPORAL",
+    )
+    .unwrap();
+    // Business: rows overlapping [15, 25), cut to it; open ends closed at the window's end.
+    let (_, got) = rows(
+        &mut s,
+        "SELECT id, v, __START_AT, __END_AT FROM t FOR BUSINESS_TIME ONLY FROM 15 TO 25 \
+         FOR SYSTEM_TIME AS OF TIMESTAMP '2025-02-01'",
+    );
+    assert_eq!(
+        got,
+        [
+            cells(&["1", "a", "15", "20"]),
+            cells(&["1", "b", "20", "25"]),
+            cells(&["2", "x", "15", "25"]),
+        ]
+    );
+    // System time too: what was believed during February, the intervals of belief cut to it.
+    let (_, got) = rows(
+        &mut s,
+        "SELECT v, __SYSTEM_START_AT, __SYSTEM_END_AT FROM t FOR SYSTEM_TIME ONLY FROM TIMESTAMP '2025-02-01' TO TIMESTAMP '2025-04-01' \
+         FOR BUSINESS_TIME AS OF 22",
+    );
+    assert_eq!(
+        got,
+        [
+            cells(&["B", "2025-03-01T00:00:00", "2025-04-01T00:00:00"]),
+            cells(&["b", "2025-02-01T00:00:00", "2025-03-01T00:00:00"]),
+            cells(&["x", "2025-02-01T00:00:00", "2025-04-01T00:00:00"]),
+        ]
+    );
+    // The table function takes it as text.
+    let (_, got) = rows(
+        &mut s,
+        "SELECT v, __START_AT, __END_AT FROM temporal_scan('t', 'ONLY FROM 25 TO 40', 'AS OF 2025-02-01T00:00:00')",
+    );
+    assert_eq!(
+        got,
+        [
+            cells(&["b", "25", "30"]),
+            cells(&["c", "30", "40"]),
+            cells(&["x", "25", "40"])
+        ]
+    );
+    let err = s
+        .execute("SELECT * FROM t FOR BUSINESS_TIME ONLY AS OF 3")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("ONLY takes FROM a TO b"), "{err}");
+}

@@ -29,6 +29,9 @@ pub enum TimeSelection {
     FromTo(Vec<Value>, Vec<Value>),
     /// Rows overlapping `[a, b]` (`BETWEEN a AND b`).
     Between(Vec<Value>, Vec<Value>),
+    /// Rows overlapping `[a, b)`, their interval trimmed to it (`ONLY FROM a TO b`): what each
+    /// row says about that window only.
+    Within(Vec<Value>, Vec<Value>),
 }
 
 impl TimeSelection {
@@ -50,9 +53,46 @@ impl TimeSelection {
         Ok(match self {
             TimeSelection::All => TimeFilter::All,
             TimeSelection::AsOf(t) => TimeFilter::AsOf(enc(t)?),
-            TimeSelection::FromTo(a, b) => TimeFilter::FromTo(enc(a)?, enc(b)?),
+            TimeSelection::FromTo(a, b) | TimeSelection::Within(a, b) => {
+                TimeFilter::FromTo(enc(a)?, enc(b)?)
+            }
             TimeSelection::Between(a, b) => TimeFilter::Between(enc(a)?, enc(b)?),
         })
+    }
+
+    /// The window rows are trimmed to (`Within`), encoded.
+    fn clamp(&self, types: &[ColumnType], what: &str) -> Result<Option<Clamp>> {
+        match self {
+            TimeSelection::Within(a, b) => Ok(Some(Clamp {
+                from: encode_values(a, types, what)?,
+                to: encode_values(b, types, what)?,
+            })),
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A window `[from, to)` that returned intervals are trimmed to (encoded bounds).
+#[derive(Clone, Debug, PartialEq)]
+struct Clamp {
+    from: Vec<u8>,
+    to: Vec<u8>,
+}
+
+impl Clamp {
+    /// A start trimmed to the window.
+    fn start<'a>(&'a self, start: Option<&'a [u8]>) -> Option<&'a [u8]> {
+        match start {
+            Some(s) if s >= &self.from[..] => Some(s),
+            _ => Some(&self.from),
+        }
+    }
+    /// An end (`None`: open) trimmed to the window.
+    fn end<'a>(&'a self, end: Option<&'a [u8]>) -> Option<&'a [u8]> {
+        match end {
+            Some(e) if e <= &self.to[..] => Some(e),
+            _ => Some(&self.to),
+        }
     }
 }
 
@@ -180,26 +220,32 @@ fn key_bounds(sel: &KeySelection, schema: &TableSchema) -> Result<KeyBounds> {
 
 enum Col {
     Value(usize, ValueBuilder),
-    Start(TemporalBuilder),
-    End(TemporalBuilder),
-    SysStart(TemporalBuilder),
-    SysEnd(TemporalBuilder),
+    Start(TemporalBuilder, Option<Clamp>),
+    End(TemporalBuilder, Option<Clamp>),
+    SysStart(TemporalBuilder, Option<Clamp>),
+    SysEnd(TemporalBuilder, Option<Clamp>),
 }
 
 impl Col {
     fn append(&mut self, r: &RowView<'_>) {
         match self {
             Col::Value(i, b) => b.append(&r.values[*i]),
-            Col::Start(b) => b.append(r.start),
-            Col::End(b) => b.append(r.end),
-            Col::SysStart(b) => b.append(r.sys_start),
-            Col::SysEnd(b) => b.append(r.sys_end),
+            Col::Start(b, None) => b.append(r.start),
+            Col::Start(b, Some(c)) => b.append(c.start(r.start)),
+            Col::End(b, None) => b.append(r.end),
+            Col::End(b, Some(c)) => b.append(c.end(r.end)),
+            Col::SysStart(b, None) => b.append(r.sys_start),
+            Col::SysStart(b, Some(c)) => b.append(c.start(r.sys_start)),
+            Col::SysEnd(b, None) => b.append(r.sys_end),
+            Col::SysEnd(b, Some(c)) => b.append(c.end(r.sys_end)),
         }
     }
     fn finish(&mut self) -> ArrayRef {
         match self {
             Col::Value(_, b) => b.finish(),
-            Col::Start(b) | Col::End(b) | Col::SysStart(b) | Col::SysEnd(b) => b.finish(),
+            Col::Start(b, _) | Col::End(b, _) | Col::SysStart(b, _) | Col::SysEnd(b, _) => {
+                b.finish()
+            }
         }
     }
 }
@@ -221,6 +267,8 @@ pub struct TableScan {
     /// Whether the scan reads the table whole, as it is in memory (or its records are not
     /// current).
     whole_table: bool,
+    /// The windows `ONLY FROM a TO b` trims intervals to.
+    clamps: Clamps,
 }
 
 impl TableScan {
@@ -230,12 +278,19 @@ impl TableScan {
     }
 
     fn make_cols(&self) -> Vec<Col> {
-        make_cols(&self.schema, &self.columns, self.batch_size)
+        make_cols(&self.schema, &self.columns, self.batch_size, &self.clamps)
     }
 }
 
+/// The windows a scan trims business and system intervals to.
+#[derive(Clone, Debug, Default)]
+struct Clamps {
+    business: Option<Clamp>,
+    system: Option<Clamp>,
+}
+
 /// Builders for `columns` of a table (output columns, then the temporal ones).
-fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize) -> Vec<Col> {
+fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize, clamps: &Clamps) -> Vec<Col> {
     let n_out = schema.columns.len();
     let sys = schema
         .system_sequence
@@ -249,17 +304,18 @@ fn make_cols(schema: &TableSchema, columns: &[usize], cap: usize) -> Vec<Col> {
             if c < n_out {
                 return Col::Value(c, ValueBuilder::new(&schema.columns[c].1, cap));
             }
+            let (b, s) = (clamps.business.clone(), clamps.system.clone());
             match (c - n_out, bt) {
-                (0, true) => Col::Start(TemporalBuilder::new(seq, cap)),
-                (1, true) => Col::End(TemporalBuilder::new(seq, cap)),
-                (2, true) | (0, false) => Col::SysStart(TemporalBuilder::new(
-                    sys.as_deref().expect("bitemporal"),
-                    cap,
-                )),
-                _ => Col::SysEnd(TemporalBuilder::new(
-                    sys.as_deref().expect("bitemporal"),
-                    cap,
-                )),
+                (0, true) => Col::Start(TemporalBuilder::new(seq, cap), b),
+                (1, true) => Col::End(TemporalBuilder::new(seq, cap), b),
+                (2, true) | (0, false) => Col::SysStart(
+                    TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap),
+                    s,
+                ),
+                _ => Col::SysEnd(
+                    TemporalBuilder::new(sys.as_deref().expect("bitemporal"), cap),
+                    s,
+                ),
             }
         })
         .collect()
@@ -328,7 +384,7 @@ pub fn table_changes(
         let out: SchemaRef = Arc::new(Schema::new(fields));
         const BATCH: usize = 8192;
         let mut batches = Vec::new();
-        let mut cols = make_cols(schema, &columns, BATCH);
+        let mut cols = make_cols(schema, &columns, BATCH, &Clamps::default());
         let mut kinds = StringBuilder::new();
         let mut versions = Int64Builder::new();
         let mut stamps = TimestampMicrosecondBuilder::new();
@@ -494,6 +550,12 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         system: req.system.encode(&sys_types, "system time")?,
         values: Values::All,
     };
+    let clamps = Clamps {
+        business: req
+            .business
+            .clamp(&schema.sequence_types(), "business time")?,
+        system: req.system.clamp(&sys_types, "system time")?,
+    };
     let full = table_arrow_schema(&schema);
     let columns: Vec<usize> = match &req.projection {
         None => (0..full.fields().len()).collect(),
@@ -521,6 +583,7 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         columns,
         span: None,
         whole_table: false,
+        clamps,
     })
 }
 

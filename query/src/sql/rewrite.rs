@@ -339,7 +339,7 @@ fn selection_text(s: &str) -> Result<TimeSelection> {
     };
     let bad = || {
         QueryError::Invalid(format!(
-            "temporal_scan: `{s}` is not a selection (AS OF t, FROM a TO b, BETWEEN a AND b or ALL)"
+            "temporal_scan: `{s}` is not a selection (AS OF t, FROM a TO b, ONLY FROM a TO b, BETWEEN a AND b or ALL)"
         ))
     };
     if u == "ALL" || u.is_empty() {
@@ -350,6 +350,13 @@ fn selection_text(s: &str) -> Result<TimeSelection> {
         let at = rest.find(" TO ").ok_or_else(bad)?;
         let off = t.len() - rest.len();
         Ok(TimeSelection::FromTo(
+            vec![lit(&t[off..off + at])],
+            vec![lit(&t[off + at + 4..])],
+        ))
+    } else if let Some(rest) = u.strip_prefix("ONLY FROM ") {
+        let at = rest.find(" TO ").ok_or_else(bad)?;
+        let off = t.len() - rest.len();
+        Ok(TimeSelection::Within(
             vec![lit(&t[off..off + at])],
             vec![lit(&t[off + at + 4..])],
         ))
@@ -448,6 +455,18 @@ fn temporal(toks: &[TokenWithSpan], sig: &[usize], mut j: usize) -> Result<(Time
             let (b, n) = lit(j + 1)?;
             (TimeSelection::FromTo(vec![a], vec![b]), n)
         }
+        // `ONLY FROM a TO b`: the rows of `FROM a TO b`, their intervals trimmed to the window.
+        "ONLY" => {
+            let (sel, n) = temporal(toks, sig, j + 1)?;
+            match sel {
+                TimeSelection::FromTo(a, b) => (TimeSelection::Within(a, b), n),
+                _ => {
+                    return Err(QueryError::Invalid(
+                        "ONLY takes FROM a TO b: the window the intervals are trimmed to".into(),
+                    ))
+                }
+            }
+        }
         "BETWEEN" => {
             let (a, n) = lit(j + 1)?;
             j = n;
@@ -459,10 +478,8 @@ fn temporal(toks: &[TokenWithSpan], sig: &[usize], mut j: usize) -> Result<(Time
             let (b, n) = lit(j + 1)?;
             (TimeSelection::Between(vec![a], vec![b]), n)
         }
-        other => {
-            return Err(QueryError::Invalid(format!(
-                "expected AS OF, FROM, BETWEEN or ALL after the timeline, found `{other}`"
-            )))
-        }
+        other => return Err(QueryError::Invalid(format!(
+            "expected AS OF, FROM, ONLY FROM, BETWEEN or ALL after the timeline, found `{other}`"
+        ))),
     })
 }
