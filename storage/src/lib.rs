@@ -39,9 +39,9 @@ pub use progress::Progress;
 pub use source::{AppendFlow, ChangeCommits, SourceWrite, StreamRead};
 pub use store::{
     append_offset_parameter, ChangeType, Checkpoints, CommitInfo, Dml, DmlOperation, Edit, KeySpan,
-    OnClose, OpenMode, RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions,
-    TableOptions, TableReader, TimeFilter, VacuumReport, Values, DEFAULT_HOT_EVENTS_PER_KEY,
-    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
-    TOMBSTONE_GC_PROPERTY,
+    OnClose, OpenMode, Problem, RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions,
+    TableCheck, TableOptions, TableReader, TimeFilter, VacuumReport, Values, VerifyReport,
+    DEFAULT_HOT_EVENTS_PER_KEY, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED,
+    RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -29,7 +29,7 @@ pub(crate) enum Origin {
 
 /// One event of a key, as stored: output values and, with COLUMNS TO UPDATE, the output columns it
 /// writes (sorted positions; `None` = all).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Event {
     pub kind: EventKind,
     pub values: Row,
@@ -68,7 +68,7 @@ impl Event {
 }
 
 /// A validated event on its way into a table.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Incoming {
     pub key: Bytes,
     pub seq: Bytes,
@@ -79,7 +79,7 @@ pub(crate) struct Incoming {
 
 /// One stored version of a target row. It knows the commit that wrote it and the commit that
 /// retired it, which is all time travel and the change feed need.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct StoredRow {
     pub(crate) key: Bytes,
     pub(crate) values: Row,

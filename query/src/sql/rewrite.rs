@@ -478,8 +478,10 @@ fn temporal(toks: &[TokenWithSpan], sig: &[usize], mut j: usize) -> Result<(Time
             let (b, n) = lit(j + 1)?;
             (TimeSelection::Between(vec![a], vec![b]), n)
         }
-        other => return Err(QueryError::Invalid(format!(
+        other => {
+            return Err(QueryError::Invalid(format!(
             "expected AS OF, FROM, ONLY FROM, BETWEEN or ALL after the timeline, found `{other}`"
-        ))),
+        )))
+        }
     })
 }

@@ -199,6 +199,21 @@ impl TableState {
         Ok((out, self.truncates.iter().cloned().collect()))
     }
 
+    /// Every row version of the table, frozen ones read back, in id order.
+    pub fn all_rows(&self) -> Result<Vec<(RowId, StoredRow)>> {
+        let mut out = Vec::new();
+        for (key, ks) in &self.keys {
+            out.extend(
+                ks.rows
+                    .iter()
+                    .filter_map(|&id| Some((id, self.rows.get(id)?.clone()))),
+            );
+            out.extend(self.cold_rows(key, ks)?);
+        }
+        out.sort_by_key(|r| r.0);
+        Ok(out)
+    }
+
     /// The frozen rows of `key` (whose state is `ks`), read back, in id order.
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
         let width = self.types.len();

@@ -1,17 +1,23 @@
-//! An rkyv archive as it is stored: a format byte, then the archive compressed with [`lz4`]; read
-//! back into an aligned buffer, since sled hands out unaligned values.
+//! An rkyv archive as it is stored: a format byte, then the archive compressed with [`lz4`], then
+//! (format 2) a CRC-32 of both; read back into an aligned buffer, since sled hands out unaligned
+//! values. The checksum makes any changed byte of a block an error when it is read, including the
+//! bytes a reader would otherwise never look at (padding, unused flag bits).
 
 use rkyv::util::AlignedVec;
 
 use crate::error::{corrupt, Result};
 use crate::format::lz4;
 
-/// First byte of a stored block: the block format.
+/// First byte of a stored block: the block format. Format 1 (written before store format 3) has
+/// no checksum; format 2 ends with the CRC-32 (IEEE, little-endian) of everything before it.
 const BLOCK_LZ4_RKYV: u8 = 1;
+const BLOCK_LZ4_RKYV_CRC: u8 = 2;
 
 pub(super) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
-    let mut out = vec![BLOCK_LZ4_RKYV];
+    let mut out = vec![BLOCK_LZ4_RKYV_CRC];
     out.extend_from_slice(&lz4::compress(raw)?);
+    let crc = crc32fast::hash(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
 }
 
@@ -19,9 +25,22 @@ pub(super) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
 /// one the block records (see [`lz4`]); no ratio is assumed.
 pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
-    if format != BLOCK_LZ4_RKYV {
-        return Err(corrupt(format!("unknown block format {format}")));
-    }
+    let body = match format {
+        BLOCK_LZ4_RKYV => body,
+        BLOCK_LZ4_RKYV_CRC => {
+            let at = bytes
+                .len()
+                .checked_sub(4)
+                .filter(|&at| at >= 1)
+                .ok_or_else(|| corrupt("block too short for its checksum"))?;
+            let (checked, crc) = bytes.split_at(at);
+            if crc32fast::hash(checked).to_le_bytes() != crc {
+                return Err(corrupt("block fails its checksum"));
+            }
+            &checked[1..]
+        }
+        _ => return Err(corrupt(format!("unknown block format {format}"))),
+    };
     // Straight into the aligned buffer: no second copy.
     let mut al = AlignedVec::<16>::new();
     lz4::decompress_into(body, &mut al)?;

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::Store;
 use crate::error::{Error, Result};
@@ -69,7 +70,8 @@ impl Store {
             append_flows: flows.clone(),
         };
         let last = src.history.last();
-        let commit = CommitInfo::bare(
+        let prev = last.and_then(|c| c.chain.clone());
+        let mut commit = CommitInfo::bare(
             last.map_or(0, |c| c.version + 1),
             now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
             CREATE_APPEND_FLOW,
@@ -77,11 +79,13 @@ impl Store {
         );
         let mut b = WriteBatch::default();
         put_json(&mut b, key(keys::SOURCE, src.id, None, None), &rec)?;
-        put_json(
-            &mut b,
-            key(keys::SOURCE_COMMIT, src.id, Some(commit.version), None),
-            &commit,
-        )?;
+        let at = Link {
+            tag: keys::SOURCE_COMMIT,
+            id: src.id,
+            prev: prev.as_deref(),
+            wrote: Wrote::Nothing,
+        };
+        put_commit(&mut b, at, &mut commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         let src = inner.sources.get_mut(target).expect("checked");
         src.append_flows = flows;

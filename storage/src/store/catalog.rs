@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use arrow::record_batch::RecordBatch;
 
+use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::pages;
@@ -130,10 +131,16 @@ impl Store {
                 for (k, v) in &properties {
                     parameters.insert(format!("property.{k}"), v.clone());
                 }
-                let commit = CommitInfo::bare(0, ts, "CREATE TABLE", parameters);
+                let mut commit = CommitInfo::bare(0, ts, "CREATE TABLE", parameters);
                 let mut b = WriteBatch::default();
                 put_json(&mut b, key(keys::TABLE, id, None, None), &rec)?;
-                put_json(&mut b, key(keys::COMMIT, id, Some(0), None), &commit)?;
+                let at = Link {
+                    tag: keys::COMMIT,
+                    id,
+                    prev: None,
+                    wrote: Wrote::Events,
+                };
+                put_commit(&mut b, at, &mut commit)?;
                 let mut state = TableState::new(
                     schema,
                     flow.tracked.clone(),

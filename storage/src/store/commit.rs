@@ -26,6 +26,10 @@ pub struct CommitInfo {
     pub metrics: CommitMetrics,
     /// Time spent applying and persisting, µs.
     pub duration_us: u64,
+    /// The commit's link in the table's hash chain (lower-case hex SHA-256; docs/FORMAT.md §3.8);
+    /// absent on commits written before format 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
 }
 
 impl CommitInfo {
@@ -43,6 +47,7 @@ impl CommitInfo {
             parameters,
             metrics: CommitMetrics::default(),
             duration_us: 0,
+            chain: None,
         }
     }
 }

@@ -121,6 +121,7 @@ impl Store {
             parameters: BTreeMap::from([("statement".to_string(), dml.text.to_string())]),
             metrics: fx.metrics.clone(),
             duration_us: 0,
+            chain: None,
         };
         let every = inner.checkpoints.every_events;
         let applied = Applied {

@@ -16,6 +16,7 @@
 
 mod append_flows;
 mod catalog;
+mod chain;
 mod commit;
 mod dml;
 mod key_cache;
@@ -31,6 +32,7 @@ mod sources;
 #[cfg(test)]
 mod tests;
 mod vacuum;
+mod verify;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -56,6 +58,7 @@ use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
 pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
 pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
+pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
 /// record is set to 3 on open; a version-1 store (events only) then writes each table's derived

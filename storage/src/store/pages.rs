@@ -101,6 +101,15 @@ fn summary(kv: &dyn KvStore, id: u32) -> Result<Option<Summary>> {
 /// checkpoint that its log can be replayed from (`Ok(None)` if not: the state is untouched).
 /// Returns the number of events replayed.
 pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<Option<u64>> {
+    Ok(read_checkpoint(kv, t)?.map(|(state, replayed)| {
+        t.state = state;
+        replayed
+    }))
+}
+
+/// `t`'s state read from its last checkpoint and the commits after it, with the number of events
+/// replayed, if it has a checkpoint that its log can be replayed from.
+pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(TableState, u64)>> {
     let last = t.commits.last().expect("a commit").version;
     let Some(s) = summary(kv, t.id)? else {
         return Ok(None);
@@ -146,8 +155,7 @@ pub(super) fn load(kv: &dyn KvStore, t: &mut Table) -> Result<Option<u64>> {
             .map(|c| c.metrics.num_events_read)
             .sum();
     }
-    t.state = state;
-    Ok(Some(replayed))
+    Ok(Some((state, replayed)))
 }
 
 /// `t`'s summary if its last checkpoint is at its last commit (if not, the commits after it are

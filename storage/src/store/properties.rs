@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
@@ -29,13 +30,21 @@ impl Store {
         let mut rec = t.record();
         rec.properties = all.clone();
         let last = t.commits.last().expect("a commit");
-        let commit = CommitInfo::bare(
+        let mut commit = CommitInfo::bare(
             last.version + 1,
             now_us().max(last.timestamp_us + 1),
             SET_PROPERTIES,
             properties,
         );
-        write_record_commit(inner.kv.as_ref(), &mut inner.poisoned, t.id, &rec, &commit)?;
+        let prev = last.chain.clone();
+        write_record_commit(
+            inner.kv.as_ref(),
+            &mut inner.poisoned,
+            t.id,
+            &rec,
+            &mut commit,
+            prev.as_deref(),
+        )?;
         // A table not replayed yet takes the setting from this commit when it is.
         if let (Some(secs), Load::Replayed) = (gc, t.load) {
             t.state.set_tombstone_gc_secs(secs);
@@ -74,13 +83,21 @@ impl Store {
                 )
             })
             .collect();
-        let commit = CommitInfo::bare(
+        let mut commit = CommitInfo::bare(
             last.version + 1,
             now_us().max(last.timestamp_us + 1),
             "SET EXPECTATIONS",
             parameters,
         );
-        write_record_commit(inner.kv.as_ref(), &mut inner.poisoned, t.id, &rec, &commit)?;
+        let prev = last.chain.clone();
+        write_record_commit(
+            inner.kv.as_ref(),
+            &mut inner.poisoned,
+            t.id,
+            &rec,
+            &mut commit,
+            prev.as_deref(),
+        )?;
         t.expectations = expectations;
         t.commits.push(commit.clone());
         Ok(commit)
@@ -108,14 +125,17 @@ fn write_record_commit(
     poisoned: &mut Option<String>,
     id: u32,
     rec: &TableRecord,
-    commit: &CommitInfo,
+    commit: &mut CommitInfo,
+    prev: Option<&str>,
 ) -> Result<()> {
     let mut b = WriteBatch::default();
     put_json(&mut b, key(keys::TABLE, id, None, None), rec)?;
-    put_json(
-        &mut b,
-        key(keys::COMMIT, id, Some(commit.version), None),
-        commit,
-    )?;
+    let at = Link {
+        tag: keys::COMMIT,
+        id,
+        prev,
+        wrote: Wrote::Events,
+    };
+    put_commit(&mut b, at, commit)?;
     write_or_poison(kv, poisoned, b)
 }

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 
+use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, REDEFINED, SOURCE_OFFSET};
@@ -310,6 +311,7 @@ impl Inner {
             parameters: params,
             metrics: fx.metrics.clone(),
             duration_us: 0,
+            chain: None,
         };
         let every = inner.checkpoints.every_events;
         let record = match &how {
@@ -377,11 +379,14 @@ pub(super) fn write_applied(
         put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
     }
     commit.duration_us = started.elapsed().as_micros() as u64;
-    put_json(
-        &mut b,
-        key(keys::COMMIT, table.id, Some(version), None),
-        &commit,
-    )?;
+    let prev = table.commits.last().and_then(|c| c.chain.clone());
+    let at = Link {
+        tag: keys::COMMIT,
+        id: table.id,
+        prev: prev.as_deref(),
+        wrote: Wrote::Events,
+    };
+    put_commit(&mut b, at, &mut commit)?;
     kv.write(b)?;
     table.commits.push(commit.clone());
     table.unsaved = if unsaved >= every { 0 } else { unsaved };

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::record_batch::RecordBatch;
 
+use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::Store;
 use crate::engine::CommitMetrics;
@@ -82,9 +83,15 @@ impl Store {
                     origin: w.table.origin.clone(),
                     append_flows: w.table.append_flows.clone(),
                 };
-                let commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
+                let mut commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
                 put_json(&mut b, key(keys::SOURCE, id, None, None), &rec)?;
-                put_json(&mut b, key(keys::SOURCE_COMMIT, id, Some(0), None), &commit)?;
+                let at = Link {
+                    tag: keys::SOURCE_COMMIT,
+                    id,
+                    prev: None,
+                    wrote: Wrote::Nothing,
+                };
+                put_commit(&mut b, at, &mut commit)?;
                 let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
                 src.origin = w.table.origin.clone();
                 src.append_flows = w.table.append_flows.clone();
@@ -126,7 +133,8 @@ impl Store {
                 );
             }
             let last = src.history.last();
-            let commit = CommitInfo {
+            let prev = last.and_then(|c| c.chain.clone());
+            let mut commit = CommitInfo {
                 version: last.map_or(0, |c| c.version + 1),
                 timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
                 operation: WRITE.into(),
@@ -140,12 +148,15 @@ impl Store {
                     ..Default::default()
                 },
                 duration_us: 0,
+                chain: None,
             };
-            put_json(
-                &mut b,
-                key(keys::SOURCE_COMMIT, id, Some(commit.version), None),
-                &commit,
-            )?;
+            let at = Link {
+                tag: keys::SOURCE_COMMIT,
+                id,
+                prev: prev.as_deref(),
+                wrote: Wrote::Append(src.appends),
+            };
+            put_commit(&mut b, at, &mut commit)?;
             src.history.push(commit);
         }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use super::chain::{self, put_commit, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::pages;
@@ -115,15 +116,18 @@ impl Store {
             ]);
             CommitInfo::bare(next, now, "VACUUM", parameters)
         };
+        let prev = t.commits.last().and_then(|c| c.chain.clone());
+        let at = Link {
+            tag: keys::COMMIT,
+            id,
+            prev: prev.as_deref(),
+            wrote: Wrote::Events,
+        };
         if h == oldest_kept {
             // Nothing old enough to forget: the vacuum is only recorded.
-            let commit = vacuum_commit(0);
+            let mut commit = vacuum_commit(0);
             let mut b = WriteBatch::default();
-            put_json(
-                &mut b,
-                key(keys::COMMIT, id, Some(commit.version), None),
-                &commit,
-            )?;
+            put_commit(&mut b, at, &mut commit)?;
             write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
             inner
                 .tables
@@ -227,13 +231,15 @@ impl Store {
                 );
             }
         }
+        // The base keeps its link in the chain; what it now holds is in the VACUUM commit's
+        // digest of it, which is chained like any commit.
         put_json(&mut b, key(keys::COMMIT, id, Some(h), None), &base)?;
-        let commit = vacuum_commit(commits_removed);
-        put_json(
-            &mut b,
-            key(keys::COMMIT, id, Some(commit.version), None),
-            &commit,
-        )?;
+        let base_digest = chain::base_digest(inner.kv.as_ref(), id, &base, Some(&b))?;
+        let mut commit = vacuum_commit(commits_removed);
+        commit
+            .parameters
+            .insert(chain::BASE_DIGEST.to_string(), chain::hex(&base_digest));
+        put_commit(&mut b, at, &mut commit)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         // Free the old state before rebuilding, so a VACUUM never holds two copies of the table
         // (it doubled peak memory). Nobody can see the empty state: the write lock is held, and if
