@@ -58,13 +58,14 @@
 #![warn(missing_docs)]
 
 pub use asof_query::sql::{
-    DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ScriptError, SessionOptions,
-    SqlSession, Steps,
+    DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ReceiptCheck, ScriptError,
+    SessionOptions, SqlSession, Steps,
 };
 pub use asof_query::{
-    history_batch, key_history, lookup, scan, scan_all, sequence_type, table_arrow_schema,
-    table_changes, ChangeBound, FileFormat, FileSource, KeySelection, LookupRow, QueryError,
-    ScanRequest, Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
+    history_batch, key_history, lookup, result_hash, scan, scan_all, sequence_type,
+    table_arrow_schema, table_changes, ChangeBound, FileFormat, FileSource, KeySelection,
+    LookupRow, QueryError, Receipt, ScanRequest, Schedule, TableScan, TimeSelection,
+    SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{
     append_offset_parameter, keycodec, AppendFlow, ChangeCommits, ChangeType, Checkpoints,

@@ -54,6 +54,16 @@ enum Command {
         /// A value for `${name}` in the statements (repeatable).
         #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
         vars: Vec<(String, String)>,
+        /// Run one query and print, after its result, a receipt: a token that holds the table
+        /// versions it read, its text and the hash of its result (`asof verify-receipt` checks it).
+        #[arg(long)]
+        receipt: bool,
+    },
+    /// Runs a receipt's query again at the table versions it records and checks that the result
+    /// has the same hash; fails if it does not.
+    VerifyReceipt {
+        /// The token `asof sql --receipt` printed.
+        token: String,
     },
     /// An interactive SQL prompt with line editing and history (statements end with `;`). With
     /// standard input not a terminal, runs it as a script.
@@ -234,6 +244,7 @@ fn run(cli: Cli) -> Res<()> {
             format,
             output,
             vars,
+            receipt,
         } => {
             let text = match (statements, file) {
                 (_, Some(f)) => {
@@ -254,7 +265,57 @@ fn run(cli: Cli) -> Res<()> {
             if let Some(bar) = Bar::for_terminal() {
                 session.set_progress(bar);
             }
+            if receipt {
+                let (schema, batches, receipt) = session.query_with_receipt(&text)?;
+                let mut file = match &output {
+                    Some(p) => Some(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+                    None => None,
+                };
+                let table = matches!(format, Format::Table) && file.is_none();
+                print_output(
+                    asof::SqlOutput::Batches(schema, batches),
+                    format,
+                    file.as_mut(),
+                )?;
+                let line = format!("receipt: {}", receipt.token());
+                if table {
+                    println!("{line}");
+                } else {
+                    eprintln!("{line}");
+                }
+                return Ok(());
+            }
             run_script(&mut session, &text, format, output.as_deref())
+        }
+        Command::VerifyReceipt { token } => {
+            let mut session = asof::SqlSession::new(store)?;
+            let check = session.verify_receipt(&token)?;
+            let tables: Vec<String> = check
+                .receipt
+                .tables
+                .iter()
+                .chain(&check.receipt.sources)
+                .map(|(t, v)| format!("{t} at version {v}"))
+                .collect();
+            if check.matches() {
+                println!(
+                    "receipt verified: {} rows, hash {}, reading {}",
+                    check.rows,
+                    check.hash,
+                    tables.join(", ")
+                );
+                Ok(())
+            } else {
+                println!(
+                    "MISMATCH: reading {} the query now returns {} rows, hash {}; the receipt says {} rows, hash {}",
+                    tables.join(", "),
+                    check.rows,
+                    check.hash,
+                    check.receipt.rows,
+                    check.receipt.hash
+                );
+                Err("the receipt does not verify".into())
+            }
         }
         Command::Shell => shell(store, &cli.db),
         Command::Run { .. } => unreachable!("handled before the store is opened"),

@@ -13,6 +13,7 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_sql;
 mod history;
+mod receipt;
 mod scan;
 mod schedule;
 pub mod sql;
@@ -21,6 +22,7 @@ pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
 pub use files::{ExistingFiles, FileFormat, FileSource};
 pub use history::history_batch;
+pub use receipt::{result_hash, Receipt};
 pub use scan::{
     key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,
     ScanRequest, TableScan, TimeSelection,

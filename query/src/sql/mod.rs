@@ -17,6 +17,7 @@ mod options;
 pub(crate) mod parse;
 mod period;
 mod provider;
+mod receipts;
 mod rewrite;
 mod script;
 mod snapshot;
@@ -39,6 +40,7 @@ pub use options::{ExternalAccess, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 use provider::TargetTable;
+pub use receipts::ReceiptCheck;
 pub use script::{ScriptError, Steps};
 use statement::{classify, Kind};
 
@@ -63,6 +65,8 @@ pub struct SqlSession {
     /// Scratch tables registered for the statement being run.
     scratch: usize,
     options: SessionOptions,
+    /// The versions tables are read at while a receipt's query runs.
+    pins: Option<receipts::Pins>,
 }
 
 /// A streaming table declared by `CREATE OR REFRESH STREAMING TABLE`, waiting for its flow.
@@ -112,6 +116,7 @@ impl SqlSession {
             progress: None,
             scratch: 0,
             options,
+            pins: None,
         })
     }
 
@@ -424,7 +429,8 @@ impl SqlSession {
     /// Registers every table and view of the store with DataFusion.
     fn register_all(&mut self) -> Result<()> {
         for name in self.store.sources()? {
-            let t = provider::SourceProvider::new(self.store.clone(), &name)?;
+            let rows = self.pinned_rows(&name)?;
+            let t = provider::SourceProvider::new(self.store.clone(), &name, rows)?;
             self.ctx
                 .deregister_table(TableReference::bare(name.as_str()))
                 .map_err(df)?;
@@ -438,7 +444,7 @@ impl SqlSession {
                 &name,
                 TimeSelection::All,
                 TimeSelection::All,
-                None,
+                self.pinned_version(&name),
             )?;
             self.ctx
                 .deregister_table(TableReference::bare(name.as_str()))

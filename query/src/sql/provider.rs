@@ -30,6 +30,8 @@ pub(crate) struct SourceProvider {
     store: StoreHandle,
     name: String,
     schema: SchemaRef,
+    /// Only the first rows (the source as of a version a receipt pinned); `None`: all.
+    rows: Option<u64>,
 }
 
 /// The store, without its `Debug` (which it does not have).
@@ -42,12 +44,18 @@ impl std::fmt::Debug for StoreHandle {
 }
 
 impl SourceProvider {
-    pub fn new(store: Store, name: &str) -> Result<Self> {
+    pub fn new(store: Store, name: &str, rows: Option<u64>) -> Result<Self> {
         Ok(SourceProvider {
             schema: store.source_schema(name)?,
             store: StoreHandle(store),
             name: name.to_string(),
+            rows,
         })
+    }
+
+    /// The source table's name.
+    pub fn name(&self) -> &str {
+        &self.name
     }
 }
 
@@ -68,11 +76,20 @@ impl TableProvider for SourceProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let (schema, batches) = self
+        let (schema, mut batches) = self
             .store
             .0
             .source_data(&self.name)
             .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        if let Some(rows) = self.rows {
+            // Appends only add rows at the end: the source as of a version is its first rows.
+            let mut left = rows as usize;
+            for b in batches.iter_mut() {
+                let take = left.min(b.num_rows());
+                *b = b.slice(0, take);
+                left -= take;
+            }
+        }
         datafusion::datasource::MemTable::try_new(schema, vec![batches])?
             .scan(state, projection, filters, limit)
             .await
@@ -103,6 +120,11 @@ impl std::fmt::Debug for TargetTable {
 }
 
 impl TargetTable {
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
     pub fn new(
         store: Store,
         table: &str,

@@ -291,6 +291,7 @@ impl SqlSession {
         system: TimeSelection,
         version: Option<u64>,
     ) -> Result<String> {
+        let version = version.or(self.pinned_version(table));
         let provider = TargetTable::new(self.store.clone(), table, business, system, version)?;
         self.register_scratch(table, Arc::new(provider))
     }

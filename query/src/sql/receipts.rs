@@ -1,0 +1,197 @@
+//! Report receipts in a session (docs/SEMANTICS.md §12.1): a query run with a receipt reads every
+//! table at a version fixed before it starts, and a receipt is verified by running its query
+//! again at those versions.
+
+use std::collections::BTreeMap;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::logical_expr::LogicalPlan;
+
+use super::parse::split;
+use super::provider::{SourceProvider, TargetTable};
+use super::statement::Kind;
+use super::{df, SqlSession};
+use crate::error::{QueryError, Result};
+use crate::receipt::{result_hash, Receipt};
+
+/// The versions a session reads tables at, instead of their latest.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Pins {
+    pub targets: BTreeMap<String, u64>,
+    pub sources: BTreeMap<String, u64>,
+}
+
+/// What checking a receipt found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiptCheck {
+    /// The receipt checked.
+    pub receipt: Receipt,
+    /// The number of rows the query returns now, at the receipt's versions.
+    pub rows: u64,
+    /// The hash of what it returns now.
+    pub hash: String,
+}
+
+impl ReceiptCheck {
+    /// Whether the query still returns what the receipt says.
+    pub fn matches(&self) -> bool {
+        self.rows == self.receipt.rows && self.hash == self.receipt.hash
+    }
+}
+
+impl SqlSession {
+    /// Runs one query with a receipt: every table it reads at its version now, the result, and
+    /// the receipt that proves it later ([`SqlSession::verify_receipt`]).
+    pub fn query_with_receipt(
+        &mut self,
+        sql: &str,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>, Receipt)> {
+        let sql = self.substitute(sql)?;
+        let stmt = one_query(self, &sql)?;
+        self.clear_scratch()?;
+        self.register_all()?;
+        let plan = self.plan(&stmt)?.logical_plan().clone();
+        let mut pins = Pins::default();
+        read_tables(&plan, &mut |t| match t {
+            Read::Target(name) => {
+                pins.targets.insert(name.to_string(), 0);
+            }
+            Read::Source(name) => {
+                pins.sources.insert(name.to_string(), 0);
+            }
+        })?;
+        for (name, v) in pins.targets.iter_mut() {
+            *v = self.store.latest_version(name)?;
+        }
+        for (name, v) in pins.sources.iter_mut() {
+            *v = self
+                .store
+                .source_history(name)?
+                .last()
+                .map_or(0, |c| c.version);
+        }
+        let (schema, batches) = self.pinned(&pins, |s| s.query(&stmt))?;
+        let (rows, hash) = result_hash(&schema, &batches)?;
+        let receipt = Receipt {
+            sql,
+            tables: pins.targets,
+            sources: pins.sources,
+            rows,
+            hash,
+        };
+        Ok((schema, batches, receipt))
+    }
+
+    /// Runs a receipt's query again at the versions it records and compares the result's hash.
+    pub fn verify_receipt(&mut self, token: &str) -> Result<ReceiptCheck> {
+        let receipt = Receipt::parse(token)?;
+        let stmt = one_query(self, &receipt.sql)?;
+        let pins = Pins {
+            targets: receipt.tables.clone(),
+            sources: receipt.sources.clone(),
+        };
+        let (schema, batches) = self.pinned(&pins, |s| {
+            s.clear_scratch()?;
+            s.register_all()?;
+            s.query(&stmt)
+        })?;
+        let (rows, hash) = result_hash(&schema, &batches)?;
+        Ok(ReceiptCheck {
+            receipt,
+            rows,
+            hash,
+        })
+    }
+
+    /// Runs `f` with the tables read at `pins`.
+    fn pinned<T>(
+        &mut self,
+        pins: &Pins,
+        f: impl FnOnce(&mut SqlSession) -> Result<T>,
+    ) -> Result<T> {
+        self.pins = Some(pins.clone());
+        let out = f(self);
+        self.pins = None;
+        out
+    }
+
+    /// The version `table` is read at: pinned, or `None` (the latest).
+    pub(super) fn pinned_version(&self, table: &str) -> Option<u64> {
+        self.pins.as_ref()?.targets.get(table).copied()
+    }
+
+    /// How many rows of source `name` are read: those of its version pinned, or all.
+    pub(super) fn pinned_rows(&self, name: &str) -> Result<Option<u64>> {
+        let Some(v) = self.pins.as_ref().and_then(|p| p.sources.get(name)) else {
+            return Ok(None);
+        };
+        let history = self.store.source_history(name)?;
+        if history.last().is_some_and(|c| c.version < *v) {
+            return Err(QueryError::Invalid(format!(
+                "source table `{name}` has no version {v}"
+            )));
+        }
+        Ok(Some(
+            history
+                .iter()
+                .filter(|c| c.version <= *v && c.operation == "WRITE")
+                .map(|c| c.metrics.num_upserted_rows)
+                .sum(),
+        ))
+    }
+}
+
+/// `sql` as one query statement.
+fn one_query(s: &SqlSession, sql: &str) -> Result<super::parse::Stmt> {
+    let mut stmts = split(sql)?;
+    if stmts.len() != 1 {
+        return Err(QueryError::Invalid(
+            "a receipt is for one query: give one statement".into(),
+        ));
+    }
+    let stmt = stmts.remove(0);
+    let head = stmt.head(1);
+    let query = matches!(s.classify(&stmt)?, Kind::Sql)
+        && matches!(
+            head.first().map(String::as_str),
+            Some("SELECT" | "WITH" | "VALUES")
+        );
+    if !query {
+        return Err(QueryError::Invalid(
+            "a receipt is for a query (SELECT, WITH or VALUES), not a statement that changes the store".into(),
+        ));
+    }
+    Ok(stmt)
+}
+
+/// A table a plan reads.
+enum Read<'a> {
+    Target(&'a str),
+    Source(&'a str),
+}
+
+/// Calls `f` with every store table `plan` reads, through views too.
+fn read_tables(plan: &LogicalPlan, f: &mut dyn FnMut(Read<'_>)) -> Result<()> {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let mut found = Ok(());
+    plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            let provider = datafusion::datasource::source_as_provider(&scan.source)?;
+            let any: &dyn std::any::Any = provider.as_ref();
+            if let Some(t) = any.downcast_ref::<TargetTable>() {
+                f(Read::Target(t.table()));
+            } else if let Some(s) = any.downcast_ref::<SourceProvider>() {
+                f(Read::Source(s.name()));
+            } else if let Some(v) = any.downcast_ref::<datafusion::catalog::view::ViewTable>() {
+                if let Err(e) = read_tables(v.logical_plan(), f) {
+                    found = Err(e);
+                    return Ok(TreeNodeRecursion::Stop);
+                }
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })
+    .map_err(df)?;
+    found
+}
