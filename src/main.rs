@@ -58,6 +58,10 @@ enum Command {
         /// versions it read, its text and the hash of its result (`asof verify-receipt` checks it).
         #[arg(long)]
         receipt: bool,
+        /// With `--receipt`: keep the versions it read from VACUUM (the table property
+        /// `asof.vacuum.pinnedVersion`), so that the receipt verifies whatever VACUUM is run.
+        #[arg(long, requires = "receipt")]
+        pin: bool,
     },
     /// Runs a receipt's query again at the table versions it records and checks that the result
     /// has the same hash; fails if it does not.
@@ -245,6 +249,7 @@ fn run(cli: Cli) -> Res<()> {
             output,
             vars,
             receipt,
+            pin,
         } => {
             let text = match (statements, file) {
                 (_, Some(f)) => {
@@ -277,6 +282,9 @@ fn run(cli: Cli) -> Res<()> {
                     format,
                     file.as_mut(),
                 )?;
+                if pin {
+                    session.pin_receipt(&receipt)?;
+                }
                 let line = format!("receipt: {}", receipt.token());
                 if table {
                     println!("{line}");

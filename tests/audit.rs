@@ -3,7 +3,7 @@
 
 mod common;
 
-use asof::{KvStore, Problem, SledKv, SqlSession, Store, StoreOptions, WriteBatch};
+use asof::{KvStore, Problem, Receipt, SledKv, SqlSession, Store, StoreOptions, WriteBatch};
 use common::run_asof;
 
 /// A store written through every kind of commit: source creates and appends, flows of each mode
@@ -177,4 +177,192 @@ fn verify_names_the_first_commit_that_does_not_match() {
     assert!(!ok);
     assert!(out.contains("table two: MISMATCH: commit 2:"), "{out}");
     assert!(out.contains("table one: ok"), "{out}");
+}
+
+/// A bitemporal table of account balances, the events of which arrive late.
+fn ledger(s: &mut SqlSession) {
+    s.execute(
+        "CREATE TABLE bookings (account INT, balance BIGINT, booked DATE);
+         INSERT INTO bookings VALUES (1, 100, DATE '2025-01-01'), (2, 50, DATE '2025-01-01'), (3, 70, DATE '2025-01-01');
+         CREATE OR REFRESH STREAMING TABLE balances FLOW AUTO CDC FROM stream(bookings) KEYS (account)
+           SEQUENCE BY booked STORED AS BITEMPORAL",
+    )
+    .unwrap();
+}
+
+const REPORT: &str = "SELECT account, balance FROM balances
+    FOR BUSINESS_TIME AS OF DATE '2025-03-31' WHERE __SYSTEM_END_AT IS NULL ORDER BY account";
+
+#[test]
+fn a_receipt_taken_before_50_late_corrections_still_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    ledger(&mut s);
+    let (_, _, receipt) = s.query_with_receipt(REPORT).unwrap();
+    assert_eq!(receipt.rows, 3);
+    assert_eq!(receipt.tables.keys().collect::<Vec<_>>(), ["balances"]);
+    // 50 corrections, each late on business time (booked in March, known now).
+    for i in 0..50 {
+        s.execute(&format!(
+            "INSERT INTO bookings VALUES ({}, {}, DATE '2025-03-{:02}'); REFRESH STREAMING TABLE balances",
+            i % 3 + 1,
+            1000 + i,
+            i % 28 + 1
+        ))
+        .unwrap();
+    }
+    let (schema, now) = {
+        let out = s.execute(REPORT).unwrap();
+        match out.into_iter().next().unwrap() {
+            asof::SqlOutput::Batches(schema, b) => (schema, b),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_ne!(
+        asof::result_hash(&schema, &now).unwrap().1,
+        receipt.hash,
+        "the report changed since"
+    );
+    let check = s.verify_receipt(&receipt.token()).unwrap();
+    assert!(check.matches(), "{check:?}");
+    assert_eq!(check.rows, 3);
+    // After a restart too.
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    assert!(s.verify_receipt(&receipt.token()).unwrap().matches());
+}
+
+#[test]
+fn the_hash_does_not_depend_on_the_order_rows_come_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    ledger(&mut s);
+    let base = "SELECT account, balance FROM balances WHERE __SYSTEM_END_AT IS NULL";
+    let hashes: Vec<String> = [
+        "",
+        " ORDER BY account",
+        " ORDER BY account DESC",
+        " ORDER BY balance",
+    ]
+    .iter()
+    .map(|order| {
+        s.query_with_receipt(&format!("{base}{order}"))
+            .unwrap()
+            .2
+            .hash
+    })
+    .collect();
+    assert!(hashes.iter().all(|h| h == &hashes[0]), "{hashes:?}");
+    // A different answer is a different hash.
+    let other = s
+        .query_with_receipt(&format!("{base} AND account < 3"))
+        .unwrap()
+        .2;
+    assert_ne!(other.hash, hashes[0]);
+}
+
+#[test]
+fn a_receipt_pins_source_tables_too_and_refuses_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    ledger(&mut s);
+    let (_, _, receipt) = s
+        .query_with_receipt("SELECT count(*), sum(balance) FROM bookings")
+        .unwrap();
+    assert_eq!(receipt.sources.get("bookings"), Some(&1));
+    s.execute("INSERT INTO bookings VALUES (4, 5, DATE '2025-02-01')")
+        .unwrap();
+    assert!(s.verify_receipt(&receipt.token()).unwrap().matches());
+    for sql in [
+        "INSERT INTO bookings VALUES (5, 1, DATE '2025-01-01')",
+        "SELECT 1; SELECT 2",
+        "DELETE FROM balances WHERE account = 1",
+    ] {
+        let err = s.query_with_receipt(sql).unwrap_err().to_string();
+        assert!(err.contains("a receipt is for"), "{sql}: {err}");
+    }
+    assert!(Receipt::parse("asof-receipt-1:zz").is_err());
+}
+
+#[test]
+fn receipts_through_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+        ledger(&mut s);
+    }
+    let (ok, out, err) = run_asof(dir.path(), &["sql", "--receipt", REPORT]);
+    assert!(ok, "{err}");
+    let token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("receipt: "))
+        .expect("a receipt line")
+        .to_string();
+    assert!(out.contains("| 1       | 100     |"), "{out}");
+    run_asof(
+        dir.path(),
+        &["sql", "INSERT INTO bookings VALUES (1, 1, DATE '2025-02-01'); REFRESH STREAMING TABLE balances"],
+    );
+    let (ok, out, _) = run_asof(dir.path(), &["verify-receipt", &token]);
+    assert!(ok && out.starts_with("receipt verified: 3 rows"), "{out}");
+    // A receipt whose hash was changed does not verify.
+    let mut forged = Receipt::parse(&token).unwrap();
+    forged.hash = "0".repeat(64);
+    let (ok, out, _) = run_asof(dir.path(), &["verify-receipt", &forged.token()]);
+    assert!(!ok && out.starts_with("MISMATCH"), "{out}");
+    // With --format csv the rows stay clean on stdout and the receipt goes to stderr.
+    let (ok, out, err) = run_asof(
+        dir.path(),
+        &[
+            "sql",
+            "--receipt",
+            "--format",
+            "csv",
+            "SELECT account FROM balances WHERE account = 2 AND __SYSTEM_END_AT IS NULL",
+        ],
+    );
+    assert!(ok);
+    assert_eq!(out, "account\n2\n");
+    assert!(err.starts_with("receipt: asof-receipt-1:"), "{err}");
+}
+
+#[test]
+fn vacuum_refuses_to_remove_a_version_a_pinned_receipt_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+        ledger(&mut s);
+        s.execute("ALTER STREAMING TABLE balances SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false')")
+            .unwrap();
+    }
+    let (ok, out, err) = run_asof(dir.path(), &["sql", "--receipt", "--pin", REPORT]);
+    assert!(ok, "{err}");
+    let token = out
+        .lines()
+        .find_map(|l| l.strip_prefix("receipt: "))
+        .unwrap()
+        .to_string();
+    let pinned = Receipt::parse(&token).unwrap().tables["balances"];
+    run_asof(
+        dir.path(),
+        &["sql", "INSERT INTO bookings VALUES (2, 7, DATE '2025-03-01'); REFRESH STREAMING TABLE balances"],
+    );
+    let (ok, _, err) = run_asof(dir.path(), &["sql", "VACUUM balances RETAIN 0 HOURS"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!("version {pinned} is pinned")) && err.contains("nothing was changed"),
+        "{err}"
+    );
+    let (ok, out, _) = run_asof(dir.path(), &["verify-receipt", &token]);
+    assert!(ok, "{out}");
+    // Unpinned (the property set to nothing), VACUUM goes ahead, and the receipt says why it
+    // cannot be checked any more.
+    let (ok, _, err) = run_asof(
+        dir.path(),
+        &["sql", "ALTER STREAMING TABLE balances SET TBLPROPERTIES ('asof.vacuum.pinnedVersion' = ''); VACUUM balances RETAIN 0 HOURS"],
+    );
+    assert!(ok, "{err}");
+    let (ok, _, err) = run_asof(dir.path(), &["verify-receipt", &token]);
+    assert!(!ok);
+    assert!(err.contains("removed by VACUUM"), "{err}");
 }

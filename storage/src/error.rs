@@ -137,6 +137,16 @@ pub enum Error {
         /// The retention asked for, in hours.
         hours: f64,
     },
+    /// VACUUM would remove a version a table property keeps (a receipt needs it).
+    #[error("VACUUM of `{table}` would make its history start at version {oldest}, but version {pinned} is pinned (table property `asof.vacuum.pinnedVersion`, set for a receipt that reads it); nothing was changed. Keep more history, or unset the property if that receipt may no longer verify")]
+    VersionPinned {
+        /// The table.
+        table: String,
+        /// The version pinned.
+        pinned: u64,
+        /// The oldest version the VACUUM would keep.
+        oldest: u64,
+    },
     /// Another process has the store open.
     #[error("the store at {path} is in use by {} (waited {waited_ms} ms; wait longer with --wait SECONDS or ASOF_WAIT)", holder.as_deref().unwrap_or("another process"))]
     InUse {

@@ -104,6 +104,25 @@ impl SqlSession {
         })
     }
 
+    /// Keeps the versions `receipt` read from VACUUM: each table's property
+    /// `asof.vacuum.pinnedVersion` becomes the oldest version a kept receipt reads (a
+    /// `SET TBLPROPERTIES` commit where it changes).
+    pub fn pin_receipt(&mut self, receipt: &Receipt) -> Result<()> {
+        use asof_storage::PINNED_VERSION_PROPERTY as PIN;
+        for (table, &v) in &receipt.tables {
+            let current = self
+                .store
+                .properties(table)?
+                .get(PIN)
+                .and_then(|p| p.trim().parse::<u64>().ok());
+            if current.is_none_or(|c| v < c) {
+                self.store
+                    .set_properties(table, BTreeMap::from([(PIN.to_string(), v.to_string())]))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Runs `f` with the tables read at `pins`.
     fn pinned<T>(
         &mut self,

@@ -57,7 +57,9 @@ use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
 pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
-pub use vacuum::{RetentionCheck, VacuumReport, MIN_RETAIN, RETENTION_CHECK_PROPERTY};
+pub use vacuum::{
+    RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
+};
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format

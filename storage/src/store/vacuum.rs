@@ -18,6 +18,10 @@ use crate::kv::{KvStore, WriteBatch};
 /// The table property that, set to `false`, lets VACUUM keep less than [`MIN_RETAIN`] of history.
 pub const RETENTION_CHECK_PROPERTY: &str = "asof.vacuum.retentionCheck";
 
+/// The table property that keeps a version readable: VACUUM refuses to remove it (or any later
+/// one), so that the receipts that read it still verify.
+pub const PINNED_VERSION_PROPERTY: &str = "asof.vacuum.pinnedVersion";
+
 /// The shortest history [`Store::vacuum`] keeps unless told otherwise: seven days, as Delta Lake.
 pub const MIN_RETAIN: std::time::Duration = std::time::Duration::from_secs(168 * 3600);
 
@@ -65,12 +69,14 @@ impl Store {
     ///
     /// A `retain` under [`MIN_RETAIN`] (seven days) is refused unless the table property
     /// [`RETENTION_CHECK_PROPERTY`] is `false`, as Delta Lake does: see [`Store::vacuum_with`].
+    /// So is a VACUUM that would remove the version the property [`PINNED_VERSION_PROPERTY`] names.
     pub fn vacuum(&self, table: &str, retain: std::time::Duration) -> Result<VacuumReport> {
         self.vacuum_with(table, retain, RetentionCheck::Enforced)
     }
 
     /// [`Store::vacuum`], with the retention check [`RetentionCheck::Disabled`] for callers that
-    /// mean to drop recent history whatever the table's properties say (tests, tools).
+    /// mean to drop recent history whatever the table's properties say (tests, tools): then
+    /// neither the retention nor a pinned version stops it.
     pub fn vacuum_with(
         &self,
         table: &str,
@@ -103,6 +109,19 @@ impl Store {
         } else {
             t.commits[i - 1].version
         };
+        let pinned = t
+            .properties
+            .get(PINNED_VERSION_PROPERTY)
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let (RetentionCheck::Enforced, Some(p)) = (check, pinned) {
+            if p < h {
+                return Err(Error::VersionPinned {
+                    table: table.to_string(),
+                    pinned: p,
+                    oldest: h,
+                });
+            }
+        }
         let id = t.id;
         let next = t.commits.last().expect("a commit").version + 1;
         let vacuum_commit = |removed: u64| {
