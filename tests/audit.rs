@@ -366,3 +366,100 @@ fn vacuum_refuses_to_remove_a_version_a_pinned_receipt_reads() {
     assert!(!ok);
     assert!(err.contains("removed by VACUUM"), "{err}");
 }
+
+#[test]
+fn explain_changes_names_the_late_event_or_statement_behind_each_correction() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE moves (id INT, city STRING, at INT);
+         INSERT INTO moves VALUES (1, 'Lyon', 10), (1, 'Paris', 30), (2, 'Oslo', 10);
+         CREATE OR REFRESH STREAMING TABLE home FLOW AUTO CDC FROM stream(moves) KEYS (id)
+           SEQUENCE BY at COLUMNS * EXCEPT (at) STORED AS SCD TYPE 2;
+         INSERT INTO moves VALUES (1, 'Nice', 20), (2, 'Rome', 20);
+         REFRESH STREAMING TABLE home;
+         UPDATE home SET city = 'PARIS' WHERE id = 1 AND city = 'Paris'",
+    )
+    .unwrap();
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _commit_version, _change_type, city, __START_AT, __END_AT, _cause, _cause_origin,
+                _cause_business, _latest_business_before, _late_on_business
+         FROM explain_changes('home', 1, 2)",
+    );
+    let row = |r: &[&str]| -> Vec<Option<String>> {
+        r.iter()
+            .map(|c| (!c.is_empty()).then(|| c.to_string()))
+            .collect()
+    };
+    let mut expected = vec![
+        // Commit 2: the late move to Nice (at 20, behind 30) split Lyon's version.
+        row(&[
+            "2",
+            "update_preimage",
+            "Lyon",
+            "10",
+            "30",
+            "upsert",
+            "feed",
+            "20",
+            "30",
+            "true",
+        ]),
+        row(&[
+            "2",
+            "update_postimage",
+            "Lyon",
+            "10",
+            "20",
+            "upsert",
+            "feed",
+            "20",
+            "30",
+            "true",
+        ]),
+        row(&[
+            "2", "insert", "Nice", "20", "30", "upsert", "feed", "20", "30", "true",
+        ]),
+        // Commit 3: the UPDATE, a statement, at the version's own start.
+        row(&[
+            "3",
+            "update_preimage",
+            "Paris",
+            "30",
+            "",
+            "upsert",
+            "statement",
+            "30",
+            "30",
+            "false",
+        ]),
+        row(&[
+            "3",
+            "update_postimage",
+            "PARIS",
+            "30",
+            "",
+            "upsert",
+            "statement",
+            "30",
+            "30",
+            "false",
+        ]),
+    ];
+    let mut got = got;
+    got.sort();
+    expected.sort();
+    assert_eq!(got, expected);
+    // Key 2 had one correction, in commit 2; from version 3 on, none.
+    let (_, got) = common::sql_rows(&mut s, "SELECT count(*) FROM explain_changes('home', 2, 3)");
+    assert_eq!(got, [common::cells(&["0"])]);
+    let err = s
+        .execute("SELECT * FROM explain_changes('home', 1)")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("explain_changes('table', key, from [, to])"),
+        "{err}"
+    );
+}

@@ -7,6 +7,7 @@
 
 mod arrow_conv;
 mod error;
+mod explain;
 mod files;
 #[doc(hidden)]
 pub mod fuzzing;

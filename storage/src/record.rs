@@ -10,14 +10,16 @@ pub(crate) type RowId = u32;
 
 /// Upsert or delete. (Truncates are kept per table, not per key.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum EventKind {
+pub enum EventKind {
+    /// Sets the key's values.
     Upsert = 0,
+    /// Deletes the key.
     Delete = 1,
 }
 
 /// Where an event came from: a change feed, or a DML statement on the table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub(crate) enum Origin {
+pub enum Origin {
     /// A source row applied through a flow.
     #[default]
     Feed,

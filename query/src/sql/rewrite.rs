@@ -146,24 +146,12 @@ impl SqlSession {
                 let (business, system) = (sel(1)?, sel(2)?);
                 let scratch = self.register_target(&table, business, system, None)?;
                 (quote_ident(&scratch), next)
+            } else if at(k) == "EXPLAIN_CHANGES" && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                (quote_ident(&self.explain_changes(&args)?), next)
             } else if at(k) == "TABLE_CHANGES" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
-                let bound = |v: Option<&asof_storage::Value>| -> Result<Option<ChangeBound>> {
-                    Ok(match v {
-                        None | Some(asof_storage::Value::Null) => None,
-                        Some(asof_storage::Value::Int(n)) if *n >= 0 => {
-                            Some(ChangeBound::Version(*n as u64))
-                        }
-                        Some(asof_storage::Value::Str(s)) => {
-                            Some(ChangeBound::Timestamp(parse_timestamp(s)?))
-                        }
-                        Some(other) => {
-                            return Err(QueryError::Invalid(format!(
-                                "table_changes takes versions or timestamps, not {other:?}"
-                            )))
-                        }
-                    })
-                };
+                let bound = |v| change_bound(v, "table_changes");
                 let table = match args.first() {
                     Some(asof_storage::Value::Str(s)) => s.to_string(),
                     _ => {
@@ -323,6 +311,82 @@ fn parse_timestamp(s: &str) -> Result<i64> {
     match asof_storage::Value::parse(s, &ty) {
         Ok(asof_storage::Value::Int(us)) => Ok(us),
         _ => Err(QueryError::Invalid(format!("`{s}` is not a timestamp"))),
+    }
+}
+
+/// A bound of the change feed given to a table function: a version, or a timestamp in quotes
+/// (NULL or absent: none).
+fn change_bound(v: Option<&asof_storage::Value>, function: &str) -> Result<Option<ChangeBound>> {
+    Ok(match v {
+        None | Some(asof_storage::Value::Null) => None,
+        Some(asof_storage::Value::Int(n)) if *n >= 0 => Some(ChangeBound::Version(*n as u64)),
+        Some(asof_storage::Value::Str(s)) => Some(ChangeBound::Timestamp(parse_timestamp(s)?)),
+        Some(other) => {
+            return Err(QueryError::Invalid(format!(
+                "{function} takes versions or timestamps, not {other:?}"
+            )))
+        }
+    })
+}
+
+/// A value of `literal_args` as a SQL literal.
+fn sql_literal(v: &asof_storage::Value) -> String {
+    match v {
+        asof_storage::Value::Str(s) => format!("'{}'", s.replace('\'', "''")),
+        asof_storage::Value::Null => "NULL".into(),
+        asof_storage::Value::Int(n) => n.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+impl SqlSession {
+    /// `explain_changes('t', key, from [, to])`: the key's rows of the change feed from `from` to
+    /// `to` (versions or timestamps), each with the cause of its commit ([`change_causes`]);
+    /// returns the name of the view registered for it.
+    fn explain_changes(&mut self, args: &[asof_storage::Value]) -> Result<String> {
+        let usage = "explain_changes('table', key, from [, to]): the table in quotes, the key, and versions or timestamps";
+        let (Some(asof_storage::Value::Str(table)), Some(key)) = (args.first(), args.get(1)) else {
+            return Err(QueryError::Invalid(usage.into()));
+        };
+        if !(3..=4).contains(&args.len()) {
+            return Err(QueryError::Invalid(usage.into()));
+        }
+        let table = self.known_names()?.spelling(table);
+        let schema = self.store.schema(&table)?;
+        let [k] = schema.key_columns.as_slice() else {
+            return Err(QueryError::Invalid(format!(
+                "explain_changes takes one key value: `{table}` has {} key columns",
+                schema.key_columns.len()
+            )));
+        };
+        let key_column = schema.columns[*k].0.clone();
+        let from = change_bound(args.get(2), "explain_changes")?
+            .ok_or_else(|| QueryError::Invalid(usage.into()))?;
+        let to = change_bound(args.get(3), "explain_changes")?;
+        let (schema, batches) =
+            crate::scan::table_changes(&self.store, &table, &from, to.as_ref())?;
+        let changes = self.register_scratch(
+            "changes",
+            Arc::new(MemTable::try_new(schema, vec![batches]).map_err(df)?),
+        )?;
+        let (schema, batch) =
+            crate::explain::change_causes(&self.store, &table, std::slice::from_ref(key))?;
+        let causes = self.register_scratch(
+            "causes",
+            Arc::new(MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?),
+        )?;
+        let sql = format!(
+            "SELECT c.*, e._cause, e._cause_origin, e._cause_business, e._cause_system, \
+             e._latest_business_before, e._latest_system_before, e._late_on_business, e._late_on_system \
+             FROM {} c LEFT JOIN {} e ON c._commit_version = e._commit_version \
+             WHERE c.{} = {} ORDER BY c._commit_version",
+            quote_ident(&changes),
+            quote_ident(&causes),
+            quote_ident(&key_column),
+            sql_literal(key)
+        );
+        let view = self.runtime.block_on(self.ctx.sql(&sql)).map_err(df)?;
+        self.register_scratch("explain", view.into_view())
     }
 }
 

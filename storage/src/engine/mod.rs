@@ -92,6 +92,13 @@ pub(crate) struct CommitEffects {
     pub metrics: CommitMetrics,
 }
 
+/// One key's row versions and events, read back whole ([`TableState::key_contents`]).
+#[derive(Debug, PartialEq)]
+pub(crate) struct KeyContents {
+    pub rows: Vec<(RowId, StoredRow)>,
+    pub events: Vec<Incoming>,
+}
+
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
@@ -199,19 +206,40 @@ impl TableState {
         Ok((out, self.truncates.iter().cloned().collect()))
     }
 
-    /// Every row version of the table, frozen ones read back, in id order.
-    pub fn all_rows(&self) -> Result<Vec<(RowId, StoredRow)>> {
-        let mut out = Vec::new();
-        for (key, ks) in &self.keys {
-            out.extend(
-                ks.rows
-                    .iter()
-                    .filter_map(|&id| Some((id, self.rows.get(id)?.clone()))),
-            );
-            out.extend(self.cold_rows(key, ks)?);
+    /// The encoded keys of the table, in key order.
+    pub fn key_list(&self) -> impl Iterator<Item = &Bytes> {
+        self.keys.keys()
+    }
+
+    /// Every row version of `key`, frozen ones read back, in id order, and its events (frozen
+    /// ones too) in sequence order; `None` if the table has no such key.
+    pub fn key_contents(&self, key: &[u8]) -> Result<Option<KeyContents>> {
+        let Some((key, ks)) = self.keys.get_key_value(key) else {
+            return Ok(None);
+        };
+        let mut rows: Vec<(RowId, StoredRow)> = ks
+            .rows
+            .iter()
+            .filter_map(|&id| Some((id, self.rows.get(id)?.clone())))
+            .collect();
+        rows.extend(self.cold_rows(key, ks)?);
+        rows.sort_by_key(|r| r.0);
+        let mut events = ks.frozen_events(key, &self.pages, self.types.len())?;
+        for (seq, cands) in &ks.events {
+            for (sys, ev) in cands {
+                events.push(Incoming {
+                    key: key.clone(),
+                    seq: seq.clone(),
+                    sys: sys.clone(),
+                    event: ev.clone(),
+                });
+            }
         }
-        out.sort_by_key(|r| r.0);
-        Ok(out)
+        for e in events.iter_mut() {
+            e.key = key.clone();
+        }
+        events.sort_by(|a, b| (&a.seq, &a.sys).cmp(&(&b.seq, &b.sys)));
+        Ok(Some(KeyContents { rows, events }))
     }
 
     /// The frozen rows of `key` (whose state is `ks`), read back, in id order.

@@ -1,0 +1,172 @@
+//! `explain_changes('t', key, from, to)` (docs/SEMANTICS.md §7.4): the corrections of one key's
+//! history between two commits, each with the event (or DML statement) that caused it and how
+//! late that event was on each timeline.
+//!
+//! The changes are the key's rows of the change feed; the causes come from the table's log
+//! ([`Store::key_events`]): for each commit, the key's event with the smallest sequence (where the
+//! refold of its history started), and the greatest sequence and system sequence among the key's
+//! events logged before that commit, which say how late it came.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanBuilder, Int64Builder, RecordBatch, StringBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use asof_storage::{cmp_rows, ColumnType, EventKind, Origin, Store, StoredAs, Value};
+
+use crate::arrow_conv::ValueBuilder;
+use crate::error::{QueryError, Result};
+
+/// The causes of the commits that logged events for `key`: one row per commit, with
+/// `_commit_version`, `_cause` (`upsert`, `delete`), `_cause_origin` (`feed`, `statement`),
+/// `_cause_business` and `_cause_system` (the event's sequence and system sequence),
+/// `_latest_business_before` and `_latest_system_before` (the greatest among the key's events
+/// logged before that commit), `_late_on_business` and `_late_on_system`.
+pub fn change_causes(
+    store: &Store,
+    table: &str,
+    key: &[Value],
+) -> Result<(SchemaRef, RecordBatch)> {
+    let events = store.key_events(table, key)?;
+    let seq_type = sequence_type(store, table)?;
+    let table_schema = store.schema(table)?;
+    let sys_type = match table_schema.mode {
+        StoredAs::Bitemporal => Some(
+            table_schema
+                .system_sequence
+                .clone()
+                .unwrap_or_else(ColumnType::commit_timestamp),
+        ),
+        _ => None,
+    };
+    let seq_arrow = seq_type
+        .as_ref()
+        .map_or(DataType::Utf8, ColumnType::to_arrow);
+    let sys_arrow = sys_type
+        .as_ref()
+        .map_or(DataType::Utf8, ColumnType::to_arrow);
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_commit_version", DataType::Int64, false),
+        Field::new("_cause", DataType::Utf8, false),
+        Field::new("_cause_origin", DataType::Utf8, false),
+        Field::new("_cause_business", seq_arrow.clone(), true),
+        Field::new("_cause_system", sys_arrow.clone(), true),
+        Field::new("_latest_business_before", seq_arrow, true),
+        Field::new("_latest_system_before", sys_arrow, true),
+        Field::new("_late_on_business", DataType::Boolean, true),
+        Field::new("_late_on_system", DataType::Boolean, true),
+    ]));
+    let mut version = Int64Builder::new();
+    let mut cause = StringBuilder::new();
+    let mut origin = StringBuilder::new();
+    let mut seq = Sequences::new(seq_type.as_ref());
+    let mut sys = Sequences::new(sys_type.as_ref());
+    let mut seq_before = Sequences::new(seq_type.as_ref());
+    let mut sys_before = Sequences::new(sys_type.as_ref());
+    let mut late_b = BooleanBuilder::new();
+    let mut late_s = BooleanBuilder::new();
+    // The greatest sequence and system sequence of the key's events before each commit.
+    let mut max_seq: Option<Vec<Value>> = None;
+    let mut max_sys: Option<Value> = None;
+    for commit in events.chunk_by(|a, b| a.version == b.version) {
+        let first = commit
+            .iter()
+            .min_by(|a, b| cmp_rows(&a.sequence, &b.sequence))
+            .expect("a commit's events");
+        version.append_value(first.version as i64);
+        cause.append_value(match first.kind {
+            EventKind::Upsert => "upsert",
+            EventKind::Delete => "delete",
+        });
+        origin.append_value(match first.origin {
+            Origin::Feed => "feed",
+            Origin::Statement => "statement",
+        });
+        seq.append(Some(&first.sequence));
+        sys.append(first.system.as_ref().map(std::slice::from_ref));
+        seq_before.append(max_seq.as_deref());
+        sys_before.append(max_sys.as_ref().map(std::slice::from_ref));
+        late_b.append_option(
+            max_seq
+                .as_ref()
+                .map(|m| cmp_rows(&first.sequence, m).is_lt()),
+        );
+        late_s.append_option(match (&first.system, &max_sys) {
+            (Some(s), Some(m)) => Some(s.canonical_cmp(m).is_lt()),
+            _ => None,
+        });
+        for e in commit {
+            if max_seq
+                .as_ref()
+                .is_none_or(|m| cmp_rows(&e.sequence, m).is_gt())
+            {
+                max_seq = Some(e.sequence.clone());
+            }
+            if let Some(s) = &e.system {
+                if max_sys.as_ref().is_none_or(|m| s.canonical_cmp(m).is_gt()) {
+                    max_sys = Some(s.clone());
+                }
+            }
+        }
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(version.finish()),
+        Arc::new(cause.finish()),
+        Arc::new(origin.finish()),
+        seq.finish(),
+        sys.finish(),
+        seq_before.finish(),
+        sys_before.finish(),
+        Arc::new(late_b.finish()),
+        Arc::new(late_s.finish()),
+    ];
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    Ok((schema, batch))
+}
+
+/// The type of the table's sequence, if it has one component (a `STRUCT(...)` sequence is shown
+/// as text).
+fn sequence_type(store: &Store, table: &str) -> Result<Option<ColumnType>> {
+    let flows = store.flows(table)?;
+    let flow = flows
+        .first()
+        .ok_or_else(|| QueryError::Invalid(format!("`{table}` has no flow")))?;
+    let [name] = flow.sequence_by.as_slice() else {
+        return Ok(None);
+    };
+    Ok(flow
+        .source
+        .iter()
+        .find(|c| &c.name == name)
+        .map(|c| c.ty.clone()))
+}
+
+/// A column of sequences: of their type, or as text for several components.
+enum Sequences {
+    Typed(ValueBuilder),
+    Text(StringBuilder),
+}
+
+impl Sequences {
+    fn new(ty: Option<&ColumnType>) -> Self {
+        match ty {
+            Some(t) => Sequences::Typed(ValueBuilder::new(t, 16)),
+            None => Sequences::Text(StringBuilder::new()),
+        }
+    }
+
+    fn append(&mut self, v: Option<&[Value]>) {
+        match (self, v) {
+            (Sequences::Typed(b), Some([one])) => b.append(one),
+            (Sequences::Typed(b), _) => b.append_null(),
+            (Sequences::Text(b), Some(parts)) => b.append_value(format!("{parts:?}")),
+            (Sequences::Text(b), None) => b.append_null(),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Sequences::Typed(b) => b.finish(),
+            Sequences::Text(b) => Arc::new(b.finish()),
+        }
+    }
+}
