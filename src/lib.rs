@@ -63,8 +63,8 @@ pub use asof_query::sql::{
 };
 pub use asof_query::{
     history_batch, key_history, lookup, result_hash, scan, scan_all, sequence_type,
-    table_arrow_schema, table_changes, ChangeBound, FileFormat, FileSource, KeySelection,
-    LookupRow, QueryError, Receipt, ScanRequest, Schedule, TableScan, TimeSelection,
+    table_arrow_schema, table_changes, ChangeBound, CronSchedule, FileFormat, FileSource,
+    KeySelection, LookupRow, QueryError, Receipt, ScanRequest, Schedule, TableScan, TimeSelection,
     SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{

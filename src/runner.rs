@@ -30,7 +30,9 @@ pub fn run(
     }
     let mut last_run: HashMap<String, Instant> = HashMap::new();
     let mut seen_sources: HashMap<String, usize> = HashMap::new();
-    let mut told_cron: Vec<String> = Vec::new();
+    // When each CRON table last refreshed, as this process knows it (else its last commit).
+    let mut cron_done: HashMap<String, chrono::DateTime<chrono::Utc>> = HashMap::new();
+    let mut told: Vec<String> = Vec::new();
     log("asof run: following the schedules (Ctrl-C stops)");
     while !STOP.load(Ordering::SeqCst) {
         let store = Store::open_with(db, options.clone())?;
@@ -64,14 +66,36 @@ pub fn run(
                     }
                     due
                 }
-                Schedule::Cron { .. } => {
-                    if !told_cron.contains(&table) {
-                        log(&format!(
-                            "{table}: CRON schedules are stored but not followed by asof run yet"
-                        ));
-                        told_cron.push(table.clone());
+                Schedule::Cron { expr, time_zone } => {
+                    // Due when the schedule fired since the table's last refresh: a fire time
+                    // missed while nothing ran is caught up once, not once per fire.
+                    match asof::CronSchedule::new(expr, time_zone.as_deref()) {
+                        Ok(cron) => {
+                            let now = chrono::Utc::now();
+                            let last = match cron_done.get(&table) {
+                                Some(t) => *t,
+                                None => {
+                                    let us =
+                                        store.history(&table)?.last().map_or(0, |c| c.timestamp_us);
+                                    chrono::DateTime::from_timestamp_micros(us).unwrap_or_default()
+                                }
+                            };
+                            let due = cron
+                                .last_at_or_before(now)
+                                .is_some_and(|fired| fired > last);
+                            if due {
+                                cron_done.insert(table.clone(), now);
+                            }
+                            due
+                        }
+                        Err(e) => {
+                            if !told.contains(&table) {
+                                log(&format!("{table}: not followed: {e}"));
+                                told.push(table.clone());
+                            }
+                            false
+                        }
                     }
-                    false
                 }
             };
             if !due {

@@ -15,6 +15,8 @@ const SETUP: &str = "CREATE TABLE ev (id BIGINT, v STRING, seq BIGINT); \
     CREATE OR REFRESH STREAMING TABLE on_update TRIGGER ON UPDATE \
       FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1; \
     CREATE OR REFRESH STREAMING TABLE nightly SCHEDULE CRON '0 3 * * *' AT TIME ZONE 'Europe/Oslo' \
+      FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1; \
+    CREATE OR REFRESH STREAMING TABLE cron_seconds SCHEDULE CRON '* * * * * ?' \
       FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1";
 
 #[test]
@@ -35,6 +37,38 @@ fn schedules_are_stored_shown_and_changed() {
         prop(&mut s, "nightly").as_deref(),
         Some("CRON '0 3 * * *' AT TIME ZONE 'Europe/Oslo'")
     );
+    // A CRON schedule's next refresh is its next fire time: 03:00 in Oslo is 02:00 or 01:00 UTC.
+    let (_, described) = common::sql_rows(&mut s, "DESCRIBE TABLE EXTENDED nightly");
+    let next = described
+        .iter()
+        .find(|r| r[0].as_deref() == Some("Next refresh"))
+        .and_then(|r| r[1].clone())
+        .expect("a next refresh");
+    let next = chrono::DateTime::parse_from_rfc3339(&next).unwrap();
+    assert!(next > chrono::Utc::now(), "{next}");
+    assert!(
+        matches!(
+            next.format("%H:%M:%S").to_string().as_str(),
+            "02:00:00" | "01:00:00"
+        ),
+        "{next}"
+    );
+    for (bad, says) in [
+        ("'0 3 * *'", "4 fields"),
+        ("'0 61 3 * * ?'", "the cron expression"),
+        (
+            "'0 0 3 * * ?' AT TIME ZONE 'Atlantis/Capital'",
+            "not a time zone",
+        ),
+    ] {
+        let e = s
+            .execute(&format!(
+                "ALTER STREAMING TABLE nightly ALTER SCHEDULE CRON {bad}"
+            ))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(says), "{bad}: {e}");
+    }
     s.execute("ALTER STREAMING TABLE nightly ALTER SCHEDULE EVERY 2 HOURS")
         .unwrap();
     assert_eq!(
@@ -112,7 +146,7 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
     let started = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let both = ["every_second", "on_update"]
+        let both = ["every_second", "on_update", "cron_seconds"]
             .iter()
             .all(|t| ids(dir.path(), t) == ["1", "2"]);
         if both {
@@ -120,7 +154,7 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
         }
         assert!(started.elapsed() < Duration::from_secs(20), "not refreshed");
     }
-    // The CRON table is not followed: it holds what its creation read.
+    // The nightly CRON table has not fired since it was created: it holds what its creation read.
     assert_eq!(ids(dir.path(), "nightly"), ["1"]);
     let pid = runner.id().to_string();
     std::process::Command::new("kill")
@@ -132,9 +166,7 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
     let log = String::from_utf8_lossy(&out.stdout);
     assert!(log.contains("every_second:"), "{log}");
     assert!(log.contains("on_update:"), "{log}");
-    assert!(
-        log.contains("nightly: CRON schedules are stored but not followed"),
-        "{log}"
-    );
+    assert!(log.contains("cron_seconds:"), "{log}");
+    assert!(!log.contains("nightly:"), "{log}");
     assert!(log.trim_end().ends_with("asof run: stopped"), "{log}");
 }

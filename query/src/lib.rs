@@ -28,4 +28,4 @@ pub use scan::{
     key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,
     ScanRequest, TableScan, TimeSelection,
 };
-pub use schedule::{Schedule, SCHEDULE_PROPERTY};
+pub use schedule::{CronSchedule, Schedule, SCHEDULE_PROPERTY};

@@ -74,11 +74,20 @@ pub(super) fn describe(
                 .filter(|s| !s.is_empty())
             {
                 row("Schedule", s.clone());
-                if let (Some(crate::Schedule::Every(every)), Some(last)) =
-                    (crate::Schedule::from_property(s), last_refresh)
-                {
-                    let next = last.saturating_add(every.as_micros() as i64);
-                    row("Next refresh", when(next));
+                match (crate::Schedule::from_property(s), last_refresh) {
+                    (Some(crate::Schedule::Every(every)), Some(last)) => {
+                        let next = last.saturating_add(every.as_micros() as i64);
+                        row("Next refresh", when(next));
+                    }
+                    (Some(crate::Schedule::Cron { expr, time_zone }), _) => {
+                        let next = crate::CronSchedule::new(&expr, time_zone.as_deref())
+                            .ok()
+                            .and_then(|c| c.next_after(chrono::Utc::now()));
+                        if let Some(next) = next {
+                            row("Next refresh", when(next.timestamp_micros()));
+                        }
+                    }
+                    _ => {}
                 }
             }
             if let Some(c) = properties.get(CLUSTER_BY_PROPERTY) {

@@ -536,7 +536,9 @@ fn schedule(p: &mut P<'_>) -> Result<Schedule> {
     } else {
         None
     };
-    Ok(Schedule::Cron { expr, time_zone })
+    let schedule = Schedule::Cron { expr, time_zone };
+    schedule.check().map_err(QueryError::Invalid)?;
+    Ok(schedule)
 }
 
 /// `('key' = 'value', ...)`: keys and values are quoted strings (or bare words and numbers).
