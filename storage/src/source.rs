@@ -99,7 +99,7 @@ pub(crate) struct SourceTable {
     /// The names given to appends by [`crate::Store::append_loaded`] (the files loaded so far).
     pub loaded: std::collections::BTreeSet<String>,
     /// One commit per statement that changed the table (`CREATE TABLE`, then `WRITE`s).
-    pub history: Vec<crate::CommitInfo>,
+    pub history: Vec<crate::commit_info::CommitInfo>,
     /// See [`SourceRecord::append_flows`].
     pub append_flows: Vec<AppendFlow>,
 }

@@ -1,56 +1,15 @@
 //! Commit records, and the helpers every commit uses to put its entries in a write batch.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::engine::fold::Bytes;
-use crate::engine::{CommitMetrics, Incoming};
+use crate::engine::Incoming;
 use crate::error::{corrupt, Result};
 use crate::flow::TableSchema;
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
 
-/// One entry of a table's commit log (docs/SEMANTICS.md §7).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommitInfo {
-    /// 0, 1, 2, ... per table.
-    pub version: u64,
-    /// Commit time, µs since the epoch (UTC); strictly increasing per table.
-    pub timestamp_us: i64,
-    /// What wrote it: `CREATE TABLE`, `FLOW <name>`, ...
-    pub operation: String,
-    /// Parameters of the operation.
-    pub parameters: BTreeMap<String, String>,
-    /// Counters.
-    pub metrics: CommitMetrics,
-    /// Time spent applying and persisting, µs.
-    pub duration_us: u64,
-    /// The commit's link in the table's hash chain (lower-case hex SHA-256; docs/FORMAT.md §3.8);
-    /// absent on commits written before format 3.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub chain: Option<String>,
-}
-
-impl CommitInfo {
-    /// A commit that applied no events (DDL, properties, VACUUM, a source append's record).
-    pub(super) fn bare(
-        version: u64,
-        timestamp_us: i64,
-        operation: &str,
-        parameters: BTreeMap<String, String>,
-    ) -> Self {
-        CommitInfo {
-            version,
-            timestamp_us,
-            operation: operation.to_string(),
-            parameters,
-            metrics: CommitMetrics::default(),
-            duration_us: 0,
-            chain: None,
-        }
-    }
-}
+pub use crate::commit_info::CommitInfo;
 
 /// Adds a put of `value` as JSON (the catalog and commit records).
 pub(crate) fn put_json(b: &mut WriteBatch, k: Vec<u8>, value: &impl Serialize) -> Result<()> {

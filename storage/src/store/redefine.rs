@@ -9,11 +9,11 @@
 //! rebuild's commit holds the events the new definition prepares; but a replay folds every
 //! commit with the table's current rules, so a change of those would rewrite the past.
 
+use super::commit::CommitInfo;
 use super::refresh::Apply;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::flow::Flow;
-use crate::CommitInfo;
 
 impl Store {
     /// Replaces the definition of the flow named `flow.spec().name` and rebuilds its target from
