@@ -275,6 +275,7 @@ impl SqlSession {
         let mut edits = Vec::new();
         let mut earlier_matched: Vec<String> = Vec::new();
         let mut earlier_unmatched: Vec<String> = Vec::new();
+        let mut earlier_by_source: Vec<String> = Vec::new();
         for clause in &m.clauses {
             let pred = clause
                 .predicate
@@ -349,10 +350,29 @@ impl SqlSession {
                     parts.push(rows);
                     earlier_unmatched.push(pred);
                 }
-                (MergeClauseKind::NotMatchedBySource, _) => {
-                    return Err(QueryError::Invalid(
-                        "WHEN NOT MATCHED BY SOURCE is not supported yet".into(),
-                    ))
+                // Target rows no source row matches: updated (from the target's own columns) or
+                // deleted, by the first such clause whose condition holds.
+                (MergeClauseKind::NotMatchedBySource, action) => {
+                    let (assigned, edit) = match action {
+                        MergeAction::Update(u) => {
+                            (assignments(target, &u.assignments)?, Edit::Write)
+                        }
+                        MergeAction::Delete { .. } => (Vec::new(), Edit::Remove),
+                        MergeAction::Insert(_) => {
+                            return Err(QueryError::Invalid(
+                                "WHEN NOT MATCHED BY SOURCE takes UPDATE or DELETE".into(),
+                            ))
+                        }
+                    };
+                    let cols = output_list(target, &assigned, Some(&t_ref), None);
+                    let sql = format!(
+                        "SELECT {cols} FROM {t_rel} WHERE {current} AND NOT EXISTS (SELECT 1 FROM {s_rel} WHERE {on}) AND {pred}{}",
+                        not_earlier(&earlier_by_source)
+                    );
+                    let rows = self.rows_of(&sql)?;
+                    edits.extend(std::iter::repeat_n(edit, rows.num_rows()));
+                    parts.push(rows);
+                    earlier_by_source.push(pred);
                 }
                 _ => return Err(QueryError::Invalid("WHEN NOT MATCHED takes INSERT".into())),
             }
