@@ -289,17 +289,7 @@ impl SqlSession {
             };
             match (&clause.clause_kind, &clause.action) {
                 (MergeClauseKind::Matched, action) => {
-                    let (assigned, edit) = match action {
-                        MergeAction::Update(u) => {
-                            (assignments(target, &u.assignments)?, Edit::Write)
-                        }
-                        MergeAction::Delete { .. } => (Vec::new(), Edit::Remove),
-                        MergeAction::Insert(_) => {
-                            return Err(QueryError::Invalid(
-                                "WHEN MATCHED THEN INSERT is not valid MERGE".into(),
-                            ))
-                        }
-                    };
+                    let (assigned, edit) = target_action(target, action, "WHEN MATCHED")?;
                     let cols = output_list(target, &assigned, Some(&t_ref), None);
                     let sql = format!(
                         "SELECT {cols} FROM {t_rel} JOIN {s_rel} ON {on} WHERE {current} AND {pred}{}",
@@ -353,17 +343,8 @@ impl SqlSession {
                 // Target rows no source row matches: updated (from the target's own columns) or
                 // deleted, by the first such clause whose condition holds.
                 (MergeClauseKind::NotMatchedBySource, action) => {
-                    let (assigned, edit) = match action {
-                        MergeAction::Update(u) => {
-                            (assignments(target, &u.assignments)?, Edit::Write)
-                        }
-                        MergeAction::Delete { .. } => (Vec::new(), Edit::Remove),
-                        MergeAction::Insert(_) => {
-                            return Err(QueryError::Invalid(
-                                "WHEN NOT MATCHED BY SOURCE takes UPDATE or DELETE".into(),
-                            ))
-                        }
-                    };
+                    let (assigned, edit) =
+                        target_action(target, action, "WHEN NOT MATCHED BY SOURCE")?;
                     let cols = output_list(target, &assigned, Some(&t_ref), None);
                     let sql = format!(
                         "SELECT {cols} FROM {t_rel} WHERE {current} AND NOT EXISTS (SELECT 1 FROM {s_rel} WHERE {on}) AND {pred}{}",
@@ -384,6 +365,22 @@ impl SqlSession {
             .collect::<Result<_>>()?;
         let rows = arrow::compute::concat_batches(&schema, &parts)?;
         Ok((rows, edits))
+    }
+}
+
+/// What a MERGE clause on target rows (`clause`) does to them: `UPDATE SET ...` (its
+/// assignments) or `DELETE`.
+fn target_action(
+    target: &Target,
+    action: &MergeAction,
+    clause: &str,
+) -> Result<(Vec<(String, String)>, Edit)> {
+    match action {
+        MergeAction::Update(u) => Ok((assignments(target, &u.assignments)?, Edit::Write)),
+        MergeAction::Delete { .. } => Ok((Vec::new(), Edit::Remove)),
+        MergeAction::Insert(_) => Err(QueryError::Invalid(format!(
+            "{clause} takes UPDATE or DELETE, not INSERT"
+        ))),
     }
 }
 

@@ -186,19 +186,10 @@ fn statement_rows(schema: &TableSchema, dml: &Dml<'_>) -> Result<Vec<Patch>> {
         )));
     }
     let column = |name: &str, ty: &ColumnType| -> Result<Option<ArrayRef>> {
-        let Some(a) = batch.column_by_name(name) else {
-            return Ok(None);
-        };
-        let (a, failed) = cast_column(a, ty)
-            .map_err(|e| rejected(name, format!("cannot be converted to {ty}: {e}"), n))?;
-        if failed > 0 {
-            return Err(rejected(
-                name,
-                format!("has values that cannot be converted to {ty}"),
-                failed,
-            ));
-        }
-        Ok(Some(a))
+        batch
+            .column_by_name(name)
+            .map(|a| cast_checked(name, a, ty))
+            .transpose()
     };
     let mut values: Vec<Vec<Value>> = Vec::with_capacity(schema.columns.len());
     for (name, ty) in &schema.columns {
@@ -240,6 +231,20 @@ fn statement_rows(schema: &TableSchema, dml: &Dml<'_>) -> Result<Vec<Patch>> {
         });
     }
     Ok(patches)
+}
+
+/// Column `name` cast to `ty`, every value converted (else the statement is rejected, naming it).
+fn cast_checked(name: &str, a: &ArrayRef, ty: &ColumnType) -> Result<ArrayRef> {
+    let (a, failed) = cast_column(a, ty)
+        .map_err(|e| rejected(name, format!("cannot be converted to {ty}: {e}"), a.len()))?;
+    if failed > 0 {
+        return Err(rejected(
+            name,
+            format!("has values that cannot be converted to {ty}"),
+            failed,
+        ));
+    }
+    Ok(a)
 }
 
 /// Each row's business range `[__START_AT, __END_AT)`, encoded.
@@ -297,15 +302,7 @@ fn encoded_sequences(schema: &TableSchema, name: &str, a: &ArrayRef) -> Result<V
     };
     let mut cols = Vec::with_capacity(parts.len());
     for (p, ty) in parts.iter().zip(&types) {
-        let (p, failed) = cast_column(p, ty)
-            .map_err(|e| rejected(name, format!("cannot be converted to {ty}: {e}"), n))?;
-        if failed > 0 {
-            return Err(rejected(
-                name,
-                format!("has values that cannot be converted to {ty}"),
-                failed,
-            ));
-        }
+        let p = cast_checked(name, p, ty)?;
         cols.push(column_values(&p, ty));
     }
     (0..n)
