@@ -47,6 +47,9 @@ pub fn run(
             else {
                 continue;
             };
+            // A CRON table's fire is recorded once its refresh ran (a failed one waits for the
+            // next fire time, as a scheduled update does in Databricks).
+            let mut cron_fired = None;
             let since_last =
                 |gap: Duration| last_run.get(&table).is_none_or(|l| l.elapsed() >= gap);
             let due = match &schedule {
@@ -75,18 +78,18 @@ pub fn run(
                             let last = match cron_done.get(&table) {
                                 Some(t) => *t,
                                 None => {
-                                    let us =
-                                        store.history(&table)?.last().map_or(0, |c| c.timestamp_us);
+                                    let us = store
+                                        .history(&table)?
+                                        .iter()
+                                        .rev()
+                                        .find(|c| c.operation.starts_with("FLOW"))
+                                        .map_or(0, |c| c.timestamp_us);
                                     chrono::DateTime::from_timestamp_micros(us).unwrap_or_default()
                                 }
                             };
-                            let due = cron
-                                .last_at_or_before(now)
-                                .is_some_and(|fired| fired > last);
-                            if due {
-                                cron_done.insert(table.clone(), now);
-                            }
-                            due
+                            let fired = cron.last_at_or_before(now).filter(|f| *f > last);
+                            cron_fired = fired.map(|_| now);
+                            fired.is_some()
                         }
                         Err(e) => {
                             if !told.contains(&table) {
@@ -113,6 +116,9 @@ pub fn run(
                     }
                 }
                 Err(e) => log(&format!("{table}: refresh failed: {e}")),
+            }
+            if let Some(at) = cron_fired {
+                cron_done.insert(table.clone(), at);
             }
         }
         drop(store);

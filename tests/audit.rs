@@ -277,6 +277,7 @@ fn a_receipt_pins_source_tables_too_and_refuses_statements() {
         "INSERT INTO bookings VALUES (5, 1, DATE '2025-01-01')",
         "SELECT 1; SELECT 2",
         "DELETE FROM balances WHERE account = 1",
+        "SELECT count(*) FROM table_changes('balances', 1)",
     ] {
         let err = s.query_with_receipt(sql).unwrap_err().to_string();
         assert!(err.contains("a receipt is for"), "{sql}: {err}");

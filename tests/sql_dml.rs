@@ -72,6 +72,36 @@ fn scd1_statements_hold_until_a_newer_event_of_the_feed() {
         "{err}"
     );
     assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [cells(&["2"])]);
+    // Nor may one statement insert a new key twice.
+    let err = s
+        .execute("INSERT INTO t VALUES (7, 'Ed', 'x'), (7, 'Ed', 'y')")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("has a row already") && err.contains("(1 row)"),
+        "{err}"
+    );
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [cells(&["2"])]);
+}
+
+#[test]
+fn a_merge_value_that_does_not_convert_is_refused_not_nulled() {
+    let (_dir, mut s) = session();
+    s.execute(
+        "CREATE TABLE counts (id INT, n BIGINT, seq INT);
+         INSERT INTO counts VALUES (1, 5, 1);
+         CREATE OR REFRESH STREAMING TABLE c FLOW AUTO CDC FROM stream(counts) KEYS (id)
+           SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+    let err = s
+        .execute(
+            "MERGE INTO c USING (SELECT 1 AS id) AS s ON c.id = s.id WHEN MATCHED THEN UPDATE SET n = 'abc'",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("abc"), "{err}");
+    assert_eq!(rows(&mut s, "SELECT n FROM c"), [cells(&["5"])]);
 }
 
 #[test]

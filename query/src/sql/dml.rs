@@ -572,7 +572,14 @@ fn conform(batch: &RecordBatch, schema: &Arc<Schema>) -> Result<RecordBatch> {
         .columns()
         .iter()
         .zip(schema.fields())
-        .map(|(c, f)| arrow::compute::cast(c, f.data_type()))
+        .map(|(c, f)| {
+            // A value that does not convert is an error, never a silent NULL.
+            let strict = arrow::compute::CastOptions {
+                safe: false,
+                ..Default::default()
+            };
+            arrow::compute::cast_with_options(c, f.data_type(), &strict)
+        })
         .collect::<std::result::Result<_, _>>()?;
     Ok(RecordBatch::try_new_with_options(
         schema.clone(),

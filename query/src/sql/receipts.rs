@@ -71,7 +71,13 @@ impl SqlSession {
                 .last()
                 .map_or(0, |c| c.version);
         }
-        let (schema, batches) = self.pinned(&pins, |s| s.query(&stmt))?;
+        // The tables registered again, at the pinned versions: a commit since the plan above
+        // must not be read.
+        let (schema, batches) = self.pinned(&pins, |s| {
+            s.clear_scratch()?;
+            s.register_all()?;
+            s.query(&stmt)
+        })?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         let receipt = Receipt {
             sql,
@@ -180,6 +186,21 @@ fn one_query(s: &SqlSession, sql: &str) -> Result<super::parse::Stmt> {
         return Err(QueryError::Invalid(
             "a receipt is for a query (SELECT, WITH or VALUES), not a statement that changes the store".into(),
         ));
+    }
+    // What these read is not pinned to a version: a receipt could not be checked later.
+    let words = stmt.words();
+    if let Some(f) = words.windows(2).find_map(|w| {
+        let name = super::parse::upper(&w[0].token);
+        let unpinned = matches!(
+            name.as_str(),
+            "TABLE_CHANGES" | "EXPLAIN_CHANGES" | "READ_FILES"
+        );
+        (unpinned && w[1].token == sqlparser::tokenizer::Token::LParen).then_some(name)
+    }) {
+        return Err(QueryError::Invalid(format!(
+            "a receipt is for a query over tables; `{}` is not read at a pinned version",
+            f.to_lowercase()
+        )));
     }
     Ok(stmt)
 }

@@ -80,11 +80,14 @@ impl TableState {
             let mut events: BTreeMap<Bytes, Event> = BTreeMap::new();
             if mode == StoredAs::Scd1 {
                 let at = self.scd1_point(ks);
+                let mut has_row = ks.timeline.values().any(|v| v.end.is_none());
                 for p in group {
-                    if p.edit == Edit::Insert && ks.timeline.values().any(|v| v.end.is_none()) {
+                    // An insert of a key that has a row, or that the statement inserts twice.
+                    if p.edit == Edit::Insert && has_row {
                         overlaps += 1;
                         continue;
                     }
+                    has_row = p.edit != Edit::Remove;
                     events.insert(at.clone(), statement_event(p));
                 }
             } else {

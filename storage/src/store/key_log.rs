@@ -74,7 +74,18 @@ impl Store {
                 if e.key[..] != wanted[..] {
                     continue;
                 }
-                let sequence = decode_tuple(&e.seq, &seq_types).map_err(corrupt)?;
+                let sequence = match decode_tuple(&e.seq, &seq_types) {
+                    Ok(s) => s,
+                    // An SCD TYPE 1 statement's own positions (docs/FORMAT.md §3.5): just after a
+                    // truncate's sequence, or below every sequence.
+                    Err(_) if e.event.origin == Origin::Statement => {
+                        match e.seq.split_last().map(|(_, t)| decode_tuple(t, &seq_types)) {
+                            Some(Ok(s)) => s,
+                            _ => vec![Value::Null; seq_types.len()],
+                        }
+                    }
+                    Err(err) => return Err(corrupt(err)),
+                };
                 let system = match &sys_type {
                     Some(ty) => Some(decode_value(&e.sys, ty).map_err(corrupt)?.0),
                     None => None,
