@@ -458,7 +458,7 @@ fn read_csv(file: &Path) -> Res<RecordBatch> {
 
 fn metrics_line(m: &asof::CommitMetrics) -> String {
     format!(
-        "{} events read, {} row versions written, {} retired, {} late, {} duplicates ignored, {} conflicts resolved",
+        "{} events read, {} rows upserted, {} deleted, {} late, {} duplicates ignored, {} conflicts resolved",
         m.num_events_read, m.num_upserted_rows, m.num_deleted_rows, m.num_late_events, m.num_duplicates_ignored, m.num_conflicts_resolved
     )
 }

@@ -19,7 +19,7 @@ fn the_example_runs_and_is_idempotent() {
     let (ok, out, _) = asof(&db, &["example", "examples/company_points"]);
     assert!(ok);
     assert!(
-        out.contains("0 row versions written, 0 retired, 0 late, 4 duplicates ignored"),
+        out.contains("0 rows upserted, 0 deleted, 0 late, 4 duplicates ignored"),
         "{out}"
     );
 

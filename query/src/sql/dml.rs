@@ -199,7 +199,7 @@ impl SqlSession {
             _ => "merged",
         };
         Ok(Output::Done(format!(
-            "{name}: {n} row{} {what} (commit {}: {} row versions written, {} retired)",
+            "{name}: {n} row{} {what} (commit {}: {} rows upserted, {} deleted)",
             if n == 1 { "" } else { "s" },
             commit.version,
             commit.metrics.num_upserted_rows,

@@ -37,7 +37,7 @@ impl SqlSession {
         let commits = self.store.refresh_table(table, full)?;
         for c in &commits {
             lines.push(format!(
-                "{}: commit {} read {} events, wrote {} and retired {} row versions",
+                "{}: commit {} read {} events, upserted {} and deleted {} rows",
                 c.parameters.get("flow").map_or("", String::as_str),
                 c.version,
                 c.metrics.num_events_read,
@@ -122,7 +122,7 @@ impl SqlSession {
         self.declared.retain(|d| d.name != f.target);
         let line = match refreshed {
             Some(c) => format!(
-                "flow {} into {}: commit {} read {} events, wrote {} row versions",
+                "flow {} into {}: commit {} read {} events, upserted {} rows",
                 f.name, f.target, c.version, c.metrics.num_events_read, c.metrics.num_upserted_rows
             ),
             None => format!(
@@ -270,7 +270,7 @@ impl SqlSession {
         }
         match self.store.redefine_flow(spec)? {
             Some(c) => Ok(Output::Done(format!(
-                "flow {} redefined: commit {} rebuilt {} from all its sources ({} events read, {} row versions written, {} retired)",
+                "flow {} redefined: commit {} rebuilt {} from all its sources ({} events read, {} rows upserted, {} deleted)",
                 f.name,
                 c.version,
                 f.target,

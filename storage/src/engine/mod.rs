@@ -34,9 +34,9 @@ pub(crate) use crate::record::Incoming;
 /// The counters of one commit (docs/SEMANTICS.md §7).
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommitMetrics {
-    /// Target row versions written.
+    /// Rows of the target inserted or updated, as the commit's change feed lists them.
     pub num_upserted_rows: u64,
-    /// Target row versions removed.
+    /// Rows of the target deleted, as the commit's change feed lists them.
     pub num_deleted_rows: u64,
     /// Source rows read.
     pub num_events_read: u64,
