@@ -463,4 +463,62 @@ fn explain_changes_names_the_late_event_or_statement_behind_each_correction() {
         err.contains("explain_changes('table', key, from [, to])"),
         "{err}"
     );
+    // The lineage of the version valid at 25 (Nice, from 20): the late event, the commit that
+    // logged it and the rows of the source that commit read.
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _commit_version, _operation, _event, _origin, _business, _source, _source_rows
+         FROM row_lineage('home', 1, 25)",
+    );
+    assert_eq!(
+        got,
+        [common::cells(&[
+            "2",
+            "FLOW home",
+            "upsert",
+            "feed",
+            "20",
+            "moves",
+            "3..5"
+        ])]
+    );
+    // The version from 30 holds the feed's event and the UPDATE that rewrote it.
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _commit_version, _origin, _statement FROM row_lineage('home', 1, 31) ORDER BY _commit_version",
+    );
+    assert_eq!(
+        got,
+        [
+            vec![Some("1".into()), Some("feed".into()), None],
+            vec![
+                Some("3".into()),
+                Some("statement".into()),
+                Some("UPDATE home SET city = 'PARIS' WHERE id = 1 AND city = 'Paris'".into())
+            ],
+        ]
+    );
+    // An SCD TYPE 1 key a statement inserted, with a sequence of two components: its statement
+    // event sits below every sequence, and reads back as NULLs.
+    s.execute(
+        "CREATE TABLE ev2 (id INT, v STRING, a INT, b INT);
+         INSERT INTO ev2 VALUES (1, 'x', 1, 1);
+         CREATE OR REFRESH STREAMING TABLE latest FLOW AUTO CDC FROM stream(ev2) KEYS (id)
+           SEQUENCE BY STRUCT(a, b) COLUMNS * EXCEPT (a, b) STORED AS SCD TYPE 1;
+         INSERT INTO latest VALUES (9, 'new')",
+    )
+    .unwrap();
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _change_type, v, _cause_origin, _cause_business FROM explain_changes('latest', 9, 0)",
+    );
+    assert_eq!(
+        got,
+        [common::cells(&[
+            "insert",
+            "new",
+            "statement",
+            "[Null, Null]"
+        ])]
+    );
 }

@@ -352,6 +352,20 @@ fn merge_into_updates_deletes_and_inserts_by_the_first_clause_that_holds() {
         "{err}"
     );
     assert_eq!(s.store().history("t").unwrap().len(), 3);
+    // A full snapshot merged in: rows it no longer has are updated or deleted by source.
+    s.execute("CREATE TABLE snap (id INT, city STRING); INSERT INTO snap VALUES (4, 'Lviv')")
+        .unwrap();
+    s.execute(
+        "MERGE INTO t USING snap ON t.id = snap.id
+         WHEN MATCHED THEN UPDATE SET city = snap.city
+         WHEN NOT MATCHED BY SOURCE AND t.id = 3 THEN UPDATE SET city = 'archived'
+         WHEN NOT MATCHED BY SOURCE THEN DELETE",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT * FROM t"),
+        table(&[&["3", "Cy", "archived"], &["4", "new", "Lviv"]])
+    );
 }
 
 #[test]

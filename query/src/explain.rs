@@ -170,3 +170,167 @@ impl Sequences {
         }
     }
 }
+
+/// `row_lineage('t', key [, business [, system]])` (docs/SEMANTICS.md §7.5): the events behind the
+/// row version of `key` valid at business time `business` as known at system time `system` (the
+/// current row without them), read from the table's log: each with the commit that logged it, what
+/// wrote it (a flow, with the rows of its source that commit read, or a DML statement), and its
+/// business and system times. Empty when no row is valid there.
+pub fn row_lineage(
+    store: &Store,
+    table: &str,
+    key: &Value,
+    business: Option<&Value>,
+    system: Option<&Value>,
+) -> Result<(SchemaRef, RecordBatch)> {
+    let table_schema = store.schema(table)?;
+    let seq_type = sequence_type(store, table)?;
+    let sys_type = match table_schema.mode {
+        StoredAs::Bitemporal => Some(
+            table_schema
+                .system_sequence
+                .clone()
+                .unwrap_or_else(ColumnType::commit_timestamp),
+        ),
+        _ => None,
+    };
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("_commit_version", DataType::Int64, false),
+        Field::new("_commit_timestamp", DataType::Utf8, false),
+        Field::new("_operation", DataType::Utf8, false),
+        Field::new("_event", DataType::Utf8, false),
+        Field::new("_origin", DataType::Utf8, false),
+        Field::new(
+            "_business",
+            seq_type
+                .as_ref()
+                .map_or(DataType::Utf8, ColumnType::to_arrow),
+            true,
+        ),
+        Field::new(
+            "_system",
+            sys_type
+                .as_ref()
+                .map_or(DataType::Utf8, ColumnType::to_arrow),
+            true,
+        ),
+        Field::new("_source", DataType::Utf8, true),
+        Field::new("_source_rows", DataType::Utf8, true),
+        Field::new("_statement", DataType::Utf8, true),
+    ]));
+    let row = crate::scan::lookup(
+        store,
+        table,
+        std::slice::from_ref(key),
+        business.map(std::slice::from_ref),
+        system,
+    )?;
+    let events = match &row {
+        None => Vec::new(),
+        Some(row) => {
+            let all = store.key_events(table, std::slice::from_ref(key))?;
+            match (&row.start, &row.end) {
+                (Some(start), end) => all
+                    .into_iter()
+                    .filter(|e| cmp_rows(&e.sequence, start).is_ge())
+                    .filter(|e| {
+                        end.as_ref()
+                            .is_none_or(|end| cmp_rows(&e.sequence, end).is_lt())
+                    })
+                    .filter(|e| match (&e.system, &row.system_start) {
+                        (Some(s), Some(known)) => s.canonical_cmp(known).is_le(),
+                        _ => true,
+                    })
+                    .collect(),
+                // SCD TYPE 1: the events since the key's last delete.
+                (None, _) => {
+                    let mut all = all;
+                    all.sort_by(|a, b| cmp_rows(&a.sequence, &b.sequence));
+                    let from = all
+                        .iter()
+                        .rposition(|e| e.kind == EventKind::Delete)
+                        .map_or(0, |i| i + 1);
+                    all.split_off(from)
+                }
+            }
+        }
+    };
+    let history = store.history(table)?;
+    let flows = store.flows(table)?;
+    let mut version = Int64Builder::new();
+    let mut stamp = StringBuilder::new();
+    let mut operation = StringBuilder::new();
+    let mut event = StringBuilder::new();
+    let mut origin = StringBuilder::new();
+    let mut seq = Sequences::new(seq_type.as_ref());
+    let mut sys = Sequences::new(sys_type.as_ref());
+    let mut source = StringBuilder::new();
+    let mut source_rows = StringBuilder::new();
+    let mut statement = StringBuilder::new();
+    for e in &events {
+        let commit = history.iter().find(|c| c.version == e.version);
+        version.append_value(e.version as i64);
+        stamp.append_value(commit.map_or(String::new(), |c| {
+            chrono::DateTime::from_timestamp_micros(c.timestamp_us)
+                .map(|t| t.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string())
+                .unwrap_or_default()
+        }));
+        operation.append_value(commit.map_or("", |c| c.operation.as_str()));
+        event.append_value(match e.kind {
+            EventKind::Upsert => "upsert",
+            EventKind::Delete => "delete",
+        });
+        origin.append_value(match e.origin {
+            Origin::Feed => "feed",
+            Origin::Statement => "statement",
+        });
+        seq.append(Some(&e.sequence));
+        sys.append(e.system.as_ref().map(std::slice::from_ref));
+        // A flow's commit read its source's rows from the flow's previous checkpoint to this one.
+        let flow = commit
+            .and_then(|c| c.parameters.get("flow"))
+            .filter(|f| !f.contains(','))
+            .and_then(|f| flows.iter().find(|x| &x.name == f));
+        match (flow, commit) {
+            (Some(f), Some(c)) if e.origin == Origin::Feed => {
+                source.append_option(f.source_table.as_deref());
+                let offset = |c: &asof_storage::CommitInfo| {
+                    c.parameters
+                        .get(asof_storage::SOURCE_OFFSET)
+                        .filter(|_| c.parameters.get("flow") == Some(&f.name))
+                        .or_else(|| {
+                            c.parameters
+                                .get(&format!("{}.{}", asof_storage::SOURCE_OFFSET, f.name))
+                        })
+                        .cloned()
+                };
+                let to = offset(c);
+                let from = history
+                    .iter()
+                    .filter(|p| p.version < c.version)
+                    .rev()
+                    .find_map(offset)
+                    .unwrap_or_else(|| "0".into());
+                source_rows.append_option(to.map(|to| format!("{from}..{to}")));
+            }
+            _ => {
+                source.append_null();
+                source_rows.append_null();
+            }
+        }
+        statement.append_option(commit.and_then(|c| c.parameters.get("statement")));
+    }
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(version.finish()),
+        Arc::new(stamp.finish()),
+        Arc::new(operation.finish()),
+        Arc::new(event.finish()),
+        Arc::new(origin.finish()),
+        seq.finish(),
+        sys.finish(),
+        Arc::new(source.finish()),
+        Arc::new(source_rows.finish()),
+        Arc::new(statement.finish()),
+    ];
+    Ok((schema.clone(), RecordBatch::try_new(schema, columns)?))
+}

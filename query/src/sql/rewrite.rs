@@ -146,6 +146,29 @@ impl SqlSession {
                 let (business, system) = (sel(1)?, sel(2)?);
                 let scratch = self.register_target(&table, business, system, None)?;
                 (quote_ident(&scratch), next)
+            } else if at(k) == "ROW_LINEAGE" && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let usage = "row_lineage('table', key [, business_time [, system_time]])";
+                let (Some(asof_storage::Value::Str(table)), Some(key)) =
+                    (args.first(), args.get(1))
+                else {
+                    return Err(QueryError::Invalid(usage.into()));
+                };
+                if args.len() > 4 {
+                    return Err(QueryError::Invalid(usage.into()));
+                }
+                let table = self.known_names()?.spelling(table);
+                let some = |i: usize| {
+                    args.get(i)
+                        .filter(|v| !matches!(v, asof_storage::Value::Null))
+                };
+                let (schema, batch) =
+                    crate::explain::row_lineage(&self.store, &table, key, some(2), some(3))?;
+                let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
+                (
+                    quote_ident(&self.register_scratch("lineage", Arc::new(t))?),
+                    next,
+                )
             } else if at(k) == "EXPLAIN_CHANGES" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
                 (quote_ident(&self.explain_changes(&args)?), next)
