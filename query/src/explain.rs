@@ -29,15 +29,7 @@ pub fn change_causes(
     let events = store.key_events(table, key)?;
     let seq_type = sequence_type(store, table)?;
     let table_schema = store.schema(table)?;
-    let sys_type = match table_schema.mode {
-        StoredAs::Bitemporal => Some(
-            table_schema
-                .system_sequence
-                .clone()
-                .unwrap_or_else(ColumnType::commit_timestamp),
-        ),
-        _ => None,
-    };
+    let sys_type = system_type(&table_schema);
     let seq_arrow = seq_type
         .as_ref()
         .map_or(DataType::Utf8, ColumnType::to_arrow);
@@ -73,14 +65,8 @@ pub fn change_causes(
             .min_by(|a, b| cmp_rows(&a.sequence, &b.sequence))
             .expect("a commit's events");
         version.append_value(first.version as i64);
-        cause.append_value(match first.kind {
-            EventKind::Upsert => "upsert",
-            EventKind::Delete => "delete",
-        });
-        origin.append_value(match first.origin {
-            Origin::Feed => "feed",
-            Origin::Statement => "statement",
-        });
+        cause.append_value(kind_name(first.kind));
+        origin.append_value(origin_name(first.origin));
         seq.append(Some(&first.sequence));
         sys.append(first.system.as_ref().map(std::slice::from_ref));
         seq_before.append(max_seq.as_deref());
@@ -121,6 +107,30 @@ pub fn change_causes(
     ];
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
     Ok((schema, batch))
+}
+
+/// The type of a bitemporal table's system times (the commit clock without `SYSTEM SEQUENCE BY`).
+fn system_type(schema: &asof_storage::TableSchema) -> Option<ColumnType> {
+    (schema.mode == StoredAs::Bitemporal).then(|| {
+        schema
+            .system_sequence
+            .clone()
+            .unwrap_or_else(ColumnType::commit_timestamp)
+    })
+}
+
+fn kind_name(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Upsert => "upsert",
+        EventKind::Delete => "delete",
+    }
+}
+
+fn origin_name(origin: Origin) -> &'static str {
+    match origin {
+        Origin::Feed => "feed",
+        Origin::Statement => "statement",
+    }
 }
 
 /// The type of the table's sequence, if it has one component (a `STRUCT(...)` sequence is shown
@@ -185,15 +195,7 @@ pub fn row_lineage(
 ) -> Result<(SchemaRef, RecordBatch)> {
     let table_schema = store.schema(table)?;
     let seq_type = sequence_type(store, table)?;
-    let sys_type = match table_schema.mode {
-        StoredAs::Bitemporal => Some(
-            table_schema
-                .system_sequence
-                .clone()
-                .unwrap_or_else(ColumnType::commit_timestamp),
-        ),
-        _ => None,
-    };
+    let sys_type = system_type(&table_schema);
     let schema = Arc::new(Schema::new(vec![
         Field::new("_commit_version", DataType::Int64, false),
         Field::new("_commit_timestamp", DataType::Utf8, false),
@@ -276,14 +278,8 @@ pub fn row_lineage(
                 .unwrap_or_default()
         }));
         operation.append_value(commit.map_or("", |c| c.operation.as_str()));
-        event.append_value(match e.kind {
-            EventKind::Upsert => "upsert",
-            EventKind::Delete => "delete",
-        });
-        origin.append_value(match e.origin {
-            Origin::Feed => "feed",
-            Origin::Statement => "statement",
-        });
+        event.append_value(kind_name(e.kind));
+        origin.append_value(origin_name(e.origin));
         seq.append(Some(&e.sequence));
         sys.append(e.system.as_ref().map(std::slice::from_ref));
         // A flow's commit read its source's rows from the flow's previous checkpoint to this one.

@@ -71,13 +71,7 @@ impl SqlSession {
                 .last()
                 .map_or(0, |c| c.version);
         }
-        // The tables registered again, at the pinned versions: a commit since the plan above
-        // must not be read.
-        let (schema, batches) = self.pinned(&pins, |s| {
-            s.clear_scratch()?;
-            s.register_all()?;
-            s.query(&stmt)
-        })?;
+        let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         let receipt = Receipt {
             sql,
@@ -97,11 +91,7 @@ impl SqlSession {
             targets: receipt.tables.clone(),
             sources: receipt.sources.clone(),
         };
-        let (schema, batches) = self.pinned(&pins, |s| {
-            s.clear_scratch()?;
-            s.register_all()?;
-            s.query(&stmt)
-        })?;
+        let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         Ok(ReceiptCheck {
             receipt,
@@ -129,14 +119,18 @@ impl SqlSession {
         Ok(())
     }
 
-    /// Runs `f` with the tables read at `pins`.
-    fn pinned<T>(
+    /// Runs query `stmt` with every table registered again and read at `pins` (a commit since
+    /// an earlier plan is not read); the pins are dropped after, whatever happened.
+    fn run_pinned(
         &mut self,
         pins: &Pins,
-        f: impl FnOnce(&mut SqlSession) -> Result<T>,
-    ) -> Result<T> {
+        stmt: &super::parse::Stmt,
+    ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         self.pins = Some(pins.clone());
-        let out = f(self);
+        let out = self
+            .clear_scratch()
+            .and_then(|()| self.register_all())
+            .and_then(|()| self.query(stmt));
         self.pins = None;
         out
     }
