@@ -70,11 +70,11 @@ pub use asof_query::{
 pub use asof_storage::{
     append_offset_parameter, keycodec, AppendFlow, ChangeCommits, ChangeType, Checkpoints,
     ColdStats, ColumnSelection, ColumnType, CommitInfo, CommitMetrics, Condition,
-    ConditionEvaluator, Dml, DmlOperation, Edit, Error, Expectation, Flow, FlowBuilder, FlowError,
-    FlowSpec, KeySpan, KvPair, KvStore, ManifestCheck, OnClose, OnViolation, OpenMode, Problem,
-    Progress, RetentionCheck, SledKv, SourceColumn, SourceWrite, Store, StoreOptions, StoredAs,
-    StreamRead, TableCheck, TableOptions, TableSchema, TimeUnit, VacuumReport, Value, Values,
-    VerifyReport, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
-    MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
-    SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    ConditionEvaluator, Dml, DmlOperation, Edit, EraseReport, Error, Expectation, Flow,
+    FlowBuilder, FlowError, FlowSpec, KeySpan, KvPair, KvStore, ManifestCheck, OnClose,
+    OnViolation, OpenMode, Problem, Progress, RetentionCheck, SledKv, SourceColumn, SourceWrite,
+    Store, StoreOptions, StoredAs, StreamRead, TableCheck, TableOptions, TableSchema, TimeUnit,
+    VacuumReport, Value, Values, VerifyReport, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT,
+    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
+    START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

@@ -155,7 +155,7 @@ fn big_batches_count_errors_over_the_whole_batch() {
             } else {
                 (i % 13).to_string()
             }),
-            Some(if i % 31 == 0 { "D" } else { "U" }.to_string()),
+            Some(if i.is_multiple_of(31) { "D" } else { "U" }.to_string()),
         ]
     };
     let header: Vec<String> = h.iter().map(|s| s.to_string()).collect();

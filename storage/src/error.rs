@@ -147,6 +147,14 @@ pub enum Error {
         /// The oldest version the VACUUM would keep.
         oldest: u64,
     },
+    /// An ERASE was refused; nothing was changed.
+    #[error("ERASE FROM `{table}` refused, nothing changed: {problem}")]
+    InvalidErasure {
+        /// The table.
+        table: String,
+        /// What is wrong, and the rule it breaks.
+        problem: String,
+    },
     /// Another process has the store open.
     #[error("the store at {path} is in use by {} (waited {waited_ms} ms; wait longer with --wait SECONDS or ASOF_WAIT)", holder.as_deref().unwrap_or("another process"))]
     InUse {

@@ -287,3 +287,34 @@ pub(crate) fn prepare(
     }
     Ok((events, truncates))
 }
+
+/// The encoded key of each row of `batch` as `flow` would give its event (`None` for a row
+/// whose key is NULL or does not convert): ERASE finds the source rows of the keys it erases
+/// with it.
+pub(crate) fn row_keys(flow: &Flow, batch: &RecordBatch) -> Result<Vec<Option<Bytes>>> {
+    let n = batch.num_rows();
+    let types: Vec<ColumnType> = flow
+        .key_out
+        .iter()
+        .map(|&k| flow.spec.source[flow.output_src[k]].ty.clone())
+        .collect();
+    let values: Vec<Vec<Value>> = flow
+        .key_out
+        .iter()
+        .zip(&types)
+        .map(|(&k, t)| {
+            let arr = source_column(flow, batch, flow.output_src[k])?;
+            Ok(column_values(&arr, t))
+        })
+        .collect::<Result<_>>()?;
+    Ok((0..n)
+        .map(|r| {
+            if values.iter().any(|c| matches!(c[r], Value::Null)) {
+                return None;
+            }
+            encode_tuple(values.iter().map(|c| &c[r]), &types)
+                .ok()
+                .map(Bytes::from)
+        })
+        .collect())
+}

@@ -102,6 +102,9 @@ pub(crate) struct SourceTable {
     pub history: Vec<crate::commit_info::CommitInfo>,
     /// See [`SourceRecord::append_flows`].
     pub append_flows: Vec<AppendFlow>,
+    /// The positions (in the numbering of all rows ever appended) of the rows ERASE removed, in
+    /// order: `rows` still counts them, so that flows' checkpoints keep their meaning.
+    pub erased: Vec<u64>,
 }
 
 /// About how many bytes of Arrow data one stored chunk holds.
@@ -127,6 +130,7 @@ impl SourceTable {
             loaded: Default::default(),
             history: Vec::new(),
             append_flows: Vec::new(),
+            erased: Vec::new(),
         }
     }
 
@@ -238,9 +242,10 @@ impl SourceTable {
         })
     }
 
-    /// Rows `from..` of the table, as batches.
+    /// Rows `from..` of the table, as batches: `from` counts every row ever appended, erased
+    /// ones too (they are not returned).
     pub fn rows_from(&self, from: u64) -> Vec<RecordBatch> {
-        let mut skip = from;
+        let mut skip = from - self.erased.partition_point(|&p| p < from) as u64;
         let mut out = Vec::new();
         for b in self.batches.iter().flatten() {
             let n = b.num_rows() as u64;
@@ -323,4 +328,49 @@ impl SourceWrite {
     pub fn table(&self) -> &str {
         &self.table.name
     }
+}
+
+/// The commit parameter of a source's `ERASE` that lists the positions of the rows it removed,
+/// as ranges (`3-7,12`).
+pub(crate) const ERASED_ROWS: &str = "erased_rows";
+
+/// `positions` (sorted) as ranges: `3-7,12`.
+pub(crate) fn format_positions(positions: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < positions.len() {
+        let mut j = i;
+        while j + 1 < positions.len() && positions[j + 1] == positions[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            positions[i].to_string()
+        } else {
+            format!("{}-{}", positions[i], positions[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The positions of the rows the `ERASE` commits of `history` removed, sorted.
+pub(crate) fn erased_positions(history: &[crate::commit_info::CommitInfo]) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    for c in history {
+        let Some(list) = c.parameters.get(ERASED_ROWS) else {
+            continue;
+        };
+        for part in list.split(',').filter(|p| !p.is_empty()) {
+            let bad = || corrupt(format!("source commit {}: erased rows `{part}`", c.version));
+            let (a, b) = part.split_once('-').unwrap_or((part, part));
+            let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+            if b < a || b - a > u32::MAX as u64 {
+                return Err(bad());
+            }
+            out.extend(a..=b);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
 }

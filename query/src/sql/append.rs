@@ -392,21 +392,10 @@ impl SqlSession {
         // A `read_files` flow's hidden source first takes the files that appeared since.
         self.load_new_files(Some(&f.source))?;
         let from = offset.unwrap_or(0);
-        let (schema, batches) = self.store.source_data(&f.source)?;
-        let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        // The rows after the checkpoint (which counts rows an ERASE removed since).
+        let (schema, new_rows, total) = self.store.source_rows_after(&f.source, from)?;
         if total <= from {
             return Ok(format!("{}: nothing new", f.name));
-        }
-        // The rows after the checkpoint.
-        let mut skip = from as usize;
-        let mut new_rows = Vec::new();
-        for b in batches {
-            if skip >= b.num_rows() {
-                skip -= b.num_rows();
-                continue;
-            }
-            new_rows.push(b.slice(skip, b.num_rows() - skip));
-            skip = 0;
         }
         let read = format!("{} new source rows", total - from);
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;

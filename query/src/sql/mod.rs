@@ -10,6 +10,7 @@
 mod append;
 mod describe;
 mod dml;
+mod erase;
 mod flows;
 mod guard;
 mod names;
@@ -251,6 +252,7 @@ impl SqlSession {
             | Kind::DropStreamingTable { name: n, .. }
             | Kind::DescribeHistory(n)
             | Kind::Vacuum { name: n, .. }
+            | Kind::Erase { name: n, .. }
             | Kind::Dml { name: n } => name(n),
             Kind::Sql => {}
         }
@@ -410,6 +412,11 @@ impl SqlSession {
                     r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
                 )))
             }
+            Kind::Erase {
+                name,
+                condition,
+                reason,
+            } => self.erase(&name, &condition, &reason),
             Kind::Dml { name } => {
                 if !self.store.tables()?.contains(&name) {
                     return Err(QueryError::Invalid(

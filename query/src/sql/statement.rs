@@ -141,6 +141,13 @@ pub(crate) enum Kind {
     AppendFlow(AppendAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
     Refresh { name: String, full: bool },
+    /// `ERASE FROM t WHERE condition REASON 'why'`.
+    Erase {
+        name: String,
+        /// The condition on the table's keys, as SQL text.
+        condition: String,
+        reason: String,
+    },
     /// `UPDATE t ...`, `DELETE FROM t ...`, `MERGE INTO t ...` (`INSERT` goes by the table it
     /// names: [`super::tables`]).
     Dml { name: String },
@@ -475,6 +482,51 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.i = 1;
             Ok(Kind::Dml {
                 name: p.ident("a table name")?,
+            })
+        }
+        ["ERASE", "FROM", ..] => {
+            p.i = 2;
+            let name = p.ident("a table name")?;
+            if !p.eat("WHERE") {
+                return Err(syntax(
+                    p.peek().or(p.toks.last().copied()),
+                    "expected WHERE: ERASE FROM t WHERE <condition on its keys> REASON 'why'",
+                ));
+            }
+            let n = p.toks.len();
+            let reason =
+                match (n.checked_sub(2).map(|i| &p.toks[i]), p.toks.last()) {
+                    (
+                        Some(r),
+                        Some(TokenWithSpan {
+                            token: Token::SingleQuotedString(s),
+                            ..
+                        }),
+                    ) if upper(&r.token) == "REASON" && n - 2 > p.i => s.clone(),
+                    _ => return Err(syntax(
+                        p.toks.last().copied(),
+                        "ERASE ends with REASON 'why' (the reason is kept in the table's history)",
+                    )),
+                };
+            // The condition: the statement's own text between WHERE and REASON.
+            let first = p.toks[p.i];
+            let last = p.toks[n - 2];
+            let at = |t: &TokenWithSpan| {
+                stmt.tokens
+                    .iter()
+                    .position(|u| std::ptr::eq(u, t))
+                    .expect("own token")
+            };
+            let condition: String = stmt.tokens[at(first)..at(last)]
+                .iter()
+                .map(|t| t.token.to_string())
+                .collect::<String>()
+                .trim()
+                .to_string();
+            Ok(Kind::Erase {
+                name,
+                condition,
+                reason,
             })
         }
         ["DELETE", "FROM", ..] | ["MERGE", "INTO", ..] => {

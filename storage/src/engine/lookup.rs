@@ -48,7 +48,7 @@ struct SortedBytes {
 impl SortedBytes {
     fn push(&mut self, b: Bytes) {
         let p = prefix(&b);
-        if self.prefixes.len() % SAMPLE == 0 {
+        if self.prefixes.len().is_multiple_of(SAMPLE) {
             self.samples.push(p);
         }
         self.prefixes.push(p);

@@ -133,7 +133,7 @@ impl RowStore {
 
     /// Adds a row of the key numbered `key`.
     pub fn push(&mut self, row: StoredRow, key: u32) -> RowId {
-        if self.len % CHUNK == 0 {
+        if self.len.is_multiple_of(CHUNK) {
             self.chunks.push(Vec::with_capacity(CHUNK));
             self.chunk_cold.push(0);
         }

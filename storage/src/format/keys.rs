@@ -23,6 +23,9 @@ use crate::error::{corrupt, Result};
 
 /// The key of the format record.
 pub(crate) const FORMAT_KEY: &[u8] = b"M format";
+/// Present while an ERASE has deleted records whose bytes may still be in the key-value files:
+/// the next open rewrites them ([`crate::kv::KvStore::purge`]) before anything else.
+pub(crate) const PURGE_KEY: &[u8] = b"M purge";
 /// A target table's catalog record: `T` id.
 pub(crate) const TABLE: u8 = b'T';
 /// A target table's commit record: `C` id version.

@@ -363,7 +363,9 @@ impl Inner {
                 .history
                 .first()
                 .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
-            if !full_history {
+            if full_history {
+                src.erased = crate::source::erased_positions(&src.history)?;
+            } else {
                 // Written before source tables had commit records (or partly so): count the rows
                 // and appends from the chunks and names themselves, reading the rows now.
                 src.rows = 0;

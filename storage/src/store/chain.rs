@@ -90,6 +90,38 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A digest written by [`hex`], read back; `None` if it is not one.
+pub(crate) fn unhex(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The digest a commit was chained with, given `now`, its digest from the bytes stored now, and
+/// the rewrites ERASE recorded of it, oldest first: each must start where the one after it
+/// ended. An error says which ERASE does not match.
+pub(crate) fn chained_digest(
+    now: [u8; 32],
+    rewrites: &[&Rewrite],
+) -> std::result::Result<[u8; 32], String> {
+    let mut expected = hex(&now);
+    for r in rewrites.iter().rev() {
+        if r.new != expected {
+            return Err(format!(
+                "what it holds is not what ERASE (commit {}) left of it",
+                r.by
+            ));
+        }
+        expected = r.old.clone();
+    }
+    unhex(&expected).ok_or_else(|| "an ERASE recorded a digest that is not one".to_string())
+}
+
 /// Where a commit record goes and what it follows.
 pub(crate) struct Link<'a> {
     /// `C` for targets, `H` for sources.
@@ -132,6 +164,85 @@ pub(crate) fn put_commit(b: &mut WriteBatch, at: Link<'_>, commit: &mut CommitIn
         serde_json::to_vec(commit).map_err(corrupt)?,
     );
     Ok(())
+}
+
+/// The digest of commit `c` of `id` (under `tag`) over what it wrote, as the store holds it
+/// after `pending` is written (ERASE computes a rewritten commit's digest before and after).
+pub(crate) fn stored_digest(
+    kv: &dyn KvStore,
+    tag: u8,
+    id: u32,
+    c: &CommitInfo,
+    pending: Option<&WriteBatch>,
+) -> Result<[u8; 32]> {
+    let prefixes = Wrote::of(tag, c).prefixes(id, c.version);
+    let mut content: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+    for p in &prefixes {
+        for pair in kv.scan_prefix(p) {
+            let (k, v) = pair?;
+            content.insert(k, Some(v));
+        }
+    }
+    for (k, v) in pending.map(|b| b.ops.as_slice()).unwrap_or_default() {
+        if prefixes.iter().any(|p| k.starts_with(p)) {
+            content.insert(k.clone(), v.clone());
+        }
+    }
+    digest(
+        c,
+        content
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_slice(), v.as_deref()?))),
+    )
+}
+
+/// The parameter of an `ERASE` commit that lists the commits it rewrote, each as
+/// `version:old digest:new digest` (hex), comma separated: `asof verify` checks a rewritten
+/// commit's stored bytes against the new digest and its link against the old.
+pub(crate) const REWROTE: &str = "rewrote";
+
+/// One commit an ERASE rewrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Rewrite {
+    /// The ERASE commit that rewrote it (0 while it is being written).
+    pub by: u64,
+    pub version: u64,
+    pub old: String,
+    pub new: String,
+}
+
+/// The value of [`REWROTE`] for `rewrites`.
+pub(crate) fn rewrote_parameter(rewrites: &[Rewrite]) -> String {
+    rewrites
+        .iter()
+        .map(|r| format!("{}:{}:{}", r.version, r.old, r.new))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Every rewrite the `ERASE` commits of a log record, in log order, by the version rewritten.
+pub(crate) fn rewrites_in(commits: &[CommitInfo]) -> std::collections::BTreeMap<u64, Vec<Rewrite>> {
+    let mut out: std::collections::BTreeMap<u64, Vec<Rewrite>> = Default::default();
+    for c in commits {
+        let Some(list) = c.parameters.get(REWROTE) else {
+            continue;
+        };
+        for item in list.split(',').filter(|i| !i.is_empty()) {
+            let mut parts = item.split(':');
+            let (Some(v), Some(old), Some(new)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            if let Ok(version) = v.parse() {
+                out.entry(version).or_default().push(Rewrite {
+                    by: c.version,
+                    version,
+                    old: old.to_string(),
+                    new: new.to_string(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The parameter of a `VACUUM` commit that holds the digest of the base it rewrote.

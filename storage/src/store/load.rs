@@ -83,10 +83,11 @@ impl Inner {
                 batches.push(b);
             }
         }
-        if rows != src.rows {
+        if rows + src.erased.len() as u64 != src.rows {
             return Err(corrupt(format!(
-                "source `{name}`: its commits record {} rows, its chunks hold {rows}",
-                src.rows
+                "source `{name}`: its commits record {} rows ({} erased), its chunks hold {rows}",
+                src.rows,
+                src.erased.len()
             )));
         }
         src.batches = Some(batches);

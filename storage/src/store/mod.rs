@@ -19,6 +19,7 @@ mod catalog;
 mod chain;
 mod commit;
 mod dml;
+mod erase;
 mod key_cache;
 mod key_log;
 mod load;
@@ -54,6 +55,7 @@ pub use append_flows::append_offset_parameter;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 pub use dml::{Dml, DmlOperation, Edit};
+pub use erase::{EraseReport, ERASE, ERASED_BY, ERASE_REASON};
 pub use key_log::{EventKind, LoggedEvent, Origin};
 use load::Load;
 use reader::ReadScope;
@@ -224,6 +226,10 @@ impl Store {
     }
 
     fn open_kv(kv: Arc<dyn KvStore>, options: &StoreOptions) -> Result<Store> {
+        // An ERASE whose files were not yet rewritten when the process stopped: rewrite them now.
+        if kv.get(crate::format::keys::PURGE_KEY)?.is_some() {
+            kv.purge()?;
+        }
         match kv.get(FORMAT_KEY)? {
             Some(v) => {
                 let found = v

@@ -236,6 +236,26 @@ impl Store {
         Ok((src.schema.clone(), src.batches.clone().unwrap_or_default()))
     }
 
+    /// The rows of a source table after the first `from` ever appended (a flow's checkpoint, in
+    /// which erased rows still count), and how many rows were ever appended.
+    pub fn source_rows_after(
+        &self,
+        source: &str,
+        from: u64,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>, u64)> {
+        let g = self.read_with_rows(source)?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        let rows = if from >= src.rows {
+            Vec::new()
+        } else {
+            src.rows_from(from)
+        };
+        Ok((src.schema.clone(), rows, src.rows))
+    }
+
     /// The schema of a source table (its rows are not read).
     pub fn source_schema(&self, source: &str) -> Result<arrow::datatypes::SchemaRef> {
         let g = self.read_inner()?;

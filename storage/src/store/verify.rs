@@ -120,6 +120,7 @@ fn chain_check(kv: &dyn KvStore, tag: u8, id: u32, name: &str, source: bool) -> 
             }
         }
     }
+    let rewrites = chain::rewrites_in(&commits);
     let mut prev: Option<String> = None;
     for (i, c) in commits.iter().enumerate() {
         if let Some(p) = i.checked_sub(1).map(|p| &commits[p]) {
@@ -144,7 +145,21 @@ fn chain_check(kv: &dyn KvStore, tag: u8, id: u32, name: &str, source: bool) -> 
                     && v.parameters.contains_key(BASE_DIGEST)
             });
             if let Some(v) = recorded {
-                let d = chain::hex(&chain::base_digest(kv, id, c, None)?);
+                // ERASEs after that VACUUM may have rewritten the base since.
+                let after: Vec<&chain::Rewrite> = rewrites
+                    .get(&c.version)
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r.by > v.version)
+                    .collect();
+                let now = chain::base_digest(kv, id, c, None)?;
+                let d = match chain::chained_digest(now, &after) {
+                    Ok(d) => chain::hex(&d),
+                    Err(what) => {
+                        check.problem = fail(c.version, format!("the vacuum base: {what}"));
+                        return Ok(check);
+                    }
+                };
                 if v.parameters[BASE_DIGEST] != d {
                     check.problem = fail(
                         c.version,
@@ -165,7 +180,15 @@ fn chain_check(kv: &dyn KvStore, tag: u8, id: u32, name: &str, source: bool) -> 
             }
         }
         content.sort();
-        let d = chain::digest(c, content.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))?;
+        let now = chain::digest(c, content.iter().map(|(k, v)| (k.as_slice(), v.as_slice())))?;
+        let erased: Vec<&chain::Rewrite> = rewrites.get(&c.version).into_iter().flatten().collect();
+        let d = match chain::chained_digest(now, &erased) {
+            Ok(d) => d,
+            Err(what) => {
+                check.problem = fail(c.version, what);
+                return Ok(check);
+            }
+        };
         let expected = chain::link(prev.as_deref(), &d);
         if &expected != link {
             check.problem = fail(

@@ -4,7 +4,10 @@
 //! atomically and durably (when `write` returns Ok, the batch survives a crash; when it fails,
 //! none or all of it may be there, and the store stops writing until reopened).
 
-use std::path::Path;
+mod rewrite;
+
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use crate::error::{Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
@@ -71,6 +74,14 @@ pub trait KvStore: Send + Sync {
     }
     /// Writes `batch` atomically and durably.
     fn write(&self, batch: WriteBatch) -> Result<()>;
+    /// Rewrites the store's files so that no byte of a deleted or overwritten value remains in
+    /// them, without the purge record ([`keys::PURGE_KEY`]), which ERASE sets. The default, for
+    /// stores that keep no deleted bytes, removes the record only.
+    fn purge(&self) -> Result<()> {
+        let mut b = WriteBatch::default();
+        b.delete(keys::PURGE_KEY.to_vec());
+        self.write(b)
+    }
 }
 
 /// sled 0.34 behind [`KvStore`]: one tree, one `apply_batch` and one `flush` per write.
@@ -81,10 +92,22 @@ pub trait KvStore: Send + Sync {
 /// version the manifest names must be there, or the store is reported as corrupt. The manifest is
 /// rewritten (write to a temporary file, rename) after each flush, so it never claims more than
 /// sled has; a crash between the two leaves it behind, which is harmless.
+///
+/// It also holds a lock of its own on `asof.lock` for as long as it is open, so that no other
+/// process opens the store while [`KvStore::purge`] swaps sled's files (sled's lock is released
+/// for that moment).
 pub struct SledKv {
-    db: sled::Db,
+    /// `None` while a purge swaps the files, and after one failed half-way: every operation is
+    /// then refused until the store is reopened (which finishes the swap).
+    db: RwLock<Option<sled::Db>>,
     manifest: Manifest,
+    dir: PathBuf,
+    cache_bytes: u64,
+    _lock: std::fs::File,
 }
+
+/// asof's own lock file in a store's folder.
+const LOCK_FILE: &str = "asof.lock";
 
 struct Manifest {
     path: std::path::PathBuf,
@@ -214,6 +237,35 @@ impl SledKv {
         manifest: ManifestCheck,
     ) -> Result<SledKv> {
         let deadline = std::time::Instant::now() + lock_wait;
+        let in_use = || Error::InUse {
+            path: path.display().to_string(),
+            holder: holder(path),
+            waited_ms: lock_wait.as_millis() as u64,
+        };
+        std::fs::create_dir_all(path).map_err(|e| Error::Io(format!("{}: {e}", path.display())))?;
+        let lock = loop {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(path.join(LOCK_FILE))
+                .map_err(|e| Error::Io(format!("{}: {e}", path.join(LOCK_FILE).display())))?;
+            match f.try_lock() {
+                Ok(()) => break f,
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => return Err(in_use()),
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(Error::Io(format!(
+                        "{}: {e}",
+                        path.join(LOCK_FILE).display()
+                    )))
+                }
+            }
+        };
+        // A purge interrupted by a crash is finished (or its copy discarded) before sled opens.
+        rewrite::recover(path)?;
         loop {
             match sled::Config::new()
                 .path(path)
@@ -222,7 +274,14 @@ impl SledKv {
             {
                 Ok(db) => {
                     write_pid_file(path);
-                    return Self::with_manifest(db, path, manifest);
+                    let kv = |manifest| SledKv {
+                        db: RwLock::new(Some(db)),
+                        manifest,
+                        dir: path.to_path_buf(),
+                        cache_bytes,
+                        _lock: lock,
+                    };
+                    return Self::with_manifest(kv, path, manifest);
                 }
                 Err(e) => {
                     let msg = e.to_string();
@@ -232,11 +291,7 @@ impl SledKv {
                         continue;
                     }
                     return Err(if locked {
-                        Error::InUse {
-                            path: path.display().to_string(),
-                            holder: holder(path),
-                            waited_ms: lock_wait.as_millis() as u64,
-                        }
+                        in_use()
                     } else if matches!(e, sled::Error::Corruption { .. }) {
                         Error::Corrupt(format!(
                             "the key-value files in {} are damaged and cannot be read",
@@ -250,21 +305,25 @@ impl SledKv {
         }
     }
 
-    fn with_manifest(db: sled::Db, path: &Path, check: ManifestCheck) -> Result<SledKv> {
+    fn with_manifest(
+        kv: impl FnOnce(Manifest) -> SledKv,
+        path: &Path,
+        check: ManifestCheck,
+    ) -> Result<SledKv> {
         let loaded = match (Manifest::load(path), check) {
             (Ok(l), _) => l,
             (Err(_), ManifestCheck::Rebuild) => Loaded::Lost(Manifest::empty(path), "damaged"),
             (Err(e), ManifestCheck::Verify) => return Err(e),
         };
         let kv = match (loaded, check) {
-            (Loaded::Read(manifest), ManifestCheck::Verify) => SledKv { db, manifest },
+            (Loaded::Read(manifest), ManifestCheck::Verify) => kv(manifest),
             (Loaded::Read(manifest) | Loaded::Lost(manifest, _), ManifestCheck::Rebuild) => {
-                let kv = SledKv { db, manifest };
+                let kv = kv(manifest);
                 kv.rebuild_manifest()?;
                 kv
             }
             (Loaded::Lost(manifest, what), ManifestCheck::Verify) => {
-                let kv = SledKv { db, manifest };
+                let kv = kv(manifest);
                 if kv.has_commits()? {
                     return Err(Error::ManifestLost {
                         path: kv.manifest.path.display().to_string(),
@@ -281,10 +340,23 @@ impl SledKv {
         Ok(kv)
     }
 
+    /// The open database, or an error while a purge swaps its files (or after one failed).
+    fn db(&self) -> Result<sled::Db> {
+        self.db
+            .read()
+            .map_err(|_| Error::Poisoned("key-value layer".into()))?
+            .clone()
+            .ok_or_else(|| {
+                Error::Poisoned(
+                    "the store's files were being rewritten and the rewrite did not finish; reopen the store to finish it".into(),
+                )
+            })
+    }
+
     /// Whether the tree holds any commit record the manifest follows.
     fn has_commits(&self) -> Result<bool> {
         for (tag, _) in FOLLOWED {
-            if self.db.scan_prefix([tag]).next().transpose()?.is_some() {
+            if self.db()?.scan_prefix([tag]).next().transpose()?.is_some() {
                 return Ok(true);
             }
         }
@@ -295,7 +367,7 @@ impl SledKv {
     fn rebuild_manifest(&self) -> Result<()> {
         let mut marks = std::collections::BTreeMap::new();
         for (tag, _) in FOLLOWED {
-            for kv in self.db.scan_prefix([tag]) {
+            for kv in self.db()?.scan_prefix([tag]) {
                 let (k, _) = kv?;
                 if let Some((tag, id, v)) = versioned(&k) {
                     let m = marks.entry((tag, id)).or_insert(v);
@@ -323,7 +395,7 @@ impl SledKv {
             let mut k = vec![tag];
             k.extend_from_slice(&id.to_be_bytes());
             k.extend_from_slice(&v.to_be_bytes());
-            if self.db.get(&k)?.is_none() {
+            if self.db()?.get(&k)?.is_none() {
                 let what = if tag == keys::COMMIT {
                     "table"
                 } else {
@@ -374,11 +446,15 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl KvStore for SledKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db.get(key)?.map(|v| v.to_vec()))
+        Ok(self.db()?.get(key)?.map(|v| v.to_vec()))
     }
 
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
-        Box::new(self.db.scan_prefix(prefix).map(|r| {
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        Box::new(db.scan_prefix(prefix).map(|r| {
             r.map(|(k, v)| (k.to_vec(), v.to_vec()))
                 .map_err(Error::from)
         }))
@@ -391,9 +467,12 @@ impl KvStore for SledKv {
     ) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
         let prefix = prefix.to_vec();
         let from = from.max(&prefix[..]).to_vec();
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
         Box::new(
-            self.db
-                .range(from..)
+            db.range(from..)
                 .take_while(move |r| r.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
                 .map(|r| {
                     r.map(|(k, v)| (k.to_vec(), v.to_vec()))
@@ -443,12 +522,42 @@ impl KvStore for SledKv {
                 None => b.remove(k),
             }
         }
-        self.db.apply_batch(b)?;
-        self.db.flush()?;
+        let db = self.db()?;
+        db.apply_batch(b)?;
+        db.flush()?;
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;
         }
+        Ok(())
+    }
+
+    fn purge(&self) -> Result<()> {
+        // Held throughout: readers wait for the new files rather than fail.
+        let mut g = self
+            .db
+            .write()
+            .map_err(|_| Error::Poisoned("key-value layer".into()))?;
+        let db = g.take().ok_or_else(|| {
+            Error::Poisoned("an earlier rewrite of the store's files did not finish".into())
+        })?;
+        let copied = db
+            .flush()
+            .map_err(Error::from)
+            .and_then(|_| rewrite::copy(&self.dir, &db, keys::PURGE_KEY));
+        if let Err(e) = copied {
+            // The old files are whole and still in use; the next open discards the copy.
+            *g = Some(db);
+            return Err(e);
+        }
+        drop(db);
+        rewrite::wait_released(&self.dir.join("db"))?;
+        rewrite::swap(&self.dir)?;
+        let db = sled::Config::new()
+            .path(&self.dir)
+            .cache_capacity(self.cache_bytes)
+            .open()?;
+        *g = Some(db);
         Ok(())
     }
 }

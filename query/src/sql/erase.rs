@@ -1,0 +1,108 @@
+//! `ERASE FROM t WHERE condition REASON 'why'`: the condition is evaluated over the table's keys
+//! (every key it has events of, deleted ones too), and the store erases the keys it selects
+//! ([`asof_storage::Store::erase`]; docs/SEMANTICS.md §12.3).
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::SessionContext;
+
+use super::parse::quote_ident;
+use super::{Output, SqlSession};
+use crate::arrow_conv::ValueBuilder;
+use crate::error::{QueryError, Result};
+
+/// The column that numbers the keys while the condition runs.
+const KEY_NUMBER: &str = "__asof_key_number";
+
+impl SqlSession {
+    pub(super) fn erase(&mut self, table: &str, condition: &str, reason: &str) -> Result<Output> {
+        if !self.store.tables()?.iter().any(|t| t == table) {
+            return Err(QueryError::Invalid(
+                if self.store.sources()?.iter().any(|s| s == table) {
+                    format!("`{table}` is a source table: ERASE runs on streaming tables, and removes the rows of their sources that carry the erased keys; nothing was changed")
+                } else {
+                    format!("no streaming table named `{table}`; nothing was changed")
+                },
+            ));
+        }
+        let schema = self.store.schema(table)?;
+        let keys = self.store.table_keys(table)?;
+        let names: Vec<&str> = schema
+            .key_columns
+            .iter()
+            .map(|&i| schema.columns[i].0.as_str())
+            .collect();
+        let mut fields = Vec::new();
+        let mut columns: Vec<ArrayRef> = Vec::new();
+        for (j, &i) in schema.key_columns.iter().enumerate() {
+            let (name, ty) = &schema.columns[i];
+            let mut b = ValueBuilder::new(ty, keys.len());
+            for k in &keys {
+                b.append(&k[j]);
+            }
+            fields.push(Field::new(name, ty.to_arrow(), true));
+            columns.push(b.finish());
+        }
+        fields.push(Field::new(KEY_NUMBER, DataType::UInt64, false));
+        columns.push(Arc::new(UInt64Array::from_iter_values(
+            0..keys.len() as u64,
+        )));
+        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+            .map_err(|e| QueryError::Invalid(e.to_string()))?;
+        // A context of its own: the condition sees the keys and nothing else.
+        let ctx = SessionContext::new();
+        let keys_table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::df)?;
+        ctx.register_table(table, Arc::new(keys_table))
+            .map_err(super::df)?;
+        let query = format!(
+            "SELECT {KEY_NUMBER} FROM {} WHERE {condition}",
+            quote_ident(table)
+        );
+        let refused = |e: datafusion::error::DataFusionError| {
+            QueryError::Invalid(format!(
+                "ERASE FROM `{table}`: the condition may name only the key columns ({}): {e}; nothing was changed",
+                names.join(", ")
+            ))
+        };
+        let selected = self.runtime.block_on(async {
+            let frame = ctx.sql(&query).await?;
+            frame.collect().await
+        });
+        let selected = selected.map_err(refused)?;
+        let mut chosen = Vec::new();
+        for b in &selected {
+            let numbers = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .ok_or_else(|| QueryError::Invalid("ERASE: key numbers".into()))?;
+            for i in 0..numbers.len() {
+                chosen.push(keys[numbers.value(i) as usize].clone());
+            }
+        }
+        let r = self.store.erase(table, &chosen, reason)?;
+        let Some(version) = r.version else {
+            return Ok(Output::Done(format!(
+                "{table}: no key matched; nothing was erased"
+            )));
+        };
+        let mut line = format!(
+            "{table}: erased {} key{} at version {version}: {} events in {} commits, {} source rows; the store's files were rewritten",
+            r.keys,
+            if r.keys == 1 { "" } else { "s" },
+            r.events,
+            r.commits_rewritten,
+            r.source_rows
+        );
+        if !r.also_read_by.is_empty() {
+            line.push_str(&format!(
+                ". Not followed, and may still hold the keys' data: {}",
+                r.also_read_by.join("; ")
+            ));
+        }
+        Ok(Output::Done(line))
+    }
+}

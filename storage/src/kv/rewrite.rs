@@ -1,0 +1,155 @@
+//! Rewriting sled's files into fresh ones that hold only the live pairs, so that what was deleted
+//! is gone from every byte of the store's folder (ERASE). sled is log-structured: a deleted or
+//! overwritten value stays in its files until the segment holding it is reused, and nothing
+//! forces that.
+//!
+//! The swap, each step durable before the next:
+//!
+//! 1. the live pairs are copied into a new sled database in `compact.tmp/`;
+//! 2. `compact.ready` is written: the copy is complete;
+//! 3. sled's files in the folder move to `compact.old/`, then `compact.moved` is written;
+//! 4. the copy's files move into the folder;
+//! 5. `compact.ready`, then `compact.moved`, `compact.old/` and `compact.tmp/` are removed.
+//!
+//! [`recover`], run by every open before sled's, finishes a swap that a crash interrupted after
+//! step 2 and discards one interrupted before it. Everything of a store's folder that is not
+//! asof's own (`asof.*`) or the swap's (`compact.*`) is sled's.
+
+use std::fs;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+const TMP: &str = "compact.tmp";
+const OLD: &str = "compact.old";
+const READY: &str = "compact.ready";
+const MOVED: &str = "compact.moved";
+
+/// How long a dropped sled database may take to let go of its files.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+fn io(what: &str, e: std::io::Error) -> Error {
+    Error::Io(format!("rewriting the store's files: {what}: {e}"))
+}
+
+fn is_sled_file(name: &str) -> bool {
+    !name.starts_with("asof.") && !name.starts_with("compact.")
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io("syncing the folder", e))
+}
+
+fn touch(path: &Path) -> Result<()> {
+    let f = fs::File::create(path).map_err(|e| io("writing a marker", e))?;
+    f.sync_all().map_err(|e| io("writing a marker", e))?;
+    sync_dir(path.parent().expect("in the folder"))
+}
+
+fn remove(path: &Path) -> Result<()> {
+    let r = if path.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    };
+    match r {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("removing", e)),
+        _ => Ok(()),
+    }
+}
+
+/// Step 1 and 2: copies every pair of `db` except `skip` into a new database in `dir/compact.tmp`,
+/// flushes and closes it, and marks the copy complete.
+pub(super) fn copy(dir: &Path, db: &sled::Db, skip: &[u8]) -> Result<()> {
+    let tmp = dir.join(TMP);
+    remove(&tmp)?;
+    {
+        let new = sled::Config::new().path(&tmp).open()?;
+        let mut batch = sled::Batch::default();
+        let mut n = 0;
+        for pair in db.iter() {
+            let (k, v) = pair?;
+            if k == skip {
+                continue;
+            }
+            batch.insert(k, v);
+            n += 1;
+            if n % 4096 == 0 {
+                new.apply_batch(std::mem::take(&mut batch))?;
+            }
+        }
+        new.apply_batch(batch)?;
+        new.flush()?;
+    }
+    wait_released(&tmp.join("db"))?;
+    touch(&dir.join(READY))
+}
+
+/// Waits until no sled database holds the lock on the file `db` (sled lets go of it a little
+/// after its last handle is dropped, from a thread of its own).
+pub(super) fn wait_released(db: &Path) -> Result<()> {
+    let deadline = Instant::now() + RELEASE_WAIT;
+    let f = fs::File::open(db).map_err(|e| io("opening sled's file", e))?;
+    loop {
+        match f.try_lock() {
+            Ok(()) => {
+                f.unlock().map_err(|e| io("unlocking sled's file", e))?;
+                return Ok(());
+            }
+            Err(fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::Io(
+                    "rewriting the store's files: the old files are still in use after 10 s (a scan still running?)".into(),
+                ))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(io("locking sled's file", e)),
+        }
+    }
+}
+
+/// Steps 3 to 5, with sled closed: the copy takes the place of sled's files.
+pub(super) fn swap(dir: &Path) -> Result<()> {
+    let old = dir.join(OLD);
+    let tmp = dir.join(TMP);
+    if !dir.join(MOVED).exists() {
+        fs::create_dir_all(&old).map_err(|e| io("making compact.old", e))?;
+        for entry in fs::read_dir(dir).map_err(|e| io("listing the folder", e))? {
+            let entry = entry.map_err(|e| io("listing the folder", e))?;
+            let name = entry.file_name();
+            if is_sled_file(&name.to_string_lossy()) {
+                remove(&old.join(&name))?;
+                fs::rename(entry.path(), old.join(&name)).map_err(|e| io("moving", e))?;
+            }
+        }
+        sync_dir(&old)?;
+        touch(&dir.join(MOVED))?;
+    }
+    for entry in fs::read_dir(&tmp).map_err(|e| io("listing compact.tmp", e))? {
+        let entry = entry.map_err(|e| io("listing compact.tmp", e))?;
+        fs::rename(entry.path(), dir.join(entry.file_name())).map_err(|e| io("moving", e))?;
+    }
+    sync_dir(dir)?;
+    remove(&dir.join(READY))?;
+    sync_dir(dir)?;
+    remove(&dir.join(MOVED))?;
+    remove(&old)?;
+    remove(&tmp)?;
+    sync_dir(dir)
+}
+
+/// Finishes a swap a crash interrupted once the copy was complete, or discards the copy of one
+/// interrupted before. Run before sled opens the folder.
+pub(super) fn recover(dir: &Path) -> Result<()> {
+    if dir.join(READY).exists() {
+        return swap(dir);
+    }
+    for leftover in [MOVED, OLD, TMP] {
+        remove(&dir.join(leftover))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,555 @@
+//! ERASE: removing every trace of some keys of a table (docs/SEMANTICS.md §12.3): their events,
+//! their row versions on both timelines, their change-feed entries, the source rows they came
+//! from, and the bytes of all of it in the store's files, while the hash chains stay verifiable.
+//!
+//! One batch rewrites the event blocks (`E`) of every commit that held an event of those keys,
+//! the chunks (`A`) of every append of the table's sources that held one of their rows, and the
+//! records of the commits rewritten (marked `erased_by`; a DML statement's text is replaced); it
+//! writes an `ERASE` commit in the table's log (and one in each source's) that records, for each
+//! commit it rewrote, its digest before and after (docs/FORMAT.md §3.8), deletes the table's
+//! summary so that its derived records are rebuilt, and sets the purge record. Then the table is
+//! rebuilt from its log, and the key-value files are rewritten without the deleted bytes
+//! ([`crate::kv::KvStore::purge`]); an open finishes a purge a crash interrupted.
+
+use std::collections::BTreeSet;
+
+use arrow::array::BooleanArray;
+use arrow::record_batch::RecordBatch;
+
+use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
+use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
+use super::load::Load;
+use super::pages;
+use super::replay::{load_commits, VACUUM_BASE};
+use super::{Inner, Store, Table};
+use crate::engine::fold::Bytes;
+use crate::error::{corrupt, Error, Result};
+use crate::flow::Flow;
+use crate::format::event_block::decode_block;
+use crate::format::keys::{self, key, parse_version};
+use crate::ingest::row_keys;
+use crate::keycodec::{decode_tuple, encode_tuple};
+use crate::kv::{KvStore, WriteBatch};
+use crate::source::{format_positions, SourceTable, ERASED_ROWS};
+use crate::value::Value;
+
+/// The operation of an erasure's commits.
+pub const ERASE: &str = "ERASE";
+
+/// The parameter of an `ERASE` commit that says why it was made.
+pub const ERASE_REASON: &str = "reason";
+
+/// The parameter set on every commit record an ERASE rewrote: the version of that ERASE in the
+/// same log.
+pub const ERASED_BY: &str = "erased_by";
+
+/// What a DML commit's `statement` parameter says once an ERASE removed some of its events.
+const REDACTED: &str = "[erased]";
+
+/// What an ERASE did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EraseReport {
+    /// The table's `ERASE` commit; `None` if no key matched, and nothing was changed.
+    pub version: Option<u64>,
+    /// Keys erased.
+    pub keys: u64,
+    /// Events removed from the log.
+    pub events: u64,
+    /// Commits whose events (and record) were rewritten.
+    pub commits_rewritten: u64,
+    /// Rows removed from the table's source tables.
+    pub source_rows: u64,
+    /// Tables that read what was erased, each with how (`t2 reads source s`): ERASE does not
+    /// follow them, and they may still hold the keys' data.
+    pub also_read_by: Vec<String>,
+}
+
+impl Store {
+    /// The keys of `table`, decoded, in key order: every key that has events, deleted ones too.
+    pub fn table_keys(&self, table: &str) -> Result<Vec<Vec<Value>>> {
+        let g = self.read_replayed(table)?;
+        let t = g.table(table)?;
+        let types = t.state.schema.key_types();
+        t.state
+            .key_list()
+            .map(|k| {
+                decode_tuple(k, &types).map_err(|e| corrupt(format!("a key of `{table}`: {e}")))
+            })
+            .collect()
+    }
+
+    /// Erases `keys` (values of the table's key columns, in order) from `table`, for `reason`:
+    /// every version of those keys on both timelines, their events, their lineage and change
+    /// feed, and the rows of the table's source tables that carry them, physically (the store's
+    /// files are rewritten before this returns). An erasure is a commit (operation `ERASE`); the
+    /// hash chains stay verifiable ([`Store::verify`]). Keys the table does not have are
+    /// ignored. A reason is required; it is stored, so it must not hold what is erased.
+    pub fn erase(&self, table: &str, keys: &[Vec<Value>], reason: &str) -> Result<EraseReport> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        inner.table(table)?;
+        let refuse = |problem: String| Error::InvalidErasure {
+            table: table.to_string(),
+            problem,
+        };
+        if reason.trim().is_empty() {
+            return Err(refuse(
+                "a reason is required (ERASE FROM t WHERE ... REASON '...'); it is kept in the table's history".into(),
+            ));
+        }
+        inner.ensure_replayed(table)?;
+        let plan = {
+            let t = inner.table(table)?;
+            let erased = encoded_keys(t, keys).map_err(refuse)?;
+            if erased.is_empty() {
+                return Ok(EraseReport {
+                    version: None,
+                    keys: 0,
+                    events: 0,
+                    commits_rewritten: 0,
+                    source_rows: 0,
+                    also_read_by: Vec::new(),
+                });
+            }
+            plan(inner, t, &erased, reason)?
+        };
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
+        let report = plan.report;
+        // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an
+        // error memory is behind disk: refuse everything until the store is reopened.
+        {
+            let t = inner.tables.get_mut(table).expect("checked");
+            t.state = t.new_state();
+            t.load = Load::Pending;
+            t.generation += 1;
+            t.recent_keys.clear();
+            let rebuilt = load_commits(inner.kv.as_ref(), t.id, &t.name).and_then(|commits| {
+                t.commits = commits;
+                pages::rebuild(inner.kv.as_ref(), t)
+            });
+            rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+            t.load = Load::Replayed;
+            t.unsaved = 0;
+        }
+        for (name, positions) in plan.sources {
+            let src = inner.sources.get_mut(&name).expect("planned");
+            src.batches = None;
+            src.erased.extend(positions);
+            src.erased.sort_unstable();
+            src.history = source_history(inner.kv.as_ref(), src.id)
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        }
+        inner
+            .kv
+            .purge()
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        Ok(report)
+    }
+}
+
+/// The encoded keys among `keys` that `t` has; an error says which value does not fit.
+fn encoded_keys(t: &Table, keys: &[Vec<Value>]) -> std::result::Result<BTreeSet<Bytes>, String> {
+    let schema = &t.state.schema;
+    let types = schema.key_types();
+    let names: Vec<&str> = schema
+        .key_columns
+        .iter()
+        .map(|&i| schema.columns[i].0.as_str())
+        .collect();
+    let mut out = BTreeSet::new();
+    for k in keys {
+        if k.len() != types.len() {
+            return Err(format!(
+                "a key of `{}` has {} values ({}), not {}",
+                t.name,
+                types.len(),
+                names.join(", "),
+                k.len()
+            ));
+        }
+        let mut values = Vec::with_capacity(k.len());
+        for ((v, ty), name) in k.iter().zip(&types).zip(&names) {
+            values.push(
+                v.coerce(ty)
+                    .map_err(|e| format!("column `{name}`: {e} (1 key)"))?,
+            );
+        }
+        let enc = encode_tuple(values.iter(), &types).map_err(|e| format!("the key: {e}"))?;
+        if t.state.has_key(&enc) {
+            out.insert(Bytes::from(enc));
+        }
+    }
+    Ok(out)
+}
+
+/// The erasure, planned: one batch, the report, and the positions erased from each source.
+struct Plan {
+    batch: WriteBatch,
+    report: EraseReport,
+    sources: Vec<(String, Vec<u64>)>,
+}
+
+fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Result<Plan> {
+    let kv = inner.kv.as_ref();
+    let last = t.commits.last().expect("a commit");
+    let version = last.version + 1;
+    let ts = now_us().max(last.timestamp_us + 1);
+    let mut b = WriteBatch::default();
+
+    // The table's log.
+    let (events, touched) = rewrite_events(kv, t, erased, &mut b)?;
+    let base = t
+        .commits
+        .first()
+        .filter(|c| c.parameters.contains_key(VACUUM_BASE));
+    let mut rewrites = Vec::new();
+    let mut in_base = false;
+    for &v in &touched {
+        if base.is_some_and(|c| v <= c.version) {
+            in_base = true;
+            continue;
+        }
+        let Ok(i) = t.commits.binary_search_by_key(&v, |c| c.version) else {
+            continue;
+        };
+        let c = &t.commits[i];
+        let mut marked = c.clone();
+        if let Some(s) = marked.parameters.get_mut("statement") {
+            *s = REDACTED.to_string();
+        }
+        marked
+            .parameters
+            .insert(ERASED_BY.to_string(), version.to_string());
+        if c.chain.is_some() {
+            let old = chain::stored_digest(kv, keys::COMMIT, t.id, c, None)?;
+            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, Some(&b))?;
+            rewrites.push(Rewrite {
+                by: version,
+                version: v,
+                old: chain::hex(&old),
+                new: chain::hex(&new),
+            });
+        }
+        put_json(&mut b, key(keys::COMMIT, t.id, Some(v), None), &marked)?;
+    }
+    if let (true, Some(base)) = (in_base, base) {
+        // A vacuum base holds every block up to it: its digest is the one VACUUM recorded.
+        let old = chain::base_digest(kv, t.id, base, None)?;
+        let new = chain::base_digest(kv, t.id, base, Some(&b))?;
+        rewrites.push(Rewrite {
+            by: version,
+            version: base.version,
+            old: chain::hex(&old),
+            new: chain::hex(&new),
+        });
+    }
+
+    // The table's sources.
+    let mut also_read_by = Vec::new();
+    let mut sources = Vec::new();
+    let mut source_rows = 0;
+    for (name, flows) in source_flows(t) {
+        let src = inner.sources.get(&name).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: name.clone(),
+        })?;
+        let full_history = src
+            .history
+            .first()
+            .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
+        if !full_history {
+            return Err(Error::InvalidErasure {
+                table: t.name.clone(),
+                problem: format!("source table `{name}` was written before source tables had commit records, and its rows cannot be erased by position; nothing was changed"),
+            });
+        }
+        let positions = erase_source_rows(kv, src, &flows, erased, &mut b, reason, &t.name)?;
+        source_rows += positions.len() as u64;
+        if !positions.is_empty() {
+            sources.push((name.clone(), positions));
+        }
+        readers_of_source(inner, t, &name, &mut also_read_by);
+    }
+    for s in inner.sources.values() {
+        for f in &s.append_flows {
+            if f.source == t.name {
+                also_read_by.push(format!(
+                    "`{}` reads the change feed of `{}` (flow `{}`)",
+                    s.name, t.name, f.name
+                ));
+            }
+        }
+    }
+    also_read_by.sort();
+    also_read_by.dedup();
+
+    // The ERASE commit, the summary (the derived records are rebuilt), the purge record.
+    let parameters = [
+        (ERASE_REASON.to_string(), reason.to_string()),
+        ("keys".to_string(), erased.len().to_string()),
+        ("events".to_string(), events.to_string()),
+        ("source_rows".to_string(), source_rows.to_string()),
+        (REWROTE.to_string(), rewrote_parameter(&rewrites)),
+    ]
+    .into_iter()
+    .collect();
+    let mut commit = CommitInfo::bare(version, ts, ERASE, parameters);
+    let at = Link {
+        tag: keys::COMMIT,
+        id: t.id,
+        prev: last.chain.as_deref(),
+        wrote: Wrote::Events,
+    };
+    put_commit(&mut b, at, &mut commit)?;
+    b.delete(key(keys::SUMMARY, t.id, None, None));
+    b.put(keys::PURGE_KEY.to_vec(), version.to_be_bytes().to_vec());
+    Ok(Plan {
+        batch: b,
+        report: EraseReport {
+            version: Some(version),
+            keys: erased.len() as u64,
+            events,
+            commits_rewritten: touched.len() as u64,
+            source_rows,
+            also_read_by,
+        },
+        sources,
+    })
+}
+
+/// Rewrites, into `b`, the event blocks of every commit of `t` that holds an event of `erased`
+/// without those events. Returns how many events go, and the versions rewritten.
+fn rewrite_events(
+    kv: &dyn KvStore,
+    t: &Table,
+    erased: &BTreeSet<Bytes>,
+    b: &mut WriteBatch,
+) -> Result<(u64, Vec<u64>)> {
+    let width = t.state.schema.columns.len();
+    let mut removed = 0u64;
+    let mut touched = Vec::new();
+    let mut blocks: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut scan = kv.scan_prefix(&key(keys::EVENTS, t.id, None, None));
+    loop {
+        let next = scan.next().transpose()?;
+        let v = next.as_ref().map(|(k, _)| parse_version(k)).transpose()?;
+        if let Some(done) = blocks.first().map(|(k, _)| parse_version(k)).transpose()? {
+            if v != Some(done) {
+                let mut events = Vec::new();
+                let mut truncates = Vec::new();
+                for (_, bytes) in &blocks {
+                    let block = decode_block(bytes)?;
+                    events.extend(block.events(width)?);
+                    truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
+                }
+                let before = events.len();
+                events.retain(|e| !erased.contains(&e.key));
+                if events.len() < before {
+                    removed += (before - events.len()) as u64;
+                    touched.push(done);
+                    for (k, _) in blocks.drain(..) {
+                        b.delete(k);
+                    }
+                    put_event_blocks(b, t.id, done, &t.state.schema, &events, &truncates)?;
+                }
+                blocks.clear();
+            }
+        }
+        match next {
+            Some(pair) => blocks.push(pair),
+            None => break,
+        }
+    }
+    Ok((removed, touched))
+}
+
+/// The table's sources, each with the flows of the table that read it.
+fn source_flows(t: &Table) -> Vec<(String, Vec<&Flow>)> {
+    let mut out: Vec<(String, Vec<&Flow>)> = Vec::new();
+    for f in &t.flows {
+        let Some(s) = &f.spec.source_table else {
+            continue;
+        };
+        match out.iter_mut().find(|(n, _)| n == s) {
+            Some((_, flows)) => flows.push(f),
+            None => out.push((s.clone(), vec![f])),
+        }
+    }
+    out
+}
+
+/// Who else reads source `name` of `t`, or feeds it.
+fn readers_of_source(inner: &Inner, t: &Table, name: &str, out: &mut Vec<String>) {
+    for other in inner.tables.values().filter(|o| o.name != t.name) {
+        for f in &other.flows {
+            if f.spec.source_table.as_deref() == Some(name) {
+                out.push(format!(
+                    "`{}` reads source `{name}` (flow `{}`)",
+                    other.name, f.spec.name
+                ));
+            }
+        }
+    }
+    for s in inner.sources.values() {
+        for f in &s.append_flows {
+            if f.source == name {
+                out.push(format!(
+                    "`{}` reads source `{name}` (flow `{}`)",
+                    s.name, f.name
+                ));
+            }
+            if s.name == name {
+                out.push(format!(
+                    "`{}` feeds source `{name}` (flow `{}`)",
+                    f.source, f.name
+                ));
+            }
+        }
+    }
+}
+
+/// Rewrites, into `b`, every append of `src` that holds a row whose key (as one of `flows`
+/// gives it) is in `erased`, without those rows, and writes the source's `ERASE` commit.
+/// Returns the positions of the rows removed.
+fn erase_source_rows(
+    kv: &dyn KvStore,
+    src: &SourceTable,
+    flows: &[&Flow],
+    erased: &BTreeSet<Bytes>,
+    b: &mut WriteBatch,
+    reason: &str,
+    table: &str,
+) -> Result<Vec<u64>> {
+    let last = src.history.last().expect("CREATE TABLE");
+    let version = last.version + 1;
+    let mut positions = Vec::new();
+    let mut rewrites = Vec::new();
+    // Positions count every row ever appended: earlier erasures' rows are skipped over.
+    let mut position = 0u64;
+    let mut hole = 0usize;
+    let mut chunks: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut scan = kv.scan_prefix(&key(keys::APPEND, src.id, None, None));
+    loop {
+        let next = scan.next().transpose()?;
+        let n = next.as_ref().map(|(k, _)| parse_version(k)).transpose()?;
+        if let Some(append) = chunks.first().map(|(k, _)| parse_version(k)).transpose()? {
+            if n != Some(append) {
+                let mut kept = Vec::new();
+                let mut gone = 0;
+                for (_, bytes) in &chunks {
+                    for batch in SourceTable::decode_chunk(bytes)? {
+                        let batch =
+                            RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
+                                .map_err(|e| corrupt(format!("source `{}`: {e}", src.name)))?;
+                        let keys: Vec<Vec<Option<Bytes>>> = flows
+                            .iter()
+                            .map(|f| row_keys(f, &batch))
+                            .collect::<Result<_>>()?;
+                        let mut keep = Vec::with_capacity(batch.num_rows());
+                        for r in 0..batch.num_rows() {
+                            while src.erased.get(hole) == Some(&position) {
+                                position += 1;
+                                hole += 1;
+                            }
+                            let hit = keys
+                                .iter()
+                                .any(|k| k[r].as_ref().is_some_and(|k| erased.contains(k)));
+                            if hit {
+                                positions.push(position);
+                                gone += 1;
+                            }
+                            keep.push(!hit);
+                            position += 1;
+                        }
+                        let mask = BooleanArray::from(keep);
+                        kept.push(
+                            arrow::compute::filter_record_batch(&batch, &mask)
+                                .map_err(|e| corrupt(e.to_string()))?,
+                        );
+                    }
+                }
+                if gone > 0 {
+                    for (k, _) in chunks.drain(..) {
+                        b.delete(k);
+                    }
+                    let all = arrow::compute::concat_batches(&src.schema, &kept)
+                        .map_err(|e| corrupt(e.to_string()))?;
+                    for (i, chunk) in SourceTable::encode_chunks(&all)?.into_iter().enumerate() {
+                        b.put(
+                            key(keys::APPEND, src.id, Some(append), Some(i as u32)),
+                            chunk,
+                        );
+                    }
+                    let write = src.history.iter().find(|c| {
+                        c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
+                    });
+                    if let Some(c) = write {
+                        let mut marked = c.clone();
+                        marked
+                            .parameters
+                            .insert(ERASED_BY.to_string(), version.to_string());
+                        if c.chain.is_some() {
+                            let old =
+                                chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
+                            let new = chain::stored_digest(
+                                kv,
+                                keys::SOURCE_COMMIT,
+                                src.id,
+                                &marked,
+                                Some(&*b),
+                            )?;
+                            rewrites.push(Rewrite {
+                                by: version,
+                                version: c.version,
+                                old: chain::hex(&old),
+                                new: chain::hex(&new),
+                            });
+                        }
+                        put_json(
+                            b,
+                            key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
+                            &marked,
+                        )?;
+                    }
+                }
+                chunks.clear();
+            }
+        }
+        match next {
+            Some(pair) => chunks.push(pair),
+            None => break,
+        }
+    }
+    if positions.is_empty() {
+        return Ok(positions);
+    }
+    let parameters = [
+        (ERASE_REASON.to_string(), reason.to_string()),
+        ("table".to_string(), table.to_string()),
+        ("rows".to_string(), positions.len().to_string()),
+        (ERASED_ROWS.to_string(), format_positions(&positions)),
+        (REWROTE.to_string(), rewrote_parameter(&rewrites)),
+    ]
+    .into_iter()
+    .collect();
+    let ts = now_us().max(last.timestamp_us + 1);
+    let mut commit = CommitInfo::bare(version, ts, ERASE, parameters);
+    let at = Link {
+        tag: keys::SOURCE_COMMIT,
+        id: src.id,
+        prev: last.chain.as_deref(),
+        wrote: Wrote::Nothing,
+    };
+    put_commit(b, at, &mut commit)?;
+    Ok(positions)
+}
+
+/// The commit records of source `id`, in version order.
+fn source_history(kv: &dyn KvStore, id: u32) -> Result<Vec<CommitInfo>> {
+    kv.scan_prefix(&key(keys::SOURCE_COMMIT, id, None, None))
+        .map(|pair| {
+            let (_, v) = pair?;
+            serde_json::from_slice(&v).map_err(|e| corrupt(format!("source commit record: {e}")))
+        })
+        .collect()
+}
