@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use asof::{KvStore, SledKv, SqlOutput, SqlSession, Store, StoreOptions, WriteBatch};
+use asof::{KvStore, Problem, SledKv, SqlOutput, SqlSession, Store, StoreOptions, WriteBatch};
 use common::{run_asof, sorted_sql_rows};
 use proptest::prelude::*;
 
@@ -244,6 +244,100 @@ fn a_purge_cut_short_is_finished_by_the_next_open() {
     assert!(files_holding(dir.path(), format!("{MARKER}-deleted").as_bytes()).is_empty());
     let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
     assert_eq!(kv.get(b"M purge").unwrap(), None);
+}
+
+/// Changes one byte of the value under `key` (below the engine, as a disk or a hand would).
+fn flip(dir: &Path, key: &[u8]) {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let mut v = kv.get(key).unwrap().expect("the key is there");
+    let at = v.len() / 2;
+    v[at] ^= 0x04;
+    let mut b = WriteBatch::default();
+    b.put(key.to_vec(), v);
+    kv.write(b).unwrap();
+}
+
+/// The problem `verify` reports for `table`, if any.
+fn problem(dir: &Path, table: &str) -> Option<Problem> {
+    let report = Store::open(dir).unwrap().verify().unwrap();
+    let t = report.tables.iter().find(|t| t.name == table).unwrap();
+    t.problem.clone()
+}
+
+#[test]
+fn after_an_erasure_a_changed_byte_is_still_found() {
+    let built = tempfile::tempdir().unwrap();
+    build(built.path());
+    let mut s = SqlSession::new(Store::open(built.path()).unwrap()).unwrap();
+    s.execute("ERASE FROM customers WHERE id = 2 REASON 'GDPR request 42'")
+        .unwrap();
+    drop(s);
+    let (table_id, source_id) = {
+        let kv = SledKv::open(built.path(), 1 << 20).unwrap();
+        let id = |tag: u8| kv.scan_prefix(&[tag]).next().unwrap().unwrap().0[1..5].to_vec();
+        (id(b'C'), id(b'H'))
+    };
+    let at = |tag: u8, id: &[u8], version: u64, chunk: Option<u32>| {
+        let mut k = vec![tag];
+        k.extend_from_slice(id);
+        k.extend_from_slice(&version.to_be_bytes());
+        if let Some(c) = chunk {
+            k.extend_from_slice(&c.to_be_bytes());
+        }
+        k
+    };
+    // A rewritten event block and a rewritten source chunk are named with the ERASE that left
+    // them; a changed digest in the ERASE commit's record shows at the commit it names (which
+    // one depends on the byte), or the ERASE's own link.
+    let cases = [
+        (at(b'E', &table_id, 2, Some(0)), "customers", 2..=2),
+        (at(b'A', &source_id, 1, Some(0)), "people", 2..=2),
+        (at(b'C', &table_id, 4, None), "customers", 1..=4),
+    ];
+    for (key, table, versions) in cases {
+        let copy = common::copy_of_fixture(built.path());
+        flip(copy.path(), &key);
+        match problem(copy.path(), table) {
+            Some(Problem::Commit { version, what }) => {
+                assert!(versions.contains(&version), "{key:?}: {version}");
+                if versions.start() == versions.end() {
+                    assert!(what.contains("is not what ERASE (commit "), "{what}");
+                }
+            }
+            p => panic!("{key:?}: {p:?}"),
+        }
+    }
+    assert_eq!(problem(built.path(), "customers"), None);
+    assert_eq!(problem(built.path(), "people"), None);
+}
+
+#[test]
+fn erasures_after_a_vacuum_keep_its_base_verifiable() {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "ALTER STREAMING TABLE customers SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false');
+         VACUUM customers RETAIN 0 HOURS;
+         ERASE FROM customers WHERE id = 2 REASON 'first request';
+         ERASE FROM customers WHERE id = 3 REASON 'second request';",
+    )
+    .unwrap();
+    let current = sorted_sql_rows(
+        &mut s,
+        "SELECT id, email FROM customers WHERE __END_AT IS NULL AND __SYSTEM_END_AT IS NULL",
+    );
+    assert_eq!(
+        current,
+        vec![vec![Some("1".into()), Some("one-b@example.com".into())]]
+    );
+    drop(s);
+    assert_eq!(problem(dir.path(), "customers"), None);
+    assert_eq!(problem(dir.path(), "people"), None);
+    assert_eq!(
+        files_holding(dir.path(), MARKER.as_bytes()),
+        Vec::<String>::new()
+    );
 }
 
 /// One source row: key, value, sequence, system time (days), delete.

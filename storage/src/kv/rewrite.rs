@@ -153,3 +153,99 @@ pub(super) fn recover(dir: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn write(dir: &Path, pairs: &Pairs, deleted: &[u8]) {
+        let db = sled::Config::new().path(dir).open().unwrap();
+        for (k, v) in pairs {
+            db.insert(k, v.clone()).unwrap();
+        }
+        db.insert(deleted, b"gone".to_vec()).unwrap();
+        db.remove(deleted).unwrap();
+        db.flush().unwrap();
+        drop(db);
+        wait_released(&dir.join("db")).unwrap();
+    }
+
+    fn read(dir: &Path) -> Pairs {
+        let db = sled::Config::new().path(dir).open().unwrap();
+        let out = db
+            .iter()
+            .map(|p| p.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        drop(db);
+        wait_released(&dir.join("db")).unwrap();
+        out
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("compact."))
+            .collect()
+    }
+
+    fn pairs() -> Pairs {
+        (0..100u32)
+            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .collect()
+    }
+
+    #[test]
+    fn a_copy_cut_short_before_it_was_complete_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), &pairs(), b"x");
+        fs::create_dir_all(dir.path().join(TMP)).unwrap();
+        fs::write(dir.path().join(TMP).join("db"), b"half a copy").unwrap();
+        recover(dir.path()).unwrap();
+        assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+        assert_eq!(read(dir.path()), pairs());
+    }
+
+    /// Where a crash stops a swap whose copy is complete.
+    #[derive(Clone, Copy, Debug)]
+    enum Cut {
+        CopyDone,
+        OldMoved,
+        NewHalfMoved,
+    }
+
+    #[test]
+    fn a_swap_cut_short_after_the_copy_was_complete_is_finished_by_recover() {
+        for cut in [Cut::CopyDone, Cut::OldMoved, Cut::NewHalfMoved] {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let mut with_skipped = pairs();
+            with_skipped.push((b"skip".to_vec(), b"purge".to_vec()));
+            write(d, &with_skipped, b"x");
+            {
+                let db = sled::Config::new().path(d).open().unwrap();
+                copy(d, &db, b"skip").unwrap();
+            }
+            wait_released(&d.join("db")).unwrap();
+            if matches!(cut, Cut::OldMoved | Cut::NewHalfMoved) {
+                fs::create_dir_all(d.join(OLD)).unwrap();
+                for e in fs::read_dir(d).unwrap().flatten() {
+                    let name = e.file_name();
+                    if is_sled_file(&name.to_string_lossy()) {
+                        fs::rename(e.path(), d.join(OLD).join(&name)).unwrap();
+                    }
+                }
+                touch(&d.join(MOVED)).unwrap();
+            }
+            if matches!(cut, Cut::NewHalfMoved) {
+                fs::rename(d.join(TMP).join("conf"), d.join("conf")).unwrap();
+            }
+            recover(d).unwrap();
+            assert_eq!(leftovers(d), Vec::<String>::new(), "{cut:?}");
+            assert_eq!(read(d), pairs(), "{cut:?}");
+        }
+    }
+}
