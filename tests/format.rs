@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1, 2 and 3 are committed under
-//! `tests/data/fixture_v1/`, `tests/data/fixture_v2/` and `tests/data/fixture_v3/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 4 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v4/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -57,10 +57,23 @@ fn script_v3() -> String {
            INSERT INTO corrected (CompanyId, DataPoint, __START_AT) VALUES ('Z', 'z', TIMESTAMP '2025-01-01T00:00:00');"
 }
 
+/// Version 4 adds erasures: the fixture of version 4 also has a table, fed from a source of its
+/// own, from which a key was erased.
+fn script_v4() -> String {
+    script_v3()
+        + "CREATE TABLE people (id INT, email STRING, seq INT);
+           INSERT INTO people VALUES (1, 'one@example.com', 1), (2, 'two@example.com', 1), (3, 'three@example.com', 1);
+           CREATE OR REFRESH STREAMING TABLE customers FLOW AUTO CDC FROM stream(people) KEYS (id)
+             SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 2;
+           INSERT INTO people VALUES (2, 'two-b@example.com', 2), (1, 'one-b@example.com', 2);
+           REFRESH STREAMING TABLE customers;
+           ERASE FROM customers WHERE id = 2 REASON 'fixture';"
+}
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v3());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v4());
 }
 
 /// The format record of the store in `dir`.
@@ -119,10 +132,6 @@ fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
 
 #[test]
 fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pages() {
-    assert_eq!(
-        FORMAT_VERSION, 3,
-        "a new format version needs a new fixture beside this one"
-    );
     // Sorted; the two versions the portion cut keep their own `business_time`, so they stay two.
     let expected = [
         ["A", "XFv1", "2025-07-18T10:01:00", "2025-07-18T11:00:00"],
@@ -185,7 +194,7 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
 /// The fixture's tables, history, properties and views, at every version; and it takes commits.
 fn reads_the_same(store: Store) {
     let mut tables = store.tables().unwrap();
-    tables.retain(|t| t != "corrected");
+    tables.retain(|t| t != "corrected" && t != "customers");
     tables.sort();
     assert_eq!(tables, ["company_points", "latest"]);
     assert_eq!(store.history("company_points").unwrap().len(), 5);
@@ -226,5 +235,53 @@ fn reads_the_same(store: Store) {
     assert_eq!(
         rows(&mut s, "SELECT DataPoint FROM latest"),
         [[Some("n".to_string())]]
+    );
+}
+
+#[test]
+fn the_version_4_fixture_reads_without_its_erased_key_and_verifies() {
+    assert_eq!(
+        FORMAT_VERSION, 4,
+        "a new format version needs a new fixture beside this one"
+    );
+    let tmp = common::copy_of_fixture(&fixture_dir(4));
+    let store = Store::open(tmp.path()).unwrap();
+    let history: Vec<String> = store
+        .history("customers")
+        .unwrap()
+        .iter()
+        .map(|c| c.operation.clone())
+        .collect();
+    assert_eq!(
+        history,
+        ["CREATE TABLE", "FLOW customers", "FLOW customers", "ERASE"]
+    );
+    assert!(store.verify().unwrap().ok());
+    reads_the_same(store.clone());
+    let mut s = SqlSession::new(store).unwrap();
+    let cell = |c: &str| Some(c.to_string());
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, email, __START_AT, __END_AT FROM customers"
+        ),
+        [
+            [cell("1"), cell("one-b@example.com"), cell("2"), None],
+            [cell("1"), cell("one@example.com"), cell("1"), cell("2")],
+            [cell("3"), cell("three@example.com"), cell("1"), None],
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM people"),
+        [[cell("1")], [cell("1")], [cell("3")]]
+    );
+    // The flow's checkpoint still counts the erased rows: a new row is read once.
+    s.execute(
+        "INSERT INTO people VALUES (4, 'four@example.com', 1); REFRESH STREAMING TABLE customers",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM customers WHERE __END_AT IS NULL"),
+        [[cell("1")], [cell("3")], [cell("4")]]
     );
 }

@@ -67,9 +67,9 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 3 on open; a version-1 store (events only) then writes each table's derived
-/// records on its first use, a version-2 store needs nothing more (docs/FORMAT.md §8).
-pub const FORMAT_VERSION: u32 = 3;
+/// record is set to 4 on open; a version-1 store (events only) then writes each table's derived
+/// records on its first use, a version-2 or 3 store needs nothing more (docs/FORMAT.md §8).
+pub const FORMAT_VERSION: u32 = 4;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -239,10 +239,13 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    1 | 2 => {
+                    1..=3 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3
-                        // without statement events (flag bit 3): nothing to rewrite.
+                        // without statement events (flag bit 3), version 3 is version 4 without
+                        // erasures (source rows erased by position, rewritten commits): nothing
+                        // to rewrite. A build that reads version 3 only must not read a store
+                        // whose source rows were erased: it would count them.
                         let mut b = WriteBatch::default();
                         b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
                         kv.write(b)?;
