@@ -322,6 +322,12 @@ fn run(cli: Cli) -> Res<()> {
                     check.receipt.rows,
                     check.receipt.hash
                 );
+                if !check.erased_since.is_empty() {
+                    println!(
+                        "keys were erased since the receipt was taken: {}",
+                        check.erased_since.join("; ")
+                    );
+                }
                 Err("the receipt does not verify".into())
             }
         }

@@ -242,6 +242,22 @@ impl SourceTable {
         })
     }
 
+    /// The rows among the first `upto` ever appended that were not erased, as batches: the table
+    /// as of the version whose appends had written `upto` rows.
+    pub fn rows_before(&self, upto: u64) -> Vec<RecordBatch> {
+        let mut left = upto - self.erased.partition_point(|&p| p < upto) as u64;
+        let mut out = Vec::new();
+        for b in self.batches.iter().flatten() {
+            if left == 0 {
+                break;
+            }
+            let take = left.min(b.num_rows() as u64);
+            out.push(b.slice(0, take as usize));
+            left -= take;
+        }
+        out
+    }
+
     /// Rows `from..` of the table, as batches: `from` counts every row ever appended, erased
     /// ones too (they are not returned).
     pub fn rows_from(&self, from: u64) -> Vec<RecordBatch> {

@@ -76,20 +76,14 @@ impl TableProvider for SourceProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let (schema, mut batches) = self
-            .store
-            .0
-            .source_data(&self.name)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        if let Some(rows) = self.rows {
-            // Appends only add rows at the end: the source as of a version is its first rows.
-            let mut left = rows as usize;
-            for b in batches.iter_mut() {
-                let take = left.min(b.num_rows());
-                *b = b.slice(0, take);
-                left -= take;
-            }
+        // Appends only add rows at the end: the source as of a version is its first rows (less
+        // those erased since).
+        let store = &self.store.0;
+        let (schema, batches) = match self.rows {
+            Some(rows) => store.source_rows_before(&self.name, rows),
+            None => store.source_data(&self.name),
         }
+        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         datafusion::datasource::MemTable::try_new(schema, vec![batches])?
             .scan(state, projection, filters, limit)
             .await

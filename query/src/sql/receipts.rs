@@ -31,6 +31,9 @@ pub struct ReceiptCheck {
     pub rows: u64,
     /// The hash of what it returns now.
     pub hash: String,
+    /// The erasures made since the versions the receipt read, in the tables it read (`customers
+    /// at version 4: 'GDPR request 42'`): a result that held erased data cannot verify.
+    pub erased_since: Vec<String>,
 }
 
 impl ReceiptCheck {
@@ -93,10 +96,34 @@ impl SqlSession {
         };
         let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
+        let mut erased_since = Vec::new();
+        let logs = receipt
+            .tables
+            .iter()
+            .map(|(t, &v)| (t, v, self.store.history(t)))
+            .chain(
+                receipt
+                    .sources
+                    .iter()
+                    .map(|(t, &v)| (t, v, self.store.source_history(t))),
+            );
+        for (table, pinned, history) in logs {
+            for c in history? {
+                if c.version > pinned && c.operation == asof_storage::ERASE {
+                    let reason = c.parameters.get(asof_storage::ERASE_REASON);
+                    erased_since.push(format!(
+                        "{table} at version {}: '{}'",
+                        c.version,
+                        reason.map_or("", String::as_str)
+                    ));
+                }
+            }
+        }
         Ok(ReceiptCheck {
             receipt,
             rows,
             hash,
+            erased_since,
         })
     }
 

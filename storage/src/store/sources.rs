@@ -256,6 +256,21 @@ impl Store {
         Ok((src.schema.clone(), rows, src.rows))
     }
 
+    /// A source table as of the version whose appends had written `upto` rows (erased rows
+    /// counted, not returned).
+    pub fn source_rows_before(
+        &self,
+        source: &str,
+        upto: u64,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
+        let g = self.read_with_rows(source)?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: source.to_string(),
+        })?;
+        Ok((src.schema.clone(), src.rows_before(upto)))
+    }
+
     /// The schema of a source table (its rows are not read).
     pub fn source_schema(&self, source: &str) -> Result<arrow::datatypes::SchemaRef> {
         let g = self.read_inner()?;
