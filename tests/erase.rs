@@ -1,4 +1,4 @@
-//! ERASE (docs/SEMANTICS.md §12.3): every trace of the erased keys leaves the store's files,
+//! ERASE (docs/SEMANTICS.md §12.2): every trace of the erased keys leaves the store's files,
 //! the other keys read exactly as before, and the hash chains still verify.
 
 mod common;

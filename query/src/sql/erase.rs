@@ -1,6 +1,6 @@
 //! `ERASE FROM t WHERE condition REASON 'why'`: the condition is evaluated over the table's keys
 //! (every key it has events of, deleted ones too), and the store erases the keys it selects
-//! ([`asof_storage::Store::erase`]; docs/SEMANTICS.md §12.3).
+//! ([`asof_storage::Store::erase`]; docs/SEMANTICS.md §12.2).
 
 use std::sync::Arc;
 
@@ -89,13 +89,14 @@ impl SqlSession {
                 "{table}: no key matched; nothing was erased"
             )));
         };
+        let n =
+            |count: u64, what: &str| format!("{count} {what}{}", if count == 1 { "" } else { "s" });
         let mut line = format!(
-            "{table}: erased {} key{} at version {version}: {} events in {} commits, {} source rows; the store's files were rewritten",
-            r.keys,
-            if r.keys == 1 { "" } else { "s" },
-            r.events,
-            r.commits_rewritten,
-            r.source_rows
+            "{table}: erased {} at version {version}: {} in {}, {}; the store's files were rewritten",
+            n(r.keys, "key"),
+            n(r.events, "event"),
+            n(r.commits_rewritten, "commit"),
+            n(r.source_rows, "source row")
         );
         if !r.also_read_by.is_empty() {
             line.push_str(&format!(

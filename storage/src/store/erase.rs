@@ -1,4 +1,4 @@
-//! ERASE: removing every trace of some keys of a table (docs/SEMANTICS.md §12.3): their events,
+//! ERASE: removing every trace of some keys of a table (docs/SEMANTICS.md §12.2): their events,
 //! their row versions on both timelines, their change-feed entries, the source rows they came
 //! from, and the bytes of all of it in the store's files, while the hash chains stay verifiable.
 //!
