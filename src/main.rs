@@ -331,7 +331,7 @@ fn run(cli: Cli) -> Res<()> {
                 Err("the receipt does not verify".into())
             }
         }
-        Command::Shell => shell(store, &cli.db),
+        Command::Shell => shell(store),
         Command::Run { .. } => unreachable!("handled before the store is opened"),
         Command::Example { dir } => example(&store, &dir),
         Command::CreateFlow { file } => {
@@ -591,7 +591,7 @@ fn print_output(out: asof::SqlOutput, format: Format, file: Option<&mut File>) -
 }
 
 /// The interactive prompt; a script when standard input is not a terminal.
-fn shell(store: Store, db: &Path) -> Res<()> {
+fn shell(store: Store) -> Res<()> {
     use std::io::{IsTerminal, Read};
     let mut session = asof::SqlSession::new(store)?;
     if let Some(bar) = Bar::for_terminal() {
@@ -603,8 +603,12 @@ fn shell(store: Store, db: &Path) -> Res<()> {
         return run_script(&mut session, &text, Format::Table, None);
     }
     let mut rl = rustyline::DefaultEditor::new()?;
-    let history = db.join("shell_history");
-    let _ = rl.load_history(&history);
+    // The history lives beside the user, not in the store: what was typed may name keys an
+    // ERASE must leave no trace of in the store's folder.
+    let history = std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".asof_history"));
+    if let Some(h) = &history {
+        let _ = rl.load_history(h);
+    }
     println!(
         "asof {}: SQL in the Databricks AUTO CDC dialect; end statements with `;`, Ctrl-D quits.",
         env!("CARGO_PKG_VERSION")
@@ -629,7 +633,9 @@ fn shell(store: Store, db: &Path) -> Res<()> {
             Err(e) => return Err(e.into()),
         }
     }
-    let _ = rl.save_history(&history);
+    if let Some(h) = &history {
+        let _ = rl.save_history(h);
+    }
     Ok(())
 }
 

@@ -219,6 +219,85 @@ fn erase_refuses_what_it_cannot_do_and_changes_nothing() {
 }
 
 #[test]
+fn the_condition_reads_quoted_keys_as_written_and_is_one_expression() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE names (name STRING, v INT, seq INT);
+         CREATE OR REFRESH STREAMING TABLE people FLOW AUTO CDC FROM stream(names) KEYS (name)
+           SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1;",
+    )
+    .unwrap();
+    let batch = arrow::record_batch::RecordBatch::try_from_iter([
+        (
+            "name",
+            std::sync::Arc::new(arrow::array::StringArray::from(vec![
+                "O'Brien",
+                "x' OR true --",
+                "Ana",
+            ])) as arrow::array::ArrayRef,
+        ),
+        (
+            "v",
+            std::sync::Arc::new(arrow::array::Int32Array::from(vec![1, 2, 3])) as _,
+        ),
+        (
+            "seq",
+            std::sync::Arc::new(arrow::array::Int32Array::from(vec![1, 1, 1])) as _,
+        ),
+    ])
+    .unwrap();
+    s.store().append("names", &batch).unwrap();
+    s.execute("REFRESH STREAMING TABLE people").unwrap();
+    let names = |s: &mut SqlSession| {
+        sorted_sql_rows(s, "SELECT name FROM people")
+            .into_iter()
+            .map(|r| r[0].clone().unwrap())
+            .collect::<Vec<_>>()
+    };
+    // A key that looks like a condition erases that key only.
+    s.execute("ERASE FROM people WHERE name = \"x' OR true --\" REASON 'request 1'")
+        .unwrap();
+    assert_eq!(names(&mut s), ["Ana", "O'Brien"]);
+    s.execute("ERASE FROM people WHERE name = \"O'Brien\" REASON 'request 2'")
+        .unwrap();
+    assert_eq!(names(&mut s), ["Ana"]);
+    for sql in [
+        "ERASE FROM people WHERE false UNION ALL SELECT arrow_cast(999, 'UInt64') REASON 'x'",
+        "ERASE FROM people WHERE name = 'Ana'; DROP TABLE names REASON 'x'",
+    ] {
+        let e = s.execute(sql).unwrap_err().to_string();
+        assert!(
+            e.contains("nothing was changed") || e.contains("ends with REASON"),
+            "{sql}: {e}"
+        );
+    }
+    assert_eq!(names(&mut s), ["Ana"]);
+}
+
+#[test]
+fn a_table_fed_by_snapshots_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE people_snapshots (id BIGINT, city STRING, snap BIGINT);
+         INSERT INTO people_snapshots VALUES (1, 'Oslo', 1), (2, 'Rome', 1);
+         CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT people_snapshots INTO people
+           KEYS (id) SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    let e = s
+        .execute("ERASE FROM people WHERE id = 2 REASON 'x'")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("flow `people_cdc` reads snapshots of `people_snapshots`"),
+        "{e}"
+    );
+    assert_eq!(s.store().history("people").unwrap().len(), 2);
+}
+
+#[test]
 fn a_purge_cut_short_is_finished_by_the_next_open() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
@@ -285,6 +364,89 @@ fn receipts_of_other_keys_still_verify_and_receipts_of_erased_data_say_why_not()
         out.contains("keys were erased since the receipt was taken: customers at version 4: 'GDPR request 42'"),
         "{out}"
     );
+}
+
+#[test]
+fn keys_deleted_longer_ago_than_the_retention_property_says_are_erased_at_the_next_commit() {
+    for mode in ["SCD TYPE 1", "SCD TYPE 2", "BITEMPORAL"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+        s.execute(&set_up(mode)).unwrap();
+        s.execute(&format!(
+            "INSERT INTO src VALUES (1, 'one', 1, TIMESTAMP '2025-01-01', 'U'), (2, '{MARKER}', 1, TIMESTAMP '2025-01-01', 'U'),
+               (3, 'three', 1, TIMESTAMP '2025-01-01', 'U');
+             REFRESH STREAMING TABLE t;
+             INSERT INTO src VALUES (2, 'gone', 2, TIMESTAMP '2025-01-02', 'D');
+             REFRESH STREAMING TABLE t;"
+        ))
+        .unwrap();
+        let e = s
+            .execute("ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.erase.deletedAfterHours' = 'soon')")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("takes a number of hours"), "{e}");
+        // 0.0002 hours: 0.72 s.
+        s.execute(
+            "ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.erase.deletedAfterHours' = '0.0002')",
+        )
+        .unwrap();
+        assert_eq!(
+            s.store().history("t").unwrap().len(),
+            4,
+            "{mode}: deleted too recently"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(900));
+        s.execute(
+            "INSERT INTO src VALUES (1, 'one-b', 2, TIMESTAMP '2025-01-03', 'U'), (3, 'gone', 2, TIMESTAMP '2025-01-03', 'D');
+             REFRESH STREAMING TABLE t;",
+        )
+        .unwrap();
+        let history = s.store().history("t").unwrap();
+        let last = history.last().unwrap();
+        assert_eq!(last.operation, "ERASE", "{mode}");
+        assert_eq!(
+            last.parameters["reason"],
+            "retention: deleted more than 0.0002 hours ago (asof.erase.deletedAfterHours)"
+        );
+        assert_eq!(
+            (last.version, last.parameters["keys"].as_str()),
+            (5, "1"),
+            "{mode}"
+        );
+        // Key 2 erased; key 3 deleted too recently (and at most one retention erasure an hour):
+        // an SCD TYPE 1 table shows no deleted key, the others keep its history.
+        let kept: &[&str] = if mode == "SCD TYPE 1" {
+            &["1"]
+        } else {
+            &["1", "3"]
+        };
+        let kept: Vec<Vec<Option<String>>> =
+            kept.iter().map(|k| vec![Some(k.to_string())]).collect();
+        assert_eq!(
+            sorted_sql_rows(&mut s, "SELECT DISTINCT id FROM t"),
+            kept,
+            "{mode}"
+        );
+        assert_eq!(
+            sorted_sql_rows(&mut s, "SELECT DISTINCT id FROM src WHERE id = 2"),
+            Vec::<Vec<Option<String>>>::new()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(900));
+        s.execute("INSERT INTO src VALUES (1, 'one-c', 3, TIMESTAMP '2025-01-04', 'U'); REFRESH STREAMING TABLE t")
+            .unwrap();
+        assert_eq!(
+            s.store().history("t").unwrap().last().unwrap().operation,
+            "FLOW t",
+            "{mode}"
+        );
+        assert!(s.store().verify().unwrap().ok(), "{mode}");
+        drop(s);
+        assert_eq!(
+            files_holding(dir.path(), MARKER.as_bytes()),
+            Vec::<String>::new(),
+            "{mode}"
+        );
+    }
 }
 
 /// Changes one byte of the value under `key` (below the engine, as a disk or a hand would).
@@ -359,6 +521,7 @@ fn erasures_after_a_vacuum_keep_its_base_verifiable() {
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     s.execute(
         "ALTER STREAMING TABLE customers SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false');
+         UPDATE customers SET email = 'marker-5f3a9c-base' WHERE id = 2;
          VACUUM customers RETAIN 0 HOURS;
          ERASE FROM customers WHERE id = 2 REASON 'first request';
          ERASE FROM customers WHERE id = 3 REASON 'second request';",

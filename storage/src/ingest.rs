@@ -289,10 +289,18 @@ pub(crate) fn prepare(
 }
 
 /// The encoded key of each row of `batch` as `flow` would give its event (`None` for a row
-/// whose key is NULL or does not convert): ERASE finds the source rows of the keys it erases
-/// with it.
-pub(crate) fn row_keys(flow: &Flow, batch: &RecordBatch) -> Result<Vec<Option<Bytes>>> {
+/// whose key is NULL or does not convert, and for a truncate, which is no key's): ERASE finds
+/// the source rows of the keys it erases with it.
+pub(crate) fn row_keys(
+    flow: &Flow,
+    batch: &RecordBatch,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<Vec<Option<Bytes>>> {
     let n = batch.num_rows();
+    let truncate = match &flow.spec.truncate_when {
+        Some(c) => eval(c, "APPLY AS TRUNCATE WHEN", batch, evaluator)?,
+        None => vec![false; n],
+    };
     let types: Vec<ColumnType> = flow
         .key_out
         .iter()
@@ -309,7 +317,7 @@ pub(crate) fn row_keys(flow: &Flow, batch: &RecordBatch) -> Result<Vec<Option<By
         .collect::<Result<_>>()?;
     Ok((0..n)
         .map(|r| {
-            if values.iter().any(|c| matches!(c[r], Value::Null)) {
+            if truncate[r] || values.iter().any(|c| matches!(c[r], Value::Null)) {
                 return None;
             }
             encode_tuple(values.iter().map(|c| &c[r]), &types)

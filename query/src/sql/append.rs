@@ -397,7 +397,8 @@ impl SqlSession {
         if total <= from {
             return Ok(format!("{}: nothing new", f.name));
         }
-        let read = format!("{} new source rows", total - from);
+        let n: usize = new_rows.iter().map(|b| b.num_rows()).sum();
+        let read = format!("{n} new source rows");
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
         self.append(target, f, Arc::new(stream), total, &read)
     }

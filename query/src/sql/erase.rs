@@ -7,9 +7,9 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
-use datafusion::prelude::SessionContext;
 
 use super::parse::quote_ident;
+use super::snapshot::SnapshotOrigin;
 use super::{Output, SqlSession};
 use crate::arrow_conv::ValueBuilder;
 use crate::error::{QueryError, Result};
@@ -27,6 +27,20 @@ impl SqlSession {
                     format!("no streaming table named `{table}`; nothing was changed")
                 },
             ));
+        }
+        // A snapshot flow diffs each snapshot against the one before, read from the table that
+        // holds them: an erased key would come back from there.
+        for f in self.store.flows(table)? {
+            let Some(source) = f.source_table else {
+                continue;
+            };
+            let origin = self.store.source_origin(&source)?.0;
+            if let Some(o) = origin.as_deref().and_then(SnapshotOrigin::parse) {
+                return Err(QueryError::Invalid(format!(
+                    "ERASE FROM `{table}` refused, nothing changed: flow `{}` reads snapshots of `{}`, and erasing from a table fed by snapshots is not supported yet",
+                    f.name, o.snapshot_of
+                )));
+            }
         }
         let schema = self.store.schema(table)?;
         let keys = self.store.table_keys(table)?;
@@ -53,25 +67,38 @@ impl SqlSession {
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| QueryError::Invalid(e.to_string()))?;
         // A context of its own: the condition sees the keys and nothing else.
-        let ctx = SessionContext::new();
+        let ctx = super::new_context();
         let keys_table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::df)?;
         ctx.register_table(table, Arc::new(keys_table))
             .map_err(super::df)?;
-        let query = format!(
-            "SELECT {KEY_NUMBER} FROM {} WHERE {condition}",
-            quote_ident(table)
-        );
-        let refused = |e: datafusion::error::DataFusionError| {
+        let refused = |e: &dyn std::fmt::Display| {
             QueryError::Invalid(format!(
                 "ERASE FROM `{table}`: the condition may name only the key columns ({}): {e}; nothing was changed",
                 names.join(", ")
             ))
         };
+        // One expression, nothing after it (no `UNION`, no second statement).
+        {
+            use sqlparser::dialect::DatabricksDialect;
+            use sqlparser::parser::Parser;
+            use sqlparser::tokenizer::Token;
+            let mut p = Parser::new(&DatabricksDialect {})
+                .try_with_sql(condition)
+                .map_err(|e| refused(&e))?;
+            p.parse_expr().map_err(|e| refused(&e))?;
+            if p.peek_token().token != Token::EOF {
+                return Err(refused(&"it must be one expression"));
+            }
+        }
+        let query = format!(
+            "SELECT {KEY_NUMBER} FROM {} WHERE {condition}",
+            quote_ident(table)
+        );
         let selected = self.runtime.block_on(async {
             let frame = ctx.sql(&query).await?;
             frame.collect().await
         });
-        let selected = selected.map_err(refused)?;
+        let selected = selected.map_err(|e| refused(&e))?;
         let mut chosen = Vec::new();
         for b in &selected {
             let numbers = b
@@ -80,7 +107,10 @@ impl SqlSession {
                 .downcast_ref::<UInt64Array>()
                 .ok_or_else(|| QueryError::Invalid("ERASE: key numbers".into()))?;
             for i in 0..numbers.len() {
-                chosen.push(keys[numbers.value(i) as usize].clone());
+                let key = keys
+                    .get(numbers.value(i) as usize)
+                    .ok_or_else(|| refused(&"it selects rows that are not keys"))?;
+                chosen.push(key.clone());
             }
         }
         let r = self.store.erase(table, &chosen, reason)?;

@@ -35,7 +35,7 @@ fn events_table(flow: &str) -> String {
 /// version column.
 #[derive(Serialize, Deserialize)]
 pub(super) struct SnapshotOrigin {
-    snapshot_of: String,
+    pub(super) snapshot_of: String,
     keys: Vec<String>,
     version: String,
 }

@@ -517,6 +517,8 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                     .position(|u| std::ptr::eq(u, t))
                     .expect("own token")
             };
+            // The condition's own tokens, as the session writes every statement back (strings
+            // escaped for this dialect).
             let condition: String = stmt.tokens[at(first)..at(last)]
                 .iter()
                 .map(|t| t.token.to_string())

@@ -12,8 +12,8 @@
 //! 5. `compact.ready`, then `compact.moved`, `compact.old/` and `compact.tmp/` are removed.
 //!
 //! [`recover`], run by every open before sled's, finishes a swap that a crash interrupted after
-//! step 2 and discards one interrupted before it. Everything of a store's folder that is not
-//! asof's own (`asof.*`) or the swap's (`compact.*`) is sled's.
+//! step 2 and discards one interrupted before it. sled's files are `conf`, `db`, `blobs/` and
+//! `snap.*`; nothing else in the folder is touched.
 
 use std::fs;
 use std::path::Path;
@@ -34,7 +34,7 @@ fn io(what: &str, e: std::io::Error) -> Error {
 }
 
 fn is_sled_file(name: &str) -> bool {
-    !name.starts_with("asof.") && !name.starts_with("compact.")
+    matches!(name, "conf" | "db" | "blobs") || name.starts_with("snap.")
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

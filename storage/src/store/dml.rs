@@ -131,8 +131,10 @@ impl Store {
             started,
             record: None,
         };
-        write_applied(inner.kv.as_ref(), every, t, applied)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
+        let commit = write_applied(inner.kv.as_ref(), every, t, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.apply_retention(table, commit.version)?;
+        Ok(commit)
     }
 }
 

@@ -84,6 +84,9 @@ impl Store {
     /// files are rewritten before this returns). An erasure is a commit (operation `ERASE`); the
     /// hash chains stay verifiable ([`Store::verify`]). Keys the table does not have are
     /// ignored. A reason is required; it is stored, so it must not hold what is erased.
+    ///
+    /// The sources' origins are opaque to the store: SQL's `ERASE` refuses a table fed by a
+    /// snapshot flow (whose snapshots would bring the key back), and so should a caller of this.
     pub fn erase(&self, table: &str, keys: &[Vec<Value>], reason: &str) -> Result<EraseReport> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
@@ -98,21 +101,31 @@ impl Store {
             ));
         }
         inner.ensure_replayed(table)?;
-        let plan = {
-            let t = inner.table(table)?;
-            let erased = encoded_keys(t, keys).map_err(refuse)?;
-            if erased.is_empty() {
-                return Ok(EraseReport {
-                    version: None,
-                    keys: 0,
-                    events: 0,
-                    commits_rewritten: 0,
-                    source_rows: 0,
-                    also_read_by: Vec::new(),
-                });
-            }
-            plan(inner, t, &erased, reason)?
-        };
+        let erased = encoded_keys(inner.table(table)?, keys).map_err(refuse)?;
+        inner.erase_keys(table, &erased, reason)
+    }
+}
+
+impl Inner {
+    /// Erases the encoded keys `erased` of `table` (replayed) for `reason`: see [`Store::erase`].
+    pub(super) fn erase_keys(
+        &mut self,
+        table: &str,
+        erased: &BTreeSet<Bytes>,
+        reason: &str,
+    ) -> Result<EraseReport> {
+        let inner = self;
+        if erased.is_empty() {
+            return Ok(EraseReport {
+                version: None,
+                keys: 0,
+                events: 0,
+                commits_rewritten: 0,
+                source_rows: 0,
+                also_read_by: Vec::new(),
+            });
+        }
+        let plan = plan(inner, inner.table(table)?, erased, reason)?;
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
         let report = plan.report;
         // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an
@@ -204,6 +217,16 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
         .filter(|c| c.parameters.contains_key(VACUUM_BASE));
     let mut rewrites = Vec::new();
     let mut in_base = false;
+    let mark = |c: &CommitInfo| {
+        let mut marked = c.clone();
+        if let Some(s) = marked.parameters.get_mut("statement") {
+            *s = REDACTED.to_string();
+        }
+        marked
+            .parameters
+            .insert(ERASED_BY.to_string(), version.to_string());
+        marked
+    };
     for &v in &touched {
         if base.is_some_and(|c| v <= c.version) {
             in_base = true;
@@ -213,13 +236,7 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
             continue;
         };
         let c = &t.commits[i];
-        let mut marked = c.clone();
-        if let Some(s) = marked.parameters.get_mut("statement") {
-            *s = REDACTED.to_string();
-        }
-        marked
-            .parameters
-            .insert(ERASED_BY.to_string(), version.to_string());
+        let marked = mark(c);
         if c.chain.is_some() {
             let old = chain::stored_digest(kv, keys::COMMIT, t.id, c, None)?;
             let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, Some(&b))?;
@@ -234,8 +251,14 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
     }
     if let (true, Some(base)) = (in_base, base) {
         // A vacuum base holds every block up to it: its digest is the one VACUUM recorded.
+        let marked = mark(base);
+        put_json(
+            &mut b,
+            key(keys::COMMIT, t.id, Some(base.version), None),
+            &marked,
+        )?;
         let old = chain::base_digest(kv, t.id, base, None)?;
-        let new = chain::base_digest(kv, t.id, base, Some(&b))?;
+        let new = chain::base_digest(kv, t.id, &marked, Some(&b))?;
         rewrites.push(Rewrite {
             by: version,
             version: base.version,
@@ -263,7 +286,14 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
                 problem: format!("source table `{name}` was written before source tables had commit records, and its rows cannot be erased by position; nothing was changed"),
             });
         }
-        let positions = erase_source_rows(kv, src, &flows, erased, &mut b, reason, &t.name)?;
+        let to = ErasedRows {
+            flows: &flows,
+            erased,
+            evaluator: inner.evaluator.as_ref(),
+            reason,
+            table: &t.name,
+        };
+        let positions = erase_source_rows(kv, src, &to, &mut b)?;
         source_rows += positions.len() as u64;
         if !positions.is_empty() {
             sources.push((name.clone(), positions));
@@ -301,7 +331,13 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
         wrote: Wrote::Events,
     };
     put_commit(&mut b, at, &mut commit)?;
-    b.delete(key(keys::SUMMARY, t.id, None, None));
+    // Every derived record goes in this batch (the rebuild writes them again): a crash before
+    // the rebuild must not leave the erased keys' heads and pages for the purge to copy.
+    for tag in keys::DERIVED_TAGS {
+        for pair in kv.scan_prefix(&key(tag, t.id, None, None)) {
+            b.delete(pair?.0);
+        }
+    }
     b.put(keys::PURGE_KEY.to_vec(), version.to_be_bytes().to_vec());
     Ok(Plan {
         batch: b,
@@ -408,18 +444,32 @@ fn readers_of_source(inner: &Inner, t: &Table, name: &str, out: &mut Vec<String>
     }
 }
 
-/// Rewrites, into `b`, every append of `src` that holds a row whose key (as one of `flows`
-/// gives it) is in `erased`, without those rows, and writes the source's `ERASE` commit.
-/// Returns the positions of the rows removed.
+/// What to erase from a source table: the rows whose key, as one of `flows` gives it, is in
+/// `erased`.
+struct ErasedRows<'a> {
+    flows: &'a [&'a Flow],
+    erased: &'a BTreeSet<Bytes>,
+    evaluator: Option<&'a std::sync::Arc<dyn crate::ingest::ConditionEvaluator>>,
+    reason: &'a str,
+    /// The table erased from.
+    table: &'a str,
+}
+
+/// Rewrites, into `b`, every append of `src` that holds a row `to` names, without those rows,
+/// and writes the source's `ERASE` commit. Returns the positions of the rows removed.
 fn erase_source_rows(
     kv: &dyn KvStore,
     src: &SourceTable,
-    flows: &[&Flow],
-    erased: &BTreeSet<Bytes>,
+    to: &ErasedRows<'_>,
     b: &mut WriteBatch,
-    reason: &str,
-    table: &str,
 ) -> Result<Vec<u64>> {
+    let ErasedRows {
+        flows,
+        erased,
+        evaluator,
+        reason,
+        table,
+    } = *to;
     let last = src.history.last().expect("CREATE TABLE");
     let version = last.version + 1;
     let mut positions = Vec::new();
@@ -443,7 +493,7 @@ fn erase_source_rows(
                                 .map_err(|e| corrupt(format!("source `{}`: {e}", src.name)))?;
                         let keys: Vec<Vec<Option<Bytes>>> = flows
                             .iter()
-                            .map(|f| row_keys(f, &batch))
+                            .map(|f| row_keys(f, &batch, evaluator))
                             .collect::<Result<_>>()?;
                         let mut keep = Vec::with_capacity(batch.num_rows());
                         for r in 0..batch.num_rows() {
@@ -480,9 +530,20 @@ fn erase_source_rows(
                             chunk,
                         );
                     }
-                    let write = src.history.iter().find(|c| {
-                        c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
-                    });
+                    // Append n is the n-th `WRITE` (those written before the chain do not say).
+                    let write = src
+                        .history
+                        .iter()
+                        .find(|c| {
+                            c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
+                        })
+                        .or_else(|| {
+                            src.history
+                                .iter()
+                                .filter(|c| c.operation == super::sources::WRITE)
+                                .nth(append as usize)
+                                .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
+                        });
                     if let Some(c) = write {
                         let mut marked = c.clone();
                         marked

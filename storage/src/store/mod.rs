@@ -30,6 +30,7 @@ mod records;
 mod redefine;
 mod refresh;
 mod replay;
+mod retention;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -61,6 +62,7 @@ use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
 pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
+pub use retention::DELETED_RETENTION_PROPERTY;
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
 };

@@ -66,7 +66,7 @@ impl Store {
 
     /// Commits a [`SourceWrite`] atomically: its rows are one append (one `WRITE` commit; after
     /// `CREATE TABLE` for a new table), named `name` if given (see [`Store::append_loaded`]).
-    /// Returns the table's row count. A table dropped or replaced since the write began is an
+    /// Returns the table's row count (rows erased since they were appended not counted). A table dropped or replaced since the write began is an
     /// error, and nothing is written.
     pub fn commit_write(&self, w: SourceWrite, name: Option<&str>) -> Result<u64> {
         let mut g = self.write_inner()?;
@@ -181,7 +181,7 @@ impl Store {
                 batches.push(batch);
             }
         }
-        Ok(src.rows)
+        Ok(src.rows - src.erased.len() as u64)
     }
 
     /// The origin a source table was created with, and the names of the appends made with
@@ -218,7 +218,10 @@ impl Store {
         w.push(batch)?;
         if w.rows() == 0 && name.is_none() {
             let g = self.read_inner()?;
-            return Ok(g.sources.get(source).map_or(0, |s| s.rows));
+            return Ok(g
+                .sources
+                .get(source)
+                .map_or(0, |s| s.rows - s.erased.len() as u64));
         }
         self.commit_write(w, name)
     }
