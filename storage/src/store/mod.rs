@@ -20,6 +20,7 @@ mod chain;
 mod commit;
 mod dml;
 mod erase;
+mod erase_sources;
 mod key_cache;
 mod key_log;
 mod load;
@@ -56,12 +57,14 @@ pub use append_flows::append_offset_parameter;
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 pub use dml::{Dml, DmlOperation, Edit};
-pub use erase::{EraseReport, ERASE, ERASED_BY, ERASE_REASON};
+pub use erase::EraseReport;
 pub use key_log::{EventKind, LoggedEvent, Origin};
 use load::Load;
 use reader::ReadScope;
 pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
-pub use records::{FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY};
+pub use records::{
+    ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
+};
 pub use retention::DELETED_RETENTION_PROPERTY;
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,

@@ -51,3 +51,13 @@ pub(crate) fn gc_property(properties: &BTreeMap<String, String>) -> Result<Optio
         })
         .transpose()
 }
+
+/// The operation of an erasure's commits.
+pub const ERASE: &str = "ERASE";
+
+/// The parameter of an `ERASE` commit that says why it was made.
+pub const ERASE_REASON: &str = "reason";
+
+/// The parameter set on every commit record an ERASE rewrote: the version of that ERASE in the
+/// same log.
+pub const ERASED_BY: &str = "erased_by";

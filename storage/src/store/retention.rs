@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use super::erase::{EraseReport, ERASE, ERASE_REASON};
+use super::erase::EraseReport;
+use super::records::{ERASE, ERASE_REASON};
 use super::Inner;
 use crate::engine::fold::Bytes;
 use crate::engine::Deleted;
