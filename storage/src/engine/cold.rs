@@ -225,6 +225,17 @@ impl KeyState {
             .is_some_and(|f| f.sys.as_deref().is_some_and(|s| t <= s))
     }
 
+    /// Whether one of the hot events before `hot_from` (those of the two versions kept before
+    /// it, whose merge base is frozen) has a system time at or after `t`: a system-time replay
+    /// from `t` refolds there.
+    pub fn hot_events_before_cut_since(&self, t: &[u8]) -> bool {
+        self.frozen.as_ref().is_some_and(|f| {
+            self.events
+                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&f.hot_from[..])))
+                .any(|(_, cands)| cands.iter().any(|(s, _)| t <= &s[..]))
+        })
+    }
+
     /// Brings the key's frozen pages back into memory and frees them.
     pub fn thaw(
         &mut self,

@@ -443,14 +443,15 @@ impl TableState {
                 continue;
             };
             // A BITEMPORAL event not after the key's latest system time replays the key's system
-            // history, which refolds from the versions alive then: those may be frozen, and an
-            // ignored NULL or an untracked column takes its value from the version before, so
-            // the key is thawed whatever the event's sequence (found by the engine model test).
-            let replays = bitemporal
-                && evs
-                    .iter()
-                    .any(|e| ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..]));
-            if replays
+            // history from its system time, refolding at every event since: one in the hot
+            // versions before `hot_from` refolds on the frozen version before them (an ignored
+            // NULL, an untracked column take their values from it). Found by the engine model.
+            let replays_into_frozen = bitemporal
+                && evs.iter().any(|e| {
+                    ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..])
+                        && ks.hot_events_before_cut_since(&e.sys)
+                });
+            if replays_into_frozen
                 || evs
                     .iter()
                     .any(|e| ks.needs_thaw_at(&e.seq) || ks.needs_thaw_since(&e.sys))
