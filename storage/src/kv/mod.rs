@@ -544,7 +544,7 @@ impl KvStore for SledKv {
         let copied = db
             .flush()
             .map_err(Error::from)
-            .and_then(|_| rewrite::copy(&self.dir, &db, keys::PURGE_KEY));
+            .and_then(|_| rewrite::copy(&self.dir, &db, keys::PURGE_KEY, self.cache_bytes));
         if let Err(e) = copied {
             // The old files are whole and still in use; the next open discards the copy.
             *g = Some(db);

@@ -26,6 +26,9 @@ const OLD: &str = "compact.old";
 const READY: &str = "compact.ready";
 const MOVED: &str = "compact.moved";
 
+/// How much a copy writes between flushes.
+const FLUSH_BYTES: usize = 32 << 20;
+
 /// How long a dropped sled database may take to let go of its files.
 const RELEASE_WAIT: Duration = Duration::from_secs(10);
 
@@ -61,24 +64,35 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
-/// Step 1 and 2: copies every pair of `db` except `skip` into a new database in `dir/compact.tmp`,
-/// flushes and closes it, and marks the copy complete.
-pub(super) fn copy(dir: &Path, db: &sled::Db, skip: &[u8]) -> Result<()> {
+/// Step 1 and 2: copies every pair of `db` except `skip` into a new database in `dir/compact.tmp`
+/// (with `cache_bytes` of page cache: sled's default is a GiB), flushes and closes it, and marks
+/// the copy complete.
+pub(super) fn copy(dir: &Path, db: &sled::Db, skip: &[u8], cache_bytes: u64) -> Result<()> {
     let tmp = dir.join(TMP);
     remove(&tmp)?;
     {
-        let new = sled::Config::new().path(&tmp).open()?;
+        let new = sled::Config::new()
+            .path(&tmp)
+            .cache_capacity(cache_bytes)
+            .open()?;
         let mut batch = sled::Batch::default();
-        let mut n = 0;
+        let (mut n, mut bytes) = (0usize, 0usize);
         for pair in db.iter() {
             let (k, v) = pair?;
             if k == skip {
                 continue;
             }
+            bytes += k.len() + v.len();
             batch.insert(k, v);
             n += 1;
-            if n % 4096 == 0 {
+            if n.is_multiple_of(4096) {
                 new.apply_batch(std::mem::take(&mut batch))?;
+            }
+            // sled keeps what it has not flushed in memory: flush as the copy goes.
+            if bytes >= FLUSH_BYTES {
+                new.apply_batch(std::mem::take(&mut batch))?;
+                new.flush()?;
+                bytes = 0;
             }
         }
         new.apply_batch(batch)?;
@@ -227,7 +241,7 @@ mod tests {
             write(d, &with_skipped, b"x");
             {
                 let db = sled::Config::new().path(d).open().unwrap();
-                copy(d, &db, b"skip").unwrap();
+                copy(d, &db, b"skip", 1 << 20).unwrap();
             }
             wait_released(&d.join("db")).unwrap();
             if matches!(cut, Cut::OldMoved | Cut::NewHalfMoved) {
