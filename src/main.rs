@@ -298,25 +298,17 @@ fn run(cli: Cli) -> Res<()> {
         Command::VerifyReceipt { token } => {
             let mut session = asof::SqlSession::new(store)?;
             let check = session.verify_receipt(&token)?;
-            let tables: Vec<String> = check
-                .receipt
-                .tables
-                .iter()
-                .chain(&check.receipt.sources)
-                .map(|(t, v)| format!("{t} at version {v}"))
-                .collect();
+            let tables = check.receipt.versions();
             if check.matches() {
                 println!(
                     "receipt verified: {} rows, hash {}, reading {}",
-                    check.rows,
-                    check.hash,
-                    tables.join(", ")
+                    check.rows, check.hash, tables
                 );
                 Ok(())
             } else {
                 println!(
                     "MISMATCH: reading {} the query now returns {} rows, hash {}; the receipt says {} rows, hash {}",
-                    tables.join(", "),
+                    tables,
                     check.rows,
                     check.hash,
                     check.receipt.rows,

@@ -233,6 +233,77 @@ fn a_receipt_taken_before_50_late_corrections_still_verifies() {
 }
 
 #[test]
+fn receipts_in_sql_take_and_check_a_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    ledger(&mut s);
+    let (names, taken) = common::sql_rows(&mut s, &format!("RECEIPT PINNED FOR {REPORT}"));
+    assert_eq!(names, ["receipt", "rows", "hash", "versions"]);
+    let token = taken[0][0].clone().unwrap();
+    let receipt = Receipt::parse(&token).unwrap();
+    assert_eq!(
+        taken[0][1..],
+        [
+            Some("3".to_string()),
+            Some(receipt.hash.clone()),
+            Some("balances at version 1".to_string())
+        ]
+    );
+    // PINNED keeps version 1 from VACUUM, as `--pin` does.
+    assert_eq!(
+        s.store().properties("balances").unwrap()["asof.vacuum.pinnedVersion"],
+        "1"
+    );
+    s.execute(
+        "INSERT INTO bookings VALUES (2, 80, DATE '2025-03-15'); REFRESH STREAMING TABLE balances",
+    )
+    .unwrap();
+    let verify =
+        |s: &mut SqlSession, token: &str| common::sql_rows(s, &format!("VERIFY RECEIPT '{token}'"));
+    let (names, checked) = verify(&mut s, &token);
+    assert_eq!(
+        names,
+        [
+            "verified",
+            "rows",
+            "hash",
+            "receipt_rows",
+            "receipt_hash",
+            "versions",
+            "erased_since"
+        ]
+    );
+    let h = Some(receipt.hash.clone());
+    let three = Some("3".to_string());
+    assert_eq!(
+        checked[0],
+        [
+            Some("true".into()),
+            three.clone(),
+            h.clone(),
+            three.clone(),
+            h.clone(),
+            Some("balances at version 1".into()),
+            None
+        ]
+    );
+    // A receipt whose hash was changed does not verify: an answer, not an error.
+    let forged = Receipt {
+        hash: "0".repeat(64),
+        ..receipt.clone()
+    };
+    let (_, checked) = verify(&mut s, &forged.token());
+    assert_eq!(checked[0][0], Some("false".into()));
+    assert_eq!(checked[0][2], h);
+    // A statement that changes the store takes no receipt.
+    let e = s
+        .execute("RECEIPT FOR DELETE FROM balances WHERE account = 1")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("a receipt is for a query"), "{e}");
+}
+
+#[test]
 fn the_hash_does_not_depend_on_the_order_rows_come_in() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();

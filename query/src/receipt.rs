@@ -44,6 +44,16 @@ impl Receipt {
         format!("{TOKEN_PREFIX}{hex}")
     }
 
+    /// What it read: `t at version 3, s at version 1` (targets, then sources).
+    pub fn versions(&self) -> String {
+        self.tables
+            .iter()
+            .chain(&self.sources)
+            .map(|(t, v)| format!("{t} at version {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Reads a token written by [`Receipt::token`].
     pub fn parse(token: &str) -> Result<Receipt> {
         let bad = |why: &str| QueryError::Invalid(format!("not a receipt token: {why}"));

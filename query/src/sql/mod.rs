@@ -254,7 +254,7 @@ impl SqlSession {
             | Kind::Vacuum { name: n, .. }
             | Kind::Erase { name: n, .. }
             | Kind::Dml { name: n } => name(n),
-            Kind::Sql => {}
+            Kind::Sql | Kind::Receipt { .. } | Kind::VerifyReceipt(_) => {}
         }
         Ok(kind)
     }
@@ -417,6 +417,8 @@ impl SqlSession {
                 condition,
                 reason,
             } => self.erase(&name, &condition, &reason),
+            Kind::Receipt { pinned, query } => self.receipt_statement(&query, pinned),
+            Kind::VerifyReceipt(token) => self.verify_receipt_statement(&token),
             Kind::Dml { name } => {
                 if !self.store.tables()?.contains(&name) {
                     return Err(QueryError::Invalid(

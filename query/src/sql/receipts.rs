@@ -3,15 +3,16 @@
 //! again at those versions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
 use super::parse::split;
 use super::provider::{SourceProvider, TargetTable};
 use super::statement::Kind;
-use super::{df, SqlSession};
+use super::{df, Output, SqlSession};
 use crate::error::{QueryError, Result};
 use crate::receipt::{result_hash, Receipt};
 
@@ -255,4 +256,77 @@ fn read_tables(plan: &LogicalPlan, f: &mut dyn FnMut(Read<'_>)) -> Result<()> {
     })
     .map_err(df)?;
     found
+}
+
+impl SqlSession {
+    /// `RECEIPT [PINNED] FOR query`: the query run with a receipt ([`SqlSession::query_with_receipt`]),
+    /// answered with one row: `receipt` (the token), `rows`, `hash` and `versions` (what it read).
+    /// `PINNED` keeps those versions from VACUUM ([`SqlSession::pin_receipt`]).
+    pub(super) fn receipt_statement(&mut self, query: &str, pinned: bool) -> Result<Output> {
+        let (_, _, receipt) = self.query_with_receipt(query)?;
+        if pinned {
+            self.pin_receipt(&receipt)?;
+        }
+        let batch = RecordBatch::try_from_iter([
+            (
+                "receipt",
+                Arc::new(StringArray::from(vec![receipt.token()])) as ArrayRef,
+            ),
+            (
+                "rows",
+                Arc::new(Int64Array::from(vec![receipt.rows as i64])) as _,
+            ),
+            (
+                "hash",
+                Arc::new(StringArray::from(vec![receipt.hash.clone()])) as _,
+            ),
+            (
+                "versions",
+                Arc::new(StringArray::from(vec![receipt.versions()])) as _,
+            ),
+        ])
+        .map_err(|e| QueryError::Invalid(e.to_string()))?;
+        Ok(Output::Batches(batch.schema(), vec![batch]))
+    }
+
+    /// `VERIFY RECEIPT 'token'`: one row, `verified` (whether the query returns at those versions
+    /// what the receipt says), the receipt's and today's `rows` and `hash`, the `versions` read
+    /// and the erasures made since (`erased_since`, NULL if none). A receipt that does not verify
+    /// is an answer, not an error.
+    pub(super) fn verify_receipt_statement(&mut self, token: &str) -> Result<Output> {
+        let check = self.verify_receipt(token)?;
+        let erased = (!check.erased_since.is_empty()).then(|| check.erased_since.join("; "));
+        let batch = RecordBatch::try_from_iter([
+            (
+                "verified",
+                Arc::new(BooleanArray::from(vec![check.matches()])) as ArrayRef,
+            ),
+            (
+                "rows",
+                Arc::new(Int64Array::from(vec![check.rows as i64])) as _,
+            ),
+            (
+                "hash",
+                Arc::new(StringArray::from(vec![check.hash.clone()])) as _,
+            ),
+            (
+                "receipt_rows",
+                Arc::new(Int64Array::from(vec![check.receipt.rows as i64])) as _,
+            ),
+            (
+                "receipt_hash",
+                Arc::new(StringArray::from(vec![check.receipt.hash.clone()])) as _,
+            ),
+            (
+                "versions",
+                Arc::new(StringArray::from(vec![check.receipt.versions()])) as _,
+            ),
+            (
+                "erased_since",
+                Arc::new(StringArray::from(vec![erased])) as _,
+            ),
+        ])
+        .map_err(|e| QueryError::Invalid(e.to_string()))?;
+        Ok(Output::Batches(batch.schema(), vec![batch]))
+    }
 }

@@ -141,6 +141,14 @@ pub(crate) enum Kind {
     AppendFlow(AppendAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
     Refresh { name: String, full: bool },
+    /// `RECEIPT [PINNED] FOR query`: the query's receipt, as one row.
+    Receipt {
+        pinned: bool,
+        /// The query's text.
+        query: String,
+    },
+    /// `VERIFY RECEIPT 'token'`: the check, as one row.
+    VerifyReceipt(String),
     /// `ERASE FROM t WHERE condition REASON 'why'`.
     Erase {
         name: String,
@@ -483,6 +491,24 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             Ok(Kind::Dml {
                 name: p.ident("a table name")?,
             })
+        }
+        ["RECEIPT", ..] => {
+            p.i = 1;
+            let pinned = p.eat("PINNED");
+            p.expect("FOR")?;
+            let first = p.peek().ok_or_else(|| {
+                syntax(p.toks.last().copied(), "expected a query after RECEIPT FOR")
+            })?;
+            Ok(Kind::Receipt {
+                pinned,
+                query: text_from_token(&stmt.tokens, first).trim().to_string(),
+            })
+        }
+        ["VERIFY", "RECEIPT", ..] => {
+            p.i = 2;
+            let token = p.quoted("the receipt's token")?;
+            p.end()?;
+            Ok(Kind::VerifyReceipt(token))
         }
         ["ERASE", "FROM", ..] => {
             p.i = 2;
