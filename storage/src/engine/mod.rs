@@ -243,11 +243,6 @@ impl TableState {
         out
     }
 
-    /// Whether the table has events of `key`.
-    pub fn has_key(&self, key: &[u8]) -> bool {
-        self.keys.contains_key(key)
-    }
-
     /// The encoded keys of the table, in key order.
     pub fn key_list(&self) -> impl Iterator<Item = &Bytes> {
         self.keys.keys()

@@ -72,6 +72,14 @@ pub trait KvStore: Send + Sync {
                 .filter(move |r| r.as_ref().map_or(true, |(k, _)| *k >= from)),
         )
     }
+    /// The keys that start with `prefix`, in key order, without their values. (The default
+    /// drops the values of [`KvStore::scan_prefix`]; a store that can skip reading them should.)
+    fn scan_prefix_keys<'a>(
+        &'a self,
+        prefix: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<Vec<u8>>> + 'a> {
+        Box::new(self.scan_prefix(prefix).map(|r| r.map(|(k, _)| k)))
+    }
     /// Writes `batch` atomically and durably.
     fn write(&self, batch: WriteBatch) -> Result<()>;
     /// Rewrites the store's files so that no byte of a deleted or overwritten value remains in
@@ -458,6 +466,21 @@ impl KvStore for SledKv {
             r.map(|(k, v)| (k.to_vec(), v.to_vec()))
                 .map_err(Error::from)
         }))
+    }
+
+    fn scan_prefix_keys<'a>(
+        &'a self,
+        prefix: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<Vec<u8>>> + 'a> {
+        let db = match self.db() {
+            Ok(db) => db,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        Box::new(
+            db.scan_prefix(prefix)
+                .keys()
+                .map(|r| r.map(|k| k.to_vec()).map_err(Error::from)),
+        )
     }
 
     fn scan_prefix_from<'a>(

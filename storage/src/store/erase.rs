@@ -54,7 +54,25 @@ pub struct EraseReport {
 
 impl Store {
     /// The keys of `table`, decoded, in key order: every key that has events, deleted ones too.
+    /// Read from the names of the key heads when the table is not in memory and its checkpoint
+    /// is current (the table is not read); else from the table.
     pub fn table_keys(&self, table: &str) -> Result<Vec<Vec<Value>>> {
+        {
+            let g = self.read_inner()?;
+            let t = g.table(table)?;
+            let types = t.state.schema.key_types();
+            if t.load == Load::Pending {
+                if let Some(keys) = pages::key_list(g.kv.as_ref(), t)? {
+                    return keys
+                        .iter()
+                        .map(|k| {
+                            decode_tuple(k, &types)
+                                .map_err(|e| corrupt(format!("a key of `{table}`: {e}")))
+                        })
+                        .collect();
+                }
+            }
+        }
         let g = self.read_replayed(table)?;
         let t = g.table(table)?;
         let types = t.state.schema.key_types();
@@ -88,7 +106,7 @@ impl Store {
                 "a reason is required (ERASE FROM t WHERE ... REASON '...'); it is kept in the table's history".into(),
             ));
         }
-        inner.ensure_replayed(table)?;
+        // The table is not read: its log is, and it is rebuilt from it.
         let erased = encoded_keys(inner.table(table)?, keys).map_err(refuse)?;
         inner.erase_keys(table, &erased, reason)
     }
@@ -114,6 +132,14 @@ impl Inner {
             });
         }
         let plan = plan(inner, inner.table(table)?, erased, reason)?;
+        if plan.report.events == 0 && plan.report.source_rows == 0 {
+            // None of the keys has anything in the table or its sources.
+            return Ok(EraseReport {
+                version: None,
+                keys: 0,
+                ..plan.report
+            });
+        }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
         let report = plan.report;
         // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an
@@ -176,9 +202,7 @@ fn encoded_keys(t: &Table, keys: &[Vec<Value>]) -> std::result::Result<BTreeSet<
             );
         }
         let enc = encode_tuple(values.iter(), &types).map_err(|e| format!("the key: {e}"))?;
-        if t.state.has_key(&enc) {
-            out.insert(Bytes::from(enc));
-        }
+        out.insert(Bytes::from(enc));
     }
     Ok(out)
 }
@@ -198,7 +222,11 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
     let mut b = WriteBatch::default();
 
     // The table's log.
-    let (events, touched) = rewrite_events(kv, t, erased, &mut b)?;
+    let Removed {
+        events,
+        versions: touched,
+        keys: found,
+    } = rewrite_events(kv, t, erased, &mut b)?;
     let base = t
         .commits
         .first()
@@ -304,7 +332,7 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
     // The ERASE commit, the summary (the derived records are rebuilt), the purge record.
     let parameters = [
         (ERASE_REASON.to_string(), reason.to_string()),
-        ("keys".to_string(), erased.len().to_string()),
+        ("keys".to_string(), found.len().to_string()),
         ("events".to_string(), events.to_string()),
         ("source_rows".to_string(), source_rows.to_string()),
         (REWROTE.to_string(), rewrote_parameter(&rewrites)),
@@ -322,8 +350,8 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
     // Every derived record goes in this batch (the rebuild writes them again): a crash before
     // the rebuild must not leave the erased keys' heads and pages for the purge to copy.
     for tag in keys::DERIVED_TAGS {
-        for pair in kv.scan_prefix(&key(tag, t.id, None, None)) {
-            b.delete(pair?.0);
+        for k in kv.scan_prefix_keys(&key(tag, t.id, None, None)) {
+            b.delete(k?);
         }
     }
     b.put(keys::PURGE_KEY.to_vec(), version.to_be_bytes().to_vec());
@@ -331,7 +359,7 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
         batch: b,
         report: EraseReport {
             version: Some(version),
-            keys: erased.len() as u64,
+            keys: found.len() as u64,
             events,
             commits_rewritten: touched.len() as u64,
             source_rows,
@@ -341,15 +369,25 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
     })
 }
 
+/// What [`rewrite_events`] took out of a table's log.
+struct Removed {
+    events: u64,
+    /// The commits rewritten.
+    versions: Vec<u64>,
+    /// The erased keys that had events.
+    keys: BTreeSet<Bytes>,
+}
+
 /// Rewrites, into `b`, the event blocks of every commit of `t` that holds an event of `erased`
-/// without those events. Returns how many events go, and the versions rewritten.
+/// without those events.
 fn rewrite_events(
     kv: &dyn KvStore,
     t: &Table,
     erased: &BTreeSet<Bytes>,
     b: &mut WriteBatch,
-) -> Result<(u64, Vec<u64>)> {
+) -> Result<Removed> {
     let width = t.state.schema.columns.len();
+    let mut found = BTreeSet::new();
     let mut removed = 0u64;
     let mut touched = Vec::new();
     let mut blocks: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
@@ -367,7 +405,13 @@ fn rewrite_events(
                     truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
                 }
                 let before = events.len();
-                events.retain(|e| !erased.contains(&e.key));
+                events.retain(|e| {
+                    let gone = erased.contains(&e.key);
+                    if gone && !found.contains(&e.key) {
+                        found.insert(e.key.clone());
+                    }
+                    !gone
+                });
                 if events.len() < before {
                     removed += (before - events.len()) as u64;
                     touched.push(done);
@@ -384,5 +428,9 @@ fn rewrite_events(
             None => break,
         }
     }
-    Ok((removed, touched))
+    Ok(Removed {
+        events: removed,
+        versions: touched,
+        keys: found,
+    })
 }

@@ -165,6 +165,18 @@ fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
     Ok(summary(kv, t.id)?.filter(|s| s.version == last))
 }
 
+/// The keys of `t` (encoded, in key order), read from the names of its heads without loading the
+/// table, if its last checkpoint is at its last commit (`Ok(None)` if not).
+pub(super) fn key_list(kv: &dyn KvStore, t: &Table) -> Result<Option<Vec<Vec<u8>>>> {
+    if current_summary(kv, t)?.is_none() {
+        return Ok(None);
+    }
+    kv.scan_prefix_keys(&keys::key_head(t.id, &[]))
+        .map(|k| Ok(keys::head_key(&k?)?.to_vec()))
+        .collect::<Result<_>>()
+        .map(Some)
+}
+
 /// The state of `t` restricted to the one key `key` (encoded), read from its head and pages
 /// without loading the table, if its last checkpoint is at its last commit (`Ok(None)` if not:
 /// the commits after it are only in the log). The key need not exist.
@@ -241,8 +253,8 @@ fn restore_keys(t: &Table, heads: Vec<(Vec<u8>, Vec<u8>)>, s: &Summary) -> Resul
 pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     let mut b = WriteBatch::default();
     for tag in keys::DERIVED_TAGS {
-        for kv in kv.scan_prefix(&key(tag, t.id, None, None)) {
-            b.delete(kv?.0);
+        for k in kv.scan_prefix_keys(&key(tag, t.id, None, None)) {
+            b.delete(k?);
         }
     }
     kv.write(b)?;
