@@ -100,6 +100,13 @@ pub(crate) fn page(id: u32, key: &[u8], page: u32) -> Vec<u8> {
     k
 }
 
+/// The prefix of every page of `key` (encoded) of table `id`.
+pub(crate) fn pages_of(id: u32, key: &[u8]) -> Vec<u8> {
+    let mut k = page(id, key, 0);
+    k.truncate(k.len() - 4);
+    k
+}
+
 /// A view's key, or with an empty name the prefix of every view.
 pub(crate) fn view(name: &str) -> Vec<u8> {
     [&[VIEW][..], name.as_bytes()].concat()

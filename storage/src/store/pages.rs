@@ -246,18 +246,31 @@ fn restore_keys(t: &Table, heads: Vec<(Vec<u8>, Vec<u8>)>, s: &Summary) -> Resul
     Ok(state)
 }
 
+/// How many keys one batch of a rebuild's deletes holds.
+const DELETE_BATCH: usize = 4096;
+
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories
 /// and the summary last, so that a crash at any point leaves no summary (and a later open
 /// rebuilds again), never a mixture that claims to be current.
 pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     let mut b = WriteBatch::default();
+    // The summary first: from then on the table is rebuilt on its next use, whatever is left.
+    // The rest in batches of a few thousand keys (one batch of a whole table's cost sled GBs).
+    b.delete(key(keys::SUMMARY, t.id, None, None));
+    kv.write(b)?;
     for tag in keys::DERIVED_TAGS {
+        let mut b = WriteBatch::default();
         for k in kv.scan_prefix_keys(&key(tag, t.id, None, None)) {
             b.delete(k?);
+            if b.len() >= DELETE_BATCH {
+                kv.write(std::mem::take(&mut b))?;
+            }
+        }
+        if !b.is_empty() {
+            kv.write(b)?;
         }
     }
-    kv.write(b)?;
     let mut state = t.new_state();
     replay_log(
         kv,
