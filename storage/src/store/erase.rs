@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
 use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
 use super::erase_sources::{
-    erase_source_rows, readers_of_source, source_flows, source_history, ErasedRows,
+    each_version, erase_source_rows, readers_of_source, source_flows, source_history, ErasedRows,
 };
 use super::load::Load;
 use super::pages;
@@ -26,7 +26,7 @@ use super::{Inner, Store, Table};
 use crate::engine::fold::Bytes;
 use crate::error::{corrupt, Error, Result};
 use crate::format::event_block::decode_block;
-use crate::format::keys::{self, key, parse_version};
+use crate::format::keys::{self, key};
 use crate::keycodec::{decode_tuple, encode_tuple};
 use crate::kv::{KvStore, WriteBatch};
 use crate::value::Value;
@@ -394,44 +394,32 @@ fn rewrite_events(
     let mut found = BTreeSet::new();
     let mut removed = 0u64;
     let mut touched = Vec::new();
-    let mut blocks: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut scan = kv.scan_prefix(&key(keys::EVENTS, t.id, None, None));
-    loop {
-        let next = scan.next().transpose()?;
-        let v = next.as_ref().map(|(k, _)| parse_version(k)).transpose()?;
-        if let Some(done) = blocks.first().map(|(k, _)| parse_version(k)).transpose()? {
-            if v != Some(done) {
-                let mut events = Vec::new();
-                let mut truncates = Vec::new();
-                for (_, bytes) in &blocks {
-                    let block = decode_block(bytes)?;
-                    events.extend(block.events(width)?);
-                    truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
-                }
-                let before = events.len();
-                events.retain(|e| {
-                    let gone = erased.contains(&e.key);
-                    if gone && !found.contains(&e.key) {
-                        found.insert(e.key.clone());
-                    }
-                    !gone
-                });
-                if events.len() < before {
-                    removed += (before - events.len()) as u64;
-                    touched.push(done);
-                    for (k, _) in blocks.drain(..) {
-                        b.delete(k);
-                    }
-                    put_event_blocks(b, t.id, done, &t.state.schema, &events, &truncates)?;
-                }
-                blocks.clear();
+    each_version(kv, &key(keys::EVENTS, t.id, None, None), |done, blocks| {
+        let mut events = Vec::new();
+        let mut truncates = Vec::new();
+        for (_, bytes) in &blocks {
+            let block = decode_block(bytes)?;
+            events.extend(block.events(width)?);
+            truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
+        }
+        let before = events.len();
+        events.retain(|e| {
+            let gone = erased.contains(&e.key);
+            if gone && !found.contains(&e.key) {
+                found.insert(e.key.clone());
             }
+            !gone
+        });
+        if events.len() < before {
+            removed += (before - events.len()) as u64;
+            touched.push(done);
+            for (k, _) in blocks {
+                b.delete(k);
+            }
+            put_event_blocks(b, t.id, done, &t.state.schema, &events, &truncates)?;
         }
-        match next {
-            Some(pair) => blocks.push(pair),
-            None => break,
-        }
-    }
+        Ok(())
+    })?;
     Ok(Removed {
         events: removed,
         versions: touched,

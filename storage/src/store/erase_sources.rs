@@ -16,7 +16,7 @@ use crate::error::{corrupt, Result};
 use crate::flow::Flow;
 use crate::format::keys::{self, key, parse_version};
 use crate::ingest::row_keys;
-use crate::kv::{KvStore, WriteBatch};
+use crate::kv::{KvPair, KvStore, WriteBatch};
 use crate::source::{format_positions, SourceTable, ERASED_ROWS};
 
 /// The table's sources, each with the flows of the table that read it.
@@ -97,110 +97,100 @@ pub(super) fn erase_source_rows(
     // Positions count every row ever appended: earlier erasures' rows are skipped over.
     let mut position = 0u64;
     let mut hole = 0usize;
-    let mut chunks: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-    let mut scan = kv.scan_prefix(&key(keys::APPEND, src.id, None, None));
-    loop {
-        let next = scan.next().transpose()?;
-        let n = next.as_ref().map(|(k, _)| parse_version(k)).transpose()?;
-        if let Some(append) = chunks.first().map(|(k, _)| parse_version(k)).transpose()? {
-            if n != Some(append) {
-                let mut kept = Vec::new();
-                let mut gone = 0;
-                for (_, bytes) in &chunks {
-                    for batch in SourceTable::decode_chunk(bytes)? {
-                        let batch =
-                            RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
-                                .map_err(|e| corrupt(format!("source `{}`: {e}", src.name)))?;
-                        let keys: Vec<Vec<Option<Bytes>>> = flows
-                            .iter()
-                            .map(|f| row_keys(f, &batch, evaluator))
-                            .collect::<Result<_>>()?;
-                        let mut keep = Vec::with_capacity(batch.num_rows());
-                        for r in 0..batch.num_rows() {
-                            while src.erased.get(hole) == Some(&position) {
-                                position += 1;
-                                hole += 1;
-                            }
-                            let hit = keys
-                                .iter()
-                                .any(|k| k[r].as_ref().is_some_and(|k| erased.contains(k)));
-                            if hit {
-                                positions.push(position);
-                                gone += 1;
-                            }
-                            keep.push(!hit);
-                            position += 1;
-                        }
-                        let mask = BooleanArray::from(keep);
-                        kept.push(
-                            arrow::compute::filter_record_batch(&batch, &mask)
-                                .map_err(|e| corrupt(e.to_string()))?,
-                        );
-                    }
-                }
-                if gone > 0 {
-                    for (k, _) in chunks.drain(..) {
-                        b.delete(k);
-                    }
-                    let all = arrow::compute::concat_batches(&src.schema, &kept)
-                        .map_err(|e| corrupt(e.to_string()))?;
-                    for (i, chunk) in SourceTable::encode_chunks(&all)?.into_iter().enumerate() {
-                        b.put(
-                            key(keys::APPEND, src.id, Some(append), Some(i as u32)),
-                            chunk,
-                        );
-                    }
-                    // Append n is the n-th `WRITE` (those written before the chain do not say).
-                    let write = src
-                        .history
+    each_version(
+        kv,
+        &key(keys::APPEND, src.id, None, None),
+        |append, chunks| {
+            let mut kept = Vec::new();
+            let mut gone = 0;
+            for (_, bytes) in &chunks {
+                for batch in SourceTable::decode_chunk(bytes)? {
+                    let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
+                        .map_err(|e| corrupt(format!("source `{}`: {e}", src.name)))?;
+                    let keys: Vec<Vec<Option<Bytes>>> = flows
                         .iter()
-                        .find(|c| {
-                            c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
-                        })
-                        .or_else(|| {
-                            src.history
-                                .iter()
-                                .filter(|c| c.operation == super::sources::WRITE)
-                                .nth(append as usize)
-                                .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
-                        });
-                    if let Some(c) = write {
-                        let mut marked = c.clone();
-                        marked
-                            .parameters
-                            .insert(ERASED_BY.to_string(), version.to_string());
-                        if c.chain.is_some() {
-                            let old =
-                                chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
-                            let new = chain::stored_digest(
-                                kv,
-                                keys::SOURCE_COMMIT,
-                                src.id,
-                                &marked,
-                                Some(&*b),
-                            )?;
-                            rewrites.push(Rewrite {
-                                by: version,
-                                version: c.version,
-                                old: chain::hex(&old),
-                                new: chain::hex(&new),
-                            });
+                        .map(|f| row_keys(f, &batch, evaluator))
+                        .collect::<Result<_>>()?;
+                    let mut keep = Vec::with_capacity(batch.num_rows());
+                    for r in 0..batch.num_rows() {
+                        while src.erased.get(hole) == Some(&position) {
+                            position += 1;
+                            hole += 1;
                         }
-                        put_json(
-                            b,
-                            key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
-                            &marked,
-                        )?;
+                        let hit = keys
+                            .iter()
+                            .any(|k| k[r].as_ref().is_some_and(|k| erased.contains(k)));
+                        if hit {
+                            positions.push(position);
+                            gone += 1;
+                        }
+                        keep.push(!hit);
+                        position += 1;
                     }
+                    let mask = BooleanArray::from(keep);
+                    kept.push(
+                        arrow::compute::filter_record_batch(&batch, &mask)
+                            .map_err(|e| corrupt(e.to_string()))?,
+                    );
                 }
-                chunks.clear();
             }
-        }
-        match next {
-            Some(pair) => chunks.push(pair),
-            None => break,
-        }
-    }
+            if gone > 0 {
+                for (k, _) in chunks {
+                    b.delete(k);
+                }
+                let all = arrow::compute::concat_batches(&src.schema, &kept)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                for (i, chunk) in SourceTable::encode_chunks(&all)?.into_iter().enumerate() {
+                    b.put(
+                        key(keys::APPEND, src.id, Some(append), Some(i as u32)),
+                        chunk,
+                    );
+                }
+                // Append n is the n-th `WRITE` (those written before the chain do not say).
+                let write = src
+                    .history
+                    .iter()
+                    .find(|c| {
+                        c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
+                    })
+                    .or_else(|| {
+                        src.history
+                            .iter()
+                            .filter(|c| c.operation == super::sources::WRITE)
+                            .nth(append as usize)
+                            .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
+                    });
+                if let Some(c) = write {
+                    let mut marked = c.clone();
+                    marked
+                        .parameters
+                        .insert(ERASED_BY.to_string(), version.to_string());
+                    if c.chain.is_some() {
+                        let old = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
+                        let new = chain::stored_digest(
+                            kv,
+                            keys::SOURCE_COMMIT,
+                            src.id,
+                            &marked,
+                            Some(&*b),
+                        )?;
+                        rewrites.push(Rewrite {
+                            by: version,
+                            version: c.version,
+                            old: chain::hex(&old),
+                            new: chain::hex(&new),
+                        });
+                    }
+                    put_json(
+                        b,
+                        key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
+                        &marked,
+                    )?;
+                }
+            }
+            Ok(())
+        },
+    )?;
     if positions.is_empty() {
         return Ok(positions);
     }
@@ -233,4 +223,28 @@ pub(super) fn source_history(kv: &dyn KvStore, id: u32) -> Result<Vec<CommitInfo
             serde_json::from_slice(&v).map_err(|e| corrupt(format!("source commit record: {e}")))
         })
         .collect()
+}
+
+/// Hands `each` the pairs under `prefix`, in key order, one version at a time (the number after
+/// the tag and id of their keys: a commit's event blocks, an append's chunks).
+pub(super) fn each_version(
+    kv: &dyn KvStore,
+    prefix: &[u8],
+    mut each: impl FnMut(u64, Vec<KvPair>) -> Result<()>,
+) -> Result<()> {
+    let mut group: Vec<KvPair> = Vec::new();
+    let mut at = None;
+    for pair in kv.scan_prefix(prefix) {
+        let (k, v) = pair?;
+        let n = parse_version(&k)?;
+        if let Some(a) = at.filter(|&a| a != n) {
+            each(a, std::mem::take(&mut group))?;
+        }
+        at = Some(n);
+        group.push((k, v));
+    }
+    match at {
+        Some(a) => each(a, group),
+        None => Ok(()),
+    }
 }

@@ -55,10 +55,7 @@ impl Store {
     /// [`Store::commit_write`] it. Nothing is written before that, and nothing if it is dropped.
     pub fn begin_append(&self, source: &str) -> Result<SourceWrite> {
         let g = self.read_inner()?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         let mut table = SourceTable::new(src.id, src.name.clone(), src.columns.clone());
         table.origin = src.origin.clone();
         Ok(SourceWrite::new(table, WriteKind::Append))
@@ -188,10 +185,7 @@ impl Store {
     /// [`Store::append_loaded`].
     pub fn source_origin(&self, source: &str) -> Result<(Option<String>, BTreeSet<String>)> {
         let g = self.read_inner()?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         Ok((src.origin.clone(), src.loaded.clone()))
     }
 
@@ -232,10 +226,7 @@ impl Store {
         source: &str,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
         let g = self.read_with_rows(source)?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         Ok((src.schema.clone(), src.batches.clone().unwrap_or_default()))
     }
 
@@ -247,10 +238,7 @@ impl Store {
         from: u64,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>, u64)> {
         let g = self.read_with_rows(source)?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         let rows = if from >= src.rows {
             Vec::new()
         } else {
@@ -267,20 +255,14 @@ impl Store {
         upto: u64,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
         let g = self.read_with_rows(source)?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         Ok((src.schema.clone(), src.rows_before(upto)))
     }
 
     /// The schema of a source table (its rows are not read).
     pub fn source_schema(&self, source: &str) -> Result<arrow::datatypes::SchemaRef> {
         let g = self.read_inner()?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         Ok(src.schema.clone())
     }
 
@@ -298,5 +280,15 @@ impl Store {
     /// Names of the source tables.
     pub fn sources(&self) -> Result<Vec<String>> {
         Ok(self.read_inner()?.sources.keys().cloned().collect())
+    }
+}
+
+impl super::Inner {
+    /// The source table `name`.
+    fn source(&self, name: &str) -> Result<&SourceTable> {
+        self.sources.get(name).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: name.to_string(),
+        })
     }
 }
