@@ -380,3 +380,52 @@ fn only_from_to_trims_each_rows_interval_to_the_window() {
         .to_string();
     assert!(err.contains("ONLY takes FROM a TO b"), "{err}");
 }
+
+/// A quote inside a string literal (`'it''s'`, `"O'Brien"`) survives every path a statement takes:
+/// an INSERT into a source, a flow's condition, a query, DML, ERASE. (sqlparser writes a string
+/// token back without doubling its quotes; the session writes them doubled.)
+#[test]
+fn quotes_inside_string_literals_survive_every_path() {
+    let (_dir, mut s) = session();
+    s.execute(
+        "CREATE TABLE people (id INT, name STRING, seq INT, op STRING);
+         INSERT INTO people VALUES (1, 'it''s', 1, 'U'), (2, \"O'Brien\", 1, 'U'), (3, 'say \"hi\"', 1, 'U'),
+           (4, 'gone', 1, 'U'), (4, 'x', 2, 'it''s gone');
+         CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(people) KEYS (id)
+           APPLY AS DELETE WHEN op = 'it''s gone' SEQUENCE BY seq COLUMNS * EXCEPT (seq, op)
+           STORED AS SCD TYPE 1;",
+    )
+    .unwrap();
+    let names = |s: &mut SqlSession, sql: &str| -> Vec<Vec<Option<String>>> { rows(s, sql).1 };
+    assert_eq!(
+        names(&mut s, "SELECT name FROM t"),
+        [
+            cells(&["O'Brien"]),
+            cells(&["it's"]),
+            cells(&["say \"hi\""])
+        ]
+    );
+    assert_eq!(
+        names(
+            &mut s,
+            "SELECT id FROM t WHERE name IN ('it''s', \"O'Brien\")"
+        ),
+        [cells(&["1"]), cells(&["2"])]
+    );
+    s.execute("UPDATE t SET name = 'it''s fixed' WHERE name = 'it''s'")
+        .unwrap();
+    assert_eq!(
+        names(&mut s, "SELECT name FROM t WHERE id = 1"),
+        [cells(&["it's fixed"])]
+    );
+    s.execute("ERASE FROM t WHERE id = 2 REASON 'O''Brien''s request'")
+        .unwrap();
+    assert_eq!(
+        s.store().history("t").unwrap().last().unwrap().parameters["reason"],
+        "O'Brien's request"
+    );
+    assert_eq!(
+        names(&mut s, "SELECT id FROM t"),
+        [cells(&["1"]), cells(&["3"])]
+    );
+}

@@ -120,7 +120,11 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
             .expect("token of this statement")
     };
     let (a, b) = (pos(words[at]), pos(words[end - 1]));
-    let text = |r: &[TokenWithSpan]| r.iter().map(|t| t.token.to_string()).collect::<String>();
+    let text = |r: &[TokenWithSpan]| {
+        r.iter()
+            .map(|t| super::parse::sql_text(&t.token))
+            .collect::<String>()
+    };
     let marked = format!(
         "{}{}{}",
         text(&stmt.tokens[..a]),

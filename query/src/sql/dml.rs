@@ -84,7 +84,7 @@ impl SqlSession {
         let text = stmt
             .tokens
             .iter()
-            .map(|t| t.token.to_string())
+            .map(|t| super::parse::sql_text(&t.token))
             .collect::<String>()
             .trim()
             .to_string();
@@ -599,7 +599,10 @@ fn strip_portion(stmt: &Stmt) -> Result<(String, Option<Portion>)> {
         word_at(w[0]) == "FOR" && word_at(w[1]) == "PORTION" && word_at(w[2]) == "OF"
     });
     let Some(at) = found else {
-        let text = toks.iter().map(|t| t.token.to_string()).collect();
+        let text = toks
+            .iter()
+            .map(|t| super::parse::sql_text(&t.token))
+            .collect();
         return Ok((text, None));
     };
     let mut j = at + 3;
@@ -636,7 +639,13 @@ fn strip_portion(stmt: &Stmt) -> Result<(String, Option<Portion>)> {
             ));
         }
         let (a, b) = (significant[start], significant[j - 1]);
-        Ok((toks[a..=b].iter().map(|t| t.token.to_string()).collect(), j))
+        Ok((
+            toks[a..=b]
+                .iter()
+                .map(|t| super::parse::sql_text(&t.token))
+                .collect(),
+            j,
+        ))
     };
     let (from, j) = take(j, &["TO"])?;
     let (to, end) = take(j + 1, &["SET", "WHERE"])?;
@@ -648,11 +657,11 @@ fn strip_portion(stmt: &Stmt) -> Result<(String, Option<Portion>)> {
         "{} {}",
         toks[..cut_from]
             .iter()
-            .map(|t| t.token.to_string())
+            .map(|t| super::parse::sql_text(&t.token))
             .collect::<String>(),
         toks[cut_to..]
             .iter()
-            .map(|t| t.token.to_string())
+            .map(|t| super::parse::sql_text(&t.token))
             .collect::<String>()
     );
     Ok((text, Some(Portion { from, to })))

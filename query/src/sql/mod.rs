@@ -602,7 +602,7 @@ fn text_from(stmt: &Stmt, first: &TokenWithSpan) -> String {
         .expect("token of the statement");
     stmt.tokens[i..]
         .iter()
-        .map(|t| t.token.to_string())
+        .map(|t| parse::sql_text(&t.token))
         .collect::<String>()
         .trim()
         .to_string()

@@ -93,7 +93,7 @@ impl Names {
             };
             match replaced {
                 Some(r) => out.push_str(&r),
-                None => out.push_str(&t.to_string()),
+                None => out.push_str(&super::parse::sql_text(t)),
             }
         }
         Ok(out)

@@ -431,7 +431,18 @@ pub(super) fn text_from_token(all: &[TokenWithSpan], first: &TokenWithSpan) -> S
         .iter()
         .position(|t| std::ptr::eq(t, first))
         .expect("token of this statement");
-    all[at..].iter().map(|t| t.token.to_string()).collect()
+    all[at..].iter().map(|t| sql_text(&t.token)).collect()
+}
+
+/// A token as SQL text that reads back as the same token. sqlparser's `Display` writes a string's
+/// value between quotes as it is, so `'it''s'`, read as `it's`, came back as `'it's'`: the quote
+/// inside is doubled here.
+pub(crate) fn sql_text(t: &Token) -> String {
+    match t {
+        Token::SingleQuotedString(s) => format!("'{}'", s.replace('\'', "''")),
+        Token::DoubleQuotedString(s) => format!("\"{}\"", s.replace('"', "\"\"")),
+        other => other.to_string(),
+    }
 }
 
 /// `name` as a quoted identifier of the dialect (Databricks: backticks, doubled inside).
@@ -448,7 +459,7 @@ pub(crate) fn expr_sql(tokens: &[TokenWithSpan], columns: &[String]) -> String {
         .map(|t| match &t.token {
             Token::DoubleQuotedString(s) if columns.contains(s) => quote_ident(s),
             Token::DoubleQuotedString(s) => format!("'{}'", s.replace('\'', "''")),
-            other => other.to_string(),
+            other => sql_text(other),
         })
         .collect()
 }

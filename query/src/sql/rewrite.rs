@@ -82,7 +82,7 @@ impl SqlSession {
                                     "a timestamp in quotes"
                                 },
                                 at(j),
-                                other.map(|t| t.to_string()).unwrap_or_default()
+                                other.map(super::parse::sql_text).unwrap_or_default()
                             )))
                         }
                     });
@@ -226,7 +226,7 @@ impl SqlSession {
                 }
                 let inner: String = toks[sig[k]..=sig[j - 1]]
                     .iter()
-                    .map(|t| t.token.to_string())
+                    .map(|t| super::parse::sql_text(&t.token))
                     .collect();
                 let select = (1..=columns)
                     .map(|i| format!("column{i} AS col{i}"))
@@ -243,14 +243,14 @@ impl SqlSession {
                 continue;
             };
             for t in &toks[copied..sig[k]] {
-                out.push_str(&t.token.to_string());
+                out.push_str(&super::parse::sql_text(&t.token));
             }
             out.push_str(&text);
             copied = sig[next - 1] + 1;
             k = next;
         }
         for t in &toks[copied..] {
-            out.push_str(&t.token.to_string());
+            out.push_str(&super::parse::sql_text(&t.token));
         }
         self.names()?
             .resolve(&super::period::rewrite_periods(&out)?)

@@ -45,7 +45,7 @@ fn expectation(el: &[&TokenWithSpan], all: &[TokenWithSpan]) -> Result<asof_stor
     let pos = |t: &TokenWithSpan| all.iter().position(|u| std::ptr::eq(u, t)).expect("own");
     let condition: String = all[pos(el[3]) + 1..pos(el[close])]
         .iter()
-        .map(|t| t.token.to_string())
+        .map(|t| super::parse::sql_text(&t.token))
         .collect::<String>()
         .trim()
         .to_string();
@@ -216,7 +216,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                     } else {
                         columns.push(
                             el.iter()
-                                .map(|t| t.token.to_string())
+                                .map(|t| super::parse::sql_text(&t.token))
                                 .collect::<Vec<_>>()
                                 .join(" "),
                         );
@@ -547,7 +547,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             // escaped for this dialect).
             let condition: String = stmt.tokens[at(first)..at(last)]
                 .iter()
-                .map(|t| t.token.to_string())
+                .map(|t| super::parse::sql_text(&t.token))
                 .collect::<String>()
                 .trim()
                 .to_string();

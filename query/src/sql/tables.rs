@@ -56,7 +56,7 @@ impl SqlSession {
             {
                 let columns: String = words[name_at + 2..c]
                     .iter()
-                    .map(|t| t.token.to_string())
+                    .map(|t| super::parse::sql_text(&t.token))
                     .collect::<Vec<_>>()
                     .join(" ");
                 let declared = self
