@@ -155,17 +155,6 @@ pub enum Error {
         /// What is wrong, and the rule it breaks.
         problem: String,
     },
-    /// A commit was made, and the retention erasure its table's property asks for after it
-    /// failed (the store refuses writes until it is reopened if the erasure was cut half-way).
-    #[error("commit {committed} of `{table}` was made, but the retention erasure after it failed: {cause}")]
-    RetentionFailed {
-        /// The table.
-        table: String,
-        /// The commit that was made.
-        committed: u64,
-        /// Why the erasure failed.
-        cause: Box<Error>,
-    },
     /// Another process has the store open.
     #[error("the store at {path} is in use by {} (waited {waited_ms} ms; wait longer with --wait SECONDS or ASOF_WAIT)", holder.as_deref().unwrap_or("another process"))]
     InUse {

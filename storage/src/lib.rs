@@ -43,7 +43,7 @@ pub use store::{
     EraseReport, EventKind, KeySpan, LoggedEvent, OnClose, OpenMode, Origin, Problem,
     RetentionCheck, RowView, ScanCursor, ScanSpec, Store, StoreOptions, TableCheck, TableOptions,
     TableReader, TimeFilter, VacuumReport, Values, VerifyReport, DEFAULT_HOT_EVENTS_PER_KEY,
-    DELETED_RETENTION_PROPERTY, ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH,
+    ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH,
     MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
     TOMBSTONE_GC_PROPERTY,
 };

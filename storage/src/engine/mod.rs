@@ -79,15 +79,6 @@ pub(crate) struct KeyState {
     pub next_page: u32,
 }
 
-/// When a key was deleted ([`TableState::deleted_keys`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Deleted {
-    /// At this commit timestamp (µs).
-    Since(i64),
-    /// By this commit.
-    AtCommit(u64),
-}
-
 /// What one commit did to a table, for the commit log and the row blocks.
 #[derive(Default, Debug)]
 pub(crate) struct CommitEffects {
@@ -213,34 +204,6 @@ impl TableState {
             }
         }
         Ok((out, self.truncates.iter().cloned().collect()))
-    }
-
-    /// The keys deleted now, each with when: a key of an SCD TYPE 1 table since its delete's
-    /// commit timestamp; a key of the other modes whose row versions in memory are all retired or
-    /// closed on business time (BITEMPORAL: on business or system time), at the last commit that
-    /// wrote or retired one of them. Keys whose row versions are all frozen are left out.
-    pub fn deleted_keys(&self) -> Vec<(Bytes, Deleted)> {
-        let mut out = Vec::new();
-        for (key, ks) in &self.keys {
-            if self.mode() == StoredAs::Scd1 {
-                if let Some(ts) = ks.deleted_since {
-                    out.push((key.clone(), Deleted::Since(ts)));
-                }
-                continue;
-            }
-            let rows: Vec<&StoredRow> =
-                ks.rows.iter().filter_map(|&id| self.rows.get(id)).collect();
-            let open = rows.iter().any(|r| {
-                r.retired.is_none()
-                    && r.end.is_none()
-                    && (self.mode() != StoredAs::Bitemporal || r.sys_end.is_none())
-            });
-            let last = rows.iter().map(|r| r.retired.unwrap_or(r.added)).max();
-            if let (false, Some(last)) = (open, last) {
-                out.push((key.clone(), Deleted::AtCommit(last)));
-            }
-        }
-        out
     }
 
     /// The encoded keys of the table, in key order.

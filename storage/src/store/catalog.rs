@@ -67,9 +67,6 @@ impl Store {
         if let Some(secs) = gc_property(&properties)? {
             flow.spec.tombstone_gc_threshold_secs = secs;
         }
-        if let Some(v) = properties.get(super::retention::DELETED_RETENTION_PROPERTY) {
-            super::retention::retention_hours(v).map_err(Error::InvalidQuery)?;
-        }
         let mut g = self.write_inner()?;
         check_flow_conditions(&flow, g.evaluator.as_ref())?;
         let target_expectations = match g.tables.get(&flow.spec.target) {

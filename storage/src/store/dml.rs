@@ -131,10 +131,8 @@ impl Store {
             started,
             record: None,
         };
-        let commit = write_applied(inner.kv.as_ref(), every, t, applied)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-        inner.apply_retention(table, commit.version)?;
-        Ok(commit)
+        write_applied(inner.kv.as_ref(), every, t, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
     }
 }
 

@@ -31,7 +31,6 @@ mod records;
 mod redefine;
 mod refresh;
 mod replay;
-mod retention;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -65,7 +64,6 @@ pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFil
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
-pub use retention::DELETED_RETENTION_PROPERTY;
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
 };

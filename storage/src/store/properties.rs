@@ -6,9 +6,8 @@ use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
-use super::retention::{retention_hours, DELETED_RETENTION_PROPERTY};
 use super::{table_mut, Store};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::expectation::{self, Expectation};
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
@@ -23,9 +22,6 @@ impl Store {
         properties: BTreeMap<String, String>,
     ) -> Result<CommitInfo> {
         let gc = gc_property(&properties)?;
-        if let Some(v) = properties.get(DELETED_RETENTION_PROPERTY) {
-            retention_hours(v).map_err(Error::InvalidQuery)?;
-        }
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let t = table_mut(&mut inner.tables, table)?;
@@ -55,7 +51,6 @@ impl Store {
         }
         t.properties = all;
         t.commits.push(commit.clone());
-        inner.apply_retention(table, commit.version)?;
         Ok(commit)
     }
 

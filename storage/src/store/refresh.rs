@@ -326,10 +326,8 @@ impl Inner {
             record,
         };
         // On an error memory is ahead of disk: refuse everything until the store is reopened.
-        let commit = write_applied(inner.kv.as_ref(), every, table, applied)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-        inner.apply_retention(&name, commit.version)?;
-        Ok(commit)
+        write_applied(inner.kv.as_ref(), every, table, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
     }
 }
 
