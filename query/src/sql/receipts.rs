@@ -52,7 +52,12 @@ impl SqlSession {
         sql: &str,
     ) -> Result<(SchemaRef, Vec<RecordBatch>, Receipt)> {
         let sql = self.substitute(sql)?;
-        let stmt = one_query(self, &sql)?;
+        self.with_receipt(&sql)
+    }
+
+    /// [`SqlSession::query_with_receipt`] of a query whose `${name}`s were substituted already.
+    fn with_receipt(&mut self, sql: &str) -> Result<(SchemaRef, Vec<RecordBatch>, Receipt)> {
+        let stmt = one_query(self, sql)?;
         self.clear_scratch()?;
         self.register_all()?;
         let plan = self.plan(&stmt)?.logical_plan().clone();
@@ -78,7 +83,7 @@ impl SqlSession {
         let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         let receipt = Receipt {
-            sql,
+            sql: sql.to_string(),
             tables: pins.targets,
             sources: pins.sources,
             rows,
@@ -263,7 +268,7 @@ impl SqlSession {
     /// answered with one row: `receipt` (the token), `rows`, `hash` and `versions` (what it read).
     /// `PINNED` keeps those versions from VACUUM ([`SqlSession::pin_receipt`]).
     pub(super) fn receipt_statement(&mut self, query: &str, pinned: bool) -> Result<Output> {
-        let (_, _, receipt) = self.query_with_receipt(query)?;
+        let (_, _, receipt) = self.with_receipt(query)?;
         if pinned {
             self.pin_receipt(&receipt)?;
         }
