@@ -74,8 +74,7 @@ pub use asof_storage::{
     FlowBuilder, FlowError, FlowSpec, KeySpan, KvPair, KvStore, ManifestCheck, OnClose,
     OnViolation, OpenMode, Problem, Progress, RetentionCheck, SledKv, SourceColumn, SourceWrite,
     Store, StoreOptions, StoredAs, StreamRead, TableCheck, TableOptions, TableSchema, TimeUnit,
-    VacuumReport, Value, Values, VerifyReport, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY,
-    END_AT, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED,
-    RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
-    TOMBSTONE_GC_PROPERTY,
+    VacuumReport, Value, Values, VerifyReport, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT,
+    FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
+    START_AT, SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };
