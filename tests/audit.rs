@@ -440,6 +440,48 @@ fn vacuum_refuses_to_remove_a_version_a_pinned_receipt_reads() {
 }
 
 #[test]
+fn row_lineage_names_the_file_and_row_an_event_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing");
+    std::fs::create_dir_all(&landing).unwrap();
+    std::fs::write(landing.join("a.csv"), "id,city,at\n1,Lyon,10\n2,Oslo,10\n").unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
+    let create = format!(
+        "CREATE OR REFRESH STREAMING TABLE home FLOW AUTO CDC
+           FROM stream(read_files('{}', format => 'csv', header => true))
+           KEYS (id) SEQUENCE BY at COLUMNS * EXCEPT (at) STORED AS SCD TYPE 2",
+        landing.display()
+    );
+    s.execute(&create).unwrap();
+    std::fs::write(
+        landing.join("b.csv"),
+        "id,city,at\n2,Rome,20\n1,Nice,20\n1,Nice,20\n",
+    )
+    .unwrap();
+    s.execute("REFRESH STREAMING TABLE home").unwrap();
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _business, _source_rows, _source_row, _source_file, _source_file_row
+         FROM row_lineage('home', 1, 25)",
+    );
+    let file = landing.join("b.csv").display().to_string();
+    // Nice at 20 is the second data row of b.csv (the third, the same event again, a duplicate).
+    assert_eq!(got, [common::cells(&["20", "2..5", "3", &file, "2"])]);
+    let (_, got) = common::sql_rows(
+        &mut s,
+        "SELECT _source_row, _source_file, _source_file_row FROM row_lineage('home', 2, 15)",
+    );
+    assert_eq!(
+        got,
+        [common::cells(&[
+            "1",
+            &landing.join("a.csv").display().to_string(),
+            "2"
+        ])]
+    );
+}
+
+#[test]
 fn explain_changes_names_the_late_event_or_statement_behind_each_correction() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
@@ -538,9 +580,11 @@ fn explain_changes_names_the_late_event_or_statement_behind_each_correction() {
     // logged it and the rows of the source that commit read.
     let (_, got) = common::sql_rows(
         &mut s,
-        "SELECT _commit_version, _operation, _event, _origin, _business, _source, _source_rows
+        "SELECT _commit_version, _operation, _event, _origin, _business, _source, _source_rows,
+                _source_row
          FROM row_lineage('home', 1, 25)",
     );
+    // The one row of that range the event came from: (1, 'Nice', 20), the fourth of `moves`.
     assert_eq!(
         got,
         [common::cells(&[
@@ -550,7 +594,8 @@ fn explain_changes_names_the_late_event_or_statement_behind_each_correction() {
             "feed",
             "20",
             "moves",
-            "3..5"
+            "3..5",
+            "3"
         ])]
     );
     // The version from 30 holds the feed's event and the UPDATE that rewrote it.

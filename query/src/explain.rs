@@ -218,6 +218,9 @@ pub fn row_lineage(
         ),
         Field::new("_source", DataType::Utf8, true),
         Field::new("_source_rows", DataType::Utf8, true),
+        Field::new("_source_row", DataType::Int64, true),
+        Field::new("_source_file", DataType::Utf8, true),
+        Field::new("_source_file_row", DataType::Int64, true),
         Field::new("_statement", DataType::Utf8, true),
     ]));
     let row = crate::scan::lookup(
@@ -268,6 +271,9 @@ pub fn row_lineage(
     let mut sys = Sequences::new(sys_type.as_ref());
     let mut source = StringBuilder::new();
     let mut source_rows = StringBuilder::new();
+    let mut source_row = Int64Builder::new();
+    let mut source_file = StringBuilder::new();
+    let mut source_file_row = Int64Builder::new();
     let mut statement = StringBuilder::new();
     for e in &events {
         let commit = history.iter().find(|c| c.version == e.version);
@@ -307,11 +313,29 @@ pub fn row_lineage(
                     .rev()
                     .find_map(offset)
                     .unwrap_or_else(|| "0".into());
+                // The one row of that range the event came from, read through the flow again.
+                let range = to
+                    .as_deref()
+                    .and_then(|to| Some(from.parse().ok()?..to.parse().ok()?));
+                let row = match range {
+                    Some(r) => store.source_row_of(table, &f.name, r, e)?,
+                    None => None,
+                };
                 source_rows.append_option(to.map(|to| format!("{from}..{to}")));
+                source_row.append_option(row.as_ref().map(|r| r.position as i64));
+                source_file.append_option(row.as_ref().and_then(|r| r.file.clone()));
+                source_file_row.append_option(
+                    row.as_ref()
+                        .filter(|r| r.file.is_some())
+                        .map(|r| r.row_in_append as i64 + 1),
+                );
             }
             _ => {
                 source.append_null();
                 source_rows.append_null();
+                source_row.append_null();
+                source_file.append_null();
+                source_file_row.append_null();
             }
         }
         statement.append_option(commit.and_then(|c| c.parameters.get("statement")));
@@ -326,6 +350,9 @@ pub fn row_lineage(
         sys.finish(),
         Arc::new(source.finish()),
         Arc::new(source_rows.finish()),
+        Arc::new(source_row.finish()),
+        Arc::new(source_file.finish()),
+        Arc::new(source_file_row.finish()),
         Arc::new(statement.finish()),
     ];
     Ok((schema.clone(), RecordBatch::try_new(schema, columns)?))

@@ -3,6 +3,7 @@
 
 use super::replay::VACUUM_BASE;
 use super::Store;
+use crate::engine::fold::Bytes;
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key, parse_version};
 use crate::keycodec::{decode_tuple, decode_value, encode_tuple};
@@ -25,6 +26,9 @@ pub struct LoggedEvent {
     pub origin: Origin,
     /// Its output values.
     pub values: Vec<Value>,
+    /// Its key, sequence and system sequence as logged (encoded): what finding its source row
+    /// compares.
+    pub(crate) logged: (Bytes, Bytes, Bytes),
 }
 
 impl Store {
@@ -97,6 +101,7 @@ impl Store {
                     kind: e.event.kind,
                     origin: e.event.origin,
                     values: e.event.values.to_vec(),
+                    logged: (e.key.clone(), e.seq.clone(), e.sys.clone()),
                 });
             }
         }
