@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::key_log::LoggedEvent;
 use super::Store;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 
@@ -37,25 +37,14 @@ impl Store {
     ) -> Result<Option<SourceRow>> {
         let source = {
             let g = self.read_inner()?;
-            let t = g.table(table)?;
-            let f = t
-                .flows
-                .iter()
-                .find(|f| f.spec.name == flow)
-                .ok_or_else(|| Error::NotFound {
-                    kind: "flow",
-                    name: flow.to_string(),
-                })?;
-            match &f.spec.source_table {
+            match &g.table(table)?.flow(flow)?.spec.source_table {
                 Some(s) => s.clone(),
                 None => return Ok(None),
             }
         };
         let g = self.read_with_rows(&source)?;
         let t = g.table(table)?;
-        let Some(f) = t.flows.iter().find(|f| f.spec.name == flow) else {
-            return Ok(None);
-        };
+        let f = t.flow(flow)?;
         let Some(src) = g.sources.get(&source) else {
             return Ok(None);
         };

@@ -102,6 +102,17 @@ pub(crate) fn rejected(table: &str, flow: &str, e: Error) -> Error {
 }
 
 impl Table {
+    /// Its flow `name`.
+    pub(super) fn flow(&self, name: &str) -> Result<&crate::flow::Flow> {
+        self.flows
+            .iter()
+            .find(|f| f.spec.name == name)
+            .ok_or_else(|| Error::NotFound {
+                kind: "flow",
+                name: name.to_string(),
+            })
+    }
+
     /// How many rows of its source `flow` has processed: see [`checkpoint_in`].
     pub(super) fn checkpoint(&self, flow: &str) -> Option<u64> {
         checkpoint_in(&self.commits, flow)
@@ -137,15 +148,7 @@ pub(super) enum Apply {
 impl Inner {
     /// The source of `flow` (of `table`) and the rows it holds.
     pub(super) fn flow_source(&self, table: &str, flow: &str) -> Result<(&SourceTable, &FlowSpec)> {
-        let spec = &self.tables[table]
-            .flows
-            .iter()
-            .find(|f| f.spec.name == flow)
-            .ok_or_else(|| Error::NotFound {
-                kind: "flow",
-                name: flow.to_string(),
-            })?
-            .spec;
+        let spec = &self.tables[table].flow(flow)?.spec;
         let source = spec.source_table.as_ref().ok_or_else(|| {
             Error::InvalidQuery(format!("flow `{flow}` has no source table to refresh from"))
         })?;
