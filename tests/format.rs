@@ -156,12 +156,7 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
             damage_event_blocks(tmp.path());
         }
         let store = Store::open(tmp.path()).unwrap();
-        let history: Vec<String> = store
-            .history("corrected")
-            .unwrap()
-            .iter()
-            .map(|c| c.operation.clone())
-            .collect();
+        let history = operations(&store, "corrected");
         assert_eq!(
             history,
             ["CREATE TABLE", "FLOW corrected", "UPDATE", "WRITE"]
@@ -189,6 +184,16 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
     }
     let mut s = SqlSession::new(Store::open(tmp.path()).unwrap()).unwrap();
     assert_eq!(rows(&mut s, query), expected, "replayed");
+}
+
+/// The operations of `table`'s commits, in order.
+fn operations(store: &Store, table: &str) -> Vec<String> {
+    store
+        .history(table)
+        .unwrap()
+        .iter()
+        .map(|c| c.operation.clone())
+        .collect()
 }
 
 /// The fixture's tables, history, properties and views, at every version; and it takes commits.
@@ -246,12 +251,7 @@ fn the_version_4_fixture_reads_without_its_erased_key_and_verifies() {
     );
     let tmp = common::copy_of_fixture(&fixture_dir(4));
     let store = Store::open(tmp.path()).unwrap();
-    let history: Vec<String> = store
-        .history("customers")
-        .unwrap()
-        .iter()
-        .map(|c| c.operation.clone())
-        .collect();
+    let history = operations(&store, "customers");
     assert_eq!(
         history,
         ["CREATE TABLE", "FLOW customers", "FLOW customers", "ERASE"]

@@ -581,6 +581,13 @@ impl TableSchema {
             .map(|&i| self.columns[i].1.clone())
             .collect()
     }
+    /// Names of the key columns, in key order.
+    pub fn key_names(&self) -> Vec<&str> {
+        self.key_columns
+            .iter()
+            .map(|&i| self.columns[i].0.as_str())
+            .collect()
+    }
     /// Types of the sequence components.
     pub fn sequence_types(&self) -> Vec<ColumnType> {
         self.sequence.iter().map(|(_, t)| t.clone()).collect()

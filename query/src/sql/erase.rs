@@ -44,11 +44,7 @@ impl SqlSession {
         }
         let schema = self.store.schema(table)?;
         let keys = self.store.table_keys(table)?;
-        let names: Vec<&str> = schema
-            .key_columns
-            .iter()
-            .map(|&i| schema.columns[i].0.as_str())
-            .collect();
+        let names = schema.key_names();
         let mut fields = Vec::new();
         let mut columns: Vec<ArrayRef> = Vec::new();
         for (j, &i) in schema.key_columns.iter().enumerate() {

@@ -137,12 +137,7 @@ impl Store {
 }
 
 fn key_names(schema: &TableSchema) -> String {
-    schema
-        .key_columns
-        .iter()
-        .map(|&k| schema.columns[k].0.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    schema.key_names().join(", ")
 }
 
 /// The system time a statement's events carry: its commit time, in the type of the table's

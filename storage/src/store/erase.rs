@@ -178,11 +178,7 @@ impl Inner {
 fn encoded_keys(t: &Table, keys: &[Vec<Value>]) -> std::result::Result<BTreeSet<Bytes>, String> {
     let schema = &t.state.schema;
     let types = schema.key_types();
-    let names: Vec<&str> = schema
-        .key_columns
-        .iter()
-        .map(|&i| schema.columns[i].0.as_str())
-        .collect();
+    let names = schema.key_names();
     let mut out = BTreeSet::new();
     for k in keys {
         if k.len() != types.len() {
