@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 4 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v4/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 5 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v5/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -70,10 +70,33 @@ fn script_v4() -> String {
            ERASE FROM customers WHERE id = 2 REASON 'fixture';"
 }
 
+/// Version 5 adds zone maps to the page entries of key heads: the fixture of version 5 also has a
+/// bitemporal table with a long history on one key (frozen pages, one of them thawed by a late
+/// event and frozen again).
+fn script_v5() -> String {
+    let values = |from: i32, to: i32| {
+        (from..to)
+            .map(|i| format!("(1, {i}, {}, {})", i * 10, i * 10))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    script_v4()
+        + &format!(
+            "CREATE TABLE readings (id INT, v INT, b INT, s INT);
+             INSERT INTO readings VALUES {}, (2, -1, 0, 0);
+             CREATE OR REFRESH STREAMING TABLE readings_bt FLOW AUTO CDC FROM stream(readings) KEYS (id)
+               SEQUENCE BY b SYSTEM SEQUENCE BY s COLUMNS * EXCEPT (b, s) STORED AS BITEMPORAL;
+             INSERT INTO readings VALUES {}, (1, 1000, 55, 2000);
+             REFRESH STREAMING TABLE readings_bt;",
+            values(0, 60),
+            values(60, 120)
+        )
+}
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v4());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v5());
 }
 
 /// The format record of the store in `dir`.
@@ -98,6 +121,17 @@ fn damage_event_blocks(dir: &std::path::Path) {
 
 use common::sorted_sql_rows as rows;
 
+/// Opens the store in `dir` and reads every table once: a store of an earlier format is upgraded
+/// and each table writes its derived records (from its log) in the current format.
+fn upgrade(dir: &std::path::Path) {
+    let store = Store::open(dir).unwrap();
+    for t in store.tables().unwrap() {
+        store.read(&t, |r| r.live_rows()).unwrap();
+    }
+    drop(store);
+    assert_eq!(format_record(dir), FORMAT_VERSION, "upgraded in place");
+}
+
 #[test]
 fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
     let tmp = common::copy_of_fixture(&fixture_dir(1));
@@ -117,7 +151,7 @@ fn the_version_1_fixture_is_upgraded_once_and_then_reads_from_its_pages() {
 }
 
 #[test]
-fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
+fn the_version_2_fixture_opens_and_once_upgraded_reads_the_same_without_its_log() {
     let tmp = common::copy_of_fixture(&fixture_dir(2));
     reads_the_same(Store::open(tmp.path()).unwrap());
     assert_eq!(
@@ -126,6 +160,7 @@ fn the_version_2_fixture_opens_and_reads_the_same_without_its_log() {
         "upgraded in place"
     );
     let tmp = common::copy_of_fixture(&fixture_dir(2));
+    upgrade(tmp.path());
     damage_event_blocks(tmp.path());
     reads_the_same(Store::open(tmp.path()).unwrap());
 }
@@ -153,6 +188,7 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
     for damaged in [false, true] {
         let tmp = common::copy_of_fixture(&fixture_dir(3));
         if damaged {
+            upgrade(tmp.path());
             damage_event_blocks(tmp.path());
         }
         let store = Store::open(tmp.path()).unwrap();
@@ -245,10 +281,6 @@ fn reads_the_same(store: Store) {
 
 #[test]
 fn the_version_4_fixture_reads_without_its_erased_key_and_verifies() {
-    assert_eq!(
-        FORMAT_VERSION, 4,
-        "a new format version needs a new fixture beside this one"
-    );
     let tmp = common::copy_of_fixture(&fixture_dir(4));
     let store = Store::open(tmp.path()).unwrap();
     let history = operations(&store, "customers");
@@ -284,4 +316,67 @@ fn the_version_4_fixture_reads_without_its_erased_key_and_verifies() {
         rows(&mut s, "SELECT id FROM customers WHERE __END_AT IS NULL"),
         [[cell("1")], [cell("3")], [cell("4")]]
     );
+}
+
+#[test]
+fn the_version_5_fixture_answers_as_of_queries_from_its_zone_mapped_pages_without_its_log() {
+    assert_eq!(
+        FORMAT_VERSION, 5,
+        "a new format version needs a new fixture beside this one"
+    );
+    let tmp = common::copy_of_fixture(&fixture_dir(5));
+    assert_eq!(format_record(tmp.path()), 5);
+    assert!(Store::open(tmp.path()).unwrap().verify().unwrap().ok());
+    // Read from the pages alone: the log is damaged.
+    damage_event_blocks(tmp.path());
+    let store = Store::open(tmp.path()).unwrap();
+    let mut s = SqlSession::new(store.clone()).unwrap();
+    let cell = |c: &str| Some(c.to_string());
+    let as_of = |s: &mut SqlSession, b: i32, sys: i32| {
+        rows(
+            s,
+            &format!(
+                "SELECT id, v, __START_AT, __END_AT, __SYSTEM_START_AT, __SYSTEM_END_AT FROM readings_bt
+                 FOR BUSINESS_TIME AS OF {b} FOR SYSTEM_TIME AS OF {sys}"
+            ),
+        )
+    };
+    assert_eq!(
+        as_of(&mut s, 555, 1500),
+        [
+            [
+                cell("1"),
+                cell("55"),
+                cell("550"),
+                cell("560"),
+                cell("560"),
+                None
+            ],
+            [cell("2"), cell("-1"), cell("0"), None, cell("0"), None],
+        ]
+    );
+    // The late correction, at system time 2000.
+    assert_eq!(
+        as_of(&mut s, 55, 2000),
+        [
+            [
+                cell("1"),
+                cell("1000"),
+                cell("55"),
+                cell("60"),
+                cell("2000"),
+                None
+            ],
+            [cell("2"), cell("-1"), cell("0"), None, cell("0"), None],
+        ]
+    );
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT count(*), count(__SYSTEM_END_AT) FROM readings_bt"
+        ),
+        [[cell("242"), cell("120")]]
+    );
+    let cold = store.read("readings_bt", |r| r.cold_stats()).unwrap();
+    assert!(cold.frozen_keys == 1 && cold.page_bytes > 0, "{cold:?}");
 }

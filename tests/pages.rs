@@ -450,3 +450,31 @@ fn a_key_read_again_after_a_commit_shows_the_commit() {
     let store = open(dir.path());
     assert_eq!(now(&store), Some(asof::Value::Str("later".into())));
 }
+
+/// A scan reads only the frozen pages whose zone map says a row of theirs may match: with a page
+/// damaged, a scan of the latest rows as of the last business time (which only the hot rows
+/// hold) reads as before, and a scan of the whole history finds the damage.
+#[test]
+fn a_scan_skips_the_pages_whose_zone_map_rules_out_its_rows() {
+    use asof::{ScanRequest, TimeSelection, Value};
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let late = ScanRequest {
+        business: TimeSelection::as_of(Value::Int(390)),
+        ..Default::default()
+    };
+    let expected = scanned(&open(dir.path()), &late).unwrap();
+    assert_eq!(expected.len(), 5, "one row per key: {expected:?}");
+    let (k, mut v) = records(dir.path(), b'P')[0].clone();
+    v[8] ^= 0xff;
+    v[9] ^= 0xff;
+    rewrite(dir.path(), vec![(k, Some(v))]);
+    let store = open(dir.path());
+    assert_eq!(scanned(&store, &late).unwrap(), expected);
+    match scanned(&store, &ScanRequest::default()) {
+        Err(asof::QueryError::Storage(Error::Corrupt(m))) => {
+            assert!(m.starts_with("table `t`: "), "{m}")
+        }
+        other => panic!("the damaged page is read by a full scan: {other:?}"),
+    }
+}

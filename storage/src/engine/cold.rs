@@ -32,6 +32,7 @@ use super::fold::{Bytes, RowId, Version};
 use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
 use crate::format::derived::{FrozenHead, PageEntry};
+use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 
 pub(crate) use crate::record::ColdRows;
@@ -131,13 +132,21 @@ impl Pages {
         }
     }
 
-    /// Adds page `no` of `key`, whose first `head` bytes hold its row versions.
-    fn put(&mut self, key: &Bytes, no: u32, bytes: Vec<u8>, head: usize) -> Result<PageEntry> {
+    /// Adds page `no` of `key`, whose first `head` bytes hold its row versions, which lie in
+    /// `zone`.
+    fn put(
+        &mut self,
+        key: &Bytes,
+        no: u32,
+        (bytes, zone): (Vec<u8>, Vec<u8>),
+        head: usize,
+    ) -> Result<PageEntry> {
         let len = u32::try_from(bytes.len()).map_err(|_| corrupt("cold page over 4 GiB"))?;
         let e = PageEntry {
             no,
             len,
             head: head.min(bytes.len()) as u32,
+            zone,
         };
         self.pending.insert((key.clone(), no), bytes.into());
         self.bytes += u64::from(len);
@@ -145,7 +154,7 @@ impl Pages {
     }
 
     /// The bytes of page `e` of `key`.
-    fn get(&self, key: &Bytes, e: PageEntry) -> Result<Cow<'_, [u8]>> {
+    fn get(&self, key: &Bytes, e: &PageEntry) -> Result<Cow<'_, [u8]>> {
         let missing = || corrupt(format!("page {} is missing", e.no));
         let bytes: Cow<'_, [u8]> = match self.pending.get(&(key.clone(), e.no)) {
             Some(b) => Cow::Borrowed(&b[..]),
@@ -165,7 +174,7 @@ impl Pages {
         Ok(bytes)
     }
 
-    fn free(&mut self, key: &Bytes, e: PageEntry) {
+    fn free(&mut self, key: &Bytes, e: &PageEntry) {
         if self.source.is_none() {
             self.pending.remove(&(key.clone(), e.no));
         } else {
@@ -247,7 +256,7 @@ impl KeyState {
         let Some(frozen) = self.frozen.take() else {
             return Ok(());
         };
-        for &p in &frozen.pages {
+        for p in &frozen.pages {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             let (events, versions, stored) =
                 crate::format::cold_page::decode_cold(&page, key, width)
@@ -263,7 +272,7 @@ impl KeyState {
                 self.rows.push(id);
             }
         }
-        for &p in &frozen.pages {
+        for p in &frozen.pages {
             pages.free(key, p);
         }
         self.rows.sort_unstable();
@@ -364,7 +373,7 @@ impl KeyState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             cold_rows.iter().map(|&r| (r, &rows[r])),
         )?;
-        let head = crate::format::cold_page::cold_page_head(&page);
+        let head = crate::format::cold_page::cold_page_head(&page.0);
         let no = self.next_page;
         let page = pages.put(key, no, page, head)?;
         for &r in &cold_rows {
@@ -391,7 +400,7 @@ impl KeyState {
     /// The key's frozen events, read back (for VACUUM), with empty keys.
     pub fn frozen_events(&self, key: &Bytes, pages: &Pages, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
-        for &p in self.frozen.iter().flat_map(|f| &f.pages) {
+        for p in self.frozen.iter().flat_map(|f| &f.pages) {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             events.extend(
                 crate::format::cold_page::decode_cold_history(&page, width)
@@ -402,16 +411,19 @@ impl KeyState {
         Ok(events)
     }
 
-    /// The key's frozen row versions, read back as the blocks of its pages.
+    /// The key's frozen row versions, read back as the blocks of its pages; only of the pages
+    /// whose zone `keep` accepts.
     pub fn frozen_rows(
         &self,
         key: &Bytes,
         pages: &Pages,
+        keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<Vec<crate::format::cold_page::RowBlock>> {
         self.frozen
             .iter()
             .flat_map(|f| &f.pages)
-            .map(|&p| {
+            .filter(|p| keep(PageZone::new(&p.zone)))
+            .map(|p| {
                 let page = pages.get(key, p)?;
                 crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
             })
@@ -423,6 +435,7 @@ impl KeyState {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::zone::ZoneBuilder;
 
     struct NoPages;
     impl PageSource for NoPages {
@@ -438,11 +451,12 @@ mod tests {
         let mut pages = Pages::new(Some(Arc::new(NoPages)));
         let a: Bytes = Bytes::from(&b"a"[..]);
         let b: Bytes = Bytes::from(&b"b"[..]);
-        let pa = pages.put(&a, 0, vec![1; 10], 4).unwrap();
-        let pb = pages.put(&b, 0, vec![2; 20], 4).unwrap();
-        let pa1 = pages.put(&a, 1, vec![3; 30], 4).unwrap();
-        assert_eq!(&pages.get(&a, pa1).unwrap()[..], &[3; 30][..]);
-        pages.free(&a, pa);
+        let page = |b: u8, n: usize| (vec![b; n], ZoneBuilder::default().finish());
+        let pa = pages.put(&a, 0, page(1, 10), 4).unwrap();
+        let pb = pages.put(&b, 0, page(2, 20), 4).unwrap();
+        let pa1 = pages.put(&a, 1, page(3, 30), 4).unwrap();
+        assert_eq!(&pages.get(&a, &pa1).unwrap()[..], &[3; 30][..]);
+        pages.free(&a, &pa);
         let mut stats = ColdStats::default();
         pages.add_stats(&mut stats);
         assert_eq!(stats.page_bytes, 50);
@@ -461,7 +475,7 @@ mod tests {
         );
         assert_eq!(taken(pages.take_freed()), vec![(b"a".to_vec(), 0, None)]);
         assert!(pages.take_pending().is_empty() && pages.take_freed().is_empty());
-        let err = pages.get(&b, pb).unwrap_err().to_string();
+        let err = pages.get(&b, &pb).unwrap_err().to_string();
         assert!(err.contains("page 0 is missing"), "{err}");
     }
 }

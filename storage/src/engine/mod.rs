@@ -18,6 +18,7 @@ use std::sync::OnceLock;
 
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
+use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 use cold::{ColdStats, Frozen, Pages};
 pub(crate) use cold::{PageSource, PageWrite};
@@ -118,6 +119,10 @@ pub(crate) struct TableState {
     /// Sequences per key kept in memory after a freeze.
     hot_tail: usize,
     types: Vec<ColumnType>,
+    /// Keys read only to be scanned ([`Scope::Rows`]): each one's hot part as its head holds it
+    /// (a cold page), whose row versions [`TableState::cold_batch`] decodes with its frozen ones,
+    /// so that a scan builds the values of the rows it returns only.
+    unread_hot: std::collections::HashMap<Bytes, Box<[u8]>>,
 }
 
 /// Where and how a table keeps the history commits no longer touch ([`cold`]).
@@ -167,6 +172,7 @@ impl TableState {
             truncates: BTreeSet::new(),
             rows: RowStore::default(),
             gc_queue: VecDeque::new(),
+            unread_hot: Default::default(),
         }
     }
 
@@ -246,24 +252,29 @@ impl TableState {
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
         let width = self.types.len();
         let mut rows = Vec::new();
-        for b in ks.frozen_rows(key, &self.pages)? {
+        for b in ks.frozen_rows(key, &self.pages, |_| true)? {
             rows.extend(b.rows(key, width)?);
         }
         rows.sort_by_key(|r| r.0);
         Ok(rows)
     }
 
-    /// The frozen rows of `key` (whose state is `ks`), decoded for a scan.
+    /// The frozen rows of `key` (whose state is `ks`), decoded for a scan: those of the pages
+    /// whose zone `keep` accepts (and, for a key read only to be scanned, its hot rows).
     pub fn cold_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
+        keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<crate::format::cold_page::ColdBatch> {
-        crate::format::cold_page::ColdBatch::new(
-            key.clone(),
-            self.types.len(),
-            ks.frozen_rows(key, &self.pages)?,
-        )
+        let mut blocks = ks.frozen_rows(key, &self.pages, keep)?;
+        if let Some(hot) = self.unread_hot.get(key) {
+            blocks.push(
+                crate::format::cold_page::decode_cold_rows(hot)
+                    .map_err(|e| cold::in_key(key, e))?,
+            );
+        }
+        crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 
     /// The key numbered `no` ([`KeyState::no`]).

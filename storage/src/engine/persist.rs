@@ -95,7 +95,8 @@ impl TableState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             rows.into_iter(),
         )
-        .map_err(|e| super::cold::in_key(key, e))?;
+        .map_err(|e| super::cold::in_key(key, e))?
+        .0;
         let meta = HeadMeta {
             no: ks.no,
             max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
@@ -128,7 +129,13 @@ impl TableState {
             let key: Bytes = key.into();
             let bad = |e: crate::error::Error| super::cold::in_key(&key, e);
             let (meta, hot) = decode_head(&bytes).map_err(bad)?;
-            let (events, versions, rows) = decode_cold(hot, &key, width).map_err(bad)?;
+            let (events, versions, rows) = match scope {
+                Scope::Rows => {
+                    self.unread_hot.insert(key.clone(), hot.into());
+                    (Vec::new(), Vec::new(), Vec::new())
+                }
+                _ => decode_cold(hot, &key, width).map_err(bad)?,
+            };
             let taken = || bad(corrupt(format!("its number {} is taken", meta.no)));
             if whole {
                 let slot = key_list
@@ -199,4 +206,8 @@ pub(crate) enum Scope {
     Whole(Vec<(u64, RowDir)>),
     /// Only the keys whose heads it is given, to be read by key.
     Keys,
+    /// Only the keys whose heads it is given, to be scanned: their events and timelines (which
+    /// lookups and commits need) are not read, and their hot row versions are kept encoded, to
+    /// be decoded with their frozen ones when the scan reaches them.
+    Rows,
 }

@@ -5,6 +5,7 @@ use rkyv::rancor;
 use super::archive::{compress, decompress};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::EventBlock;
+use super::zone::ZoneBuilder;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
 use crate::value::{ColumnType, Row, Value};
@@ -80,13 +81,13 @@ pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
 pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, ColdRows);
 
 /// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
-/// compressed [`ColdPage`].
+/// compressed [`ColdPage`], with the zone map of its rows ([`super::zone`]).
 pub(crate) fn encode_cold<'a>(
     types: &[ColumnType],
     events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
     versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
     rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
-) -> Result<Vec<u8>> {
+) -> Result<(Vec<u8>, Vec<u8>)> {
     let mut page = ColdHistory {
         events: EventBlock::empty(types),
         versions: EventBlock::empty(types),
@@ -112,7 +113,13 @@ pub(crate) fn encode_cold<'a>(
         page.version_rows.push(row.unwrap_or(u32::MAX));
     }
     let b = &mut block;
+    let mut zone = ZoneBuilder::default();
     for (id, r) in rows {
+        zone.add(
+            [&r.start, &r.end, &r.sys_start, &r.sys_end].map(|b| b.as_deref()),
+            r.added,
+            r.retired,
+        );
         b.ids.push(id);
         let mut present = 0u8;
         for (i, (col, bound)) in [
@@ -141,7 +148,7 @@ pub(crate) fn encode_cold<'a>(
     out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
     out.extend_from_slice(&rows);
     out.extend_from_slice(&history);
-    Ok(out)
+    Ok((out, zone.finish()))
 }
 
 /// Decodes a page of `key` written by [`encode_cold`].

@@ -12,7 +12,7 @@ use super::archive::{compress, decompress};
 use crate::error::{corrupt, Result};
 
 /// One frozen page of a key, as its head lists it.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PageEntry {
     /// The page number (the last part of its `P` key).
     pub no: u32,
@@ -20,6 +20,9 @@ pub(crate) struct PageEntry {
     pub len: u32,
     /// How many leading bytes hold its row versions.
     pub head: u32,
+    /// Where its row versions lie on both timelines and in the commit log (its zone map,
+    /// [`super::zone`]): a scan skips a page no row of which can match.
+    pub zone: Vec<u8>,
 }
 
 /// What a key has frozen (see `engine::cold`).
@@ -149,6 +152,11 @@ mod tests {
                     no: 3,
                     len: 100,
                     head: 40,
+                    zone: {
+                        let mut z = crate::format::zone::ZoneBuilder::default();
+                        z.add([Some(&[1]), None, None, None], 2, Some(5));
+                        z.finish()
+                    },
                 }],
                 hot_from: vec![9],
                 sys: None,

@@ -8,3 +8,4 @@ pub(crate) mod derived;
 pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;
+pub(crate) mod zone;

@@ -72,9 +72,10 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 4 on open; a version-1 store (events only) then writes each table's derived
-/// records on its first use, a version-2 or 3 store needs nothing more (docs/FORMAT.md §8).
-pub const FORMAT_VERSION: u32 = 4;
+/// record is set to 5 on open, and each table then writes its derived records again on its first
+/// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps):
+/// docs/FORMAT.md §8.
+pub const FORMAT_VERSION: u32 = 5;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -244,14 +245,19 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    1..=3 => {
+                    1..=4 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3
                         // without statement events (flag bit 3), version 3 is version 4 without
-                        // erasures (source rows erased by position, rewritten commits): nothing
-                        // to rewrite. A build that reads version 3 only must not read a store
-                        // whose source rows were erased: it would count them.
+                        // erasures (source rows erased by position, rewritten commits). Version 4
+                        // is version 5 without zone maps in the page entries of key heads: the
+                        // summaries go in the batch that sets the format, so each table rebuilds
+                        // its derived records on its first use. A build that reads version 3 only
+                        // must not read a store whose source rows were erased: it would count them.
                         let mut b = WriteBatch::default();
+                        for k in kv.scan_prefix_keys(&[crate::format::keys::SUMMARY]) {
+                            b.delete(k?);
+                        }
                         b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
                         kv.write(b)?;
                     }
@@ -535,16 +541,17 @@ impl Store {
         )
     }
 
-    /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans and lookups
-    /// of those keys read them as [`Store::read`] would (at any version up to the one current
-    /// when the span was read); counts cover those keys only; the change feed is refused.
+    /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans of those
+    /// keys read them as [`Store::read`] would (at any version up to the one current when the
+    /// span was read); counts cover those keys only; lookups (read them with [`Store::read_key`])
+    /// and the change feed are refused.
     pub fn read_span<R>(&self, span: &KeySpan, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
         let g = self.read_inner()?;
         let t = g.table(&span.table)?;
         Ok(f(&TableReader {
             table: t,
             state: &span.state,
-            scope: ReadScope::Keys,
+            scope: ReadScope::Rows,
         }))
     }
 }

@@ -186,7 +186,7 @@ pub(super) fn read_key(kv: &dyn KvStore, t: &Table, key: &[u8]) -> Result<Option
     };
     let head = kv.get(&keys::key_head(t.id, key))?;
     let heads = head.map(|h| (key.to_vec(), h)).into_iter().collect();
-    restore_keys(t, heads, &s).map(Some)
+    restore_keys(t, heads, Scope::Keys, &s).map(Some)
 }
 
 /// What [`read_keys`] reads: the keys of a table in a range (encoded), at most so many of them.
@@ -197,7 +197,8 @@ pub(super) struct KeySpan<'a> {
 }
 
 /// The state of `t` restricted to the keys in `span`, in key order, read from their heads and
-/// pages without loading the table, if its last checkpoint is at its last commit (`Ok(None)` if
+/// pages without loading the table, to be scanned (`Scope::Rows`: their events and timelines are
+/// not read), if its last checkpoint is at its last commit (`Ok(None)` if
 /// not). With the state, the last key it holds if keys in the span follow it.
 pub(super) fn read_keys(
     kv: &dyn KvStore,
@@ -235,13 +236,18 @@ pub(super) fn read_keys(
         heads.push((key.to_vec(), v));
     }
     let last = heads.last().filter(|_| more).map(|(k, _)| k.clone());
-    Ok(Some((restore_keys(t, heads, &s)?, last)))
+    Ok(Some((restore_keys(t, heads, Scope::Rows, &s)?, last)))
 }
 
-fn restore_keys(t: &Table, heads: Vec<(Vec<u8>, Vec<u8>)>, s: &Summary) -> Result<TableState> {
+fn restore_keys(
+    t: &Table,
+    heads: Vec<(Vec<u8>, Vec<u8>)>,
+    scope: Scope,
+    s: &Summary,
+) -> Result<TableState> {
     let mut state = t.new_state();
     state
-        .restore(heads.into_iter().map(Ok), Scope::Keys, s)
+        .restore(heads.into_iter().map(Ok), scope, s)
         .map_err(|e| in_table(&t.name, e))?;
     Ok(state)
 }

@@ -15,6 +15,7 @@ use crate::engine::lookup::PointIndex;
 use crate::engine::{StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
+use crate::format::zone::{Extent, Extents, PageZone};
 use crate::value::Value;
 
 pub use crate::engine::changes::ChangeType;
@@ -61,6 +62,11 @@ pub enum TimeFilter {
 }
 
 impl TimeFilter {
+    /// Whether a row of a page whose rows lie in `extent` (`None`: unknown) can match.
+    fn may_match(&self, extent: Option<Extent<'_>>) -> bool {
+        extent.is_none_or(|x| self.matches(Some(x.start), x.end))
+    }
+
     fn matches(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> bool {
         let Some(s) = start else { return true };
         match self {
@@ -247,6 +253,9 @@ pub(super) enum ReadScope {
     /// those keys read them as the table does; counts cover those keys only; the change feed is
     /// refused.
     Keys,
+    /// A span of keys read for a scan (their row versions only): scans read them as the table
+    /// does; lookups and the change feed are refused.
+    Rows,
 }
 
 impl TableReader<'_> {
@@ -419,6 +428,16 @@ impl TableReader<'_> {
                 && spec.system.matches(v.sys_start, v.sys_end)
         };
         let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
+        // A frozen page is read only if one of its rows may match (its zone map).
+        let page_may_match = |z: PageZone<'_>| {
+            let may_match = |x: Extents<'_>| {
+                spec.business.may_match(x.business) && spec.system.may_match(x.system)
+            };
+            match current {
+                true => z.live().any(may_match),
+                false => z.added() <= version && z.retired() > version && z.all().any(may_match),
+            }
+        };
         let mut n = 0;
         let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
@@ -426,7 +445,7 @@ impl TableReader<'_> {
         );
         let by_key = *cursor
             .by_key
-            .get_or_insert(!unbounded || rows.any_cold() || self.scope == ReadScope::Keys);
+            .get_or_insert(!unbounded || rows.any_cold() || self.scope != ReadScope::Table);
         if !by_key {
             // No key range and nothing frozen when the scan began: read the row store in storage
             // order, sequentially. (Rows frozen since are read back from their keys' pages.)
@@ -459,7 +478,7 @@ impl TableReader<'_> {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
             let cold = state
-                .cold_batch(k, ks)
+                .cold_batch(k, ks, page_may_match)
                 .map_err(|e| in_table(&self.table.name, e))?;
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);
@@ -519,6 +538,11 @@ impl TableReader<'_> {
         system: Option<&[u8]>,
         f: impl FnOnce(RowView<'_>) -> R,
     ) -> Result<Option<R>> {
+        if self.scope == ReadScope::Rows {
+            return Err(Error::InvalidQuery(
+                "a span of keys read for a scan answers scans, not lookups".into(),
+            ));
+        }
         let state = &self.state;
         let Some((k, ks)) = state.keys.get_key_value(key) else {
             return Ok(None);
