@@ -62,13 +62,17 @@ pub(super) fn put_changes(
     Ok(())
 }
 
-/// Puts a checkpoint of `state` at commit `version` into `b`.
+/// Puts a checkpoint of `state` at commit `version` into `b`: with the heads, the pages they
+/// list that are not written yet. A state replayed from an earlier checkpoint holds the pages its
+/// replay froze, which need not be those the replayed commits wrote before a crash (their numbers
+/// can be the same, their bytes not): the heads must never be written without them.
 pub(super) fn put_checkpoint(
     b: &mut WriteBatch,
     id: u32,
     state: &mut TableState,
     version: u64,
 ) -> Result<()> {
+    put_pages(b, id, state.take_pages());
     let changes = state.take_changes()?;
     for (k, head) in changes.heads {
         b.put(keys::key_head(id, &k), head);
