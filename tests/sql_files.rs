@@ -329,3 +329,167 @@ fn a_flow_over_a_glob_that_skips_existing_files_reads_only_later_ones() {
     let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_1.csv"));
     assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
 }
+
+/// `multiLine => true` reads JSON written over several lines (Python's `json` module, indented):
+/// a file holding an array of objects and a file holding objects one after another, as a query
+/// and as the source of an AUTO CDC flow. Without it, such a file is refused, not misread.
+#[test]
+fn multi_line_json_from_python_feeds_a_flow() {
+    let db = tempfile::tempdir().unwrap();
+    let folder = data_dir().join("multiline_json");
+    let mut s = session(db.path());
+    let (_, rows) = query(
+        &mut s,
+        &format!(
+            "SELECT id, name, city, amount, seq FROM read_files('{}', format => 'json', multiLine => true)",
+            folder.display()
+        ),
+    );
+    let row = |v: [&str; 5]| v.iter().map(|c| Some(c.to_string())).collect::<Vec<_>>();
+    assert_eq!(
+        rows,
+        [
+            row(["1", "Ana", "Lisbon", "12.5", "1"]),
+            row(["1", "Ana", "Porto", "13.0", "2"]),
+            row(["2", "Bo", "Oslo", "7.0", "1"]),
+            row(["3", "Cy", "Rome", "1.25", "1"]),
+        ]
+    );
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE customers FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'json', multiLine => true))
+         KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1",
+        folder.display()
+    ))
+    .unwrap();
+    let (_, rows) = query(&mut s, "SELECT id, city FROM customers");
+    assert_eq!(
+        rows,
+        [["1", "Porto"], ["2", "Oslo"], ["3", "Rome"]]
+            .map(|r| r.map(|c| Some(c.to_string())).to_vec())
+    );
+    let e = s
+        .execute(&format!(
+            "SELECT * FROM read_files('{}', format => 'json')",
+            folder.join("orders_1.json").display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("orders_1.json"), "{e}");
+}
+
+/// `schemaHints` gives columns their types; a value that does not fit its column is an error
+/// that names the file, the column and how many values, and nothing of the refresh is applied
+/// to the table; with `rescuedDataColumn` the value goes to `_rescued_data` as JSON with the
+/// file's path (the column reads NULL), and so do the values of a column a later file adds.
+#[test]
+fn schema_hints_and_the_rescued_data_column() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| std::fs::write(landing.path().join(name), text).unwrap();
+    file("a.csv", "id,amount,seq\n1,10,1\n2,20,1\n");
+    let mut s = session(db.path());
+    let flow = |s: &mut SqlSession, name: &str, options: &str| {
+        s.execute(&format!(
+            "CREATE OR REFRESH STREAMING TABLE {name} FLOW AUTO CDC
+             FROM stream(read_files('{}', format => 'csv', header => true, schemaHints => 'id STRING, amount DECIMAL(10, 2)'{options}))
+             KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1",
+            landing.path().display()
+        ))
+    };
+    flow(&mut s, "strict", "").unwrap();
+    flow(&mut s, "kept", ", rescuedDataColumn => '_rescued_data'").unwrap();
+    let (names, rows) = query(
+        &mut s,
+        "SELECT arrow_typeof(id), arrow_typeof(amount), amount FROM strict",
+    );
+    assert_eq!(names.len(), 3);
+    assert_eq!(
+        rows[0],
+        ["Utf8", "Decimal128(10, 2)", "10.00"].map(|c| Some(c.to_string()))
+    );
+    file("b.csv", "id,amount,seq,note\n3,n/a,1,late\n4,40,1,\n");
+    let e = s
+        .execute("REFRESH STREAMING TABLE strict")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("b.csv") && e.contains("note"), "{e}");
+    let (_, rows) = query(&mut s, "SELECT id FROM strict");
+    assert_eq!(rows.len(), 2, "nothing of b.csv");
+    s.execute("REFRESH STREAMING TABLE kept").unwrap();
+    let (_, rows) = query(&mut s, "SELECT id, amount, _rescued_data FROM kept");
+    let b = landing.path().join("b.csv").display().to_string();
+    assert_eq!(
+        rows,
+        [
+            [Some("1".into()), Some("10.00".into()), None],
+            [Some("2".into()), Some("20.00".into()), None],
+            [
+                Some("3".into()),
+                None,
+                Some(format!(
+                    r#"{{"_file_path":"{b}","amount":"n/a","note":"late"}}"#
+                ))
+            ],
+            [Some("4".into()), Some("40.00".into()), None],
+        ]
+    );
+    // A value that does not fit, without a new column: the error counts them.
+    file("c.csv", "id,amount,seq\n5,x,1\n6,y,1\n");
+    let e = s
+        .execute(&format!(
+            "SELECT * FROM read_files('{}', format => 'csv', header => true, schemaHints => 'amount INT')",
+            landing.path().join("c.csv").display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("c.csv") && e.contains("column `amount`: 2 value(s) do not fit Int32"),
+        "{e}"
+    );
+    let e = s
+        .execute(&format!(
+            "SELECT * FROM read_files('{}', schemaHints => 'amount MAP<STRING, INT>')",
+            landing.path().display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("schemaHints") && e.contains("amount"), "{e}");
+}
+
+/// A file still being written when a refresh lists the folder is not loaded half-way: it is
+/// left for a later refresh, which loads it whole.
+#[test]
+fn a_file_still_being_written_is_left_for_the_next_refresh() {
+    use std::io::Write;
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    std::fs::write(landing.path().join("a.csv"), "id,seq\n0,1\n").unwrap();
+    let mut s = session(db.path());
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true))
+         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+        landing.path().display()
+    ))
+    .unwrap();
+    let mut f = std::fs::File::create(landing.path().join("b.csv")).unwrap();
+    f.write_all(b"id,seq\n").unwrap();
+    f.flush().unwrap();
+    let writer = std::thread::spawn(move || {
+        // Written for about a second, a row every 2 ms: well over the 100 ms between listings.
+        for i in 1..=400 {
+            f.write_all(format!("{i},1\n").as_bytes()).unwrap();
+            f.flush().unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    s.execute("REFRESH STREAMING TABLE t").unwrap();
+    let (_, rows) = query(&mut s, "SELECT count(*) FROM t");
+    assert_eq!(rows, [[Some("1".to_string())]], "b.csv was being written");
+    writer.join().unwrap();
+    s.execute("REFRESH STREAMING TABLE t").unwrap();
+    let (_, rows) = query(&mut s, "SELECT count(*) FROM t");
+    assert_eq!(rows, [[Some("401".to_string())]], "b.csv whole");
+}

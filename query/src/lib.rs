@@ -21,7 +21,7 @@ pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
-pub use files::{ExistingFiles, FileFormat, FileSource};
+pub use files::{ExistingFiles, FileFormat, FileSource, JsonLayout};
 pub use history::history_batch;
 pub use receipt::{result_hash, Receipt};
 pub use scan::{

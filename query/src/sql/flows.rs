@@ -318,6 +318,8 @@ impl SqlSession {
             .into_iter()
             .filter(|p| !loaded.contains(&p.display().to_string()))
             .collect();
+        // A file still being written waits for the next refresh.
+        let (new, _still_written) = FileSource::settled(new);
         let bytes: u64 = new
             .iter()
             .filter_map(|p| std::fs::metadata(p).ok())

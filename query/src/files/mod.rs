@@ -9,9 +9,20 @@
 //!   `_c0`, `_c1`, ...), `sep` or `delimiter` (default `,`), `quote`, `escape`. An empty field is
 //!   NULL. Column types are inferred over every file (integers, floats, booleans, dates,
 //!   timestamps, else strings).
-//! - JSON is JSON Lines, one object per line, types inferred over every file.
+//! - JSON is JSON Lines, one object per line, types inferred over every file; with `multiLine =>
+//!   true`, whole JSON values over any number of lines (`multiline.rs`).
 //! - The schemas of several files are merged by column name; a column whose types disagree is an
 //!   error that names it and both files.
+//! - `schemaHints => 'a INT, b STRING'` gives columns their types (`hints.rs`); a value that does
+//!   not fit, and a column a later file adds, are an error, or with `rescuedDataColumn =>
+//!   '_rescued_data'` go to that column as JSON (`conform.rs`).
+//! - A file whose size or modification time changes between two listings a moment apart is
+//!   still being written: it is left for the next refresh ([`FileSource::settled`], `settle.rs`).
+
+mod conform;
+mod hints;
+mod multiline;
+mod settle;
 
 use std::fs::File;
 use std::io::{BufReader, Seek};
@@ -53,6 +64,32 @@ pub struct FileSource {
     /// (`includeExistingFiles`).
     #[serde(default, skip_serializing_if = "ExistingFiles::is_include")]
     pub existing: ExistingFiles,
+    /// JSON: whole values over any number of lines (`multiLine`), not one object per line.
+    #[serde(default, skip_serializing_if = "JsonLayout::is_lines")]
+    pub json: JsonLayout,
+    /// Column types given by name (`schemaHints`), as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_hints: Option<String>,
+    /// The column that keeps values that do not fit the schema (`rescuedDataColumn`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescued_column: Option<String>,
+}
+
+/// How JSON files hold their rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum JsonLayout {
+    /// JSON Lines: one object per line (the default).
+    #[default]
+    Lines,
+    /// Whole JSON values over any number of lines, each an object or an array of objects
+    /// (`multiLine => true`).
+    MultiLine,
+}
+
+impl JsonLayout {
+    fn is_lines(&self) -> bool {
+        *self == JsonLayout::Lines
+    }
 }
 
 /// Whether a flow over files loads those already there when it is created.
@@ -83,6 +120,9 @@ impl FileSource {
             quote: b'"',
             escape: None,
             existing: ExistingFiles::Include,
+            json: JsonLayout::Lines,
+            schema_hints: None,
+            rescued_column: None,
         }
     }
 
@@ -135,15 +175,45 @@ impl FileSource {
                     }
                 }
             }
+            "multiline" => {
+                self.json = match value.to_ascii_lowercase().as_str() {
+                    "true" => JsonLayout::MultiLine,
+                    "false" => JsonLayout::Lines,
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "read_files option `multiLine` is true or false, not `{value}`"
+                        )))
+                    }
+                }
+            }
+            "schemahints" => {
+                hints::parse(value)?;
+                self.schema_hints = Some(value.to_string());
+            }
+            "rescueddatacolumn" => {
+                if value.is_empty() {
+                    return Err(QueryError::Invalid(
+                        "read_files option `rescuedDataColumn` names a column".into(),
+                    ));
+                }
+                self.rescued_column = Some(value.to_string());
+            }
             // Accepted for compatibility; types are always inferred.
             "infercolumntypes" | "inferschema" => {}
             other => {
                 return Err(QueryError::Invalid(format!(
-                    "read_files has no option `{other}` here (format, header, sep, quote, escape, includeExistingFiles)"
+                    "read_files has no option `{other}` here (format, header, sep, quote, escape, includeExistingFiles, multiLine, schemaHints, rescuedDataColumn)"
                 )))
             }
         }
         Ok(())
+    }
+
+    /// Of `new` files (not loaded yet), those whose size and modification time do not change
+    /// over 100 ms (`settle.rs`), in their order, and how many were left for the next refresh (still being
+    /// written).
+    pub fn settled(new: Vec<PathBuf>) -> (Vec<PathBuf>, usize) {
+        settle::settled(new)
     }
 
     /// The files this source covers, in path order.
@@ -258,8 +328,14 @@ impl FileSource {
         }
     }
 
-    /// The schema inferred over `files`, merged by column name.
+    /// The schema inferred over `files`, merged by column name, with the types `schemaHints`
+    /// gives and the rescued data column.
     pub fn infer(&self, files: &[PathBuf]) -> Result<SchemaRef> {
+        let hints = match &self.schema_hints {
+            Some(h) => hints::parse(h)?,
+            None => Vec::new(),
+        };
+        let hinted = |name: &str| hints.iter().find(|h| h.name().eq_ignore_ascii_case(name));
         let mut merged: Vec<(Field, PathBuf)> = Vec::new();
         for file in files {
             let schema = self.infer_one(file)?;
@@ -279,7 +355,11 @@ impl FileSource {
                 match merged.iter_mut().find(|(m, _)| m.name() == f.name()) {
                     None => merged.push((f.as_ref().clone().with_nullable(true), file.clone())),
                     Some((m, from)) => {
-                        if m.data_type() == f.data_type() || f.data_type().is_null() {
+                        // A hinted column takes its hint's type, whatever the files say.
+                        if m.data_type() == f.data_type()
+                            || f.data_type().is_null()
+                            || hinted(f.name()).is_some()
+                        {
                             continue;
                         }
                         if m.data_type().is_null() {
@@ -311,9 +391,30 @@ impl FileSource {
                 self.path.display()
             )));
         }
-        Ok(Arc::new(Schema::new(
-            merged.into_iter().map(|(f, _)| f).collect::<Vec<_>>(),
-        )))
+        let mut fields: Vec<Field> = merged
+            .into_iter()
+            .map(|(f, _)| match hinted(f.name()) {
+                Some(h) => f.with_data_type(h.data_type().clone()),
+                None => f,
+            })
+            .collect();
+        for h in &hints {
+            if !fields
+                .iter()
+                .any(|f| f.name().eq_ignore_ascii_case(h.name()))
+            {
+                fields.push(h.clone());
+            }
+        }
+        if let Some(r) = &self.rescued_column {
+            if fields.iter().any(|f| f.name() == r) {
+                return Err(QueryError::Invalid(format!(
+                    "read_files: the files have a column `{r}`; name the rescued data column otherwise"
+                )));
+            }
+            fields.push(conform::rescued_field(r));
+        }
+        Ok(Arc::new(Schema::new(fields)))
     }
 
     fn open(file: &Path) -> Result<File> {
@@ -345,6 +446,7 @@ impl FileSource {
                     )
                 })
             }
+            FileFormat::Json if self.json == JsonLayout::MultiLine => multiline::infer(file),
             FileFormat::Json => {
                 let mut r = BufReader::new(Self::open(file)?);
                 let (schema, _) =
@@ -373,35 +475,16 @@ impl FileSource {
         f
     }
 
-    /// Reads one file under `schema` (from [`FileSource::infer`]); columns a file lacks are NULL.
+    /// Reads one file under `schema` (from [`FileSource::infer`]); columns a file lacks are NULL,
+    /// values that do not fit are an error or rescued ([`conform`]).
     pub fn read(&self, file: &Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
         let bad = |e: &dyn std::fmt::Display| {
             QueryError::Invalid(format!("read_files: {}: {e}", file.display()))
         };
+        // Read with the file's own types; `conform` casts to the table's and finds what does
+        // not fit.
         let own = Arc::new(self.infer_one(file)?);
-        if let Some(extra) = own
-            .fields()
-            .iter()
-            .find(|f| schema.field_with_name(f.name()).is_err())
-        {
-            return Err(QueryError::Invalid(format!(
-                "read_files: {} has column `{}`, which the table's schema (inferred from the first files) lacks",
-                file.display(),
-                extra.name()
-            )));
-        }
-        // Read with the merged types of this file's own columns, then fill the rest with NULLs.
-        let read_schema = Arc::new(Schema::new(
-            own.fields()
-                .iter()
-                .map(|f| {
-                    schema
-                        .field_with_name(f.name())
-                        .cloned()
-                        .unwrap_or_else(|_| f.as_ref().clone())
-                })
-                .collect::<Vec<_>>(),
-        ));
+        let read_schema = own.clone();
         let batches: Vec<RecordBatch> = match self.format_of(file)? {
             FileFormat::Csv => {
                 let mut b = arrow::csv::ReaderBuilder::new(read_schema.clone())
@@ -417,6 +500,9 @@ impl FileSource {
                     .map_err(|e| bad(&e))?
                     .collect::<Result<_, _>>()
                     .map_err(|e| bad(&e))?
+            }
+            FileFormat::Json if self.json == JsonLayout::MultiLine => {
+                multiline::read(file, &read_schema)?
             }
             FileFormat::Json => {
                 let mut f = Self::open(file)?;
@@ -441,8 +527,8 @@ impl FileSource {
             })?,
         };
         batches
-            .into_iter()
-            .map(|b| conform(b, schema).map_err(|e| bad(&e)))
+            .iter()
+            .map(|b| conform::conform(b, schema, file, self.rescued_column.as_deref()))
             .collect()
     }
 }
@@ -456,30 +542,6 @@ fn parquet_guard<T>(file: &Path, f: impl FnOnce() -> Result<T>) -> Result<T> {
             file.display()
         )))
     })
-}
-
-/// `batch` under `schema`: columns matched by name and cast, missing ones NULL.
-fn conform(
-    batch: RecordBatch,
-    schema: &SchemaRef,
-) -> Result<RecordBatch, arrow::error::ArrowError> {
-    let columns = schema
-        .fields()
-        .iter()
-        .map(|f| match batch.column_by_name(f.name()) {
-            Some(c) if c.data_type() == f.data_type() => Ok(c.clone()),
-            Some(c) => arrow::compute::cast(c, f.data_type()),
-            None => Ok(arrow::array::new_null_array(
-                f.data_type(),
-                batch.num_rows(),
-            )),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows())),
-    )
 }
 
 /// Whether `name` (one path part) matches `pattern`: `*` any run of characters, `?` one.
