@@ -62,10 +62,10 @@ pub use asof_query::sql::{
     SessionOptions, SqlSession, Steps,
 };
 pub use asof_query::{
-    history_batch, key_history, lookup, result_hash, scan, scan_all, sequence_type,
-    table_arrow_schema, table_changes, ChangeBound, CronSchedule, ExistingFiles, FileFormat,
-    FileSource, JsonLayout, KeySelection, LookupRow, QueryError, Receipt, ScanRequest, Schedule,
-    TableScan, TimeSelection, SCHEDULE_PROPERTY,
+    history_batch, key_history, key_history_svg, lookup, result_hash, scan, scan_all,
+    sequence_type, table_arrow_schema, table_changes, ChangeBound, CronSchedule, ExistingFiles,
+    FileFormat, FileSource, JsonLayout, KeySelection, LookupRow, PlotRequest, QueryError, Receipt,
+    ScanRequest, Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{
     append_offset_parameter, keycodec, AppendFlow, ChangeCommits, ChangeType, Checkpoints,

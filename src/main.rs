@@ -110,6 +110,24 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Draws the bitemporal history of one key of a BITEMPORAL table as SVG: business time
+    /// across, system time up, one rectangle per row version, open ends as arrows.
+    Plot {
+        /// The table.
+        table: String,
+        /// The key (single-column keys).
+        #[arg(long)]
+        key: String,
+        /// Write the picture here (default: standard output).
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Mark this business time (with --system-as-of: the as-of point of a query).
+        #[arg(long)]
+        business_as_of: Option<String>,
+        /// Mark this system time.
+        #[arg(long)]
+        system_as_of: Option<String>,
+    },
     /// Prints a table's commit history.
     History {
         /// The table.
@@ -362,6 +380,30 @@ fn run(cli: Cli) -> Res<()> {
             print_batches(&asof::scan_all(&store, &table, &req)?, format)
         }
         Command::History { table } => print_history(&store, &table),
+        Command::Plot {
+            table,
+            key,
+            output,
+            business_as_of,
+            system_as_of,
+        } => {
+            let text = |t: Option<String>| t.map(|t| Value::Str(t.into()));
+            let svg = asof::key_history_svg(
+                &store,
+                &table,
+                &asof::PlotRequest {
+                    key: vec![Value::Str(key.into())],
+                    business_as_of: text(business_as_of),
+                    system_as_of: text(system_as_of),
+                },
+            )?;
+            match output {
+                Some(path) => std::fs::write(&path, svg)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?,
+                None => print!("{svg}"),
+            }
+            Ok(())
+        }
         Command::Repair => {
             let (tables, sources) = (store.tables()?.len(), store.sources()?.len());
             println!(

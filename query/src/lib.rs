@@ -14,6 +14,7 @@ pub mod fuzzing;
 #[doc(hidden)]
 pub mod fuzzing_sql;
 mod history;
+mod plot;
 mod receipt;
 mod scan;
 mod schedule;
@@ -23,6 +24,7 @@ pub use arrow_conv::{sequence_type, table_arrow_schema};
 pub use error::{QueryError, Result};
 pub use files::{ExistingFiles, FileFormat, FileSource, JsonLayout};
 pub use history::history_batch;
+pub use plot::{key_history_svg, PlotRequest};
 pub use receipt::{result_hash, Receipt};
 pub use scan::{
     key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,

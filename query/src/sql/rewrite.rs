@@ -169,6 +169,41 @@ impl SqlSession {
                     quote_ident(&self.register_scratch("lineage", Arc::new(t))?),
                     next,
                 )
+            } else if at(k) == "PLOT_HISTORY" && lparen_next {
+                let (args, next) = literal_args(&words, k + 1)?;
+                let usage = "plot_history('table', key [, business_as_of [, system_as_of]])";
+                let (Some(asof_storage::Value::Str(table)), Some(key)) =
+                    (args.first(), args.get(1))
+                else {
+                    return Err(QueryError::Invalid(usage.into()));
+                };
+                if args.len() > 4 {
+                    return Err(QueryError::Invalid(usage.into()));
+                }
+                let table = self.known_names()?.spelling(table);
+                let some = |i: usize| {
+                    args.get(i)
+                        .filter(|v| !matches!(v, asof_storage::Value::Null))
+                        .cloned()
+                };
+                let req = crate::plot::PlotRequest {
+                    key: vec![key.clone()],
+                    business_as_of: some(2),
+                    system_as_of: some(3),
+                };
+                let svg = crate::plot::key_history_svg(&self.store, &table, &req)?;
+                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                    arrow::datatypes::Field::new("svg", arrow::datatypes::DataType::Utf8, false),
+                ]));
+                let batch = arrow::array::RecordBatch::try_new(
+                    schema.clone(),
+                    vec![Arc::new(arrow::array::StringArray::from(vec![svg]))],
+                )?;
+                let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
+                (
+                    quote_ident(&self.register_scratch("plot", Arc::new(t))?),
+                    next,
+                )
             } else if at(k) == "EXPLAIN_CHANGES" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
                 (quote_ident(&self.explain_changes(&args)?), next)
