@@ -57,6 +57,9 @@
 //! ```
 #![warn(missing_docs)]
 
+mod memory;
+pub use memory::tune_process_memory;
+
 pub use asof_query::sql::{
     DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ReceiptCheck, ScriptError,
     SessionOptions, SqlSession, Steps,

@@ -214,15 +214,11 @@ impl asof::Progress for Bar {
     }
 }
 
-/// mimalloc's option `purge_delay` (in its C enum): how long freed memory waits before it is
-/// returned to the OS. -1 keeps it: ingest frees and reallocates large per-commit buffers, and
-/// returning them meant the kernel zeroed fresh pages again for every commit (about 20% faster ingest
-/// without; the store's state lives in memory anyway, so its peak is its size).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
 fn main() -> ExitCode {
-    // SAFETY: sets a mimalloc option before any other thread exists; takes plain integers.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
+    // Before any other thread exists (docs/PERFORMANCE.md: huge pages and freed memory).
+    if let Err(e) = asof::tune_process_memory() {
+        eprintln!("warning: transparent huge pages stay on: {e}");
+    }
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -76,12 +76,10 @@ pub fn open(path: &std::path::Path) -> asof::Store {
     asof::Store::open_with(path, options).expect("store opens")
 }
 
-/// Keeps freed memory in mimalloc instead of returning it to the OS, as the `asof` binary does
-/// (see `MI_OPTION_PURGE_DELAY` in src/main.rs).
+/// Sets up the process's memory as the `asof` binary does ([`asof::tune_process_memory`]).
 #[allow(dead_code)]
 pub fn tune_allocator() {
-    // SAFETY: sets a mimalloc option (purge_delay = 15 in its C enum) to a plain integer.
-    unsafe { libmimalloc_sys::mi_option_set(15, -1) };
+    asof::tune_process_memory().expect("transparent huge pages off");
 }
 
 /// The events as batches of `batch` rows.
