@@ -83,8 +83,8 @@ pub struct StoreOptions {
     /// sled's page cache, in bytes (default 64 MiB: queries read pages once, in key order, so a larger
     /// cache mostly holds what was read already; see docs/PERFORMANCE.md).
     pub cache_bytes: u64,
-    /// How many of each key's latest sequences the engine keeps in its head (default 16). A key
-    /// that gathers twice as many moves the older ones to a frozen page, and reads them back only
+    /// How many of each key's latest sequences the engine keeps in its head (default 8). A key
+    /// that gathers four times as many moves the older ones to a frozen page, and reads them back only
     /// for an event that lands among them or is late on system time (see "Cold history" in
     /// docs/ARCHITECTURE.md). Smaller saves memory and the bytes each commit rewrites; larger
     /// saves reads when events arrive very late.
@@ -149,7 +149,7 @@ pub enum OpenMode {
 }
 
 /// The default of [`StoreOptions::hot_events_per_key`].
-pub const DEFAULT_HOT_EVENTS_PER_KEY: usize = 16;
+pub const DEFAULT_HOT_EVENTS_PER_KEY: usize = 8;
 
 impl Default for StoreOptions {
     fn default() -> Self {
