@@ -355,3 +355,42 @@ fn time_selective_scans_of_frozen_pages_read_like_memory() {
         );
     }
 }
+
+/// A point lookup of a table that is not in memory reads the key alone; its first lookup scans
+/// the key at the point (reading only the pages whose zone maps may hold it), the next builds
+/// the key's index. Both answer as a store holding everything in memory does, on both timelines,
+/// now and in the past.
+#[test]
+fn first_and_later_lookups_of_a_key_read_alone_answer_like_memory() {
+    for (mode, seed) in [(StoredAs::Bitemporal, 21), (StoredAs::Scd2, 22)] {
+        let evs = events(1200, 4, seed);
+        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cold = open(cold_dir.path(), mode, 2, true);
+        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        for chunk in evs.chunks(25) {
+            cold.apply("f", &batch(chunk)).unwrap();
+            hot.apply("f", &batch(chunk)).unwrap();
+        }
+        drop(cold);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let show = |r: Option<asof::LookupRow>| r.map(|r| (r.values, r.start, r.system_start));
+        for _ in 0..80 {
+            let (k, b, s) = (
+                rng.gen_range(0..4),
+                rng.gen_range(-70..1300),
+                rng.gen_range(-50..1300),
+            );
+            let key = [Value::Int(k)];
+            let bt = [Value::Int(b)];
+            let st = Value::Int(s);
+            let system = (mode == StoredAs::Bitemporal).then_some(&st);
+            // A fresh store: the key is read alone, and its first lookup is a scan.
+            let fresh = open(cold_dir.path(), mode, 2, false);
+            for sys in [system, None, system] {
+                let got = asof::lookup(&fresh, "t", &key, Some(&bt[..]), sys).unwrap();
+                let want = asof::lookup(&hot, "t", &key, Some(&bt[..]), sys).unwrap();
+                assert_eq!(show(got), show(want), "{mode:?} k={k} b={b} s={sys:?}");
+            }
+        }
+    }
+}

@@ -123,6 +123,10 @@ pub(crate) struct TableState {
     /// (a cold page), whose row versions [`TableState::cold_batch`] decodes with its frozen ones,
     /// so that a scan builds the values of the rows it returns only.
     unread_hot: std::collections::HashMap<Bytes, Box<[u8]>>,
+    /// For a state read for one key (a point query of a table not in memory): whether a lookup
+    /// has read it already. Its first lookup reads only the pages that may hold the answer; the
+    /// next builds the key's index from all of them (see `TableReader::lookup`).
+    pub probed: std::sync::atomic::AtomicBool,
 }
 
 /// Where and how a table keeps the history commits no longer touch ([`cold`]).
@@ -173,6 +177,7 @@ impl TableState {
             rows: RowStore::default(),
             gc_queue: VecDeque::new(),
             unread_hot: Default::default(),
+            probed: Default::default(),
         }
     }
 

@@ -160,9 +160,9 @@ impl RowStore {
         }
     }
 
-    /// Whether any row is frozen.
+    /// Whether any row is frozen (a sparse store's rows but its own are).
     pub fn any_cold(&self) -> bool {
-        !self.cold.is_empty()
+        !self.cold.is_empty() || self.scattered.len() < self.len && self.chunks.is_empty()
     }
 
     /// The number of the key that row `id` belongs to.
@@ -298,15 +298,16 @@ impl RowStore {
     /// A row store of `len` row versions that holds only those of `hot` (the hot rows of some
     /// keys), and knows nothing of the others: enough to read those keys, by key, and no more
     /// (no change feed, no scan in id order).
+    /// Every row it does not hold reads as frozen ([`RowStore::get`] finds it in no chunk);
+    /// the frozen set is not spelled out, which would cost a bitmap of the whole table's ids.
     pub fn sparse(len: u64, hot: Vec<(RowId, StoredRow)>) -> Result<RowStore> {
         let mut s = RowStore {
             len: usize::try_from(len).map_err(corrupt)?,
             ..Default::default()
         };
         let n = u32::try_from(s.len).map_err(|_| corrupt("over 2^32 row versions"))?;
-        s.cold.insert_range(0..n);
         for (id, row) in hot {
-            if id >= n || !s.cold.remove(id) {
+            if id >= n || s.scattered.contains_key(&id) {
                 return Err(corrupt(format!("row {id} of a key head is out of place")));
             }
             if row.retired.is_none() {

@@ -572,6 +572,15 @@ impl TableReader<'_> {
         }
         let index = match ks.lookup.get() {
             Some(index) => index,
+            // A key read alone: its first lookup is a scan of the key at the point, which reads
+            // only the pages whose zone maps may hold it; a second one builds the index.
+            None if self.scope == ReadScope::Keys
+                && !state
+                    .probed
+                    .swap(true, std::sync::atomic::Ordering::Relaxed) =>
+            {
+                return self.lookup_by_scan(key, b, system.filter(|_| !now), ks, f);
+            }
             None => {
                 // Built from every live row of the key; the frozen ones are read back once and
                 // kept by the index.
@@ -595,5 +604,42 @@ impl TableReader<'_> {
         Ok(hit
             .and_then(|r| index.row(rows, r))
             .map(|r| f(RowView::of(r))))
+    }
+
+    /// [`TableReader::lookup`] of `key` by a scan of it at business time `b` and system time
+    /// `system` (`None`: now), reading only the frozen pages whose zone maps may hold the row.
+    fn lookup_by_scan<R>(
+        &self,
+        key: &[u8],
+        b: &[u8],
+        system: Option<&[u8]>,
+        ks: &crate::engine::KeyState,
+        f: impl FnOnce(RowView<'_>) -> R,
+    ) -> Result<Option<R>> {
+        // Now: the rows still believed, whose system end is open; every closed end is at or
+        // before the key's latest system time, so as of that time they are the ones.
+        let system = match (system, &ks.max_sys) {
+            (Some(s), _) => TimeFilter::AsOf(s.to_vec()),
+            (None, Some(m)) => TimeFilter::AsOf(m.to_vec()),
+            (None, None) => TimeFilter::All,
+        };
+        let spec = ScanSpec {
+            version: None,
+            key_lo: Bound::Included(key.to_vec()),
+            key_hi: Bound::Included(key.to_vec()),
+            business: TimeFilter::AsOf(b.to_vec()),
+            system,
+            values: Values::All,
+        };
+        let (mut f, mut out) = (Some(f), None);
+        let mut cursor = ScanCursor::default();
+        while !cursor.is_done() {
+            self.scan(&spec, &mut cursor, 64, |row| {
+                if let Some(f) = f.take() {
+                    out = Some(f(row));
+                }
+            })?;
+        }
+        Ok(out)
     }
 }
