@@ -5,6 +5,7 @@
 //! refreshes, so a stop never leaves a partial commit.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -29,7 +30,7 @@ pub fn run(
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
     }
     let mut last_run: HashMap<String, Instant> = HashMap::new();
-    let mut seen_sources: HashMap<String, usize> = HashMap::new();
+    let mut seen_sources: HashMap<String, u64> = HashMap::new();
     // When each CRON table last refreshed, as this process knows it (else its last commit).
     let mut cron_done: HashMap<String, chrono::DateTime<chrono::Utc>> = HashMap::new();
     let mut told: Vec<String> = Vec::new();
@@ -55,17 +56,20 @@ pub fn run(
             let due = match &schedule {
                 Schedule::Every(every) => since_last(*every),
                 Schedule::OnUpdate { at_most_every } => {
-                    // What the sources of its flows hold: their commits.
-                    let mut commits = 0;
+                    // What the sources of its flows hold: their commits, and the files waiting
+                    // in a `read_files` folder.
+                    let mut seen = std::collections::hash_map::DefaultHasher::new();
                     for f in store.flows(&table)? {
                         if let Some(src) = &f.source_table {
-                            commits += store.source_history(src)?.len();
+                            store.source_history(src)?.len().hash(&mut seen);
+                            waiting_files(&store, src).hash(&mut seen);
                         }
                     }
-                    let changed = seen_sources.get(&table) != Some(&commits);
+                    let seen = seen.finish();
+                    let changed = seen_sources.get(&table) != Some(&seen);
                     let due = changed && since_last(at_most_every.unwrap_or_default());
                     if due {
-                        seen_sources.insert(table.clone(), commits);
+                        seen_sources.insert(table.clone(), seen);
                     }
                     due
                 }
@@ -129,6 +133,31 @@ pub fn run(
     }
     log("asof run: stopped");
     Ok(())
+}
+
+/// The files of source `src`'s `read_files` folder that it has not loaded, with their sizes and
+/// times (a file still being written changes them, and is loaded once it stops); none if `src`
+/// does not read files.
+fn waiting_files(store: &Store, src: &str) -> Vec<(String, u64, Option<std::time::SystemTime>)> {
+    let Ok((Some(origin), loaded)) = store.source_origin(src) else {
+        return Vec::new();
+    };
+    let Ok(files) = serde_json::from_str::<asof::FileSource>(&origin) else {
+        return Vec::new(); // snapshots, not files
+    };
+    files
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| p.display().to_string())
+        .filter(|p| !loaded.contains(p))
+        .map(|p| {
+            let meta = std::fs::metadata(&p).ok();
+            let len = meta.as_ref().map_or(0, |m| m.len());
+            let modified = meta.and_then(|m| m.modified().ok());
+            (p, len, modified)
+        })
+        .collect()
 }
 
 fn log(line: &str) {

@@ -112,6 +112,19 @@ fn schedules_are_stored_shown_and_changed() {
     assert!(e.contains("SECONDS, MINUTES, HOURS or DAYS"), "{e}");
 }
 
+/// `asof run`, killed if the test fails before it stops it (else the process would outlive the
+/// test and hold its output open).
+struct Runner(Option<std::process::Child>);
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// The rows of `table`'s `id` column as the CLI prints them, sorted.
 fn ids(db: &std::path::Path, table: &str) -> Vec<String> {
     let (ok, out, err) = run_asof(
@@ -129,13 +142,31 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) = run_asof(dir.path(), &["sql", SETUP]);
     assert!(ok, "{err}");
-    let runner = std::process::Command::new(env!("CARGO_BIN_EXE_asof"))
-        .arg("--db")
-        .arg(dir.path())
-        .args(["--wait", "10", "run", "--poll-ms", "100"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    // ON UPDATE over files: a file that appears in the folder is an update of its source.
+    let landing = tempfile::tempdir().unwrap();
+    std::fs::write(landing.path().join("a.csv"), "id,v,seq\n1,a,1\n").unwrap();
+    let (ok, _, err) = run_asof(
+        dir.path(),
+        &[
+            "sql",
+            &format!(
+                "CREATE OR REFRESH STREAMING TABLE from_files TRIGGER ON UPDATE \
+                   FLOW AUTO CDC FROM stream(read_files('{}', format => 'csv', header => true)) \
+                   KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+                landing.path().display()
+            ),
+        ],
+    );
+    assert!(ok, "{err}");
+    let mut runner = Runner(Some(
+        std::process::Command::new(env!("CARGO_BIN_EXE_asof"))
+            .arg("--db")
+            .arg(dir.path())
+            .args(["--wait", "10", "run", "--poll-ms", "100"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     // Another process inserts while it runs: it gets the store between rounds.
     std::thread::sleep(Duration::from_millis(500));
     let (ok, _, err) = run_asof(
@@ -143,10 +174,11 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
         &["--wait", "10", "sql", "INSERT INTO ev VALUES (2, 'b', 1)"],
     );
     assert!(ok, "{err}");
+    std::fs::write(landing.path().join("b.csv"), "id,v,seq\n2,b,1\n").unwrap();
     let started = Instant::now();
     loop {
         std::thread::sleep(Duration::from_millis(300));
-        let both = ["every_second", "on_update", "cron_seconds"]
+        let both = ["every_second", "on_update", "cron_seconds", "from_files"]
             .iter()
             .all(|t| ids(dir.path(), t) == ["1", "2"]);
         if both {
@@ -156,6 +188,7 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
     }
     // The nightly CRON table has not fired since it was created: it holds what its creation read.
     assert_eq!(ids(dir.path(), "nightly"), ["1"]);
+    let runner = runner.0.take().unwrap();
     let pid = runner.id().to_string();
     std::process::Command::new("kill")
         .args(["-INT", &pid])
@@ -167,6 +200,7 @@ fn asof_run_refreshes_tables_on_their_schedules_until_stopped() {
     assert!(log.contains("every_second:"), "{log}");
     assert!(log.contains("on_update:"), "{log}");
     assert!(log.contains("cron_seconds:"), "{log}");
+    assert!(log.contains("from_files:"), "{log}");
     assert!(!log.contains("nightly:"), "{log}");
     assert!(log.trim_end().ends_with("asof run: stopped"), "{log}");
 }
