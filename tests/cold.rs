@@ -297,6 +297,24 @@ fn scanned(store: &Store, req: &asof::ScanRequest) -> Vec<String> {
     out
 }
 
+/// `n` events over 4 keys applied 25 at a time to a store with a hot tail of 2, then closed
+/// (its folder is returned), and to one that keeps everything in memory (returned open).
+fn closed_and_in_memory(
+    mode: StoredAs,
+    n: i64,
+    seed: u64,
+) -> (tempfile::TempDir, tempfile::TempDir, Store) {
+    let evs = events(n, 4, seed);
+    let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cold = open(cold_dir.path(), mode, 2, true);
+    let hot = open(hot_dir.path(), mode, usize::MAX, true);
+    for chunk in evs.chunks(25) {
+        cold.apply("f", &batch(chunk)).unwrap();
+        hot.apply("f", &batch(chunk)).unwrap();
+    }
+    (cold_dir, hot_dir, hot)
+}
+
 /// Scans of a table that is not in memory skip the frozen pages whose zone maps rule out every
 /// row (docs/FORMAT.md §6): as of points and over ranges of both timelines, at past versions and
 /// the latest, they return exactly what a store holding everything in memory returns.
@@ -304,17 +322,9 @@ fn scanned(store: &Store, req: &asof::ScanRequest) -> Vec<String> {
 fn time_selective_scans_of_frozen_pages_read_like_memory() {
     use asof::{ScanRequest, TimeSelection};
     for (mode, seed) in [(StoredAs::Bitemporal, 11), (StoredAs::Scd2, 12)] {
-        let evs = events(1500, 4, seed);
-        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let cold = open(cold_dir.path(), mode, 2, true);
-        let hot = open(hot_dir.path(), mode, usize::MAX, true);
-        for chunk in evs.chunks(25) {
-            cold.apply("f", &batch(chunk)).unwrap();
-            hot.apply("f", &batch(chunk)).unwrap();
-        }
+        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, 1500, seed);
         let latest = hot.read("t", |t| t.latest_version()).unwrap();
         // Closed: the table is read back span by span from its heads and pages.
-        drop(cold);
         let cold = open(cold_dir.path(), mode, 2, false);
         let times = [-100, 0, 333, 900, 1450, 2000];
         let mut selections = vec![TimeSelection::All];
@@ -363,15 +373,7 @@ fn time_selective_scans_of_frozen_pages_read_like_memory() {
 #[test]
 fn first_and_later_lookups_of_a_key_read_alone_answer_like_memory() {
     for (mode, seed) in [(StoredAs::Bitemporal, 21), (StoredAs::Scd2, 22)] {
-        let evs = events(1200, 4, seed);
-        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let cold = open(cold_dir.path(), mode, 2, true);
-        let hot = open(hot_dir.path(), mode, usize::MAX, true);
-        for chunk in evs.chunks(25) {
-            cold.apply("f", &batch(chunk)).unwrap();
-            hot.apply("f", &batch(chunk)).unwrap();
-        }
-        drop(cold);
+        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, 1200, seed);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let show = |r: Option<asof::LookupRow>| r.map(|r| (r.values, r.start, r.system_start));
         for _ in 0..80 {

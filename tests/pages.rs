@@ -33,7 +33,11 @@ fn open(dir: &std::path::Path) -> Store {
 
 /// The store in `dir` with an SCD2 flow `f` into `t`, keyed by `k`, sequenced by `seq`.
 fn scd2_table(dir: &std::path::Path) -> Store {
-    let store = open(dir);
+    with_scd2_flow(open(dir))
+}
+
+/// `store` with an SCD2 flow `f` into `t`, keyed by `k`, sequenced by `seq`.
+fn with_scd2_flow(store: Store) -> Store {
     let flow = FlowSpec::builder("f", "t", &schema())
         .keys(["k"])
         .sequence_by(["seq"])
@@ -503,14 +507,7 @@ fn a_checkpoint_after_a_replay_writes_the_pages_its_heads_list() {
         .unwrap()
     };
     // Commits that freeze pages, and no checkpoint after the table's creation.
-    let store = with(OnClose::Leave);
-    let flow = FlowSpec::builder("f", "t", &schema())
-        .keys(["k"])
-        .sequence_by(["seq"])
-        .stored_as(StoredAs::Scd2)
-        .build()
-        .unwrap();
-    store.create_flow(flow).unwrap();
+    let store = with_scd2_flow(with(OnClose::Leave));
     for c in 0..6i64 {
         let rows = (0..3i64).flat_map(|key| (0..5i64).map(move |i| (key, c * 5 + i, c, i)));
         store.apply("f", &batch(rows)).unwrap();

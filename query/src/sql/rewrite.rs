@@ -149,21 +149,14 @@ impl SqlSession {
             } else if at(k) == "ROW_LINEAGE" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
                 let usage = "row_lineage('table', key [, business_time [, system_time]])";
-                let (Some(asof_storage::Value::Str(table)), Some(key)) =
-                    (args.first(), args.get(1))
-                else {
-                    return Err(QueryError::Invalid(usage.into()));
-                };
-                if args.len() > 4 {
-                    return Err(QueryError::Invalid(usage.into()));
-                }
-                let table = self.known_names()?.spelling(table);
-                let some = |i: usize| {
-                    args.get(i)
-                        .filter(|v| !matches!(v, asof_storage::Value::Null))
-                };
-                let (schema, batch) =
-                    crate::explain::row_lineage(&self.store, &table, key, some(2), some(3))?;
+                let p = self.key_point_args(args, usage)?;
+                let (schema, batch) = crate::explain::row_lineage(
+                    &self.store,
+                    &p.table,
+                    &p.key,
+                    p.business.as_ref(),
+                    p.system.as_ref(),
+                )?;
                 let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
                 (
                     quote_ident(&self.register_scratch("lineage", Arc::new(t))?),
@@ -172,26 +165,13 @@ impl SqlSession {
             } else if at(k) == "PLOT_HISTORY" && lparen_next {
                 let (args, next) = literal_args(&words, k + 1)?;
                 let usage = "plot_history('table', key [, business_as_of [, system_as_of]])";
-                let (Some(asof_storage::Value::Str(table)), Some(key)) =
-                    (args.first(), args.get(1))
-                else {
-                    return Err(QueryError::Invalid(usage.into()));
-                };
-                if args.len() > 4 {
-                    return Err(QueryError::Invalid(usage.into()));
-                }
-                let table = self.known_names()?.spelling(table);
-                let some = |i: usize| {
-                    args.get(i)
-                        .filter(|v| !matches!(v, asof_storage::Value::Null))
-                        .cloned()
-                };
+                let p = self.key_point_args(args, usage)?;
                 let req = crate::plot::PlotRequest {
-                    key: vec![key.clone()],
-                    business_as_of: some(2),
-                    system_as_of: some(3),
+                    key: vec![p.key],
+                    business_as_of: p.business,
+                    system_as_of: p.system,
                 };
-                let svg = crate::plot::key_history_svg(&self.store, &table, &req)?;
+                let svg = crate::plot::key_history_svg(&self.store, &p.table, &req)?;
                 let schema = Arc::new(arrow::datatypes::Schema::new(vec![
                     arrow::datatypes::Field::new("svg", arrow::datatypes::DataType::Utf8, false),
                 ]));
@@ -313,6 +293,26 @@ impl SqlSession {
     }
 
     /// Registers a provider under a fresh scratch name and returns the name.
+    /// The arguments of a function of one key at a point, `f('table', key [, business [,
+    /// system]])` (NULL or absent times: none); `usage` is the error when they do not fit.
+    fn key_point_args(&self, mut args: Vec<asof_storage::Value>, usage: &str) -> Result<KeyPoint> {
+        if !(2..=4).contains(&args.len()) {
+            return Err(QueryError::Invalid(usage.into()));
+        }
+        args.resize(4, asof_storage::Value::Null);
+        let [table, key, b, s]: [asof_storage::Value; 4] = args.try_into().expect("four arguments");
+        let asof_storage::Value::Str(table) = table else {
+            return Err(QueryError::Invalid(usage.into()));
+        };
+        let time = |v: asof_storage::Value| (!matches!(v, asof_storage::Value::Null)).then_some(v);
+        Ok(KeyPoint {
+            table: self.known_names()?.spelling(&table),
+            key,
+            business: time(b),
+            system: time(s),
+        })
+    }
+
     pub(super) fn register_scratch(
         &mut self,
         what: &str,
@@ -493,6 +493,15 @@ fn selection_text(s: &str) -> Result<TimeSelection> {
     } else {
         Err(bad())
     }
+}
+
+/// The arguments of `row_lineage` and `plot_history`: a table, a key and a point on both
+/// timelines.
+struct KeyPoint {
+    table: String,
+    key: asof_storage::Value,
+    business: Option<asof_storage::Value>,
+    system: Option<asof_storage::Value>,
 }
 
 /// The literal arguments of a table function, `(lit, lit, ...)` from the `(` at significant token
