@@ -94,8 +94,10 @@ pub(crate) struct RowStore {
     husk: StoredRow,
     pub live: RoaringBitmap,
     retired: BTreeMap<u64, RoaringBitmap>,
-    /// The rows of a sparse store ([`RowStore::sparse`]), which has no chunks: a few keys' rows
-    /// scattered over the whole range of ids.
+    /// Rows outside the chunks: the rows of a sparse store ([`RowStore::sparse`]), which has no
+    /// chunks (a few keys' rows scattered over the whole range of ids), and the rows that are not
+    /// frozen in a chunk that holds nothing (thawed, or hot among frozen ones when the store was
+    /// restored).
     scattered: HashMap<RowId, StoredRow>,
 }
 
@@ -155,8 +157,21 @@ impl RowStore {
         }
         let i = id as usize;
         match self.chunks.get(i / CHUNK) {
-            Some(c) => c.get(i % CHUNK),
-            None => self.scattered.get(&id),
+            Some(c) if !c.is_empty() => c.get(i % CHUNK),
+            _ => self.scattered.get(&id),
+        }
+    }
+
+    /// The slot of row `id`, which is not frozen: in its chunk, or scattered when its chunk
+    /// holds nothing (see [`RowStore::thaw`]).
+    fn slot_mut(&mut self, id: RowId) -> &mut StoredRow {
+        let i = id as usize;
+        match self.chunks.get_mut(i / CHUNK) {
+            Some(c) if !c.is_empty() => &mut c[i % CHUNK],
+            _ => self
+                .scattered
+                .get_mut(&id)
+                .unwrap_or_else(|| panic!("row {id} is frozen or missing")),
         }
     }
 
@@ -175,7 +190,13 @@ impl RowStore {
     pub fn freeze(&mut self, id: RowId) -> StoredRow {
         let i = id as usize;
         let (c, o) = (i / CHUNK, i % CHUNK);
-        let row = std::mem::replace(&mut self.chunks[c][o], self.husk.clone());
+        let row = if self.chunks[c].is_empty() {
+            self.scattered
+                .remove(&id)
+                .unwrap_or_else(|| panic!("row {id} is frozen already"))
+        } else {
+            std::mem::replace(&mut self.chunks[c][o], self.husk.clone())
+        };
         self.cold.insert(id);
         self.chunk_cold[c] += 1;
         if self.chunk_cold[c] as usize == CHUNK {
@@ -184,29 +205,30 @@ impl RowStore {
         row
     }
 
-    /// Puts a frozen row back.
+    /// Puts a frozen row back: in its chunk, or, when its chunk was freed, beside the chunks (a
+    /// late event thaws a key whose rows lie in chunks all over the table's history; bringing
+    /// each chunk back whole cost a 10M-event ingest gigabytes: docs/PERFORMANCE.md).
     pub fn thaw(&mut self, id: RowId, row: StoredRow) {
         let i = id as usize;
         let (c, o) = (i / CHUNK, i % CHUNK);
         if self.chunks[c].is_empty() {
-            self.chunks[c] = vec![self.husk.clone(); CHUNK];
+            self.scattered.insert(id, row);
+        } else {
+            self.chunks[c][o] = row;
         }
-        self.chunks[c][o] = row;
         self.cold.remove(id);
         self.chunk_cold[c] -= 1;
     }
 
     /// A row written by the commit being applied, to be changed before anyone can see it.
     pub fn get_mut(&mut self, id: RowId) -> &mut StoredRow {
-        let i = id as usize;
-        &mut self.chunks[i / CHUNK][i % CHUNK]
+        self.slot_mut(id)
     }
 
     /// Marks row `id` as retired by commit `version`.
     pub fn retire(&mut self, id: RowId, version: u64) {
         debug_assert!(!self.cold.contains(id), "row {id} is frozen");
-        let i = id as usize;
-        self.chunks[i / CHUNK][i % CHUNK].retired = Some(version);
+        self.slot_mut(id).retired = Some(version);
         self.live.remove(id);
         self.retired.entry(version).or_default().insert(id);
     }
@@ -335,9 +357,10 @@ impl RowStore {
             let lo = (c * CHUNK) as u32;
             let n = CHUNK.min(s.len - c * CHUNK);
             let hot_here = hot_ids.range_cardinality(lo..lo + n as u32) as usize;
-            // A chunk all of whose rows are frozen holds nothing, as after a freeze; the last
-            // chunk is kept at its length, since pushes append to it.
-            s.chunks.push(if hot_here > 0 || n < CHUNK {
+            // A chunk with few hot rows holds nothing, as after a freeze, and its hot rows lie
+            // beside the chunks; the last chunk is kept at its length, since pushes append to it.
+            let last = c + 1 == s.len.div_ceil(CHUNK);
+            s.chunks.push(if last || hot_here * 4 >= n {
                 vec![s.husk.clone(); n]
             } else {
                 Vec::new()
@@ -346,7 +369,12 @@ impl RowStore {
         }
         for (id, row) in hot {
             let i = id as usize;
-            s.chunks[i / CHUNK][i % CHUNK] = row;
+            match s.chunks[i / CHUNK].is_empty() {
+                true => {
+                    s.scattered.insert(id, row);
+                }
+                false => s.chunks[i / CHUNK][i % CHUNK] = row,
+            }
         }
         Ok(())
     }
@@ -365,8 +393,8 @@ impl Index<RowId> for RowStore {
         debug_assert!(!self.cold.contains(id), "row {id} is frozen");
         let i = id as usize;
         match self.chunks.get(i / CHUNK) {
-            Some(c) => &c[i % CHUNK],
-            None => &self.scattered[&id],
+            Some(c) if !c.is_empty() => &c[i % CHUNK],
+            _ => &self.scattered[&id],
         }
     }
 }
