@@ -493,3 +493,62 @@ fn a_file_still_being_written_is_left_for_the_next_refresh() {
     let (_, rows) = query(&mut s, "SELECT count(*) FROM t");
     assert_eq!(rows, [[Some("401".to_string())]], "b.csv whole");
 }
+
+/// Values are never changed in silence on their way in: text stays as written (`02134` under a
+/// `STRING` hint, or `00123` in a column the first files made text), and a value that its
+/// column's type would change (a fraction in an integer column) is an error that counts them,
+/// or with a rescued data column is kept there.
+#[test]
+fn values_keep_their_text_or_are_refused_never_changed() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| std::fs::write(landing.path().join(name), text).unwrap();
+    file("a.csv", "id,zip,code,n,price\n1,02134,a1,5,1.25\n");
+    let mut s = session(db.path());
+    for (table, options) in [
+        ("strict", ""),
+        ("kept", ", rescuedDataColumn => '_rescued_data'"),
+    ] {
+        s.execute(&format!(
+            "CREATE OR REFRESH STREAMING TABLE {table} AS SELECT * FROM STREAM read_files('{}',
+               format => 'csv', header => true, schemaHints => 'zip STRING, price DECIMAL(10, 2)'{options})",
+            landing.path().display()
+        ))
+        .unwrap();
+    }
+    let (_, rows) = query(
+        &mut s,
+        "SELECT zip, code, CAST(price AS STRING) FROM strict",
+    );
+    assert_eq!(
+        rows,
+        [[Some("02134".into()), Some("a1".into()), Some("1.25".into())]]
+    );
+    // A later file whose values its columns' types would change.
+    file("b.csv", "id,zip,code,n,price\n2,00501,00123,12.75,3.50\n");
+    let e = s
+        .execute("REFRESH STREAMING TABLE strict")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("b.csv") && e.contains("column `n`: 1 value(s) do not fit Int64"),
+        "{e}"
+    );
+    s.execute("REFRESH STREAMING TABLE kept").unwrap();
+    let (_, rows) = query(
+        &mut s,
+        "SELECT zip, code, n, CAST(price AS STRING), _rescued_data FROM kept WHERE id = 2",
+    );
+    let row = &rows[0];
+    assert_eq!(
+        row[..4],
+        [
+            Some("00501".into()),
+            Some("00123".into()),
+            None,
+            Some("3.50".into())
+        ]
+    );
+    let rescued = row[4].clone().unwrap_or_default();
+    assert!(rescued.contains(r#""n":"12.75""#), "{row:?}");
+}

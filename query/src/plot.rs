@@ -60,6 +60,13 @@ pub fn key_history_svg(store: &Store, table: &str, req: &PlotRequest) -> Result<
             schema.mode
         )));
     }
+    if req.key.len() != schema.key_columns.len() {
+        return Err(QueryError::Invalid(format!(
+            "plot draws one key: `{table}` has {} key column(s), {} value(s) were given",
+            schema.key_columns.len(),
+            req.key.len()
+        )));
+    }
     if schema.sequence.len() != 1 {
         return Err(QueryError::Invalid(format!(
             "plot places one-component sequences on an axis: `{table}` is sequenced by {} columns",

@@ -60,11 +60,8 @@ pub(super) fn conform(
             columns.push(c.clone());
             continue;
         }
-        // A value the cast cannot take comes out NULL: find those.
         let cast = arrow::compute::cast(c, f.data_type()).map_err(|e| bad(e.to_string()))?;
-        let lost: Vec<usize> = (0..n)
-            .filter(|&r| c.is_valid(r) && cast.is_null(r))
-            .collect();
+        let lost = lost_in_cast(c, &cast);
         if let Some(&first) = lost.first() {
             let text = texts(c, &lost).map_err(bad)?;
             if rescued.is_none() {
@@ -80,6 +77,15 @@ pub(super) fn conform(
             for (&row, text) in lost.iter().zip(text) {
                 keep(&mut kept, row, f.name(), text);
             }
+            // The column reads NULL where its value went to the rescued data.
+            let mut mask = vec![false; n];
+            for &row in &lost {
+                mask[row] = true;
+            }
+            let cast = arrow::compute::nullif(&cast, &arrow::array::BooleanArray::from(mask))
+                .map_err(|e| bad(e.to_string()))?;
+            columns.push(cast);
+            continue;
         }
         columns.push(cast);
     }
@@ -102,6 +108,26 @@ pub(super) fn conform(
         &RecordBatchOptions::new().with_row_count(Some(n)),
     )
     .map_err(|e| bad(e.to_string()))
+}
+
+/// The rows whose value the cast of `from` to `to` did not keep: it came out NULL (text that does
+/// not parse, a number out of range) or, from a value that is not text, changed (a float cut to
+/// an integer, a time of day dropped: cast back, it differs). Text parsed as a number or a time
+/// is taken as parsed.
+fn lost_in_cast(from: &ArrayRef, to: &ArrayRef) -> Vec<usize> {
+    let textual = matches!(
+        from.data_type(),
+        arrow::datatypes::DataType::Utf8 | arrow::datatypes::DataType::LargeUtf8
+    );
+    let changed = (!textual)
+        .then(|| arrow::compute::cast(to, from.data_type()).ok())
+        .flatten()
+        .and_then(|back| arrow::compute::kernels::cmp::distinct(from, &back).ok());
+    (0..from.len())
+        .filter(|&r| {
+            from.is_valid(r) && (to.is_null(r) || changed.as_ref().is_some_and(|d| d.value(r)))
+        })
+        .collect()
 }
 
 /// The values of `c` at `rows`, as text.

@@ -16,8 +16,9 @@
 //! - `schemaHints => 'a INT, b STRING'` gives columns their types (`hints.rs`); a value that does
 //!   not fit, and a column a later file adds, are an error, or with `rescuedDataColumn =>
 //!   '_rescued_data'` go to that column as JSON (`conform.rs`).
-//! - A file whose size or modification time changes between two listings a moment apart is
-//!   still being written: it is left for the next refresh ([`FileSource::settled`], `settle.rs`).
+//! - A file whose size or modification time changed within the last 100 ms, and changes again
+//!   while a refresh waits for it, is still being written: it is left for the next refresh
+//!   ([`FileSource::settled`], `settle.rs`).
 
 mod conform;
 mod hints;
@@ -209,8 +210,8 @@ impl FileSource {
         Ok(())
     }
 
-    /// Of `new` files (not loaded yet), those whose size and modification time do not change
-    /// over 100 ms (`settle.rs`), in their order, and how many were left for the next refresh (still being
+    /// Of `new` files (not loaded yet), those whose size and modification time have not changed
+    /// for 100 ms (`settle.rs`), in their order, and how many were left for the next refresh (still being
     /// written).
     pub fn settled(new: Vec<PathBuf>) -> (Vec<PathBuf>, usize) {
         settle::settled(new)
@@ -478,13 +479,55 @@ impl FileSource {
     /// Reads one file under `schema` (from [`FileSource::infer`]); columns a file lacks are NULL,
     /// values that do not fit are an error or rescued ([`conform`]).
     pub fn read(&self, file: &Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+        let own = Arc::new(self.infer_one(file)?);
+        // The file's columns read as the table types them: text stays as written, decimals are
+        // exact, and a value that does not parse is an error naming the file.
+        let typed = Arc::new(Schema::new(
+            own.fields()
+                .iter()
+                .map(|f| {
+                    schema
+                        .field_with_name(f.name())
+                        .cloned()
+                        .unwrap_or_else(|_| f.as_ref().clone())
+                })
+                .collect::<Vec<_>>(),
+        ));
+        let rescued = self.rescued_column.as_deref();
+        let conform = |batches: Vec<RecordBatch>| -> Result<Vec<RecordBatch>> {
+            batches
+                .iter()
+                .map(|b| conform::conform(b, schema, file, rescued))
+                .collect()
+        };
+        // The file's own types, but text where the table keeps text (so that it stays as written).
+        let own_or_text = Arc::new(Schema::new(
+            own.fields()
+                .iter()
+                .zip(typed.fields())
+                .map(|(o, t)| match t.data_type() {
+                    arrow::datatypes::DataType::Utf8 => t.as_ref().clone(),
+                    _ => o.as_ref().clone(),
+                })
+                .collect::<Vec<_>>(),
+        ));
+        match self.read_as(file, &typed) {
+            Ok(batches) => conform(batches),
+            // Some value does not parse as its column's type: read with the file's own types,
+            // `conform` finds each value that does not fit, and rescues them or names them.
+            Err(e) => match self.read_as(file, &own_or_text).and_then(conform) {
+                Ok(batches) if rescued.is_some() => Ok(batches),
+                Ok(_) => Err(e),
+                Err(named) => Err(named),
+            },
+        }
+    }
+
+    /// The rows of `file` read with the types of `read_schema` (Parquet: its own).
+    fn read_as(&self, file: &Path, read_schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
         let bad = |e: &dyn std::fmt::Display| {
             QueryError::Invalid(format!("read_files: {}: {e}", file.display()))
         };
-        // Read with the file's own types; `conform` casts to the table's and finds what does
-        // not fit.
-        let own = Arc::new(self.infer_one(file)?);
-        let read_schema = own.clone();
         let batches: Vec<RecordBatch> = match self.format_of(file)? {
             FileFormat::Csv => {
                 let mut b = arrow::csv::ReaderBuilder::new(read_schema.clone())
@@ -502,7 +545,7 @@ impl FileSource {
                     .map_err(|e| bad(&e))?
             }
             FileFormat::Json if self.json == JsonLayout::MultiLine => {
-                multiline::read(file, &read_schema)?
+                multiline::read(file, read_schema)?
             }
             FileFormat::Json => {
                 let mut f = Self::open(file)?;
@@ -526,10 +569,7 @@ impl FileSource {
                 .map_err(|e| bad(&e))
             })?,
         };
-        batches
-            .iter()
-            .map(|b| conform::conform(b, schema, file, self.rescued_column.as_deref()))
-            .collect()
+        Ok(batches)
     }
 }
 

@@ -1,8 +1,10 @@
 //! Files still being written are not read half-way: a new file is loaded only when its size and
-//! modification time are the same in two listings [`SETTLE`] apart; one that changed is left for
-//! the next refresh. A writer that pauses longer than that in the middle of a file is not caught
-//! by this: write the file under a name starting with `.` or `_` (never read) or in another
-//! folder, and rename it in when it is complete.
+//! modification time have not changed for [`SETTLE`]. A file last modified longer ago than that
+//! is taken at once; for one modified more recently, the refresh waits until it is that old and
+//! looks again, and a file that changed meanwhile is left for the next refresh. A writer that
+//! pauses longer than that in the middle of a file is not caught by this: write the file under a
+//! name starting with `.` or `_` (never read) or in another folder, and rename it in when it is
+//! complete.
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -15,19 +17,29 @@ fn stamp(p: &PathBuf) -> Option<(u64, SystemTime)> {
     Some((m.len(), m.modified().ok()?))
 }
 
-/// The files of `new` that did not change over [`SETTLE`] (none are looked at twice if `new` is
-/// empty), in their order; and how many were left for later.
+/// The files of `new` that did not change over [`SETTLE`] (see the module), in their order; and
+/// how many were left for later.
 pub(super) fn settled(new: Vec<PathBuf>) -> (Vec<PathBuf>, usize) {
-    if new.is_empty() {
-        return (new, 0);
-    }
+    let now = SystemTime::now();
     let before: Vec<_> = new.iter().map(stamp).collect();
-    std::thread::sleep(SETTLE);
+    // How long until the most recently modified file is SETTLE old.
+    let wait = before
+        .iter()
+        .flatten()
+        .map(|(_, modified)| {
+            let age = now.duration_since(*modified).unwrap_or(Duration::ZERO);
+            SETTLE.saturating_sub(age)
+        })
+        .max()
+        .unwrap_or(Duration::ZERO);
+    if wait > Duration::ZERO {
+        std::thread::sleep(wait);
+    }
     let n = new.len();
     let kept: Vec<PathBuf> = new
         .into_iter()
         .zip(before)
-        .filter(|(p, b)| b.is_some() && stamp(p) == *b)
+        .filter(|(p, b)| b.is_some() && (wait.is_zero() || stamp(p) == *b))
         .map(|(p, _)| p)
         .collect();
     let left = n - kept.len();

@@ -336,7 +336,8 @@ impl SqlSession {
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
                 let files = files.canonical()?;
-                files.infer(&files.list()?)?
+                // Files still being written do not shape the schema.
+                files.infer(&FileSource::settled(files.list()?).0)?
             }
         };
         // The table's columns: the query's, over no rows.

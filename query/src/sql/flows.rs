@@ -213,7 +213,8 @@ impl SqlSession {
         files = files
             .canonical()
             .map_err(|e| QueryError::Invalid(format!("flow `{flow}`: {e}")))?;
-        let list = files.list()?;
+        // Files still being written neither shape the schema nor count as there already.
+        let (list, _) = FileSource::settled(files.list()?);
         let schema = files.infer(&list)?;
         let name = files_source(flow);
         // A hidden source without its flow is what an interrupted `CREATE ... FLOW` left (it

@@ -543,7 +543,8 @@ impl Store {
 
     /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans of those
     /// keys read them as [`Store::read`] would (at any version up to the one current when the
-    /// span was read); counts cover those keys only; lookups (read them with [`Store::read_key`])
+    /// span was read); counts (`live_rows`, `cold_stats`) do not cover its keys (their hot rows
+    /// stay encoded until the scan reaches them); lookups (read them with [`Store::read_key`])
     /// and the change feed are refused.
     pub fn read_span<R>(&self, span: &KeySpan, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
         let g = self.read_inner()?;
