@@ -244,6 +244,41 @@ pub struct TableReader<'a> {
     pub(super) scope: ReadScope,
 }
 
+/// The version a scan reads: the latest (`current`: rows not retired), or `version`.
+#[derive(Clone, Copy, Debug)]
+struct ReadAt {
+    current: bool,
+    version: u64,
+}
+
+/// Whether a row with these bounds (start, end, system start, system end), written by commit
+/// `added` and retired by `retired`, is one `spec` returns at `at`.
+fn row_matches(
+    spec: &ScanSpec,
+    at: ReadAt,
+    [start, end, sys_start, sys_end]: [Option<&[u8]>; 4],
+    added: u64,
+    retired: Option<u64>,
+) -> bool {
+    (if at.current {
+        retired.is_none()
+    } else {
+        added <= at.version && retired.is_none_or(|r| r > at.version)
+    }) && spec.business.matches(start, end)
+        && spec.system.matches(sys_start, sys_end)
+}
+
+/// Whether a page with zone map `z` may hold a row that [`row_matches`]: if this says no, none
+/// does (the property test below), and the scan does not read the page.
+fn page_may_match(spec: &ScanSpec, at: ReadAt, z: PageZone<'_>) -> bool {
+    let may_match =
+        |x: Extents<'_>| spec.business.may_match(x.business) && spec.system.may_match(x.system);
+    match at.current {
+        true => z.live().any(may_match),
+        false => z.added() <= at.version && z.retired() > at.version && z.all().any(may_match),
+    }
+}
+
 /// What a [`TableReader`] sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ReadScope {
@@ -419,25 +454,19 @@ impl TableReader<'_> {
             }
         }
         let rows = &self.state.rows;
+        let at = ReadAt { current, version };
         let matches_at = |v: &RowView<'_>, added: u64, retired: Option<u64>| {
-            (if current {
-                retired.is_none()
-            } else {
-                added <= version && retired.is_none_or(|r| r > version)
-            }) && spec.business.matches(v.start, v.end)
-                && spec.system.matches(v.sys_start, v.sys_end)
+            row_matches(
+                spec,
+                at,
+                [v.start, v.end, v.sys_start, v.sys_end],
+                added,
+                retired,
+            )
         };
         let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
         // A frozen page is read only if one of its rows may match (its zone map).
-        let page_may_match = |z: PageZone<'_>| {
-            let may_match = |x: Extents<'_>| {
-                spec.business.may_match(x.business) && spec.system.may_match(x.system)
-            };
-            match current {
-                true => z.live().any(may_match),
-                false => z.added() <= version && z.retired() > version && z.all().any(may_match),
-            }
-        };
+        let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
         let mut n = 0;
         let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
@@ -641,5 +670,71 @@ impl TableReader<'_> {
             })?;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::zone::ZoneBuilder;
+    use proptest::prelude::*;
+
+    /// A row: its four bounds (absent or one byte; an end after its start), written by `added`,
+    /// retired by `retired` (after it) or not.
+    type Row = ([Option<u8>; 4], u64, Option<u64>);
+
+    fn row() -> impl Strategy<Value = Row> {
+        // Mostly with a start: a row without one rules nothing out on its timeline.
+        let interval = (
+            proptest::option::weighted(0.95, 0u8..20),
+            proptest::option::weighted(0.7, 1u8..10),
+        )
+            .prop_map(|(s, len)| [s, s.zip(len).map(|(s, l)| s.saturating_add(l))]);
+        (
+            interval.clone(),
+            interval,
+            1u64..10,
+            proptest::option::of(1u64..5),
+        )
+            .prop_map(|([s, e], [ss, se], added, retired)| {
+                ([s, e, ss, se], added, retired.map(|r| added + r))
+            })
+    }
+
+    fn filter() -> impl Strategy<Value = TimeFilter> {
+        prop_oneof![
+            Just(TimeFilter::All),
+            (0u8..25).prop_map(|t| TimeFilter::AsOf(vec![t])),
+            (0u8..25, 0u8..8).prop_map(|(a, l)| TimeFilter::FromTo(vec![a], vec![a + l])),
+            (0u8..25, 0u8..8).prop_map(|(a, l)| TimeFilter::Between(vec![a], vec![a + l])),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The zone map never rules out a page that holds a row the scan returns, whatever the
+        /// rows, the selections on both timelines and the version read.
+        #[test]
+        fn a_page_the_zone_map_rules_out_holds_no_row_the_scan_returns(
+            rows in proptest::collection::vec(row(), 1..8),
+            business in filter(),
+            system in filter(),
+            version in proptest::option::of(0u64..16),
+        ) {
+            let bytes = |b: &[Option<u8>; 4]| b.map(|x| x.map(|x| vec![x]));
+            let mut z = ZoneBuilder::default();
+            for (b, added, retired) in &rows {
+                let b = bytes(b);
+                z.add([0, 1, 2, 3].map(|i| b[i].as_deref()), *added, *retired);
+            }
+            let zone = z.finish();
+            let spec = ScanSpec { business, system, ..Default::default() };
+            let at = ReadAt { current: version.is_none(), version: version.unwrap_or(u64::MAX) };
+            let any = rows.iter().any(|(b, added, retired)| {
+                let b = bytes(b);
+                row_matches(&spec, at, [0, 1, 2, 3].map(|i| b[i].as_deref()), *added, *retired)
+            });
+            prop_assert!(!any || page_may_match(&spec, at, PageZone::new(&zone)));
+        }
     }
 }
