@@ -129,9 +129,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let kept = std::env::var_os("ASOF_WORKLOAD_DIR").map(std::path::PathBuf::from);
     let tmp = tempfile::tempdir()?;
     let dir = Dir(kept.clone().unwrap_or_else(|| tmp.path().to_path_buf()));
-    // sled's page cache is set explicitly (asof's default is 256 MiB).
+    // sled's page cache: asof's default (64 MiB), or `ASOF_WORKLOAD_CACHE_MIB`.
+    let cache_mib: u64 = std::env::var("ASOF_WORKLOAD_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let options = asof::StoreOptions {
-        cache_bytes: 64 << 20,
+        cache_bytes: cache_mib << 20,
         hot_events_per_key,
         ..Default::default()
     };
