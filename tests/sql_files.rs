@@ -552,3 +552,31 @@ fn values_keep_their_text_or_are_refused_never_changed() {
     let rescued = row[4].clone().unwrap_or_default();
     assert!(rescued.contains(r#""n":"12.75""#), "{row:?}");
 }
+
+/// A JSON number under a `STRING` hint is read as its text, as Spark reads it.
+#[test]
+fn a_json_number_under_a_string_hint_is_its_text() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    std::fs::write(
+        landing.path().join("a.json"),
+        "{\"id\": 1, \"zip\": 2134, \"ok\": true}\n",
+    )
+    .unwrap();
+    let mut s = session(db.path());
+    let (_, rows) = query(
+        &mut s,
+        &format!(
+            "SELECT zip, ok, arrow_typeof(zip) FROM read_files('{}', schemaHints => 'zip STRING, ok STRING')",
+            landing.path().display()
+        ),
+    );
+    assert_eq!(
+        rows,
+        [[
+            Some("2134".into()),
+            Some("true".into()),
+            Some("Utf8".into())
+        ]]
+    );
+}

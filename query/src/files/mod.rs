@@ -550,7 +550,9 @@ impl FileSource {
             FileFormat::Json => {
                 let mut f = Self::open(file)?;
                 f.rewind().map_err(|e| bad(&e))?;
+                // A number or a boolean read into a text column is its JSON text.
                 arrow::json::ReaderBuilder::new(read_schema.clone())
+                    .with_coerce_primitive(true)
                     .with_batch_size(64 * 1024)
                     .build(BufReader::new(f))
                     .map_err(|e| bad(&e))?

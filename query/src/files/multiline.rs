@@ -49,6 +49,7 @@ pub(super) fn read(file: &Path, schema: &SchemaRef) -> Result<Vec<RecordBatch>> 
     };
     let rows = rows(file)?;
     let mut d = arrow::json::ReaderBuilder::new(schema.clone())
+        .with_coerce_primitive(true)
         .build_decoder()
         .map_err(bad)?;
     d.serialize(&rows).map_err(bad)?;
