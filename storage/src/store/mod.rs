@@ -388,7 +388,8 @@ impl Drop for Inner {
             }
             let last = t.commits.last().expect("a commit").version;
             let mut b = WriteBatch::default();
-            if pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
+            if pages::write_pending_pages(self.kv.as_ref(), t.id, &mut t.state).is_ok()
+                && pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
                 && self.kv.write(b).is_ok()
             {
                 t.unsaved = 0;

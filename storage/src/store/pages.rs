@@ -81,6 +81,20 @@ pub(super) fn put_checkpoint(
     put_summary(b, id, &state.summary(version))
 }
 
+/// Writes the pages `state` froze and has not written yet (a replay's), in batches of a few
+/// thousand, ahead of the checkpoint that lists them: a replay of a million events leaves tens of
+/// thousands, and one sled batch of them costs gigabytes. A page no head lists yet is never read,
+/// so a crash between these batches and the checkpoint leaves nothing wrong.
+pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
+    let pages = state.take_pages();
+    for part in pages.chunks(DELETE_BATCH) {
+        let mut b = WriteBatch::default();
+        put_pages(&mut b, id, part.to_vec());
+        kv.write(b)?;
+    }
+    Ok(())
+}
+
 fn put_pages(b: &mut WriteBatch, id: u32, pages: Vec<crate::engine::PageWrite>) {
     for ((k, no), page) in pages {
         match page {
@@ -256,7 +270,8 @@ fn restore_keys(
     Ok(state)
 }
 
-/// How many keys one batch of a rebuild's deletes holds.
+/// How many keys one batch of a rebuild's deletes (or of pages written ahead of a checkpoint)
+/// holds.
 const DELETE_BATCH: usize = 4096;
 
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are
