@@ -529,3 +529,22 @@ fn a_checkpoint_after_a_replay_writes_the_pages_its_heads_list() {
     let store = with(OnClose::Checkpoint);
     assert_eq!(common::engine_rows(&store, "t"), want);
 }
+
+/// A commit that freezes more pages than one batch holds (4,096) writes them ahead of its own
+/// batch; the table reads back the same from its pages alone, and takes later commits.
+#[test]
+fn a_commit_that_freezes_thousands_of_pages_reads_back_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = scd2_table(dir.path());
+    // 5,000 keys with 10 versions each, in one commit: each key freezes once.
+    let rows = (0..5000i64).flat_map(|key| (0..10i64).map(move |i| (key, i * 10, 0, i)));
+    store.apply("f", &batch(rows)).unwrap();
+    let want = common::engine_rows(&store, "t");
+    let stats = store.read("t", |r| r.cold_stats()).unwrap();
+    assert_eq!(stats.frozen_keys, 5000, "{stats:?}");
+    drop(store);
+    assert!(records(dir.path(), b'P').len() >= 5000);
+    damage_log(dir.path());
+    let store = open(dir.path());
+    assert_eq!(common::engine_rows(&store, "t"), want);
+}

@@ -195,6 +195,14 @@ impl Pages {
         self.bytes += f.pages.iter().map(|p| u64::from(p.len)).sum::<u64>();
     }
 
+    /// How many pages are waiting for the store to persist them.
+    pub fn pending(&self) -> usize {
+        if self.source.is_none() {
+            return 0;
+        }
+        self.pending.len()
+    }
+
     /// The pages written since the last call, for the store to persist (a table without a
     /// source keeps them).
     pub fn take_pending(&mut self) -> Vec<PageWrite> {

@@ -52,6 +52,11 @@ impl TableState {
         self.pages.take_pending()
     }
 
+    /// How many pages [`TableState::take_pages`] would return.
+    pub fn pending_pages(&self) -> usize {
+        self.pages.pending()
+    }
+
     /// Makes the next [`TableState::take_changes`] return every key's head.
     pub fn mark_all_changed(&mut self) {
         self.dirty = Dirty::All;

@@ -87,7 +87,7 @@ pub(super) fn put_checkpoint(
 /// so a crash between these batches and the checkpoint leaves nothing wrong.
 pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
     let pages = state.take_pages();
-    for part in pages.chunks(DELETE_BATCH) {
+    for part in pages.chunks(PAGE_BATCH) {
         let mut b = WriteBatch::default();
         put_pages(&mut b, id, part.to_vec());
         kv.write(b)?;
@@ -270,9 +270,11 @@ fn restore_keys(
     Ok(state)
 }
 
-/// How many keys one batch of a rebuild's deletes (or of pages written ahead of a checkpoint)
-/// holds.
+/// How many keys one batch of a rebuild's deletes holds.
 const DELETE_BATCH: usize = 4096;
+/// How many pages one batch of pages written ahead of the heads that list them holds
+/// ([`write_pending_pages`]).
+pub(super) const PAGE_BATCH: usize = 4096;
 
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories

@@ -377,6 +377,11 @@ pub(super) fn write_applied(
     } else {
         pages::Checkpoint::Later
     };
+    // The first commit after a replay also writes the pages the replay froze: many of them go
+    // ahead in batches of their own (`pages::write_pending_pages`).
+    if table.state.pending_pages() > pages::PAGE_BATCH {
+        pages::write_pending_pages(kv, table.id, &mut table.state)?;
+    }
     pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
     if let Some(record) = record {
         put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
