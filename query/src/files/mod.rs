@@ -138,6 +138,15 @@ impl FileSource {
                 ))),
             }
         };
+        let flag = |what: &str| -> Result<bool> {
+            match value.to_ascii_lowercase().as_str() {
+                "true" => Ok(true),
+                "false" => Ok(false),
+                _ => Err(QueryError::Invalid(format!(
+                    "read_files option `{what}` is true or false, not `{value}`"
+                ))),
+            }
+        };
         match name.to_ascii_lowercase().as_str() {
             "format" => {
                 self.format = Some(match value.to_ascii_lowercase().as_str() {
@@ -151,40 +160,20 @@ impl FileSource {
                     }
                 })
             }
-            "header" => {
-                self.header = match value.to_ascii_lowercase().as_str() {
-                    "true" => true,
-                    "false" => false,
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "read_files option `header` is true or false, not `{value}`"
-                        )))
-                    }
-                }
-            }
+            "header" => self.header = flag("header")?,
             "sep" | "delimiter" => self.delimiter = byte("sep")?,
             "quote" => self.quote = byte("quote")?,
             "escape" => self.escape = Some(byte("escape")?),
             "includeexistingfiles" => {
-                self.existing = match value.to_ascii_lowercase().as_str() {
-                    "true" => ExistingFiles::Include,
-                    "false" => ExistingFiles::Skip,
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "read_files option `includeExistingFiles` is true or false, not `{value}`"
-                        )))
-                    }
+                self.existing = match flag("includeExistingFiles")? {
+                    true => ExistingFiles::Include,
+                    false => ExistingFiles::Skip,
                 }
             }
             "multiline" => {
-                self.json = match value.to_ascii_lowercase().as_str() {
-                    "true" => JsonLayout::MultiLine,
-                    "false" => JsonLayout::Lines,
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "read_files option `multiLine` is true or false, not `{value}`"
-                        )))
-                    }
+                self.json = match flag("multiLine")? {
+                    true => JsonLayout::MultiLine,
+                    false => JsonLayout::Lines,
                 }
             }
             "schemahints" => {
