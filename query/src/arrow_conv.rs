@@ -11,6 +11,7 @@ use arrow::array::{
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use arrow::error::ArrowError;
 use asof_storage::keycodec::{decode_tuple, decode_value};
 use asof_storage::{
     ColumnType, StoredAs, TableSchema, TimeUnit, Value, END_AT, START_AT, SYSTEM_END_AT,
@@ -39,6 +40,7 @@ pub(crate) enum ValueBuilder {
     TsUs(TimestampMicrosecondBuilder, Option<Arc<str>>),
     TsNs(TimestampNanosecondBuilder, Option<Arc<str>>),
     List(ListBuilder<StringBuilder>),
+    Nested(asof_storage::NestedBuilder),
 }
 
 macro_rules! int_append {
@@ -89,6 +91,9 @@ impl ValueBuilder {
                 }
             },
             ColumnType::ListUtf8 => ValueBuilder::List(ListBuilder::new(StringBuilder::new())),
+            ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
+                ValueBuilder::Nested(asof_storage::NestedBuilder::new(ty))
+            }
         }
     }
 
@@ -140,6 +145,7 @@ impl ValueBuilder {
                 }
                 _ => b.append(false),
             },
+            ValueBuilder::Nested(b) => b.append(v),
         }
     }
 
@@ -147,8 +153,10 @@ impl ValueBuilder {
         self.append(&Value::Null)
     }
 
-    pub fn finish(&mut self) -> ArrayRef {
-        match self {
+    /// The column built so far. Only a nested column can fail: a cell that is not JSON of its
+    /// type (a damaged store).
+    pub fn finish(&mut self) -> Result<ArrayRef, ArrowError> {
+        Ok(match self {
             ValueBuilder::Bool(b) => Arc::new(b.finish()),
             ValueBuilder::I8(b) => Arc::new(b.finish()),
             ValueBuilder::I16(b) => Arc::new(b.finish()),
@@ -173,7 +181,10 @@ impl ValueBuilder {
             ValueBuilder::TsUs(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
             ValueBuilder::TsNs(b, tz) => Arc::new(b.finish().with_timezone_opt(tz.clone())),
             ValueBuilder::List(b) => Arc::new(b.finish()),
-        }
+            ValueBuilder::Nested(b) => b.finish().map_err(|e| {
+                ArrowError::InvalidArgumentError(format!("a stored nested value: {e}"))
+            })?,
+        })
     }
 }
 
@@ -231,17 +242,21 @@ impl TemporalBuilder {
         }
     }
 
-    pub fn finish(&mut self) -> ArrayRef {
-        let arrays: Vec<ArrayRef> = self.parts.iter_mut().map(ValueBuilder::finish).collect();
+    pub fn finish(&mut self) -> Result<ArrayRef, ArrowError> {
+        let arrays = self
+            .parts
+            .iter_mut()
+            .map(ValueBuilder::finish)
+            .collect::<Result<Vec<ArrayRef>, _>>()?;
         let valid = std::mem::take(&mut self.valid);
-        match &self.fields {
+        Ok(match &self.fields {
             None => arrays.into_iter().next().expect("one component"),
             Some(fields) => Arc::new(StructArray::new(
                 fields.clone(),
                 arrays,
                 Some(NullBuffer::from(valid)),
             )),
-        }
+        })
     }
 }
 

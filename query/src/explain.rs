@@ -98,10 +98,10 @@ pub fn change_causes(
         Arc::new(version.finish()),
         Arc::new(cause.finish()),
         Arc::new(origin.finish()),
-        seq.finish(),
-        sys.finish(),
-        seq_before.finish(),
-        sys_before.finish(),
+        seq.finish()?,
+        sys.finish()?,
+        seq_before.finish()?,
+        sys_before.finish()?,
         Arc::new(late_b.finish()),
         Arc::new(late_s.finish()),
     ];
@@ -173,11 +173,11 @@ impl Sequences {
         }
     }
 
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            Sequences::Typed(b) => b.finish(),
+    fn finish(&mut self) -> Result<ArrayRef> {
+        Ok(match self {
+            Sequences::Typed(b) => b.finish()?,
             Sequences::Text(b) => Arc::new(b.finish()),
-        }
+        })
     }
 }
 
@@ -346,8 +346,8 @@ pub fn row_lineage(
         Arc::new(operation.finish()),
         Arc::new(event.finish()),
         Arc::new(origin.finish()),
-        seq.finish(),
-        sys.finish(),
+        seq.finish()?,
+        sys.finish()?,
         Arc::new(source.finish()),
         Arc::new(source_rows.finish()),
         Arc::new(source_row.finish()),

@@ -240,13 +240,13 @@ impl Col {
             Col::SysEnd(b, Some(c)) => b.append(c.end(r.sys_end)),
         }
     }
-    fn finish(&mut self) -> ArrayRef {
-        match self {
-            Col::Value(_, b) => b.finish(),
+    fn finish(&mut self) -> Result<ArrayRef> {
+        Ok(match self {
+            Col::Value(_, b) => b.finish()?,
             Col::Start(b, _) | Col::End(b, _) | Col::SysStart(b, _) | Col::SysEnd(b, _) => {
-                b.finish()
+                b.finish()?
             }
-        }
+        })
     }
 }
 
@@ -394,7 +394,10 @@ pub fn table_changes(
                          versions: &mut Int64Builder,
                          stamps: &mut TimestampMicrosecondBuilder|
          -> Result<()> {
-            let mut arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
+            let mut arrays = cols
+                .iter_mut()
+                .map(Col::finish)
+                .collect::<Result<Vec<ArrayRef>>>()?;
             arrays.push(Arc::new(kinds.finish()));
             arrays.push(Arc::new(versions.finish()));
             arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
@@ -500,7 +503,14 @@ impl Iterator for TableScan {
         if n == 0 && self.cursor.is_done() {
             return None;
         }
-        let arrays: Vec<ArrayRef> = cols.iter_mut().map(Col::finish).collect();
+        let arrays = match cols
+            .iter_mut()
+            .map(Col::finish)
+            .collect::<Result<Vec<ArrayRef>>>()
+        {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
         Some(
             if arrays.is_empty() {
                 RecordBatch::try_new_with_options(

@@ -137,7 +137,9 @@ pub fn decode_value<'b>(bytes: &'b [u8], ty: &ColumnType) -> Result<(Value, &'b 
             let (b, r) = unescape(rest)?;
             (Value::Bytes(b.into()), r)
         }
-        ColumnType::ListUtf8 => return Err("lists cannot be decoded from keys".into()),
+        ColumnType::ListUtf8 | ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
+            return Err("nested values cannot be decoded from keys".into())
+        }
     })
 }
 

@@ -20,6 +20,7 @@ pub mod fuzzing;
 mod ingest;
 pub mod keycodec;
 mod kv;
+mod nested;
 mod progress;
 mod record;
 mod source;
@@ -36,6 +37,7 @@ pub use flow::{
 };
 pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
+pub use nested::NestedBuilder;
 pub use progress::Progress;
 pub use source::{AppendFlow, ChangeCommits, SourceWrite, StreamRead};
 pub use store::{

@@ -95,6 +95,13 @@ pub enum ColumnType {
     },
     /// `ARRAY<STRING>` (as used by COLUMNS TO UPDATE)
     ListUtf8,
+    /// `STRUCT<name: type, ...>`. Nested values are kept as JSON text, one per cell
+    /// (`nested.rs`); their fields are nullable.
+    Struct(Vec<(String, ColumnType)>),
+    /// `ARRAY<type>` of any element type but `STRING` (that is [`ColumnType::ListUtf8`]).
+    List(Box<ColumnType>),
+    /// `MAP<STRING, type>`.
+    Map(Box<ColumnType>),
 }
 
 impl ColumnType {
@@ -130,6 +137,46 @@ impl ColumnType {
             ColumnType::ListUtf8 => {
                 DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)))
             }
+            ColumnType::Struct(fields) => DataType::Struct(
+                fields
+                    .iter()
+                    .map(|(n, t)| Field::new(n, t.to_arrow(), true))
+                    .collect(),
+            ),
+            ColumnType::List(item) => {
+                DataType::List(Arc::new(Field::new("item", item.to_arrow(), true)))
+            }
+            ColumnType::Map(value) => DataType::Map(
+                Arc::new(Field::new(
+                    "entries",
+                    DataType::Struct(
+                        vec![
+                            Field::new("key", DataType::Utf8, false),
+                            Field::new("value", value.to_arrow(), true),
+                        ]
+                        .into(),
+                    ),
+                    false,
+                )),
+                false,
+            ),
+        }
+    }
+
+    /// Whether this is a nested type, kept as JSON text.
+    pub fn is_nested(&self) -> bool {
+        matches!(
+            self,
+            ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_)
+        )
+    }
+
+    /// The type of a field inside a nested type: what [`ColumnType::from_arrow`] gives, without
+    /// what JSON text would not give back (a decimal of negative scale).
+    fn nested_child(dt: &DataType) -> Option<Self> {
+        match Self::from_arrow(dt)? {
+            ColumnType::Decimal128 { scale, .. } if scale < 0 => None,
+            t => Some(t),
         }
     }
 
@@ -167,6 +214,27 @@ impl ColumnType {
             {
                 ColumnType::ListUtf8
             }
+            DataType::List(f) | DataType::LargeList(f) => {
+                ColumnType::List(Box::new(Self::nested_child(f.data_type())?))
+            }
+            DataType::Struct(fields) if !fields.is_empty() => ColumnType::Struct(
+                fields
+                    .iter()
+                    .map(|f| Some((f.name().clone(), Self::nested_child(f.data_type())?)))
+                    .collect::<Option<Vec<_>>>()?,
+            ),
+            DataType::Map(entries, _) => match entries.data_type() {
+                DataType::Struct(kv)
+                    if kv.len() == 2
+                        && matches!(
+                            kv[0].data_type(),
+                            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+                        ) =>
+                {
+                    ColumnType::Map(Box::new(Self::nested_child(kv[1].data_type())?))
+                }
+                _ => return None,
+            },
             _ => return None,
         })
     }
@@ -180,12 +248,12 @@ impl ColumnType {
                 | ColumnType::Float64
                 | ColumnType::Binary
                 | ColumnType::ListUtf8
-        )
+        ) && !self.is_nested()
     }
 
     /// Whether values of this type can be part of a key.
     pub fn is_keyable(&self) -> bool {
-        !matches!(self, ColumnType::ListUtf8)
+        !matches!(self, ColumnType::ListUtf8) && !self.is_nested()
     }
 }
 
@@ -558,6 +626,11 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
             TimeUnit::Microsecond => prim::<TimestampMicrosecondType>(array, Value::Int),
             TimeUnit::Nanosecond => prim::<TimestampNanosecondType>(array, Value::Int),
         },
+        ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
+            // Every value of the column's type has a JSON text (`nested.rs`).
+            let array: ArrayRef = arrow::array::make_array(array.to_data());
+            crate::nested::encode(&array).expect("a nested value of the column's type")
+        }
         ColumnType::ListUtf8 => {
             let a = array
                 .as_any()

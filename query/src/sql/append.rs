@@ -60,7 +60,10 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
         (StreamFrom::Files(files), next)
     } else {
         match words.get(first).map(|t| &t.token) {
-            Some(Token::Word(w)) => (StreamFrom::Table(w.value.clone()), first + 1),
+            Some(Token::Word(_)) => {
+                let (name, next) = super::dotted_name_at(&words, first)?;
+                (StreamFrom::Table(name), next)
+            }
             _ => {
                 return Err(QueryError::Invalid(
                     "STREAM takes a source table: STREAM(source)".into(),
@@ -253,7 +256,7 @@ impl SqlSession {
     pub(super) fn create_append_flow(&mut self, a: AppendAst) -> Result<Output> {
         let (from, query) = stream_of(&a.query)?;
         let (source, reads) = match from {
-            StreamFrom::Table(t) => (self.known_names()?.spelling(&t), StreamRead::Rows),
+            StreamFrom::Table(t) => (self.stored_name(&t)?, StreamRead::Rows),
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
                 let source = self.create_files_source(&a.name, files)?;
@@ -264,7 +267,7 @@ impl SqlSession {
                 starting_version,
                 change_commits,
             } => (
-                self.known_names()?.spelling(&table),
+                self.stored_name(&table)?,
                 StreamRead::ChangeFeed {
                     starting_version,
                     change_commits,
@@ -328,9 +331,9 @@ impl SqlSession {
         }
         let (from, marked) = stream_of(query)?;
         let source_schema = match &from {
-            StreamFrom::Table(t) => self.store.source_schema(&self.known_names()?.spelling(t))?,
+            StreamFrom::Table(t) => self.store.source_schema(&self.stored_name(t)?)?,
             StreamFrom::ChangeFeed { table, .. } => {
-                let table = self.known_names()?.spelling(table);
+                let table = self.stored_name(table)?;
                 change_feed(&self.store, &table, 0, 0)?.0
             }
             StreamFrom::Files(files) => {

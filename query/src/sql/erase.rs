@@ -54,7 +54,7 @@ impl SqlSession {
                 b.append(&k[j]);
             }
             fields.push(Field::new(name, ty.to_arrow(), true));
-            columns.push(b.finish());
+            columns.push(b.finish()?);
         }
         fields.push(Field::new(KEY_NUMBER, DataType::UInt64, false));
         columns.push(Arc::new(UInt64Array::from_iter_values(
@@ -65,8 +65,11 @@ impl SqlSession {
         // A context of its own: the condition sees the keys and nothing else.
         let ctx = super::new_context();
         let keys_table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::df)?;
-        ctx.register_table(table, Arc::new(keys_table))
-            .map_err(super::df)?;
+        ctx.register_table(
+            datafusion::common::TableReference::bare(table),
+            Arc::new(keys_table),
+        )
+        .map_err(super::df)?;
         let refused = |e: &dyn std::fmt::Display| {
             QueryError::Invalid(format!(
                 "ERASE FROM `{table}`: the condition may name only the key columns ({}): {e}; nothing was changed",

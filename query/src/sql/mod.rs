@@ -14,12 +14,14 @@ mod erase;
 mod flows;
 mod guard;
 mod names;
+mod namespace;
 mod options;
 pub(crate) mod parse;
 mod period;
 mod provider;
 mod receipts;
 mod rewrite;
+mod schemas;
 mod script;
 mod snapshot;
 pub(crate) mod statement;
@@ -31,7 +33,6 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use asof_storage::{Progress, Store};
-use datafusion::common::TableReference;
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -68,6 +69,8 @@ pub struct SqlSession {
     options: SessionOptions,
     /// The versions tables are read at while a receipt's query runs.
     pins: Option<receipts::Pins>,
+    /// The catalog and schema names are read in (`USE`).
+    ns: namespace::Namespace,
 }
 
 /// A streaming table declared by `CREATE OR REFRESH STREAMING TABLE`, waiting for its flow.
@@ -118,6 +121,7 @@ impl SqlSession {
             scratch: 0,
             options,
             pins: None,
+            ns: namespace::Namespace::default(),
         })
     }
 
@@ -227,24 +231,27 @@ impl SqlSession {
 
     /// The statement's kind, with the tables it names spelled as they were created.
     fn classify(&self, stmt: &Stmt) -> Result<Kind> {
-        let known = self.known_names()?;
-        let name = |n: &mut String| *n = known.spelling(n);
-        let flow_names = |f: &mut FlowAst| {
-            name(&mut f.target);
-            if let Some(Source::Table(s)) = &mut f.source {
-                name(s);
+        let name = |n: &mut String| -> Result<()> {
+            *n = self.stored_name(n)?;
+            Ok(())
+        };
+        let flow_names = |f: &mut FlowAst| -> Result<()> {
+            name(&mut f.target)?;
+            if let Some(Source::Table(s) | Source::Snapshots(s)) = &mut f.source {
+                name(s)?;
             }
+            Ok(())
         };
         let mut kind = classify(stmt)?;
         match &mut kind {
             Kind::StreamingTable { name: n, flow, .. } => {
-                name(n);
+                name(n)?;
                 if let Some(f) = flow {
-                    flow_names(f);
+                    flow_names(f)?;
                 }
             }
-            Kind::Flow(f) => flow_names(f),
-            Kind::AppendFlow(a) => name(&mut a.target),
+            Kind::Flow(f) => flow_names(f)?,
+            Kind::AppendFlow(a) => name(&mut a.target)?,
             Kind::Refresh { name: n, .. }
             | Kind::SetProperties { name: n, .. }
             | Kind::ShowProperties { name: n, .. }
@@ -253,8 +260,8 @@ impl SqlSession {
             | Kind::DescribeHistory(n)
             | Kind::Vacuum { name: n, .. }
             | Kind::Erase { name: n, .. }
-            | Kind::Dml { name: n } => name(n),
-            Kind::Sql | Kind::Receipt { .. } | Kind::VerifyReceipt(_) => {}
+            | Kind::Dml { name: n } => name(n)?,
+            Kind::Sql | Kind::Receipt { .. } | Kind::VerifyReceipt(_) | Kind::Namespace(_) => {}
         }
         Ok(kind)
     }
@@ -274,9 +281,13 @@ impl SqlSession {
                         "streaming table `{name}` is filled by its query: declared columns, expectations, COMMENT and TBLPROPERTIES on it are not supported yet"
                     )));
                 }
+                self.schema_exists(&name)?;
                 self.create_streaming_query(&name, &query)
             }
-            Kind::AppendFlow(a) => self.create_append_flow(a),
+            Kind::AppendFlow(a) => {
+                self.schema_exists(&a.target)?;
+                self.create_append_flow(a)
+            }
             Kind::StreamingTable {
                 name,
                 schema,
@@ -316,6 +327,7 @@ impl SqlSession {
                     }
                     return Ok(Output::Done(lines.join("\n")));
                 }
+                self.schema_exists(&name)?;
                 let schema = self.declared_schema(&name, schema.as_deref())?;
                 self.declared.retain(|d| d.name != name);
                 self.declared.push(Declared {
@@ -331,7 +343,10 @@ impl SqlSession {
                     ))),
                 }
             }
-            Kind::Flow(f) => self.create_flow(f),
+            Kind::Flow(f) => {
+                self.schema_exists(&f.target)?;
+                self.create_flow(f)
+            }
             Kind::Refresh { name, full } => self.refresh(&name, full),
             Kind::SetProperties { name, properties } => {
                 let c = self.store.set_properties(&name, properties)?;
@@ -378,9 +393,7 @@ impl SqlSession {
                     )));
                 }
                 self.store.drop_table(&name)?;
-                self.ctx
-                    .deregister_table(TableReference::bare(name.as_str()))
-                    .map_err(df)?;
+                self.deregister_named(&name)?;
                 Ok(Output::Done(format!("{name} dropped")))
             }
             Kind::DescribeHistory(name) => {
@@ -431,21 +444,21 @@ impl SqlSession {
                 }
                 self.dml(stmt, &name)
             }
+            Kind::Namespace(n) => self.namespace(n),
             Kind::Sql => self.sql(stmt),
         }
     }
 
-    /// Registers every table and view of the store with DataFusion.
+    /// Registers every schema, table and view of the store with DataFusion, each under its full
+    /// name (`namespace.rs`).
     fn register_all(&mut self) -> Result<()> {
+        for (schema, _) in self.store.schemas()? {
+            self.df_schema(&schema)?;
+        }
         for name in self.store.sources()? {
             let rows = self.pinned_rows(&name)?;
             let t = provider::SourceProvider::new(self.store.clone(), &name, rows)?;
-            self.ctx
-                .deregister_table(TableReference::bare(name.as_str()))
-                .map_err(df)?;
-            self.ctx
-                .register_table(TableReference::bare(name.as_str()), Arc::new(t))
-                .map_err(df)?;
+            self.register_named(&name, Arc::new(t))?;
         }
         for name in self.store.tables()? {
             let t = TargetTable::new(
@@ -455,25 +468,16 @@ impl SqlSession {
                 TimeSelection::All,
                 self.pinned_version(&name),
             )?;
-            self.ctx
-                .deregister_table(TableReference::bare(name.as_str()))
-                .map_err(df)?;
-            self.ctx
-                .register_table(TableReference::bare(name.as_str()), Arc::new(t))
-                .map_err(df)?;
+            self.register_named(&name, Arc::new(t))?;
         }
         for (name, sql) in self.store.views()? {
-            self.ctx
-                .deregister_table(TableReference::bare(name.as_str()))
-                .map_err(df)?;
+            self.deregister_named(&name)?;
             let mut text = String::new();
             for stmt in split(&sql)? {
                 text = self.rewrite(&stmt)?;
             }
             let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
-            self.ctx
-                .register_table(TableReference::bare(name.as_str()), plan.into_view())
-                .map_err(df)?;
+            self.register_named(&name, plan.into_view())?;
         }
         Ok(())
     }
@@ -491,7 +495,8 @@ impl SqlSession {
             ["CREATE", "VIEW", ..] | ["CREATE", "OR", "REPLACE", "VIEW"] => {
                 let words = stmt.words();
                 let name_at = if h[1] == "OR" { 4 } else { 2 };
-                let name = word(words.get(name_at).copied())?;
+                let name = self.ns.table(&dotted_name(&words, name_at)?)?;
+                self.schema_exists(&name)?;
                 let as_at = words
                     .iter()
                     .position(|t| upper(&t.token) == "AS")
@@ -509,15 +514,13 @@ impl SqlSession {
             ["DROP", "TABLE" | "VIEW", ..] => {
                 let words = stmt.words();
                 let if_exists = words.get(2).is_some_and(|t| upper(&t.token) == "IF");
-                let name = word(words.get(if if_exists { 4 } else { 2 }).copied())?;
-                let name = self.known_names()?.spelling(&name);
+                let name = dotted_name(&words, if if_exists { 4 } else { 2 })?;
+                let name = self.known_names()?.spelling(&self.ns.table(&name)?);
                 match self.store.drop_table(&name) {
                     Err(asof_storage::Error::NotFound { .. }) if if_exists => {}
                     r => r?,
                 }
-                self.ctx
-                    .deregister_table(TableReference::bare(name.as_str()))
-                    .map_err(df)?;
+                self.deregister_named(&name)?;
                 Ok(Output::Done(format!("{name} dropped")))
             }
             _ => {
@@ -568,7 +571,27 @@ pub(crate) fn new_context() -> SessionContext {
     // Databricks SQL: "x" is a string, `x` an identifier (docs/SEMANTICS.md §11).
     config.options_mut().sql_parser.dialect = datafusion::common::config::Dialect::Databricks;
     config.options_mut().sql_parser.map_string_types_to_utf8view = false;
+    // Names are read in catalog `main`, schema `default`, as in Databricks (`namespace.rs`).
+    config.options_mut().catalog.default_catalog = namespace::DEFAULT_CATALOG.into();
+    config.options_mut().catalog.default_schema = namespace::DEFAULT_SCHEMA.into();
     SessionContext::new_with_config(config)
+}
+
+/// The table name that starts at word `i` of `words`, its parts joined by `.`.
+fn dotted_name(words: &[&TokenWithSpan], i: usize) -> Result<String> {
+    Ok(dotted_name_at(words, i)?.0)
+}
+
+/// [`dotted_name`], and the index of the word after it.
+fn dotted_name_at(words: &[&TokenWithSpan], i: usize) -> Result<(String, usize)> {
+    let mut name = word(words.get(i).copied())?;
+    let mut j = i + 1;
+    while words.get(j).is_some_and(|t| t.token == Token::Period) {
+        name.push('.');
+        name.push_str(&word(words.get(j + 1).copied())?);
+        j += 2;
+    }
+    Ok((name, j))
 }
 
 fn word(t: Option<&TokenWithSpan>) -> Result<String> {

@@ -33,8 +33,13 @@ impl Names {
         known
     }
 
-    /// Knows `name`.
+    /// Knows `name`, and each part of a qualified name (`sales.t`).
     pub fn add(&mut self, name: &str) {
+        if name.contains('.') {
+            for part in name.split('.') {
+                self.add(part);
+            }
+        }
         let entry = self
             .by_lower
             .entry(name.to_lowercase())

@@ -174,6 +174,31 @@ impl<'a> P<'a> {
             t => Err(syntax(t, format!("expected {what}"))),
         }
     }
+    /// A table's name as written: one to three parts (`t`, `schema.t`, `catalog.schema.t`),
+    /// joined by `.` (see `namespace.rs` for how the session reads them).
+    pub fn table_name(&mut self, what: &str) -> Result<String> {
+        let mut parts = Vec::new();
+        loop {
+            match self.next() {
+                Some(TokenWithSpan {
+                    token: Token::Word(w),
+                    ..
+                }) if !w.value.contains('.') => parts.push(w.value.clone()),
+                Some(
+                    t @ TokenWithSpan {
+                        token: Token::Word(_),
+                        ..
+                    },
+                ) => return Err(syntax(Some(t), "a name's parts cannot hold `.`")),
+                t => return Err(syntax(t, format!("expected {what}"))),
+            }
+            if self.peek().is_none_or(|t| t.token != Token::Period) || parts.len() == 3 {
+                break;
+            }
+            self.i += 1;
+        }
+        Ok(parts.join("."))
+    }
     /// The end of the statement.
     pub fn end(&self) -> Result<()> {
         match self.peek() {
@@ -357,7 +382,7 @@ fn source(p: &mut P<'_>) -> Result<Source> {
         }
     }
     if !wrapped && p.eat("SNAPSHOT") {
-        return Ok(Source::Snapshots(p.ident("a snapshot table")?));
+        return Ok(Source::Snapshots(p.table_name("a snapshot table")?));
     }
     let src = if p.peek_upper().as_deref() == Some("READ_FILES") {
         p.i += 1;
@@ -365,7 +390,7 @@ fn source(p: &mut P<'_>) -> Result<Source> {
         p.i = next;
         Source::Files(files)
     } else {
-        Source::Table(p.ident("a source table")?)
+        Source::Table(p.table_name("a source table")?)
     };
     if wrapped {
         match p.next() {

@@ -43,9 +43,22 @@ impl SqlSession {
                         && at(j + 1) == "AS"
                         && at(j + 2) == "OF")
             };
+            // A qualified name (`sales.t FOR ...`) starts at its first part.
+            let mut start = k;
             let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_))
             {
-                let table = word(Some(words[k]))?;
+                while start >= 2
+                    && words[start - 1].token == Token::Period
+                    && matches!(words[start - 2].token, Token::Word(_))
+                {
+                    start -= 2;
+                }
+                let written = (start..=k)
+                    .step_by(2)
+                    .map(|i| word(Some(words[i])))
+                    .collect::<Result<Vec<_>>>()?
+                    .join(".");
+                let table = self.stored_name(&written)?;
                 let mut system = TimeSelection::All;
                 let mut business = TimeSelection::All;
                 let mut version = None;
@@ -95,7 +108,11 @@ impl SqlSession {
                 let text = if alias_follows {
                     quote_ident(&scratch)
                 } else {
-                    format!("{} AS {}", quote_ident(&scratch), quote_ident(&table))
+                    format!(
+                        "{} AS {}",
+                        quote_ident(&scratch),
+                        quote_ident(super::namespace::last_part(&table))
+                    )
                 };
                 (text, j)
             } else if at(k) == "READ_FILES" && lparen_next {
@@ -121,7 +138,7 @@ impl SqlSession {
                     })
                 };
                 let table = match arg(0)? {
-                    asof_storage::Value::Str(s) => s.to_string(),
+                    asof_storage::Value::Str(s) => self.stored_name(s)?,
                     _ => {
                         return Err(QueryError::Invalid(format!(
                             "{name}: the first argument is a table name in quotes"
@@ -191,7 +208,7 @@ impl SqlSession {
                 let (args, next) = literal_args(&words, k + 1)?;
                 let bound = |v| change_bound(v, "table_changes");
                 let table = match args.first() {
-                    Some(asof_storage::Value::Str(s)) => s.to_string(),
+                    Some(asof_storage::Value::Str(s)) => self.stored_name(s)?,
                     _ => {
                         return Err(QueryError::Invalid(
                             "table_changes('table', start [, end]): the table name comes first, in quotes".into(),
@@ -257,7 +274,7 @@ impl SqlSession {
                 k += 1;
                 continue;
             };
-            for t in &toks[copied..sig[k]] {
+            for t in &toks[copied..sig[start]] {
                 out.push_str(&super::parse::sql_text(&t.token));
             }
             out.push_str(&text);
@@ -306,7 +323,7 @@ impl SqlSession {
         };
         let time = |v: asof_storage::Value| (!matches!(v, asof_storage::Value::Null)).then_some(v);
         Ok(KeyPoint {
-            table: self.known_names()?.spelling(&table),
+            table: self.stored_name(&table)?,
             key,
             business: time(b),
             system: time(s),
@@ -346,8 +363,8 @@ impl SqlSession {
     pub(super) fn clear_scratch(&mut self) -> Result<()> {
         let names: Vec<String> = self
             .ctx
-            .catalog("datafusion")
-            .and_then(|c| c.schema("public"))
+            .catalog(&self.ns.catalog)
+            .and_then(|c| c.schema(&self.ns.schema))
             .map(|s| s.table_names())
             .unwrap_or_default();
         for n in names.iter().filter(|n| n.starts_with("__asof_")) {
@@ -409,7 +426,7 @@ impl SqlSession {
         if !(3..=4).contains(&args.len()) {
             return Err(QueryError::Invalid(usage.into()));
         }
-        let table = self.known_names()?.spelling(table);
+        let table = self.stored_name(table)?;
         let schema = self.store.schema(&table)?;
         let [k] = schema.key_columns.as_slice() else {
             return Err(QueryError::Invalid(format!(

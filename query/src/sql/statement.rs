@@ -159,8 +159,128 @@ pub(crate) enum Kind {
     /// `UPDATE t ...`, `DELETE FROM t ...`, `MERGE INTO t ...` (`INSERT` goes by the table it
     /// names: [`super::tables`]).
     Dml { name: String },
+    /// `CREATE SCHEMA`, `DROP SCHEMA`, `USE`, `SHOW SCHEMAS` and the same for catalogs.
+    Namespace(NamespaceStmt),
     /// Anything else: SQL for DataFusion.
     Sql,
+}
+
+/// The statements of schemas and catalogs (`DATABASE` is a synonym of `SCHEMA`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum NamespaceStmt {
+    /// `CREATE SCHEMA [IF NOT EXISTS] [catalog.]s [COMMENT '...']`.
+    CreateSchema {
+        name: String,
+        if_not_exists: bool,
+        comment: String,
+    },
+    /// `CREATE CATALOG [IF NOT EXISTS] c [COMMENT '...']`: the catalog and its `default` schema.
+    CreateCatalog {
+        name: String,
+        if_not_exists: bool,
+        comment: String,
+    },
+    /// `DROP SCHEMA [IF EXISTS] [catalog.]s [CASCADE | RESTRICT]`.
+    DropSchema {
+        name: String,
+        if_exists: bool,
+        cascade: bool,
+    },
+    /// `USE [SCHEMA] [catalog.]s`.
+    UseSchema(String),
+    /// `USE CATALOG c`.
+    UseCatalog(String),
+    /// `SHOW SCHEMAS [IN catalog]`.
+    ShowSchemas { catalog: Option<String> },
+}
+
+/// `CREATE SCHEMA ...`, `DROP SCHEMA ...`, `USE ...`, `SHOW SCHEMAS` (`h`: the first words).
+fn namespace(h: &[&str], p: &mut P<'_>) -> Result<Option<NamespaceStmt>> {
+    let schema_word = |w: &str| matches!(w, "SCHEMA" | "DATABASE");
+    let if_words = |p: &mut P<'_>, second: &[&str]| -> Result<bool> {
+        if !p.eat("IF") {
+            return Ok(false);
+        }
+        for w in second {
+            p.expect(w)?;
+        }
+        Ok(true)
+    };
+    let comment = |p: &mut P<'_>| -> Result<String> {
+        if p.eat("COMMENT") {
+            p.quoted("the comment")
+        } else {
+            Ok(String::new())
+        }
+    };
+    let stmt = match h {
+        ["CREATE", w, ..] if schema_word(w) || *w == "CATALOG" => {
+            p.i = 2;
+            let if_not_exists = if_words(p, &["NOT", "EXISTS"])?;
+            let name = p.table_name(if *w == "CATALOG" {
+                "a catalog name"
+            } else {
+                "a schema name"
+            })?;
+            let comment = comment(p)?;
+            p.end()?;
+            if *w == "CATALOG" {
+                NamespaceStmt::CreateCatalog {
+                    name,
+                    if_not_exists,
+                    comment,
+                }
+            } else {
+                NamespaceStmt::CreateSchema {
+                    name,
+                    if_not_exists,
+                    comment,
+                }
+            }
+        }
+        ["DROP", w, ..] if schema_word(w) => {
+            p.i = 2;
+            let if_exists = if_words(p, &["EXISTS"])?;
+            let name = p.table_name("a schema name")?;
+            let cascade = p.eat("CASCADE");
+            if !cascade {
+                p.eat("RESTRICT");
+            }
+            p.end()?;
+            NamespaceStmt::DropSchema {
+                name,
+                if_exists,
+                cascade,
+            }
+        }
+        ["USE", "CATALOG", ..] => {
+            p.i = 2;
+            let name = p.table_name("a catalog name")?;
+            p.end()?;
+            NamespaceStmt::UseCatalog(name)
+        }
+        ["USE", ..] => {
+            p.i = 1;
+            if p.peek_upper().is_some_and(|w| schema_word(&w)) && p.toks.len() > 2 {
+                p.i += 1;
+            }
+            let name = p.table_name("a schema name")?;
+            p.end()?;
+            NamespaceStmt::UseSchema(name)
+        }
+        ["SHOW", "SCHEMAS" | "DATABASES", ..] => {
+            p.i = 2;
+            let catalog = if p.eat("IN") || p.eat("FROM") {
+                Some(p.table_name("a catalog name")?)
+            } else {
+                None
+            };
+            p.end()?;
+            NamespaceStmt::ShowSchemas { catalog }
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(stmt))
 }
 
 /// Classifies a statement and parses the AUTO CDC forms.
@@ -171,6 +291,9 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         toks: stmt.words(),
         i: 0,
     };
+    if let Some(n) = namespace(&h, &mut p)? {
+        return Ok(Kind::Namespace(n));
+    }
     match h.as_slice() {
         ["CREATE", "OR", "REFRESH", "STREAMING", "TABLE"]
         | ["CREATE", "STREAMING", "TABLE", ..] => {
@@ -180,7 +303,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             }
             p.expect("STREAMING")?;
             p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             // An optional schema: the target's columns come from its flow, which is checked
             // against it.
             // Its elements are columns and expectations (`CONSTRAINT name EXPECT (cond) [ON
@@ -308,7 +431,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
                 let mut once = p.eat("ONCE");
                 p.expect("INTO")?;
                 once |= p.eat("ONCE");
-                let target = p.ident("a target table")?;
+                let target = p.table_name("a target table")?;
                 p.expect("BY")?;
                 p.expect("NAME")?;
                 let first = p
@@ -328,12 +451,12 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             // `AUTO CDC FROM SNAPSHOT s INTO t ...` (the source may also follow the target).
             let snapshots = if p.eat("FROM") {
                 p.expect("SNAPSHOT")?;
-                Some(Source::Snapshots(p.ident("a snapshot table")?))
+                Some(Source::Snapshots(p.table_name("a snapshot table")?))
             } else {
                 None
             };
             p.expect("INTO")?;
-            let target = p.ident("a target table")?;
+            let target = p.table_name("a target table")?;
             let mut ast = FlowAst {
                 name,
                 target,
@@ -349,7 +472,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.eat("REFRESH");
             p.eat("STREAMING");
             p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             let full = p.eat("FULL");
             if let Some(t) = p.peek() {
                 return Err(syntax(Some(t), "expected the end of the statement"));
@@ -360,7 +483,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.eat("ALTER");
             p.eat("STREAMING");
             p.expect("TABLE")?;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             // `ADD | ALTER SCHEDULE ...`, `DROP SCHEDULE`: the schedule property.
             if matches!(p.peek_upper().as_deref(), Some("ADD" | "ALTER" | "DROP")) {
                 let drop = p.eat("DROP");
@@ -387,13 +510,13 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         }
         ["DESCRIBE", "HISTORY", ..] => {
             p.i = 2;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             p.end()?;
             Ok(Kind::DescribeHistory(name))
         }
         ["SHOW", "TBLPROPERTIES", ..] => {
             p.i = 2;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             let key = if p.peek().is_some_and(|t| t.token == Token::LParen) {
                 p.i += 1;
                 let key = match p.peek().map(|t| &t.token) {
@@ -434,7 +557,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             } else {
                 Detail::Columns
             };
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             if p.peek().is_some() {
                 // `DESCRIBE t col` and the like: DataFusion's.
                 return Ok(Kind::Sql);
@@ -447,7 +570,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             if if_exists {
                 p.expect("EXISTS")?;
             }
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             p.end()?;
             Ok(Kind::DropStreamingTable { name, if_exists })
         }
@@ -455,7 +578,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             /// A hundred thousand years: any longer keeps everything anyway.
             const MAX_RETAIN_HOURS: f64 = 876_000_000.0;
             p.i = 1;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             let retain_hours = if p.eat("RETAIN") {
                 let n = match p.next() {
                     Some(TokenWithSpan {
@@ -489,7 +612,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         ["UPDATE", ..] => {
             p.i = 1;
             Ok(Kind::Dml {
-                name: p.ident("a table name")?,
+                name: p.table_name("a table name")?,
             })
         }
         ["RECEIPT", ..] => {
@@ -512,7 +635,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         }
         ["ERASE", "FROM", ..] => {
             p.i = 2;
-            let name = p.ident("a table name")?;
+            let name = p.table_name("a table name")?;
             if !p.eat("WHERE") {
                 return Err(syntax(
                     p.peek().or(p.toks.last().copied()),
@@ -560,7 +683,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         ["DELETE", "FROM", ..] | ["MERGE", "INTO", ..] => {
             p.i = 2;
             Ok(Kind::Dml {
-                name: p.ident("a table name")?,
+                name: p.table_name("a table name")?,
             })
         }
         _ => Ok(Kind::Sql),

@@ -9,7 +9,7 @@ use datafusion::common::TableReference;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
 use super::parse::{self, upper, Stmt};
-use super::{df, names, sub_stmt, text_from, word, Output, SqlSession};
+use super::{df, dotted_name_at, names, sub_stmt, text_from, Output, SqlSession};
 use crate::error::{QueryError, Result};
 
 impl SqlSession {
@@ -21,14 +21,13 @@ impl SqlSession {
             .position(|t| upper(&t.token) == "TABLE")
             .expect("classified")
             + 1;
-        let name = word(words.get(name_at).copied())?;
-        if words
-            .get(name_at + 1)
-            .is_some_and(|t| upper(&t.token) == "AS")
-        {
+        let (written, after) = dotted_name_at(&words, name_at)?;
+        let name = self.ns.table(&written)?;
+        self.schema_exists(&name)?;
+        if words.get(after).is_some_and(|t| upper(&t.token) == "AS") {
             // One commit, however many rows: the rows stream into the write, nothing is stored
             // until the query has run to its end.
-            let first = words.get(name_at + 2).copied().ok_or_else(|| {
+            let first = words.get(after + 1).copied().ok_or_else(|| {
                 QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
             })?;
             let (schema, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
@@ -40,9 +39,9 @@ impl SqlSession {
             return Ok(Output::Done(format!("table {name} created with {n} rows")));
         }
         // `CREATE TABLE t (cols) AS query`: the declared columns, filled by position.
-        if words.get(name_at + 1).map(|t| &t.token) == Some(&Token::LParen) {
+        if words.get(after).map(|t| &t.token) == Some(&Token::LParen) {
             let mut depth = 0;
-            let close = words[name_at + 1..].iter().position(|t| {
+            let close = words[after..].iter().position(|t| {
                 match t.token {
                     Token::LParen => depth += 1,
                     Token::RParen => depth -= 1,
@@ -50,11 +49,11 @@ impl SqlSession {
                 }
                 depth == 0
             });
-            let close = close.map(|c| name_at + 1 + c);
+            let close = close.map(|c| after + c);
             if let Some(c) =
                 close.filter(|&c| words.get(c + 1).is_some_and(|t| upper(&t.token) == "AS"))
             {
-                let columns: String = words[name_at + 2..c]
+                let columns: String = words[after + 1..c]
                     .iter()
                     .map(|t| super::parse::sql_text(&t.token))
                     .collect::<Vec<_>>()
@@ -85,11 +84,16 @@ impl SqlSession {
             }
         }
         // Let DataFusion read the column list, under a scratch name.
-        let scratch = format!("__asof_create_{name}");
-        let ddl = text_from(stmt, words[0]).replacen(
-            &words[name_at].token.to_string(),
-            &parse::quote_ident(&scratch),
-            1,
+        let scratch = format!("__asof_create_{}", name.replace('.', "_"));
+        let columns = words.get(after).copied().ok_or_else(|| {
+            QueryError::Invalid(format!(
+                "CREATE TABLE {written} needs its columns or AS query"
+            ))
+        })?;
+        let ddl = format!(
+            "CREATE TABLE {} {}",
+            parse::quote_ident(&scratch),
+            text_from(stmt, columns)
         );
         let schema = self.ddl_schema(&ddl, &scratch)?;
         self.store.create_source(&name, &schema)?;
@@ -113,7 +117,8 @@ impl SqlSession {
     /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
     pub(super) fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
         let words = stmt.words();
-        let name = self.known_names()?.spelling(&word(words.get(2).copied())?);
+        let (written, after) = dotted_name_at(&words, 2)?;
+        let name = self.known_names()?.spelling(&self.ns.table(&written)?);
         if self.store.tables()?.contains(&name) {
             return self.dml(stmt, &name);
         }
@@ -124,15 +129,15 @@ impl SqlSession {
             e => e.into(),
         })?;
         let target_schema = self.store.source_schema(&name)?;
-        let mut i = 3;
+        let mut i = after;
         let mut cols: Vec<String> = target_schema
             .fields()
             .iter()
             .map(|f| f.name().clone())
             .collect();
-        if words.get(3).is_some_and(|t| t.token == Token::LParen) {
+        if words.get(after).is_some_and(|t| t.token == Token::LParen) {
             let mut named = Vec::new();
-            i = 4;
+            i = after + 1;
             while let Some(t) = words.get(i) {
                 i += 1;
                 match &t.token {

@@ -90,10 +90,13 @@ pub(super) fn new_column(ty: &ColumnType) -> ColumnData {
             valid: vec![],
             values: vec![],
         },
-        ColumnType::Utf8 => ColumnData::Str {
-            valid: vec![],
-            values: VarBytes::default(),
-        },
+        // Nested values are JSON text.
+        ColumnType::Utf8 | ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
+            ColumnData::Str {
+                valid: vec![],
+                values: VarBytes::default(),
+            }
+        }
         ColumnType::Binary => ColumnData::Bin {
             valid: vec![],
             values: VarBytes::default(),

@@ -12,6 +12,7 @@
 //! | `L` source id, append | the name an append was loaded under |
 //! | `H` source id, version | source table commit record |
 //! | `V` view name | the view's SQL |
+//! | `N` schema name | the schema's comment |
 //! | `K` table id, key | a key's head: its hot state and page directory |
 //! | `P` table id, key, page | one frozen page of a key |
 //! | `X` table id, version | the rows a commit wrote (their keys) and retired |
@@ -42,6 +43,8 @@ pub(crate) const LOADED: u8 = b'L';
 pub(crate) const SOURCE_COMMIT: u8 = b'H';
 /// A view: `V` name (UTF-8, not length-prefixed: it runs to the end of the key).
 pub(crate) const VIEW: u8 = b'V';
+/// A schema made by `CREATE SCHEMA`: `N` name (UTF-8, to the end of the key).
+pub(crate) const SCHEMA: u8 = b'N';
 
 /// A key's head: `K` id key (the encoded key runs to the end).
 pub(crate) const KEY_HEAD: u8 = b'K';
@@ -110,6 +113,11 @@ pub(crate) fn pages_of(id: u32, key: &[u8]) -> Vec<u8> {
 /// A view's key, or with an empty name the prefix of every view.
 pub(crate) fn view(name: &str) -> Vec<u8> {
     [&[VIEW][..], name.as_bytes()].concat()
+}
+
+/// A schema's key, or with an empty name the prefix of every schema.
+pub(crate) fn schema(name: &str) -> Vec<u8> {
+    [&[SCHEMA][..], name.as_bytes()].concat()
 }
 
 /// `(tag, table id, version)` of a versioned key (tag, id u32, version u64, ...).

@@ -404,6 +404,12 @@ impl Inner {
             let sql = String::from_utf8(v).map_err(|_| corrupt("view text"))?;
             self.views.insert(name, sql);
         }
+        for kv in self.kv.scan_prefix(&keys::schema("")) {
+            let (k, v) = kv?;
+            let name = String::from_utf8(k[1..].to_vec()).map_err(|_| corrupt("schema name"))?;
+            let comment = String::from_utf8(v).map_err(|_| corrupt("schema comment"))?;
+            self.schemas.insert(name, comment);
+        }
         Ok(())
     }
 }

@@ -32,6 +32,7 @@ mod records;
 mod redefine;
 mod refresh;
 mod replay;
+mod schemas;
 mod sources;
 #[cfg(test)]
 mod tests;
@@ -190,6 +191,8 @@ struct Inner {
     tables: BTreeMap<String, Table>,
     sources: BTreeMap<String, SourceTable>,
     views: BTreeMap<String, String>,
+    /// Schemas made by `CREATE SCHEMA`, with their comments.
+    schemas: BTreeMap<String, String>,
     next_table_id: u32,
     poisoned: Option<String>,
     evaluator: Option<Arc<dyn ConditionEvaluator>>,
@@ -283,6 +286,7 @@ impl Store {
             tables: BTreeMap::new(),
             sources: BTreeMap::new(),
             views: BTreeMap::new(),
+            schemas: BTreeMap::new(),
             next_table_id: 0,
             poisoned: None,
             evaluator: None,

@@ -1,0 +1,264 @@
+//! Schemas and catalogs in a session: `CREATE SCHEMA`, `CREATE CATALOG`, `DROP SCHEMA`, `USE`,
+//! `SHOW SCHEMAS`, and registering names with DataFusion under their full references.
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::{
+    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, TableProvider,
+};
+
+use super::namespace::{self, reference, schema_of, split_schema, Namespace, DEFAULT_SCHEMA};
+use super::statement::NamespaceStmt;
+use super::{df, Output, SqlSession};
+use crate::error::{QueryError, Result};
+
+impl SqlSession {
+    pub(super) fn namespace(&mut self, stmt: NamespaceStmt) -> Result<Output> {
+        match stmt {
+            NamespaceStmt::CreateSchema {
+                name,
+                if_not_exists,
+                comment,
+            } => {
+                let stored = self.ns.schema_name(&name)?;
+                if self.schema_known(&stored)? {
+                    if if_not_exists {
+                        return Ok(Output::Done(format!("schema {name} exists already")));
+                    }
+                    return Err(QueryError::Invalid(format!(
+                        "schema `{name}` exists already"
+                    )));
+                }
+                let (catalog, _) = split_schema(&stored);
+                if !self.catalog_known(&catalog)? {
+                    return Err(QueryError::Invalid(format!(
+                        "no catalog named `{catalog}`: CREATE CATALOG {catalog} first"
+                    )));
+                }
+                self.store.create_schema(&stored, &comment)?;
+                Ok(Output::Done(format!("schema {name} created")))
+            }
+            NamespaceStmt::CreateCatalog {
+                name,
+                if_not_exists,
+                comment,
+            } => {
+                if name.contains('.') {
+                    return Err(QueryError::Invalid(format!(
+                        "`{name}` is not a catalog name: a catalog name has one part"
+                    )));
+                }
+                if self.catalog_known(&name)? {
+                    if if_not_exists {
+                        return Ok(Output::Done(format!("catalog {name} exists already")));
+                    }
+                    return Err(QueryError::Invalid(format!(
+                        "catalog `{name}` exists already"
+                    )));
+                }
+                // A catalog is its schemas: it starts with `default`, as in Databricks.
+                self.store
+                    .create_schema(&format!("{name}.{DEFAULT_SCHEMA}"), &comment)?;
+                Ok(Output::Done(format!("catalog {name} created")))
+            }
+            NamespaceStmt::DropSchema {
+                name,
+                if_exists,
+                cascade,
+            } => {
+                let stored = self.ns.schema_name(&name)?;
+                if stored.is_empty() {
+                    return Err(QueryError::Invalid(
+                        "schema `default` of catalog `main` cannot be dropped".into(),
+                    ));
+                }
+                if !self.schema_known(&stored)? {
+                    if if_exists {
+                        return Ok(Output::Done(format!("schema {name} does not exist")));
+                    }
+                    return Err(QueryError::Invalid(format!("no schema named `{name}`")));
+                }
+                let mut inside: Vec<String> = self.store.tables()?;
+                inside.extend(self.store.sources()?);
+                inside.extend(self.store.views()?.into_iter().map(|(v, _)| v));
+                inside.retain(|t| schema_of(t) == stored);
+                if !inside.is_empty() && !cascade {
+                    return Err(QueryError::Invalid(format!(
+                        "schema `{name}` holds {} table(s) and view(s) ({}): drop them first, or DROP SCHEMA {name} CASCADE",
+                        inside.len(),
+                        inside.join(", ")
+                    )));
+                }
+                // Tables that feed others go last.
+                inside.sort_by_key(|t| self.store.sources().is_ok_and(|s| s.contains(t)));
+                for t in &inside {
+                    self.store.drop_table(t)?;
+                    self.deregister_named(t)?;
+                }
+                self.store.drop_schema(&stored)?;
+                let (catalog, schema) = split_schema(&stored);
+                if let Some(c) = self.ctx.catalog(&catalog) {
+                    c.deregister_schema(&schema, true).map_err(df)?;
+                }
+                if self.ns.current() == stored {
+                    self.set_namespace(Namespace::default())?;
+                }
+                Ok(Output::Done(format!(
+                    "schema {name} dropped{}",
+                    if inside.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" with {}", inside.join(", "))
+                    }
+                )))
+            }
+            NamespaceStmt::UseSchema(name) => {
+                let stored = self.ns.schema_name(&name)?;
+                if !self.schema_known(&stored)? {
+                    return Err(QueryError::Invalid(format!(
+                        "no schema named `{name}`: CREATE SCHEMA {name} first"
+                    )));
+                }
+                let (catalog, schema) = split_schema(&stored);
+                self.set_namespace(Namespace { catalog, schema })?;
+                Ok(Output::Done(format!("using schema {name}")))
+            }
+            NamespaceStmt::UseCatalog(name) => {
+                if !self.catalog_known(&name)? {
+                    return Err(QueryError::Invalid(format!(
+                        "no catalog named `{name}`: CREATE CATALOG {name} first"
+                    )));
+                }
+                self.set_namespace(Namespace {
+                    catalog: name.clone(),
+                    schema: DEFAULT_SCHEMA.into(),
+                })?;
+                Ok(Output::Done(format!("using catalog {name}")))
+            }
+            NamespaceStmt::ShowSchemas { catalog } => {
+                let catalog = catalog.unwrap_or_else(|| self.ns.catalog.clone());
+                let mut names: Vec<String> = self
+                    .store
+                    .schemas()?
+                    .into_iter()
+                    .map(|(s, _)| split_schema(&s))
+                    .filter(|(c, _)| *c == catalog)
+                    .map(|(_, s)| s)
+                    .collect();
+                if catalog == namespace::DEFAULT_CATALOG {
+                    names.push(DEFAULT_SCHEMA.into());
+                }
+                names.sort();
+                let schema = Arc::new(Schema::new(vec![Field::new(
+                    "databaseName",
+                    DataType::Utf8,
+                    false,
+                )]));
+                let batch = RecordBatch::try_new(
+                    schema.clone(),
+                    vec![Arc::new(StringArray::from_iter_values(names))],
+                )?;
+                Ok(Output::Batches(schema, vec![batch]))
+            }
+        }
+    }
+
+    /// The store's name of table `written` (`t`, `s.t`, `c.s.t`, in any case) in this session.
+    pub(super) fn stored_name(&self, written: &str) -> Result<String> {
+        Ok(self.known_names()?.spelling(&self.ns.table(written)?))
+    }
+
+    /// Refuses a new table named `stored` whose schema was not created.
+    pub(super) fn schema_exists(&self, stored_table: &str) -> Result<()> {
+        let schema = schema_of(stored_table);
+        if self.schema_known(schema)? {
+            return Ok(());
+        }
+        Err(QueryError::Invalid(format!(
+            "no schema named `{schema}` for table `{stored_table}`: CREATE SCHEMA {schema} first"
+        )))
+    }
+
+    fn schema_known(&self, stored: &str) -> Result<bool> {
+        Ok(stored.is_empty() || self.store.schemas()?.iter().any(|(s, _)| s == stored))
+    }
+
+    fn catalog_known(&self, catalog: &str) -> Result<bool> {
+        Ok(catalog == namespace::DEFAULT_CATALOG
+            || self
+                .store
+                .schemas()?
+                .iter()
+                .any(|(s, _)| split_schema(s).0 == catalog && s.contains('.')))
+    }
+
+    /// Reads names in `ns` from now on (the scratch tables of the last statement go first: they
+    /// live in the current schema).
+    fn set_namespace(&mut self, ns: Namespace) -> Result<()> {
+        self.clear_scratch()?;
+        self.df_schema(&ns.current())?;
+        let state = self.ctx.state_ref();
+        let mut state = state.write();
+        let options = state.config_mut().options_mut();
+        options.catalog.default_catalog = ns.catalog.clone();
+        options.catalog.default_schema = ns.schema.clone();
+        drop(state);
+        self.ns = ns;
+        Ok(())
+    }
+
+    /// The DataFusion schema of stored schema `stored`, made if missing.
+    pub(super) fn df_schema(
+        &self,
+        stored: &str,
+    ) -> Result<Arc<dyn datafusion::catalog::SchemaProvider>> {
+        let (catalog, schema) = split_schema(stored);
+        let c = match self.ctx.catalog(&catalog) {
+            Some(c) => c,
+            None => {
+                let c: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
+                self.ctx.register_catalog(&catalog, c.clone());
+                c
+            }
+        };
+        Ok(match c.schema(&schema) {
+            Some(s) => s,
+            None => {
+                let s: Arc<dyn datafusion::catalog::SchemaProvider> =
+                    Arc::new(MemorySchemaProvider::new());
+                c.register_schema(&schema, s.clone()).map_err(df)?;
+                s
+            }
+        })
+    }
+
+    /// Registers `provider` under the full reference of stored name `name`, in place of what was
+    /// there.
+    pub(super) fn register_named(
+        &mut self,
+        name: &str,
+        provider: Arc<dyn TableProvider>,
+    ) -> Result<()> {
+        self.df_schema(schema_of(name))?;
+        self.deregister_named(name)?;
+        self.ctx
+            .register_table(reference(name), provider)
+            .map_err(df)?;
+        Ok(())
+    }
+
+    /// Forgets stored name `name` in DataFusion.
+    pub(super) fn deregister_named(&mut self, name: &str) -> Result<()> {
+        let r = reference(name);
+        if self
+            .ctx
+            .catalog(r.catalog().unwrap_or_default())
+            .is_some_and(|c| c.schema(r.schema().unwrap_or_default()).is_some())
+        {
+            self.ctx.deregister_table(r).map_err(df)?;
+        }
+        Ok(())
+    }
+}
