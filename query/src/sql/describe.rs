@@ -146,6 +146,25 @@ fn data_type(t: &DataType) -> String {
         DataType::Timestamp(_, Some(_)) => "timestamp".into(),
         DataType::Timestamp(_, None) => "timestamp_ntz".into(),
         DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => "binary".into(),
+        DataType::List(f) | DataType::LargeList(f) => {
+            format!("array<{}>", data_type(f.data_type()))
+        }
+        DataType::Struct(fs) => format!(
+            "struct<{}>",
+            fs.iter()
+                .map(|f| format!("{}:{}", f.name(), data_type(f.data_type())))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        DataType::Map(entries, _) => match entries.data_type() {
+            DataType::Struct(kv) if kv.len() == 2 => format!(
+                "map<{},{}>",
+                data_type(kv[0].data_type()),
+                data_type(kv[1].data_type())
+            ),
+            other => other.to_string().to_lowercase(),
+        },
         other => other.to_string().to_lowercase(),
     }
 }

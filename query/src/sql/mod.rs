@@ -13,6 +13,7 @@ mod dml;
 mod erase;
 mod flows;
 mod guard;
+mod map_type;
 mod names;
 mod namespace;
 mod options;
@@ -574,7 +575,11 @@ pub(crate) fn new_context() -> SessionContext {
     // Names are read in catalog `main`, schema `default`, as in Databricks (`namespace.rs`).
     config.options_mut().catalog.default_catalog = namespace::DEFAULT_CATALOG.into();
     config.options_mut().catalog.default_schema = namespace::DEFAULT_SCHEMA.into();
-    SessionContext::new_with_config(config)
+    let ctx = SessionContext::new_with_config(config);
+    // Databricks' `array(1, 2)` is DataFusion's `make_array`.
+    let make_array = datafusion::functions_nested::make_array::make_array_udf();
+    ctx.register_udf(make_array.as_ref().clone().with_aliases(["array"]));
+    ctx
 }
 
 /// The table name that starts at word `i` of `words`, its parts joined by `.`.

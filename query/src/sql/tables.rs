@@ -102,8 +102,9 @@ impl SqlSession {
 
     /// The columns of `ddl`, a `CREATE TABLE scratch (...)` that DataFusion reads (and forgets).
     pub(super) fn ddl_schema(&mut self, ddl: &str, scratch: &str) -> Result<SchemaRef> {
+        let ddl = super::map_type::maps_as_structs(ddl)?;
         self.runtime
-            .block_on(async { self.ctx.sql(ddl).await?.collect().await })
+            .block_on(async { self.ctx.sql(&ddl).await?.collect().await })
             .map_err(df)?;
         let scratch = TableReference::bare(scratch);
         let provider = self
@@ -111,7 +112,7 @@ impl SqlSession {
             .block_on(self.ctx.table_provider(scratch.clone()))
             .map_err(df)?;
         self.ctx.deregister_table(scratch).map_err(df)?;
-        Ok(provider.schema())
+        Ok(super::map_type::structs_as_maps(&provider.schema()))
     }
 
     /// `INSERT INTO t [(cols)] VALUES ... | SELECT ...`.
