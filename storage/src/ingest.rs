@@ -24,6 +24,17 @@ pub trait ConditionEvaluator: Send + Sync {
         expr: &str,
         batch: &RecordBatch,
     ) -> std::result::Result<BooleanArray, String>;
+
+    /// The value of `expr` for each row (a generated column's), or a message saying why the
+    /// expression fails.
+    fn value(
+        &self,
+        expr: &str,
+        batch: &RecordBatch,
+    ) -> std::result::Result<arrow::array::ArrayRef, String> {
+        let _ = batch;
+        Err(format!("`{expr}`: this evaluator computes conditions only"))
+    }
 }
 
 fn invalid(column: &str, problem: impl Into<String>, rows: usize) -> Error {

@@ -17,6 +17,7 @@ mod flow;
 mod format;
 #[doc(hidden)]
 pub mod fuzzing;
+mod generated;
 mod ingest;
 pub mod keycodec;
 mod kv;
@@ -35,6 +36,7 @@ pub use flow::{
     ColumnSelection, Condition, Flow, FlowBuilder, FlowSpec, SourceColumn, StoredAs, TableSchema,
     DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };
+pub use generated::{Generated, GeneratedColumn};
 pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use nested::NestedBuilder;

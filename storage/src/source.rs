@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{corrupt, Error, Result};
 use crate::flow::SourceColumn;
+use crate::generated::{self, GeneratedColumn};
+use crate::ingest::ConditionEvaluator;
 use crate::value::{cast_column, ColumnType};
 
 /// The catalog record of a source table.
@@ -25,6 +27,9 @@ pub(crate) struct SourceRecord {
     /// The append flows that write to it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub append_flows: Vec<AppendFlow>,
+    /// Its generated columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generated: Vec<GeneratedColumn>,
 }
 
 /// What an append flow reads of the table it streams from.
@@ -102,6 +107,8 @@ pub(crate) struct SourceTable {
     pub history: Vec<crate::commit_info::CommitInfo>,
     /// See [`SourceRecord::append_flows`].
     pub append_flows: Vec<AppendFlow>,
+    /// See [`SourceRecord::generated`].
+    pub generated: Vec<GeneratedColumn>,
     /// The positions (in the numbering of all rows ever appended) of the rows ERASE removed, in
     /// order: `rows` still counts them, so that flows' checkpoints keep their meaning.
     pub erased: Vec<u64>,
@@ -130,6 +137,7 @@ impl SourceTable {
             loaded: Default::default(),
             history: Vec::new(),
             append_flows: Vec::new(),
+            generated: Vec::new(),
             erased: Vec::new(),
         }
     }
@@ -154,6 +162,27 @@ impl SourceTable {
                     })
             })
             .collect()
+    }
+
+    /// Its catalog record.
+    pub(crate) fn record(&self) -> SourceRecord {
+        SourceRecord {
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            origin: self.origin.clone(),
+            append_flows: self.append_flows.clone(),
+            generated: self.generated.clone(),
+        }
+    }
+
+    /// The table of catalog record `rec`, its rows not read.
+    pub(crate) fn from_record(id: u32, rec: SourceRecord) -> Self {
+        let mut src = SourceTable::new(id, rec.name, rec.columns);
+        src.origin = rec.origin;
+        src.append_flows = rec.append_flows;
+        src.generated = rec.generated;
+        src.batches = None;
+        src
     }
 
     /// Casts `batch` (matched by column name) to this table's schema; missing columns are NULL.
@@ -295,6 +324,8 @@ pub struct SourceWrite {
     pub(crate) rows: u64,
     /// Parameters of the commit.
     pub(crate) parameters: std::collections::BTreeMap<String, String>,
+    /// What computes generated columns' expressions.
+    pub(crate) evaluator: Option<Arc<dyn ConditionEvaluator>>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -306,14 +337,33 @@ pub(crate) enum WriteKind {
 }
 
 impl SourceWrite {
-    pub(crate) fn new(table: SourceTable, kind: WriteKind) -> Self {
+    pub(crate) fn new(
+        table: SourceTable,
+        kind: WriteKind,
+        evaluator: Option<Arc<dyn ConditionEvaluator>>,
+    ) -> Self {
         SourceWrite {
             table,
             kind,
             chunks: Vec::new(),
             rows: 0,
             parameters: Default::default(),
+            evaluator,
         }
+    }
+
+    /// Makes `generated` columns of the table this write creates (before any row is pushed):
+    /// their values are computed for every row written from now on.
+    pub fn set_generated(&mut self, generated: Vec<GeneratedColumn>) -> Result<()> {
+        if !matches!(self.kind, WriteKind::Create) || self.rows > 0 {
+            return Err(Error::InvalidQuery(format!(
+                "the generated columns of `{}` are set when it is created, before its rows",
+                self.table.name
+            )));
+        }
+        generated::validate(&self.table.columns, &generated, self.evaluator.as_ref())?;
+        self.table.generated = generated;
+        Ok(())
     }
 
     /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).
@@ -326,9 +376,20 @@ impl SourceWrite {
     /// ones NULL) and adds it. On an error nothing of this batch is added; the write may still be
     /// dropped, and then nothing of the statement is written.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<()> {
-        let batch = self.table.conform(batch)?;
+        let given = batch.schema();
+        let mut batch = self.table.conform(batch)?;
         if batch.num_rows() == 0 {
             return Ok(());
+        }
+        if !self.table.generated.is_empty() {
+            batch = generated::fill(
+                batch,
+                &given,
+                &self.table.columns,
+                &self.table.generated,
+                self.table.rows + self.rows,
+                self.evaluator.as_ref(),
+            )?;
         }
         self.chunks.extend(SourceTable::encode_chunks(&batch)?);
         self.rows += batch.num_rows() as u64;

@@ -308,7 +308,9 @@ impl SqlSession {
                     self.run_over(&flow.query, empty)?.0
                 }
             };
-            self.store.create_source(&a.target, &schema)?;
+            let mut w = self.store.begin_create_source(&a.target, &schema, None)?;
+            w.set_generated(self.declared[declared].generated.clone())?;
+            self.store.commit_write(w, None)?;
             self.declared.remove(declared);
         }
         self.store.create_append_flow(&a.target, flow.clone())?;

@@ -84,6 +84,12 @@ impl SqlSession {
     pub(super) fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
         let flow = self.flow_spec(&f, &source)?;
         let declared = self.declared.iter().find(|d| d.name == f.target);
+        if let Some(g) = declared.and_then(|d| d.generated.first()) {
+            return Err(QueryError::Invalid(format!(
+                "streaming table `{}` declares `{}` {}: generated columns are for tables that append flows or INSERT fill, not AUTO CDC targets (compute the column in the flow's source query instead); nothing was created",
+                f.target, g.column, g.generated
+            )));
+        }
         if let Some(Declared {
             schema: Some(schema),
             ..
@@ -188,20 +194,23 @@ impl SqlSession {
         Ok(b.build().map_err(asof_storage::Error::from)?)
     }
 
-    /// The Arrow schema of a declared column list (`a INT, b STRING`), read by DataFusion.
+    /// The Arrow schema of a declared column list (`a INT, b STRING`), read by DataFusion, and
+    /// the columns it declares generated.
     pub(super) fn declared_schema(
         &mut self,
         table: &str,
         columns: Option<&str>,
-    ) -> Result<Option<SchemaRef>> {
+    ) -> Result<Option<(SchemaRef, Vec<asof_storage::GeneratedColumn>)>> {
         let Some(columns) = columns else {
             return Ok(None);
         };
-        let scratch = format!("__asof_declare_{table}");
+        let (columns, generated) = super::generated::split_generated(columns)?;
+        let scratch = format!("__asof_declare_{}", table.replace('.', "_"));
         let ddl = format!("CREATE TABLE {} ({columns})", parse::quote_ident(&scratch));
-        self.ddl_schema(&ddl, &scratch).map(Some).map_err(|e| {
+        let schema = self.ddl_schema(&ddl, &scratch).map_err(|e| {
             QueryError::Invalid(format!("the columns of streaming table `{table}`: {e}"))
-        })
+        })?;
+        Ok(Some((schema, generated)))
     }
 
     /// Creates the hidden source table of a `read_files` flow and loads the files into it.

@@ -12,6 +12,7 @@ mod describe;
 mod dml;
 mod erase;
 mod flows;
+mod generated;
 mod guard;
 mod map_type;
 mod names;
@@ -79,6 +80,8 @@ struct Declared {
     name: String,
     /// Its declared columns, checked against the flow's.
     schema: Option<SchemaRef>,
+    /// Its generated columns (`GENERATED ALWAYS AS ...`), for a table an append flow fills.
+    generated: Vec<asof_storage::GeneratedColumn>,
     /// Its `TBLPROPERTIES`, given to the table when the flow creates it.
     properties: BTreeMap<String, String>,
     /// Its expectations, likewise.
@@ -329,11 +332,15 @@ impl SqlSession {
                     return Ok(Output::Done(lines.join("\n")));
                 }
                 self.schema_exists(&name)?;
-                let schema = self.declared_schema(&name, schema.as_deref())?;
+                let (schema, generated) = match self.declared_schema(&name, schema.as_deref())? {
+                    Some((schema, generated)) => (Some(schema), generated),
+                    None => (None, Vec::new()),
+                };
                 self.declared.retain(|d| d.name != name);
                 self.declared.push(Declared {
                     name: name.clone(),
                     schema,
+                    generated,
                     properties,
                     expectations,
                 });

@@ -345,6 +345,21 @@ impl ConditionEvaluator for DataFusionEvaluator {
         expr: &str,
         batch: &RecordBatch,
     ) -> std::result::Result<BooleanArray, String> {
+        let v = self.value(expr, batch)?;
+        if v.data_type() != &DataType::Boolean {
+            return Err(format!(
+                "the condition gives {}, not a boolean",
+                v.data_type()
+            ));
+        }
+        Ok(v.as_boolean().clone())
+    }
+
+    fn value(
+        &self,
+        expr: &str,
+        batch: &RecordBatch,
+    ) -> std::result::Result<arrow::array::ArrayRef, String> {
         let ctx = super::new_context();
         let schema =
             DFSchema::try_from(batch.schema().as_ref().clone()).map_err(|e| e.to_string())?;
@@ -359,12 +374,6 @@ impl ConditionEvaluator for DataFusionEvaluator {
             .map_err(|e| e.to_string())?
             .into_array(batch.num_rows())
             .map_err(|e| e.to_string())?;
-        if v.data_type() != &DataType::Boolean {
-            return Err(format!(
-                "the condition gives {}, not a boolean",
-                v.data_type()
-            ));
-        }
-        Ok(v.as_boolean().clone())
+        Ok(v)
     }
 }

@@ -58,26 +58,31 @@ impl SqlSession {
                     .map(|t| super::parse::sql_text(&t.token))
                     .collect::<Vec<_>>()
                     .join(" ");
-                let declared = self
+                let (declared, generated) = self
                     .declared_schema(&name, Some(&columns))?
                     .expect("a column list");
+                // The query fills the columns that are not generated, in order.
+                let filled: Vec<String> = declared
+                    .fields()
+                    .iter()
+                    .map(|f| f.name().clone())
+                    .filter(|n| !generated.iter().any(|g| &g.column == n))
+                    .collect();
                 let first = words.get(c + 2).copied().ok_or_else(|| {
                     QueryError::Invalid("CREATE TABLE ... AS needs a query after AS".into())
                 })?;
                 let (_, mut stream) = self.query_stream(&sub_stmt(stmt, first))?;
                 let mut w = self.store.begin_create_source(&name, &declared, None)?;
+                w.set_generated(generated)?;
                 while let Some(b) = self.next_batch(&mut stream)? {
-                    if b.num_columns() != declared.fields().len() {
+                    if b.num_columns() != filled.len() {
                         return Err(QueryError::Invalid(format!(
-                            "CREATE TABLE {name}: the query gives {} columns for {} declared",
+                            "CREATE TABLE {name}: the query gives {} columns for {} declared (generated columns aside)",
                             b.num_columns(),
-                            declared.fields().len()
+                            filled.len()
                         )));
                     }
-                    w.push(&by_position(
-                        &b,
-                        declared.fields().iter().map(|f| f.name().as_str()),
-                    )?)?;
+                    w.push(&by_position(&b, filled.iter().map(String::as_str))?)?;
                 }
                 let n = self.store.commit_write(w, None)?;
                 return Ok(Output::Done(format!("table {name} created with {n} rows")));
@@ -90,13 +95,12 @@ impl SqlSession {
                 "CREATE TABLE {written} needs its columns or AS query"
             ))
         })?;
-        let ddl = format!(
-            "CREATE TABLE {} {}",
-            parse::quote_ident(&scratch),
-            text_from(stmt, columns)
-        );
+        let (columns, generated) = super::generated::split_generated(&text_from(stmt, columns))?;
+        let ddl = format!("CREATE TABLE {} {columns}", parse::quote_ident(&scratch));
         let schema = self.ddl_schema(&ddl, &scratch)?;
-        self.store.create_source(&name, &schema)?;
+        let mut w = self.store.begin_create_source(&name, &schema, None)?;
+        w.set_generated(generated)?;
+        self.store.commit_write(w, None)?;
         Ok(Output::Done(format!("table {name} created")))
     }
 
@@ -131,10 +135,13 @@ impl SqlSession {
         })?;
         let target_schema = self.store.source_schema(&name)?;
         let mut i = after;
+        // Without a column list, the columns that are not generated, in order.
+        let generated = self.store.source_generated(&name)?;
         let mut cols: Vec<String> = target_schema
             .fields()
             .iter()
             .map(|f| f.name().clone())
+            .filter(|n| !generated.iter().any(|g| &g.column == n))
             .collect();
         if words.get(after).is_some_and(|t| t.token == Token::LParen) {
             let mut named = Vec::new();

@@ -10,7 +10,7 @@ use super::Store;
 use crate::error::{Error, Result};
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
-use crate::source::{AppendFlow, SourceRecord, StreamRead};
+use crate::source::{AppendFlow, StreamRead};
 
 /// The commit parameter of a `WRITE` by append flow `flow` that says how far it has read its
 /// source: rows of a source table, or the next commit of a change feed.
@@ -63,12 +63,8 @@ impl Store {
             })?;
         let mut flows = src.append_flows.clone();
         flows.push(flow.clone());
-        let rec = SourceRecord {
-            name: src.name.clone(),
-            columns: src.columns.clone(),
-            origin: src.origin.clone(),
-            append_flows: flows.clone(),
-        };
+        let mut rec = src.record();
+        rec.append_flows = flows.clone();
         let last = src.history.last();
         let prev = last.and_then(|c| c.chain.clone());
         let mut commit = CommitInfo::bare(

@@ -335,10 +335,8 @@ impl Inner {
                 .ok_or_else(|| corrupt("short source key"))?;
             let rec: SourceRecord =
                 serde_json::from_slice(&v).map_err(|e| corrupt(format!("source record: {e}")))?;
-            let mut src = SourceTable::new(id, rec.name.clone(), rec.columns);
-            src.origin = rec.origin;
-            src.append_flows = rec.append_flows;
-            src.batches = None;
+            let name = rec.name.clone();
+            let mut src = SourceTable::from_record(id, rec);
             for kv in self.kv.scan_prefix(&key(keys::LOADED, id, None, None)) {
                 let (_, v) = kv?;
                 src.loaded
@@ -378,7 +376,7 @@ impl Inner {
                     last = Some(append);
                     for b in SourceTable::decode_chunk(&v)? {
                         let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
-                            .map_err(|e| corrupt(format!("source `{}`: {e}", rec.name)))?;
+                            .map_err(|e| corrupt(format!("source `{}`: {e}", name)))?;
                         src.rows += b.num_rows() as u64;
                         src.batches.get_or_insert_with(Vec::new).push(b);
                     }
@@ -396,7 +394,7 @@ impl Inner {
                     .unwrap_or(0);
             }
             self.next_table_id = self.next_table_id.max(id + 1);
-            self.sources.insert(rec.name, src);
+            self.sources.insert(name, src);
         }
         for kv in self.kv.scan_prefix(&keys::view("")) {
             let (k, v) = kv?;

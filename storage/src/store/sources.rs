@@ -11,7 +11,7 @@ use crate::engine::CommitMetrics;
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
-use crate::source::{SourceRecord, SourceTable, SourceWrite, WriteKind};
+use crate::source::{SourceTable, SourceWrite, WriteKind};
 
 /// The operation of a source commit that appended rows.
 pub(super) const WRITE: &str = "WRITE";
@@ -47,7 +47,8 @@ impl Store {
         let columns = SourceTable::columns_of(schema)?;
         let mut table = SourceTable::new(0, name.to_string(), columns);
         table.origin = origin.map(str::to_string);
-        Ok(SourceWrite::new(table, WriteKind::Create))
+        let evaluator = self.read_inner()?.evaluator.clone();
+        Ok(SourceWrite::new(table, WriteKind::Create, evaluator))
     }
 
     /// Starts an append of any number of batches to a source table that commits as one
@@ -58,7 +59,14 @@ impl Store {
         let src = g.source(source)?;
         let mut table = SourceTable::new(src.id, src.name.clone(), src.columns.clone());
         table.origin = src.origin.clone();
-        Ok(SourceWrite::new(table, WriteKind::Append))
+        table.generated = src.generated.clone();
+        // Identity values count from the rows written before.
+        table.rows = src.rows;
+        Ok(SourceWrite::new(
+            table,
+            WriteKind::Append,
+            g.evaluator.clone(),
+        ))
     }
 
     /// Commits a [`SourceWrite`] atomically: its rows are one append (one `WRITE` commit; after
@@ -74,12 +82,7 @@ impl Store {
             WriteKind::Create => {
                 inner.name_is_free(&w.table.name)?;
                 let id = inner.next_table_id;
-                let rec = SourceRecord {
-                    name: w.table.name.clone(),
-                    columns: w.table.columns.clone(),
-                    origin: w.table.origin.clone(),
-                    append_flows: w.table.append_flows.clone(),
-                };
+                let rec = w.table.record();
                 let mut commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
                 put_json(&mut b, key(keys::SOURCE, id, None, None), &rec)?;
                 let at = Link {
@@ -92,6 +95,7 @@ impl Store {
                 let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
                 src.origin = w.table.origin.clone();
                 src.append_flows = w.table.append_flows.clone();
+                src.generated = w.table.generated.clone();
                 src.history.push(commit);
                 created = Some(src);
                 id
@@ -101,6 +105,17 @@ impl Store {
                 if src.is_none_or(|s| s.id != w.table.id) {
                     return Err(Error::InvalidQuery(format!(
                         "source table `{}` was dropped or replaced while rows were written to it; nothing was written",
+                        w.table.name
+                    )));
+                }
+                let identity = w
+                    .table
+                    .generated
+                    .iter()
+                    .any(|g| matches!(g.generated, crate::Generated::Identity { .. }));
+                if identity && w.rows > 0 && src.is_some_and(|s| s.rows != w.table.rows) {
+                    return Err(Error::InvalidQuery(format!(
+                        "`{}` was written to while these rows were: their identity values would repeat; nothing was written (write again)",
                         w.table.name
                     )));
                 }
@@ -264,6 +279,11 @@ impl Store {
         let g = self.read_inner()?;
         let src = g.source(source)?;
         Ok(src.schema.clone())
+    }
+
+    /// The generated columns of a source table ([`SourceWrite::set_generated`]).
+    pub fn source_generated(&self, source: &str) -> Result<Vec<crate::GeneratedColumn>> {
+        Ok(self.read_inner()?.source(source)?.generated.clone())
     }
 
     /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
