@@ -127,26 +127,19 @@ fn a_fraction_into_bigint_is_an_error_naming_the_column_and_rows() {
 }
 
 #[test]
-fn dml_on_source_tables_and_session_only_ddl_are_refused_and_change_nothing() {
+fn session_only_ddl_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = session(dir.path());
     s.execute("CREATE TABLE src (id BIGINT, v STRING); INSERT INTO src VALUES (1, 'a'), (2, 'b')")
         .unwrap();
-    for stmt in [
-        "DELETE FROM src WHERE id = 1",
-        "UPDATE src SET v = 'z' WHERE id = 2",
-    ] {
-        let e = err(&mut s, stmt);
-        assert!(
-            e.contains("not supported") && e.contains("nothing was changed"),
-            "{stmt}: {e}"
-        );
-    }
     let e = err(&mut s, "BEGIN TRANSACTION");
     assert!(
         e.contains("not supported") || e.contains("not implemented"),
         "{e}"
     );
+    // A DML statement on a source that fails part-way changes nothing.
+    let e = err(&mut s, "UPDATE src SET v = 'z', id = CAST('x' AS BIGINT) WHERE id = 2");
+    assert!(!e.is_empty());
     assert_eq!(
         rows(&mut s, "SELECT id, v FROM src ORDER BY id"),
         [["1", "a"], ["2", "b"]]

@@ -177,6 +177,10 @@ pub struct FlowSpec {
     /// `CREATE FLOW f COMMENT '...'`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// `FROM stream(t) WITH (skipChangeCommits = true)`: rows that DML statements on the source
+    /// removed or appended are not the flow's concern (docs/SEMANTICS.md §2.6).
+    #[serde(default, skip_serializing_if = "crate::source::ChangeCommits::is_read")]
+    pub change_commits: crate::source::ChangeCommits,
 }
 
 impl FlowSpec {
@@ -210,6 +214,7 @@ impl FlowSpec {
                 source_table: None,
                 once: false,
                 comment: None,
+                change_commits: Default::default(),
             },
             arrow_source: source,
         }
@@ -291,6 +296,11 @@ impl FlowBuilder {
     /// `AUTO CDC ONCE`: see [`FlowSpec::once`].
     pub fn once(mut self, once: bool) -> Self {
         self.spec.once = once;
+        self
+    }
+    /// What the flow does with DML statements on its source: see [`FlowSpec::change_commits`].
+    pub fn change_commits(mut self, c: crate::source::ChangeCommits) -> Self {
+        self.spec.change_commits = c;
         self
     }
     /// The tombstone GC threshold in seconds.

@@ -25,6 +25,7 @@ mod nested;
 mod progress;
 mod record;
 mod source;
+mod source_dml;
 mod store;
 mod value;
 
@@ -42,6 +43,7 @@ pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAI
 pub use nested::NestedBuilder;
 pub use progress::Progress;
 pub use source::{AppendFlow, ChangeCommits, SourceWrite, StreamRead};
+pub use source_dml::SourceDmlOperation;
 pub use store::{
     append_offset_parameter, ChangeType, Checkpoints, CommitInfo, Dml, DmlOperation, Edit,
     EraseReport, EventKind, KeySpan, LoggedEvent, OnClose, OpenMode, Origin, Problem,

@@ -15,6 +15,9 @@ use crate::generated::{self, GeneratedColumn};
 use crate::ingest::ConditionEvaluator;
 use crate::value::{cast_column, ColumnType};
 
+/// The operation of a source commit that appends rows.
+pub(crate) const WRITE: &str = "WRITE";
+
 /// The catalog record of a source table.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct SourceRecord {
@@ -65,6 +68,13 @@ impl StreamRead {
     }
 }
 
+impl ChangeCommits {
+    /// Whether this is the default, [`ChangeCommits::Read`].
+    pub(crate) fn is_read(&self) -> bool {
+        *self == ChangeCommits::Read
+    }
+}
+
 /// An append flow (`CREATE FLOW f AS INSERT INTO t BY NAME query`, or the query of a standalone
 /// `CREATE STREAMING TABLE t AS query`): each refresh appends to its table `query`'s rows over
 /// what its source received since the flow's checkpoint. The query is the SQL layer's, opaque
@@ -87,6 +97,10 @@ pub struct AppendFlow {
     /// `CREATE FLOW f COMMENT '...'`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comment: Option<String>,
+    /// A source table's stream `WITH (skipChangeCommits = true)`: what DML statements on it
+    /// removed or appended is not the flow's concern (a change feed's has its own, in `reads`).
+    #[serde(default, skip_serializing_if = "ChangeCommits::is_read")]
+    pub source_change_commits: ChangeCommits,
 }
 
 pub(crate) struct SourceTable {
@@ -112,6 +126,12 @@ pub(crate) struct SourceTable {
     /// The positions (in the numbering of all rows ever appended) of the rows ERASE removed, in
     /// order: `rows` still counts them, so that flows' checkpoints keep their meaning.
     pub erased: Vec<u64>,
+    /// The positions of the rows DML statements removed, with the version that removed each
+    /// (they stay in their chunks: the table as of an earlier version reads them).
+    pub deleted: std::collections::BTreeMap<u64, u64>,
+    /// The positions DML statements appended, as ranges `[a, b)` (what `skipChangeCommits`
+    /// leaves out).
+    pub changed: Vec<(u64, u64)>,
 }
 
 /// About how many bytes of Arrow data one stored chunk holds.
@@ -139,6 +159,8 @@ impl SourceTable {
             append_flows: Vec::new(),
             generated: Vec::new(),
             erased: Vec::new(),
+            deleted: Default::default(),
+            changed: Vec::new(),
         }
     }
 
@@ -271,35 +293,84 @@ impl SourceTable {
         })
     }
 
-    /// The rows among the first `upto` ever appended that were not erased, as batches: the table
-    /// as of the version whose appends had written `upto` rows.
-    pub fn rows_before(&self, upto: u64) -> Vec<RecordBatch> {
-        let mut left = upto - self.erased.partition_point(|&p| p < upto) as u64;
+    /// The rows at positions `from..upto` (counting every row ever appended) that are still
+    /// there (not erased) and that `keep` keeps, as batches.
+    fn live(&self, from: u64, upto: u64, keep: impl Fn(u64) -> bool) -> Vec<RecordBatch> {
         let mut out = Vec::new();
+        let mut erased = self.erased.iter().peekable();
+        let mut pos = 0u64;
         for b in self.batches.iter().flatten() {
-            if left == 0 {
+            if pos >= upto {
                 break;
             }
-            let take = left.min(b.num_rows() as u64);
-            out.push(b.slice(0, take as usize));
-            left -= take;
+            let mut mask = Vec::with_capacity(b.num_rows());
+            for _ in 0..b.num_rows() {
+                while erased.next_if(|&&e| e == pos).is_some() {
+                    pos += 1;
+                }
+                mask.push(pos >= from && pos < upto && keep(pos));
+                pos += 1;
+            }
+            if mask.iter().all(|k| *k) {
+                out.push(b.clone());
+            } else if mask.iter().any(|k| *k) {
+                let mask = arrow::array::BooleanArray::from(mask);
+                out.push(arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch"));
+            }
         }
         out
     }
 
-    /// Rows `from..` of the table, as batches: `from` counts every row ever appended, erased
-    /// ones too (they are not returned).
-    pub fn rows_from(&self, from: u64) -> Vec<RecordBatch> {
-        let mut skip = from - self.erased.partition_point(|&p| p < from) as u64;
+    /// The rows there now: not erased, not removed by a DML statement.
+    pub fn rows_now(&self) -> Vec<RecordBatch> {
+        self.live(0, self.rows, |p| !self.deleted.contains_key(&p))
+    }
+
+    /// The table as of its commit `version`: the rows its appends up to then had written, less
+    /// those removed by then.
+    pub fn rows_at(&self, version: u64) -> Vec<RecordBatch> {
+        let upto = self
+            .history
+            .iter()
+            .filter(|c| c.version <= version && crate::source_dml::appends_rows(c, WRITE))
+            .map(|c| c.metrics.num_upserted_rows)
+            .sum();
+        self.live(0, upto, |p| {
+            self.deleted.get(&p).is_none_or(|v| *v > version)
+        })
+    }
+
+    /// Rows `from..` of the table (`from` counts every row ever appended), as they are now; with
+    /// [`ChangeCommits::Skip`], without the rows DML statements appended.
+    pub fn rows_from(&self, from: u64, change_commits: ChangeCommits) -> Vec<RecordBatch> {
+        let changed = |p: u64| self.changed.iter().any(|&(a, b)| (a..b).contains(&p));
+        self.live(from, self.rows, |p| {
+            !self.deleted.contains_key(&p) && !(change_commits == ChangeCommits::Skip && changed(p))
+        })
+    }
+
+    /// The rows there now, each batch with the positions of its rows.
+    pub fn rows_now_positioned(&self) -> Vec<(RecordBatch, Vec<u64>)> {
         let mut out = Vec::new();
+        let mut erased = self.erased.iter().peekable();
+        let mut pos = 0u64;
         for b in self.batches.iter().flatten() {
-            let n = b.num_rows() as u64;
-            if skip >= n {
-                skip -= n;
-                continue;
+            let mut positions = Vec::with_capacity(b.num_rows());
+            let mut mask = Vec::with_capacity(b.num_rows());
+            for _ in 0..b.num_rows() {
+                while erased.next_if(|&&e| e == pos).is_some() {
+                    pos += 1;
+                }
+                let keep = !self.deleted.contains_key(&pos);
+                if keep {
+                    positions.push(pos);
+                }
+                mask.push(keep);
+                pos += 1;
             }
-            out.push(b.slice(skip as usize, (n - skip) as usize));
-            skip = 0;
+            let mask = arrow::array::BooleanArray::from(mask);
+            let kept = arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch");
+            out.push((kept, positions));
         }
         out
     }
@@ -326,6 +397,8 @@ pub struct SourceWrite {
     pub(crate) parameters: std::collections::BTreeMap<String, String>,
     /// What computes generated columns' expressions.
     pub(crate) evaluator: Option<Arc<dyn ConditionEvaluator>>,
+    /// The rows a DML statement removes, with the statement ([`crate::Store::begin_source_dml`]).
+    pub(crate) change: Option<crate::source_dml::SourceChange>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -349,6 +422,7 @@ impl SourceWrite {
             rows: 0,
             parameters: Default::default(),
             evaluator,
+            change: None,
         }
     }
 
@@ -434,18 +508,7 @@ pub(crate) fn format_positions(positions: &[u64]) -> String {
 pub(crate) fn erased_positions(history: &[crate::commit_info::CommitInfo]) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for c in history {
-        let Some(list) = c.parameters.get(ERASED_ROWS) else {
-            continue;
-        };
-        for part in list.split(',').filter(|p| !p.is_empty()) {
-            let bad = || corrupt(format!("source commit {}: erased rows `{part}`", c.version));
-            let (a, b) = part.split_once('-').unwrap_or((part, part));
-            let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-            if b < a || b - a > u32::MAX as u64 {
-                return Err(bad());
-            }
-            out.extend(a..=b);
-        }
+        out.extend(crate::source_dml::positions_in(c, ERASED_ROWS)?);
     }
     out.sort_unstable();
     out.dedup();

@@ -10,7 +10,7 @@ use asof_storage::{append_offset_parameter, AppendFlow, ChangeCommits, StreamRea
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::parse::{quote_ident, read_files_args, split, upper};
+use super::parse::{quote_ident, read_files_args, split, stream_options, upper};
 use super::statement::AppendAst;
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
@@ -22,7 +22,9 @@ const STREAM_MARK: &str = "__asof_stream";
 
 /// What a query streams from.
 enum StreamFrom {
-    Table(String),
+    /// A source table's rows; `WITH (skipChangeCommits = true)` leaves out what DML statements
+    /// on it did.
+    Table(String, ChangeCommits),
     Files(FileSource),
     /// `STREAM(t) WITH (readChangeFeed = true [, startingVersion = n])`.
     ChangeFeed {
@@ -62,7 +64,7 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
         match words.get(first).map(|t| &t.token) {
             Some(Token::Word(_)) => {
                 let (name, next) = super::dotted_name_at(&words, first)?;
-                (StreamFrom::Table(name), next)
+                (StreamFrom::Table(name, ChangeCommits::Read), next)
             }
             _ => {
                 return Err(QueryError::Invalid(
@@ -92,7 +94,7 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
         };
         let known = |k: &String| ["readchangefeed", "skipchangecommits"].contains(&k.as_str());
         match (from, options.get("readchangefeed").map(String::as_str)) {
-            (StreamFrom::Table(table), Some("true")) => StreamFrom::ChangeFeed {
+            (StreamFrom::Table(table, _), Some("true")) => StreamFrom::ChangeFeed {
                 table,
                 change_commits: skip,
                 starting_version: match options.get("startingversion") {
@@ -104,7 +106,10 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
                     None => 0,
                 },
             },
-            // A source table's stream has no change commits to skip.
+            // A source table's stream: its DML statements are its change commits.
+            (StreamFrom::Table(table, _), None | Some("false")) if options.keys().all(known) => {
+                StreamFrom::Table(table, skip)
+            }
             (from, None | Some("false")) if options.keys().all(known) => from,
             _ => {
                 return Err(QueryError::Invalid(format!(
@@ -200,6 +205,9 @@ pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
     }
     let once = if f.once { " ONCE" } else { "" };
     let stream = match f.reads {
+        StreamRead::Rows if f.source_change_commits == ChangeCommits::Skip => {
+            format!("STREAM({}) WITH (skipChangeCommits = true)", f.source)
+        }
         StreamRead::Rows => format!("STREAM({})", f.source),
         StreamRead::ChangeFeed {
             starting_version,
@@ -217,46 +225,17 @@ pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
     s + &format!(" AS INSERT{once} INTO {target} BY NAME {query}")
 }
 
-/// `name = value, ...)` from `i` (just after `WITH (`): the options by lower-case name, and the
-/// index after the `)`.
-fn stream_options(
-    words: &[&TokenWithSpan],
-    mut i: usize,
-) -> Result<(std::collections::BTreeMap<String, String>, usize)> {
-    let bad = || QueryError::Invalid("STREAM(t) WITH (name = value, ...)".into());
-    let mut out = std::collections::BTreeMap::new();
-    loop {
-        let name = match words.get(i).map(|t| &t.token) {
-            Some(Token::Word(w)) => w.value.to_lowercase(),
-            Some(Token::SingleQuotedString(s)) => s.to_lowercase(),
-            _ => return Err(bad()),
-        };
-        if words.get(i + 1).map(|t| &t.token) != Some(&Token::Eq) {
-            return Err(bad());
-        }
-        let value = match words.get(i + 2).map(|t| &t.token) {
-            Some(Token::Word(w)) => w.value.to_lowercase(),
-            Some(Token::Number(n, _)) => n.clone(),
-            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => s.to_lowercase(),
-            _ => return Err(bad()),
-        };
-        out.insert(name, value);
-        i += 3;
-        match words.get(i).map(|t| &t.token) {
-            Some(Token::Comma) => i += 1,
-            Some(Token::RParen) => return Ok((out, i + 1)),
-            _ => return Err(bad()),
-        }
-    }
-}
-
 impl SqlSession {
     /// `CREATE FLOW f AS INSERT INTO t BY NAME query`: the flow, then its first run. Run again
     /// with the same definition, a refresh of `t`.
     pub(super) fn create_append_flow(&mut self, a: AppendAst) -> Result<Output> {
         let (from, query) = stream_of(&a.query)?;
+        let mut source_change_commits = ChangeCommits::Read;
         let (source, reads) = match from {
-            StreamFrom::Table(t) => (self.stored_name(&t)?, StreamRead::Rows),
+            StreamFrom::Table(t, c) => {
+                source_change_commits = c;
+                (self.stored_name(&t)?, StreamRead::Rows)
+            }
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
                 let source = self.create_files_source(&a.name, files)?;
@@ -281,6 +260,7 @@ impl SqlSession {
             query,
             once: a.once,
             comment: a.comment,
+            source_change_commits,
         };
         let existing = self.store.append_flows(&a.target).unwrap_or_default();
         if let Some(old) = existing.iter().find(|f| f.name == flow.name) {
@@ -333,7 +313,7 @@ impl SqlSession {
         }
         let (from, marked) = stream_of(query)?;
         let source_schema = match &from {
-            StreamFrom::Table(t) => self.store.source_schema(&self.stored_name(t)?)?,
+            StreamFrom::Table(t, _) => self.store.source_schema(&self.stored_name(t)?)?,
             StreamFrom::ChangeFeed { table, .. } => {
                 let table = self.stored_name(table)?;
                 change_feed(&self.store, &table, 0, 0)?.0
@@ -403,7 +383,9 @@ impl SqlSession {
         self.load_new_files(Some(&f.source))?;
         let from = offset.unwrap_or(0);
         // The rows after the checkpoint (which counts rows an ERASE removed since).
-        let (schema, new_rows, total) = self.store.source_rows_after(&f.source, from)?;
+        let (schema, new_rows, total) =
+            self.store
+                .source_rows_after(&f.source, &f.name, from, f.source_change_commits)?;
         if total <= from {
             return Ok(format!("{}: nothing new", f.name));
         }

@@ -193,6 +193,9 @@ pub(crate) fn flow_sql(f: &FlowSpec) -> String {
     );
     if let Some(src) = &f.source_table {
         s += &format!(" FROM stream({src})");
+        if f.change_commits == asof_storage::ChangeCommits::Skip {
+            s += " WITH (skipChangeCommits = true)";
+        }
     }
     s += &format!(" KEYS ({})", f.keys.join(", "));
     match &f.ignore_null_updates {

@@ -208,7 +208,7 @@ impl SqlSession {
     }
 
     /// Runs `sql`, a query, and gathers its rows into one batch.
-    fn rows_of(&mut self, sql: &str) -> Result<RecordBatch> {
+    pub(super) fn rows_of(&mut self, sql: &str) -> Result<RecordBatch> {
         let stmts = split(sql)?;
         let stmt = stmts
             .first()

@@ -164,6 +164,7 @@ impl SqlSession {
             .sequence_by(all(&f.sequence_by))
             .source_table(source)
             .once(f.once)
+            .change_commits(f.change_commits)
             .comment(f.comment.clone());
         if let Some(s) = &f.system_sequence_by {
             b = b.system_sequence_by(one(s));

@@ -26,6 +26,7 @@ mod rewrite;
 mod schemas;
 mod script;
 mod snapshot;
+mod source_dml;
 pub(crate) mod statement;
 mod tables;
 
@@ -441,16 +442,13 @@ impl SqlSession {
             Kind::Receipt { pinned, query } => self.receipt_statement(&query, pinned),
             Kind::VerifyReceipt(token) => self.verify_receipt_statement(&token),
             Kind::Dml { name } => {
-                if !self.store.tables()?.contains(&name) {
-                    return Err(QueryError::Invalid(
-                        if self.store.sources()?.contains(&name) {
-                            format!("`{name}` is a source table: UPDATE, DELETE and MERGE on source tables are not supported yet (a source table takes INSERT; they run on streaming tables); nothing was changed")
-                        } else {
-                            format!("no streaming table named `{name}`")
-                        },
-                    ));
+                if self.store.tables()?.contains(&name) {
+                    self.dml(stmt, &name)
+                } else if self.store.sources()?.contains(&name) {
+                    self.source_dml(stmt, &name)
+                } else {
+                    Err(QueryError::Invalid(format!("no table named `{name}`")))
                 }
-                self.dml(stmt, &name)
             }
             Kind::Namespace(n) => self.namespace(n),
             Kind::Sql => self.sql(stmt),
@@ -464,8 +462,8 @@ impl SqlSession {
             self.df_schema(&schema)?;
         }
         for name in self.store.sources()? {
-            let rows = self.pinned_rows(&name)?;
-            let t = provider::SourceProvider::new(self.store.clone(), &name, rows)?;
+            let version = self.pinned_source_version(&name);
+            let t = provider::SourceProvider::new(self.store.clone(), &name, version)?;
             self.register_named(&name, Arc::new(t))?;
         }
         for name in self.store.tables()? {

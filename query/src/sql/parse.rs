@@ -113,6 +113,8 @@ pub(crate) struct FlowAst {
     pub columns_to_update: Option<String>,
     /// `CREATE FLOW f COMMENT '...' AS ...`.
     pub comment: Option<String>,
+    /// `FROM stream(t) WITH (skipChangeCommits = true)`.
+    pub change_commits: asof_storage::ChangeCommits,
 }
 
 pub(super) struct P<'a> {
@@ -286,6 +288,25 @@ pub(super) fn flow_body<'a>(
     if ast.source.is_none() {
         p.expect("FROM")?;
         ast.source = Some(source(p)?);
+        // `FROM stream(t) WITH (skipChangeCommits = true)`.
+        if p.peek_upper().as_deref() == Some("WITH")
+            && p.toks
+                .get(p.i + 1)
+                .is_some_and(|t| t.token == Token::LParen)
+        {
+            let (options, next) = stream_options(&p.toks, p.i + 2)?;
+            p.i = next;
+            ast.change_commits = match (options.get("skipchangecommits"), options.len()) {
+                (Some(v), 1) if v == "true" => asof_storage::ChangeCommits::Skip,
+                (Some(v), 1) if v == "false" => asof_storage::ChangeCommits::Read,
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "an AUTO CDC flow's source takes WITH (skipChangeCommits = true | false), not {:?}",
+                        options
+                    )))
+                }
+            };
+        }
     }
     while let Some(t) = p.peek() {
         match upper(&t.token).as_str() {
@@ -487,4 +508,37 @@ pub(crate) fn expr_sql(tokens: &[TokenWithSpan], columns: &[String]) -> String {
             other => sql_text(other),
         })
         .collect()
+}
+
+/// `name = value, ...)` from `i` (just after `WITH (`): the options by lower-case name, and the
+/// index after the `)`.
+pub(crate) fn stream_options(
+    words: &[&TokenWithSpan],
+    mut i: usize,
+) -> Result<(std::collections::BTreeMap<String, String>, usize)> {
+    let bad = || QueryError::Invalid("STREAM(t) WITH (name = value, ...)".into());
+    let mut out = std::collections::BTreeMap::new();
+    loop {
+        let name = match words.get(i).map(|t| &t.token) {
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::SingleQuotedString(s)) => s.to_lowercase(),
+            _ => return Err(bad()),
+        };
+        if words.get(i + 1).map(|t| &t.token) != Some(&Token::Eq) {
+            return Err(bad());
+        }
+        let value = match words.get(i + 2).map(|t| &t.token) {
+            Some(Token::Word(w)) => w.value.to_lowercase(),
+            Some(Token::Number(n, _)) => n.clone(),
+            Some(Token::SingleQuotedString(s) | Token::DoubleQuotedString(s)) => s.to_lowercase(),
+            _ => return Err(bad()),
+        };
+        out.insert(name, value);
+        i += 3;
+        match words.get(i).map(|t| &t.token) {
+            Some(Token::Comma) => i += 1,
+            Some(Token::RParen) => return Ok((out, i + 1)),
+            _ => return Err(bad()),
+        }
+    }
 }

@@ -30,8 +30,8 @@ pub(crate) struct SourceProvider {
     store: StoreHandle,
     name: String,
     schema: SchemaRef,
-    /// Only the first rows (the source as of a version a receipt pinned); `None`: all.
-    rows: Option<u64>,
+    /// The version a receipt pinned the source at; `None`: as it is now.
+    version: Option<u64>,
 }
 
 /// The store, without its `Debug` (which it does not have).
@@ -44,12 +44,12 @@ impl std::fmt::Debug for StoreHandle {
 }
 
 impl SourceProvider {
-    pub fn new(store: Store, name: &str, rows: Option<u64>) -> Result<Self> {
+    pub fn new(store: Store, name: &str, version: Option<u64>) -> Result<Self> {
         Ok(SourceProvider {
             schema: store.source_schema(name)?,
             store: StoreHandle(store),
             name: name.to_string(),
-            rows,
+            version,
         })
     }
 
@@ -76,11 +76,9 @@ impl TableProvider for SourceProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        // Appends only add rows at the end: the source as of a version is its first rows (less
-        // those erased since).
         let store = &self.store.0;
-        let (schema, batches) = match self.rows {
-            Some(rows) => store.source_rows_before(&self.name, rows),
+        let (schema, batches) = match self.version {
+            Some(v) => store.source_rows_at(&self.name, v),
             None => store.source_data(&self.name),
         }
         .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;

@@ -173,24 +173,13 @@ impl SqlSession {
         self.pins.as_ref()?.targets.get(table).copied()
     }
 
-    /// How many rows of source `name` are read: those of its version pinned, or all.
-    pub(super) fn pinned_rows(&self, name: &str) -> Result<Option<u64>> {
-        let Some(v) = self.pins.as_ref().and_then(|p| p.sources.get(name)) else {
-            return Ok(None);
-        };
-        let history = self.store.source_history(name)?;
-        if history.last().is_some_and(|c| c.version < *v) {
-            return Err(QueryError::Invalid(format!(
-                "source table `{name}` has no version {v}"
-            )));
-        }
-        Ok(Some(
-            history
-                .iter()
-                .filter(|c| c.version <= *v && c.operation == "WRITE")
-                .map(|c| c.metrics.num_upserted_rows)
-                .sum(),
-        ))
+    /// The version of source `name` a receipt pinned, if any (the store checks it exists when
+    /// the source is read).
+    pub(super) fn pinned_source_version(&self, name: &str) -> Option<u64> {
+        self.pins
+            .as_ref()
+            .and_then(|p| p.sources.get(name))
+            .copied()
     }
 }
 

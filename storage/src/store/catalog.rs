@@ -351,7 +351,7 @@ impl Inner {
                 let (_, v) = kv?;
                 let c: CommitInfo = serde_json::from_slice(&v)
                     .map_err(|e| corrupt(format!("source commit record: {e}")))?;
-                if c.operation == WRITE {
+                if crate::source_dml::appends_rows(&c, WRITE) {
                     src.appends += 1;
                     src.rows += c.metrics.num_upserted_rows;
                 }
@@ -363,6 +363,7 @@ impl Inner {
                 .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
             if full_history {
                 src.erased = crate::source::erased_positions(&src.history)?;
+                (src.deleted, src.changed) = crate::source_dml::changes_of(&src.history)?;
             } else {
                 // Written before source tables had commit records (or partly so): count the rows
                 // and appends from the chunks and names themselves, reading the rows now.

@@ -17,7 +17,8 @@ use crate::flow::FlowSpec;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
-use crate::source::SourceTable;
+use crate::source::{ChangeCommits, SourceTable};
+use crate::source_dml;
 
 impl Store {
     /// Applies a batch of source rows through flow `flow`: one durable commit of its target table.
@@ -133,6 +134,20 @@ pub(super) fn checkpoint_in(commits: &[CommitInfo], flow: &str) -> Option<u64> {
     })
 }
 
+/// The commit parameter (`source_version.<flow>`) of a full refresh: the version of the flow's
+/// source it read whole.
+pub(crate) const SOURCE_VERSION: &str = "source_version";
+
+/// The version of its source that `flow` last read whole (a full refresh), or 0.
+fn source_version_in(commits: &[CommitInfo], flow: &str) -> u64 {
+    let key = format!("{SOURCE_VERSION}.{flow}");
+    commits
+        .iter()
+        .rev()
+        .find_map(|c| c.parameters.get(&key).and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
 /// What a commit that applies source rows does besides applying them.
 #[derive(Debug, PartialEq)]
 pub(super) enum Apply {
@@ -170,12 +185,22 @@ impl Inner {
         if from >= src.rows {
             return Ok(None);
         }
+        // A DML statement on the source that removed rows the flow had read, since the flow
+        // last read the whole source, stops it (unless it skips such commits).
+        let since = source_version_in(&t.commits, flow);
+        if spec.change_commits == ChangeCommits::Read {
+            if let Some(c) = source_dml::breaking_commit(src, flow, since) {
+                return Err(source_dml::broken_flow(flow, src, c));
+            }
+        }
+        let change_commits = spec.change_commits;
         let source = src.name.clone();
         self.ensure_rows(&source)?;
         let (src, _) = self.flow_source(table, flow)?;
         let total = src.rows;
-        let batch = arrow::compute::concat_batches(&src.schema, &src.rows_from(from))
-            .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+        let batch =
+            arrow::compute::concat_batches(&src.schema, &src.rows_from(from, change_commits))
+                .map_err(|e| Error::InvalidQuery(e.to_string()))?;
         let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
         self.apply(&[(flow, &batch)], params, Apply::Increment)
             .map(Some)
@@ -201,8 +226,11 @@ impl Inner {
             self.ensure_rows(&source)?;
             let (src, _) = self.flow_source(table, f)?;
             params.insert(format!("{SOURCE_OFFSET}.{f}"), src.rows.to_string());
+            if let Some(last) = src.history.last() {
+                params.insert(format!("{SOURCE_VERSION}.{f}"), last.version.to_string());
+            }
             batches.push(
-                arrow::compute::concat_batches(&src.schema, src.batches.iter().flatten())
+                arrow::compute::concat_batches(&src.schema, &src.rows_now())
                     .map_err(|e| Error::InvalidQuery(e.to_string()))?,
             );
         }

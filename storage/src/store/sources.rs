@@ -11,10 +11,11 @@ use crate::engine::CommitMetrics;
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
-use crate::source::{SourceTable, SourceWrite, WriteKind};
+use crate::source::{ChangeCommits, SourceTable, SourceWrite, WriteKind};
+use crate::source_dml::{self, SourceChange, SourceDmlOperation};
 
 /// The operation of a source commit that appended rows.
-pub(super) const WRITE: &str = "WRITE";
+pub(super) use crate::source::WRITE;
 
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
@@ -119,15 +120,34 @@ impl Store {
                         w.table.name
                     )));
                 }
+                if let (Some(change), Some(src)) = (&w.change, src) {
+                    let gone = change.deleted.iter().find(|&&p| {
+                        p >= src.rows
+                            || src.deleted.contains_key(&p)
+                            || src.erased.binary_search(&p).is_ok()
+                    });
+                    if let Some(p) = gone {
+                        return Err(Error::InvalidQuery(format!(
+                            "row {p} of `{}` was removed by another statement while this {} ran; nothing was changed (run it again)",
+                            w.table.name,
+                            change.operation.name()
+                        )));
+                    }
+                }
                 w.table.id
             }
+        };
+        let mut new_batches = Vec::new();
+        let breaks = match &w.change {
+            Some(change) => flows_that_read(inner, &w.table.name, &change.deleted),
+            None => Vec::new(),
         };
         let src = match created.as_mut() {
             Some(s) => s,
             None => inner.sources.get_mut(&w.table.name).expect("checked"),
         };
-        let mut new_batches = Vec::new();
-        let commits = w.rows > 0 || name.is_some() || !w.parameters.is_empty();
+        let commits =
+            w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
         if commits {
             for (i, chunk) in w.chunks.iter().enumerate() {
                 b.put(
@@ -146,27 +166,44 @@ impl Store {
             }
             let last = src.history.last();
             let prev = last.and_then(|c| c.chain.clone());
+            let appended = src.rows..src.rows + w.rows;
             let mut commit = CommitInfo {
                 version: last.map_or(0, |c| c.version + 1),
                 timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
-                operation: WRITE.into(),
+                operation: w
+                    .change
+                    .as_ref()
+                    .map_or(WRITE, |c| c.operation.name())
+                    .into(),
                 parameters: name
                     .map(|n| ("file".to_string(), n.to_string()))
                     .into_iter()
                     .chain(w.parameters.clone())
+                    .chain(
+                        w.change
+                            .iter()
+                            .flat_map(|c| c.parameters(appended.clone(), &breaks)),
+                    )
                     .collect(),
                 metrics: CommitMetrics {
                     num_upserted_rows: w.rows,
+                    num_deleted_rows: w.change.as_ref().map_or(0, |c| c.deleted.len() as u64),
                     ..Default::default()
                 },
                 duration_us: 0,
                 chain: None,
             };
+            // A DML statement that appends nothing writes no append.
+            let wrote = if w.change.is_some() && w.rows == 0 {
+                Wrote::Nothing
+            } else {
+                Wrote::Append(src.appends)
+            };
             let at = Link {
                 tag: keys::SOURCE_COMMIT,
                 id,
                 prev: prev.as_deref(),
-                wrote: Wrote::Append(src.appends),
+                wrote,
             };
             put_commit(&mut b, at, &mut commit)?;
             src.history.push(commit);
@@ -179,8 +216,17 @@ impl Store {
             }
             None => inner.sources.get_mut(&w.table.name).expect("checked"),
         };
-        if commits {
+        if commits && !(w.change.is_some() && w.rows == 0) {
             src.appends += 1;
+        }
+        if let Some(change) = &w.change {
+            let version = src.history.last().map_or(0, |c| c.version);
+            for p in &change.deleted {
+                src.deleted.insert(*p, version);
+            }
+            if w.rows > 0 {
+                src.changed.push((src.rows, src.rows + w.rows));
+            }
         }
         src.rows += w.rows;
         if let Some(n) = name {
@@ -242,36 +288,92 @@ impl Store {
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
-        Ok((src.schema.clone(), src.batches.clone().unwrap_or_default()))
+        Ok((src.schema.clone(), src.rows_now()))
     }
 
     /// The rows of a source table after the first `from` ever appended (a flow's checkpoint, in
-    /// which erased rows still count), and how many rows were ever appended.
+    /// which erased rows still count), as they are now, and how many rows were ever appended:
+    /// what append flow `flow` reads next. With [`ChangeCommits::Read`], a DML statement that
+    /// removed rows the flow had read stops it (an error naming the statement's commit).
     pub fn source_rows_after(
         &self,
         source: &str,
+        flow: &str,
         from: u64,
+        change_commits: ChangeCommits,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>, u64)> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
+        if change_commits == ChangeCommits::Read {
+            if let Some(c) = source_dml::breaking_commit(src, flow, 0) {
+                return Err(source_dml::broken_flow(flow, src, c));
+            }
+        }
         let rows = if from >= src.rows {
             Vec::new()
         } else {
-            src.rows_from(from)
+            src.rows_from(from, change_commits)
         };
         Ok((src.schema.clone(), rows, src.rows))
     }
 
-    /// A source table as of the version whose appends had written `upto` rows (erased rows
-    /// counted, not returned).
-    pub fn source_rows_before(
+    /// A source table as of its commit `version`.
+    pub fn source_rows_at(
         &self,
         source: &str,
-        upto: u64,
+        version: u64,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
-        Ok((src.schema.clone(), src.rows_before(upto)))
+        if src.history.last().is_some_and(|c| c.version < version) {
+            return Err(Error::InvalidQuery(format!(
+                "source table `{source}` has no version {version}"
+            )));
+        }
+        Ok((src.schema.clone(), src.rows_at(version)))
+    }
+
+    /// The rows of a source table there now, each batch with the positions of its rows (what
+    /// [`Store::begin_source_dml`] names rows by).
+    pub fn source_rows_positioned(
+        &self,
+        source: &str,
+    ) -> Result<(arrow::datatypes::SchemaRef, Vec<(RecordBatch, Vec<u64>)>)> {
+        let g = self.read_with_rows(source)?;
+        let src = g.source(source)?;
+        Ok((src.schema.clone(), src.rows_now_positioned()))
+    }
+
+    /// Starts a DML statement on a source table: it removes the rows at `deleted` (positions from
+    /// [`Store::source_rows_positioned`]) and appends the rows pushed to the write, in one commit
+    /// ([`Store::commit_write`]) named `operation` in the table's history, with `statement`.
+    pub fn begin_source_dml(
+        &self,
+        source: &str,
+        operation: SourceDmlOperation,
+        mut deleted: Vec<u64>,
+        statement: &str,
+    ) -> Result<SourceWrite> {
+        let mut w = self.begin_append(source)?;
+        if operation != SourceDmlOperation::Delete
+            && w.table
+                .generated
+                .iter()
+                .any(|g| matches!(g.generated, crate::Generated::Identity { .. }))
+        {
+            return Err(Error::InvalidQuery(format!(
+                "`{source}` has an identity column: {} would give its rows new numbers; asof does not do that yet (DELETE and INSERT work); nothing was changed",
+                operation.name()
+            )));
+        }
+        deleted.sort_unstable();
+        deleted.dedup();
+        w.change = Some(SourceChange {
+            operation,
+            deleted,
+            statement: statement.to_string(),
+        });
+        Ok(w)
     }
 
     /// The schema of a source table (its rows are not read).
@@ -311,4 +413,40 @@ impl super::Inner {
             name: name.to_string(),
         })
     }
+}
+
+/// The flows (AUTO CDC and append) that have read one of the rows at `positions` of `source`:
+/// those whose checkpoint is past one of them.
+fn flows_that_read(inner: &super::Inner, source: &str, positions: &[u64]) -> Vec<String> {
+    let Some(&first) = positions.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in inner.tables.values() {
+        for f in &t.flows {
+            if f.spec.source_table.as_deref() == Some(source)
+                && t.checkpoint(&f.spec.name).is_some_and(|c| c > first)
+            {
+                out.push(f.spec.name.clone());
+            }
+        }
+    }
+    for s in inner.sources.values() {
+        for f in &s.append_flows {
+            if f.source != source || f.reads != crate::StreamRead::Rows {
+                continue;
+            }
+            let key = super::append_flows::append_offset_parameter(&f.name);
+            let checkpoint = s
+                .history
+                .iter()
+                .rev()
+                .find_map(|c| c.parameters.get(&key).and_then(|v| v.parse::<u64>().ok()));
+            if checkpoint.is_some_and(|c| c > first) {
+                out.push(f.name.clone());
+            }
+        }
+    }
+    out.sort();
+    out
 }

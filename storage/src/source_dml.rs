@@ -1,0 +1,143 @@
+//! `DELETE`, `UPDATE` and `MERGE` on source tables (docs/SEMANTICS.md §2.6).
+//!
+//! A source table stays append-only on disk: a statement removes rows by position (its commit
+//! lists them, `deleted_rows`) and appends the rows it writes (their positions, `appended_rows`)
+//! in one commit. Rows it removed stay in their chunks, so the table as of an earlier version
+//! still reads them. A flow that had already read a row the statement removed is named in the
+//! commit (`breaks_flows`): its next refresh fails, unless it skips change commits or a full
+//! refresh re-reads the table after it.
+
+use std::collections::BTreeMap;
+
+use crate::commit_info::CommitInfo;
+use crate::error::{corrupt, Error, Result};
+use crate::source::{format_positions, SourceTable};
+
+/// The positions of the rows a statement removed, as ranges (`3-7,12`).
+pub(crate) const DELETED_ROWS: &str = "deleted_rows";
+/// The positions of the rows a statement appended, as one range (`a-b`).
+pub(crate) const APPENDED_ROWS: &str = "appended_rows";
+/// The flows that had read a row the statement removed, comma separated.
+pub(crate) const BREAKS_FLOWS: &str = "breaks_flows";
+/// The statement's text.
+pub(crate) const STATEMENT: &str = "statement";
+
+/// What a DML statement on a source table is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceDmlOperation {
+    /// `DELETE FROM s WHERE ...`: removes rows.
+    Delete,
+    /// `UPDATE s SET ... WHERE ...`: removes rows and appends their new values.
+    Update,
+    /// `MERGE INTO s USING ...`: removes, changes and appends rows.
+    Merge,
+}
+
+impl SourceDmlOperation {
+    /// Its name in the table's history.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceDmlOperation::Delete => "DELETE",
+            SourceDmlOperation::Update => "UPDATE",
+            SourceDmlOperation::Merge => "MERGE",
+        }
+    }
+}
+
+/// The change a [`crate::SourceWrite`] makes besides appending its rows.
+#[derive(Clone, Debug)]
+pub(crate) struct SourceChange {
+    pub operation: SourceDmlOperation,
+    /// Positions removed, sorted, without repeats.
+    pub deleted: Vec<u64>,
+    pub statement: String,
+}
+
+impl SourceChange {
+    /// The commit parameters of the change, given the positions it appended (`first..end`) and
+    /// the flows it breaks.
+    pub fn parameters(
+        &self,
+        appended: std::ops::Range<u64>,
+        breaks: &[String],
+    ) -> Vec<(String, String)> {
+        let mut p = vec![
+            (DELETED_ROWS.to_string(), format_positions(&self.deleted)),
+            (STATEMENT.to_string(), self.statement.clone()),
+        ];
+        if !appended.is_empty() {
+            p.push((
+                APPENDED_ROWS.to_string(),
+                format!("{}-{}", appended.start, appended.end - 1),
+            ));
+        }
+        if !breaks.is_empty() {
+            p.push((BREAKS_FLOWS.to_string(), breaks.join(",")));
+        }
+        p
+    }
+}
+
+/// The positions in a ranges list (`3-7,12`) of commit `c`'s parameter `name`.
+pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let Some(list) = c.parameters.get(name) else {
+        return Ok(out);
+    };
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let bad = || corrupt(format!("source commit {}: {name} `{part}`", c.version));
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        if b < a || b - a > u32::MAX as u64 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
+
+/// What the DML commits of `history` did: each removed position with the version that removed
+/// it, and the ranges of positions they appended (`[a, b)`).
+pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<(BTreeMap<u64, u64>, Vec<(u64, u64)>)> {
+    let mut deleted = BTreeMap::new();
+    let mut changed = Vec::new();
+    for c in history {
+        for p in positions_in(c, DELETED_ROWS)? {
+            deleted.entry(p).or_insert(c.version);
+        }
+        let appended = positions_in(c, APPENDED_ROWS)?;
+        if let (Some(a), Some(b)) = (appended.first(), appended.last()) {
+            changed.push((*a, b + 1));
+        }
+    }
+    Ok((deleted, changed))
+}
+
+/// Whether commit `c` of a source appended rows (a `WRITE`, or a DML statement that did).
+pub(crate) fn appends_rows(c: &CommitInfo, write: &str) -> bool {
+    c.operation == write || c.parameters.contains_key(APPENDED_ROWS)
+}
+
+/// The first commit of `src` after `since` (a source version) that removed rows `flow` had
+/// read: the flow cannot go on from its checkpoint.
+pub(crate) fn breaking_commit<'a>(
+    src: &'a SourceTable,
+    flow: &str,
+    since: u64,
+) -> Option<&'a CommitInfo> {
+    src.history.iter().find(|c| {
+        c.version > since
+            && c.parameters
+                .get(BREAKS_FLOWS)
+                .is_some_and(|l| l.split(',').any(|f| f == flow))
+    })
+}
+
+/// The error of a flow whose source changed rows it had read.
+pub(crate) fn broken_flow(flow: &str, src: &SourceTable, c: &CommitInfo) -> Error {
+    Error::InvalidQuery(format!(
+        "flow `{flow}` cannot go on: commit {} of its source `{}` ({}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now",
+        c.version, src.name, c.operation
+    ))
+}
