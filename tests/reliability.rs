@@ -138,7 +138,10 @@ fn session_only_ddl_is_refused_and_changes_nothing() {
         "{e}"
     );
     // A DML statement on a source that fails part-way changes nothing.
-    let e = err(&mut s, "UPDATE src SET v = 'z', id = CAST('x' AS BIGINT) WHERE id = 2");
+    let e = err(
+        &mut s,
+        "UPDATE src SET v = 'z', id = CAST('x' AS BIGINT) WHERE id = 2",
+    );
     assert!(!e.is_empty());
     assert_eq!(
         rows(&mut s, "SELECT id, v FROM src ORDER BY id"),

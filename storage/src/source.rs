@@ -15,6 +15,16 @@ use crate::generated::{self, GeneratedColumn};
 use crate::ingest::ConditionEvaluator;
 use crate::value::{cast_column, ColumnType};
 
+/// Rows of a source table with their positions (counting every row ever appended): what a DML
+/// statement names rows by.
+#[derive(Clone, Debug)]
+pub struct PositionedRows {
+    /// The rows.
+    pub rows: RecordBatch,
+    /// The position of each row.
+    pub positions: Vec<u64>,
+}
+
 /// The operation of a source commit that appends rows.
 pub(crate) const WRITE: &str = "WRITE";
 
@@ -344,13 +354,16 @@ impl SourceTable {
     /// [`ChangeCommits::Skip`], without the rows DML statements appended.
     pub fn rows_from(&self, from: u64, change_commits: ChangeCommits) -> Vec<RecordBatch> {
         let changed = |p: u64| self.changed.iter().any(|&(a, b)| (a..b).contains(&p));
+        let skip = change_commits == ChangeCommits::Skip;
         self.live(from, self.rows, |p| {
-            !self.deleted.contains_key(&p) && !(change_commits == ChangeCommits::Skip && changed(p))
+            let gone = self.deleted.contains_key(&p);
+            let left_out = skip && changed(p);
+            !gone && !left_out
         })
     }
 
     /// The rows there now, each batch with the positions of its rows.
-    pub fn rows_now_positioned(&self) -> Vec<(RecordBatch, Vec<u64>)> {
+    pub fn rows_now_positioned(&self) -> Vec<PositionedRows> {
         let mut out = Vec::new();
         let mut erased = self.erased.iter().peekable();
         let mut pos = 0u64;
@@ -369,8 +382,8 @@ impl SourceTable {
                 pos += 1;
             }
             let mask = arrow::array::BooleanArray::from(mask);
-            let kept = arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch");
-            out.push((kept, positions));
+            let rows = arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch");
+            out.push(PositionedRows { rows, positions });
         }
         out
     }

@@ -97,9 +97,17 @@ pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
     Ok(out)
 }
 
-/// What the DML commits of `history` did: each removed position with the version that removed
-/// it, and the ranges of positions they appended (`[a, b)`).
-pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<(BTreeMap<u64, u64>, Vec<(u64, u64)>)> {
+/// What the DML commits of a source's history did.
+#[derive(Default)]
+pub(crate) struct Changes {
+    /// Each removed position, with the version that removed it.
+    pub deleted: BTreeMap<u64, u64>,
+    /// The ranges of positions they appended (`[a, b)`).
+    pub changed: Vec<(u64, u64)>,
+}
+
+/// What the DML commits of `history` did.
+pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<Changes> {
     let mut deleted = BTreeMap::new();
     let mut changed = Vec::new();
     for c in history {
@@ -111,7 +119,7 @@ pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<(BTreeMap<u64, u64>, 
             changed.push((*a, b + 1));
         }
     }
-    Ok((deleted, changed))
+    Ok(Changes { deleted, changed })
 }
 
 /// Whether commit `c` of a source appended rows (a `WRITE`, or a DML statement that did).

@@ -131,9 +131,9 @@ impl SqlSession {
         let with_positions: SchemaRef = Arc::new(Schema::new(fields));
         let batches = positioned
             .into_iter()
-            .map(|(b, p)| {
-                let mut cols = b.columns().to_vec();
-                cols.push(Arc::new(UInt64Array::from(p)));
+            .map(|p| {
+                let mut cols = p.rows.columns().to_vec();
+                cols.push(Arc::new(UInt64Array::from(p.positions)));
                 RecordBatch::try_new(with_positions.clone(), cols)
             })
             .collect::<std::result::Result<Vec<_>, _>>()?;

@@ -363,7 +363,9 @@ impl Inner {
                 .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
             if full_history {
                 src.erased = crate::source::erased_positions(&src.history)?;
-                (src.deleted, src.changed) = crate::source_dml::changes_of(&src.history)?;
+                let changes = crate::source_dml::changes_of(&src.history)?;
+                src.deleted = changes.deleted;
+                src.changed = changes.changed;
             } else {
                 // Written before source tables had commit records (or partly so): count the rows
                 // and appends from the chunks and names themselves, reading the rows now.

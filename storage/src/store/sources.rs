@@ -338,7 +338,10 @@ impl Store {
     pub fn source_rows_positioned(
         &self,
         source: &str,
-    ) -> Result<(arrow::datatypes::SchemaRef, Vec<(RecordBatch, Vec<u64>)>)> {
+    ) -> Result<(
+        arrow::datatypes::SchemaRef,
+        Vec<crate::source::PositionedRows>,
+    )> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
         Ok((src.schema.clone(), src.rows_now_positioned()))
