@@ -147,6 +147,11 @@ pub struct ScanRequest {
     pub version: Option<u64>,
     /// Rows per record batch.
     pub batch_size: usize,
+    /// Comparisons on business time a query's filter makes (pushed down from `WHERE`: the scan
+    /// may return more rows, never fewer).
+    pub business_bounds: Vec<PeriodBound>,
+    /// The same on system time.
+    pub system_bounds: Vec<PeriodBound>,
 }
 
 impl Default for ScanRequest {
@@ -158,8 +163,57 @@ impl Default for ScanRequest {
             projection: None,
             version: None,
             batch_size: 8192,
+            business_bounds: Vec::new(),
+            system_bounds: Vec::new(),
         }
     }
+}
+
+/// A comparison on a timeline's interval that a query filters on (`__START_AT < x`, `__END_AT >
+/// x OR __END_AT IS NULL`, what a period predicate means): the storage scan skips the pages and
+/// rows that cannot pass it. Values are of the timeline's type (one component).
+#[derive(Clone, Debug, PartialEq)]
+pub enum PeriodBound {
+    /// The interval starts below the value (`inclusive`: or at it).
+    StartsBelow { value: Value, inclusive: bool },
+    /// The interval ends above the value (`inclusive`: or at it); an open end is above all.
+    EndsAbove { value: Value, inclusive: bool },
+}
+
+/// `selection`'s filter, and the `bounds`, as one filter of the storage scan.
+fn with_bounds(
+    selection: TimeFilter,
+    bounds: &[PeriodBound],
+    types: &[ColumnType],
+    what: &str,
+) -> Result<TimeFilter> {
+    if bounds.is_empty() {
+        return Ok(selection);
+    }
+    let mut all = vec![selection];
+    for b in bounds {
+        let (v, inclusive) = match b {
+            PeriodBound::StartsBelow { value, inclusive }
+            | PeriodBound::EndsAbove { value, inclusive } => (value, *inclusive),
+        };
+        let enc = encode_values(std::slice::from_ref(v), types, what)?;
+        let bound = if inclusive {
+            Bound::Included(enc)
+        } else {
+            Bound::Excluded(enc)
+        };
+        all.push(match b {
+            PeriodBound::StartsBelow { .. } => TimeFilter::Bounds {
+                start: bound,
+                end: Bound::Unbounded,
+            },
+            PeriodBound::EndsAbove { .. } => TimeFilter::Bounds {
+                start: Bound::Unbounded,
+                end: bound,
+            },
+        });
+    }
+    Ok(TimeFilter::Every(all))
 }
 
 /// Bounds on the encoded key.
@@ -554,10 +608,19 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         version: Some(req.version.unwrap_or(latest)),
         key_lo,
         key_hi,
-        business: req
-            .business
-            .encode(&schema.sequence_types(), "business time")?,
-        system: req.system.encode(&sys_types, "system time")?,
+        business: with_bounds(
+            req.business
+                .encode(&schema.sequence_types(), "business time")?,
+            &req.business_bounds,
+            &schema.sequence_types(),
+            "business time",
+        )?,
+        system: with_bounds(
+            req.system.encode(&sys_types, "system time")?,
+            &req.system_bounds,
+            &sys_types,
+            "system time",
+        )?,
         values: Values::All,
     };
     let clamps = Clamps {

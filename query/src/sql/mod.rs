@@ -21,6 +21,7 @@ mod options;
 pub(crate) mod parse;
 mod period;
 mod provider;
+mod pushdown;
 mod receipts;
 mod rewrite;
 mod schemas;

@@ -15,9 +15,9 @@
 //! | `P1 IMMEDIATELY SUCCEEDS P2` | `e2 = s1` |
 //! | `P1 EQUALS P2` | `s1 = s2 AND e1 = e2` |
 //!
-//! where an open end is greater than every time and equal only to another open end. They are
-//! filters on the scan's rows; the storage scan does not use them to skip rows (the temporal
-//! clauses `FOR BUSINESS_TIME ...` do).
+//! where an open end is greater than every time and equal only to another open end. The
+//! comparisons they become are pushed into the storage scan where they bound an interval
+//! (`pushdown.rs`).
 
 use datafusion::sql::sqlparser::dialect::DatabricksDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};

@@ -191,6 +191,8 @@ impl TableProvider for TargetTable {
             .map(|f| {
                 if self.key_value(f).is_some() {
                     TableProviderFilterPushDown::Exact
+                } else if super::pushdown::period_bound(&self.schema, f).is_some() {
+                    TableProviderFilterPushDown::Inexact
                 } else {
                     TableProviderFilterPushDown::Unsupported
                 }
@@ -218,7 +220,7 @@ impl TableProvider for TargetTable {
             Some(p) => Arc::new(self.schema.project(p)?),
             None => self.schema.clone(),
         };
-        let req = ScanRequest {
+        let mut req = ScanRequest {
             business: self.business.clone(),
             system: self.system.clone(),
             keys,
@@ -226,6 +228,15 @@ impl TableProvider for TargetTable {
             projection: names,
             ..Default::default()
         };
+        for (timeline, bound) in filters
+            .iter()
+            .filter_map(|f| super::pushdown::period_bound(&self.schema, f))
+        {
+            match timeline {
+                super::pushdown::Timeline::Business => req.business_bounds.push(bound),
+                super::pushdown::Timeline::System => req.system_bounds.push(bound),
+            }
+        }
         // Planning checks the request (and pins nothing yet); the scan itself starts when the
         // plan runs and streams one batch at a time.
         scan(&self.store, &self.table, &req).map_err(external)?;
@@ -283,8 +294,14 @@ impl DisplayAs for StoreScanExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
                 f,
-                "StoreScanExec: table={}, keys={:?}, business={:?}, system={:?}, version={:?}",
-                self.table, self.req.keys, self.req.business, self.req.system, self.req.version
+                "StoreScanExec: table={}, keys={:?}, business={:?}, system={:?}, version={:?}, business_bounds={:?}, system_bounds={:?}",
+                self.table,
+                self.req.keys,
+                self.req.business,
+                self.req.system,
+                self.req.version,
+                self.req.business_bounds,
+                self.req.system_bounds
             ),
             DisplayFormatType::TreeRender => write!(f, "table={}", self.table),
         }

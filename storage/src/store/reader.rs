@@ -59,6 +59,16 @@ pub enum TimeFilter {
     FromTo(Vec<u8>, Vec<u8>),
     /// Rows whose interval overlaps `[a, b]`.
     Between(Vec<u8>, Vec<u8>),
+    /// Rows whose interval starts below `start` and ends above `end` (an open end is above
+    /// everything): what comparisons on the temporal columns a query filters on say.
+    Bounds {
+        /// What the start is below (`Included`: or equal to).
+        start: Bound<Vec<u8>>,
+        /// What the end is above (`Included`: or equal to).
+        end: Bound<Vec<u8>>,
+    },
+    /// Rows every filter matches.
+    Every(Vec<TimeFilter>),
 }
 
 impl TimeFilter {
@@ -74,6 +84,20 @@ impl TimeFilter {
             TimeFilter::AsOf(t) => s <= &t[..] && end.is_none_or(|e| &t[..] < e),
             TimeFilter::FromTo(a, b) => s < &b[..] && end.is_none_or(|e| e > &a[..]),
             TimeFilter::Between(a, b) => s <= &b[..] && end.is_none_or(|e| e > &a[..]),
+            TimeFilter::Bounds { start, end: above } => {
+                let starts = match start {
+                    Bound::Included(b) => s <= &b[..],
+                    Bound::Excluded(b) => s < &b[..],
+                    Bound::Unbounded => true,
+                };
+                let ends = match above {
+                    Bound::Included(a) => end.is_none_or(|e| e >= &a[..]),
+                    Bound::Excluded(a) => end.is_none_or(|e| e > &a[..]),
+                    Bound::Unbounded => true,
+                };
+                starts && ends
+            }
+            TimeFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
         }
     }
 }
