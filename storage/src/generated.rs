@@ -134,6 +134,24 @@ fn expression_values(
     Ok(values)
 }
 
+/// Refuses rows (of schema `given`, `n` of them) that give a generated column a value.
+pub(crate) fn refuse_given(given: &Schema, generated: &[GeneratedColumn], n: usize) -> Result<()> {
+    match generated
+        .iter()
+        .find(|g| given.column_with_name(&g.column).is_some())
+    {
+        Some(g) => Err(Error::InvalidBatch {
+            column: g.column.clone(),
+            problem: format!(
+                "is {}: the rows cannot give it a value (leave it out)",
+                g.generated
+            ),
+            rows: n,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// `batch` (conformed to the table's `columns`; `given` is the schema the writer gave) with the
 /// generated columns computed; its first row is at position `first` of the table. A writer that
 /// gives a generated column a value is refused.
@@ -145,20 +163,19 @@ pub(crate) fn fill(
     first: u64,
     evaluator: Option<&Arc<dyn ConditionEvaluator>>,
 ) -> Result<RecordBatch> {
+    refuse_given(given, generated, batch.num_rows())?;
+    compute(batch, columns, generated, first, evaluator)
+}
+
+/// `batch` (of the table's `columns`, in order) with its generated columns (re)computed.
+pub(crate) fn compute(
+    batch: RecordBatch,
+    columns: &[SourceColumn],
+    generated: &[GeneratedColumn],
+    first: u64,
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<RecordBatch> {
     let n = batch.num_rows();
-    if let Some(g) = generated
-        .iter()
-        .find(|g| given.column_with_name(&g.column).is_some())
-    {
-        return Err(Error::InvalidBatch {
-            column: g.column.clone(),
-            problem: format!(
-                "is {}: the rows cannot give it a value (leave it out)",
-                g.generated
-            ),
-            rows: n,
-        });
-    }
     let inputs_schema = inputs_schema(columns, generated);
     let inputs = RecordBatch::try_new(
         inputs_schema.clone(),
@@ -171,10 +188,13 @@ pub(crate) fn fill(
     .map_err(|e| Error::InvalidQuery(e.to_string()))?;
     let mut out: Vec<ArrayRef> = batch.columns().to_vec();
     for g in generated {
-        let i = columns
-            .iter()
-            .position(|c| c.name == g.column)
-            .expect("validated");
+        let Some(col) = columns.iter().find(|c| c.name == g.column) else {
+            return Err(refused(&g.column, "no such column".into()));
+        };
+        let i = batch
+            .schema()
+            .index_of(&g.column)
+            .map_err(|_| refused(&g.column, "the rows lack it".into()))?;
         out[i] = match &g.generated {
             Generated::Identity { start, step } => {
                 let values = (0..n as u64)
@@ -196,17 +216,47 @@ pub(crate) fn fill(
                 if failed > 0 {
                     return Err(Error::InvalidBatch {
                         column: g.column.clone(),
-                        problem: format!("the identity's next values do not fit {}", columns[i].ty),
+                        problem: format!("the identity's next values do not fit {}", col.ty),
                         rows: failed,
                     });
                 }
                 values
             }
-            Generated::Expression(expr) => {
-                expression_values(expr, &columns[i], &inputs, evaluator)?
-            }
+            Generated::Expression(expr) => expression_values(expr, col, &inputs, evaluator)?,
         };
         debug_assert_eq!(out[i].len(), n);
     }
     RecordBatch::try_new(batch.schema(), out).map_err(|e| Error::InvalidQuery(e.to_string()))
+}
+
+/// `batch` (rows for a flow whose source `columns` hold `generated` ones the rows lack) with
+/// those columns computed, in the order of `columns`. Rows that give them a value are refused.
+pub(crate) fn add(
+    batch: &RecordBatch,
+    columns: &[SourceColumn],
+    generated: &[GeneratedColumn],
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<RecordBatch> {
+    refuse_given(&batch.schema(), generated, batch.num_rows())?;
+    let n = batch.num_rows();
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| arrow::datatypes::Field::new(&c.name, c.ty.to_arrow(), true))
+            .collect::<Vec<_>>(),
+    ));
+    let cols = columns
+        .iter()
+        .map(|c| match batch.column_by_name(&c.name) {
+            Some(a) => a.clone(),
+            None => arrow::array::new_null_array(&c.ty.to_arrow(), n),
+        })
+        .collect::<Vec<ArrayRef>>();
+    let full = RecordBatch::try_new_with_options(
+        schema.clone(),
+        cols,
+        &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+    )
+    .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+    compute(full, columns, generated, 0, evaluator)
 }

@@ -34,6 +34,8 @@ struct Portion {
 struct Target {
     name: String,
     schema: TableSchema,
+    /// Its generated columns: the store computes them, a statement does not set them.
+    generated: Vec<String>,
 }
 
 impl Target {
@@ -97,6 +99,12 @@ impl SqlSession {
         let target = Target {
             name: name.to_string(),
             schema: self.store.schema(name)?,
+            generated: self
+                .store
+                .table_generated(name)?
+                .into_iter()
+                .map(|g| g.column)
+                .collect(),
         };
         if portion.is_some() && !target.history() {
             return Err(QueryError::Invalid(format!(
@@ -412,6 +420,12 @@ fn assignments(
                 target.name
             )));
         };
+        if target.generated.iter().any(|g| g == col) {
+            return Err(QueryError::Invalid(format!(
+                "`{col}` of `{}` is generated: it cannot be set",
+                target.name
+            )));
+        }
         if target.is_key(col) {
             return Err(QueryError::Invalid(format!(
                 "UPDATE cannot set `{col}`, a key of `{}`: delete the row and insert it under its new key",
@@ -493,7 +507,11 @@ fn select_rows(
 /// none), spelled as the table has them.
 fn insert_columns(target: &Target, named: &[String]) -> Result<Vec<String>> {
     if named.is_empty() {
-        let mut all: Vec<String> = target.columns().map(str::to_string).collect();
+        let mut all: Vec<String> = target
+            .columns()
+            .filter(|c| !target.generated.iter().any(|g| g == c))
+            .map(str::to_string)
+            .collect();
         if target.history() {
             all.extend([START.to_string(), END.to_string()]);
         }
@@ -503,6 +521,12 @@ fn insert_columns(target: &Target, named: &[String]) -> Result<Vec<String>> {
         .iter()
         .map(|n| {
             if let Some(c) = target.column(n) {
+                if target.generated.iter().any(|g| g == c) {
+                    return Err(QueryError::Invalid(format!(
+                        "`{c}` of `{}` is generated: INSERT cannot give it a value",
+                        target.name
+                    )));
+                }
                 return Ok(c.to_string());
             }
             if target.history() {

@@ -82,14 +82,19 @@ impl SqlSession {
     }
 
     pub(super) fn create_flow_from(&mut self, f: FlowAst, source: String) -> Result<Output> {
-        let flow = self.flow_spec(&f, &source)?;
         let declared = self.declared.iter().find(|d| d.name == f.target);
-        if let Some(g) = declared.and_then(|d| d.generated.first()) {
-            return Err(QueryError::Invalid(format!(
-                "streaming table `{}` declares `{}` {}: generated columns are for tables that append flows or INSERT fill, not AUTO CDC targets (compute the column in the flow's source query instead); nothing was created",
-                f.target, g.column, g.generated
-            )));
-        }
+        // A declared generated column is a column of the flow's source that its rows lack: the
+        // store computes it from their other values.
+        let (generated, fields) = match declared {
+            Some(Declared {
+                schema: Some(schema),
+                generated,
+                ..
+            }) => (generated.clone(), generated_fields(schema, generated)),
+            _ => (Vec::new(), Vec::new()),
+        };
+        let flow = self.flow_spec(&f, &source, &fields)?;
+        let declared = self.declared.iter().find(|d| d.name == f.target);
         if let Some(Declared {
             schema: Some(schema),
             ..
@@ -109,6 +114,7 @@ impl SqlSession {
             if let Some(d) = declared {
                 options.properties = d.properties.clone();
                 options.expectations = d.expectations.clone();
+                options.generated = generated;
             }
             self.store.create_flow_with(flow, options)?;
         }
@@ -140,7 +146,14 @@ impl SqlSession {
     }
 
     /// The flow `f` describes, reading the source table `source`.
-    pub(super) fn flow_spec(&self, f: &FlowAst, source: &str) -> Result<asof_storage::Flow> {
+    /// The flow `f` describes, reading the source table `source`, whose rows the target's
+    /// `generated` columns complete.
+    pub(super) fn flow_spec(
+        &self,
+        f: &FlowAst,
+        source: &str,
+        generated: &[arrow::datatypes::FieldRef],
+    ) -> Result<asof_storage::Flow> {
         let schema = self.store.source_schema(source).map_err(|e| match e {
             asof_storage::Error::NotFound { .. } => QueryError::Invalid(format!(
                 "flow `{}` reads `{source}`, which is not a table",
@@ -148,6 +161,13 @@ impl SqlSession {
             )),
             e => e.into(),
         })?;
+        let schema = if generated.is_empty() {
+            schema
+        } else {
+            let fields: Vec<arrow::datatypes::FieldRef> =
+                schema.fields().iter().chain(generated).cloned().collect();
+            std::sync::Arc::new(arrow::datatypes::Schema::new(fields))
+        };
         let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
         // Column names match without regard to case (see `names`).
         let known = names::Names::of(&columns);
@@ -270,7 +290,20 @@ impl SqlSession {
             }
             None => return Err(QueryError::Invalid("a flow needs a source".into())),
         };
-        let spec = self.flow_spec(&f, &source)?;
+        let generated = match self.store.table_generated(&f.target) {
+            Ok(g) => g,
+            Err(asof_storage::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let fields = if generated.is_empty() {
+            Vec::new()
+        } else {
+            generated_fields(
+                &crate::arrow_conv::table_arrow_schema(&self.store.schema(&f.target)?),
+                &generated,
+            )
+        };
+        let spec = self.flow_spec(&f, &source, &fields)?;
         if self
             .store
             .flows(&f.target)?
@@ -386,4 +419,16 @@ fn check_declared(table: &str, declared: &SchemaRef, actual: &SchemaRef) -> Resu
 /// The name of the hidden source table that holds the files a `read_files` flow loaded.
 pub(super) fn files_source(flow: &str) -> String {
     format!("__asof_files_{flow}")
+}
+
+/// The fields of the `generated` columns among `schema`'s.
+fn generated_fields(
+    schema: &SchemaRef,
+    generated: &[asof_storage::GeneratedColumn],
+) -> Vec<arrow::datatypes::FieldRef> {
+    generated
+        .iter()
+        .filter_map(|g| schema.field_with_name(&g.column).ok())
+        .map(|f| std::sync::Arc::new(f.clone()))
+        .collect()
 }

@@ -30,6 +30,10 @@ pub struct TableOptions {
     pub properties: BTreeMap<String, String>,
     /// Expectations on the rows its flows read.
     pub expectations: Vec<Expectation>,
+    /// Generated columns (`GENERATED ALWAYS AS (expr)`; an identity is refused): columns of the
+    /// flow's source that its rows do not hold, computed from the others whenever rows are
+    /// applied.
+    pub generated: Vec<crate::GeneratedColumn>,
 }
 
 impl Store {
@@ -63,6 +67,7 @@ impl Store {
         let TableOptions {
             properties,
             expectations,
+            generated,
         } = options;
         if let Some(secs) = gc_property(&properties)? {
             flow.spec.tombstone_gc_threshold_secs = secs;
@@ -115,6 +120,7 @@ impl Store {
             }
             None => {
                 inner.name_is_free(&target)?;
+                check_generated(&flow, &generated, inner.evaluator.as_ref())?;
                 let id = inner.next_table_id;
                 let rec = TableRecord {
                     name: target.clone(),
@@ -122,6 +128,7 @@ impl Store {
                     flows: vec![flow.spec.clone()],
                     properties: properties.clone(),
                     expectations: expectations.clone(),
+                    generated: generated.clone(),
                 };
                 let ts = now_us();
                 let mut parameters = BTreeMap::from([
@@ -162,6 +169,7 @@ impl Store {
                         commits: vec![commit],
                         properties,
                         expectations,
+                        generated,
                         generation: 0,
                         cold: inner.cold_config(id),
                         unsaved: 0,
@@ -183,6 +191,16 @@ impl Store {
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.views.insert(name.to_string(), sql.to_string());
         Ok(())
+    }
+
+    /// The generated columns of target table `table` ([`TableOptions::generated`]).
+    pub fn table_generated(&self, table: &str) -> Result<Vec<crate::GeneratedColumn>> {
+        let g = self.read_inner()?;
+        let t = g.tables.get(table).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: table.to_string(),
+        })?;
+        Ok(t.generated.clone())
     }
 
     /// The views: name and defining SQL.
@@ -243,6 +261,26 @@ impl Store {
         inner.views.remove(name);
         Ok(())
     }
+}
+
+/// Checks the generated columns of a new target: expressions (an identity would number rows
+/// by arrival, which a late event changes), each a column of the flow's source, computed from
+/// its other columns.
+fn check_generated(
+    flow: &Flow,
+    generated: &[crate::GeneratedColumn],
+    evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+) -> Result<()> {
+    if let Some(g) = generated
+        .iter()
+        .find(|g| !matches!(g.generated, crate::Generated::Expression(_)))
+    {
+        return Err(Error::InvalidQuery(format!(
+            "`{}` of `{}` is {}: an AUTO CDC target takes no identity column (as in Databricks); use a generated expression or a key",
+            g.column, flow.spec.target, g.generated
+        )));
+    }
+    crate::generated::validate(&flow.spec.source, generated, evaluator)
 }
 
 /// Checks that a flow's SQL conditions evaluate on its source columns (a missing column, a
@@ -311,6 +349,7 @@ impl Inner {
                     commits,
                     properties: rec.properties,
                     expectations: rec.expectations,
+                    generated: rec.generated,
                     generation: 0,
                     cold: self.cold_config(id),
                     load: Load::Pending,

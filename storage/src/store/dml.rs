@@ -76,7 +76,34 @@ impl Store {
     pub fn apply_dml(&self, table: &str, dml: Dml<'_>) -> Result<CommitInfo> {
         let started = Instant::now();
         let mut g = self.write_inner()?;
-        let schema = table_mut(&mut g.tables, table)?.state.schema.clone();
+        let t = table_mut(&mut g.tables, table)?;
+        let schema = t.state.schema.clone();
+        let generated = t.generated.clone();
+        // Generated columns take the values their expressions give the statement's rows.
+        let recomputed;
+        let dml = if generated.is_empty() {
+            dml
+        } else {
+            let columns: Vec<crate::flow::SourceColumn> = schema
+                .columns
+                .iter()
+                .map(|(name, ty)| crate::flow::SourceColumn {
+                    name: name.clone(),
+                    ty: ty.clone(),
+                })
+                .collect();
+            recomputed = crate::generated::compute(
+                dml.rows.clone(),
+                &columns,
+                &generated,
+                0,
+                g.evaluator.as_ref(),
+            )?;
+            Dml {
+                rows: &recomputed,
+                ..dml
+            }
+        };
         let rows = statement_rows(&schema, &dml)?;
         g.ensure_replayed(table)?;
         let inner = &mut *g;

@@ -176,6 +176,8 @@ struct Table {
     commits: Vec<CommitInfo>,
     properties: BTreeMap<String, String>,
     expectations: Vec<Expectation>,
+    /// Its generated columns, computed from the rows its flows apply (`TableRecord::generated`).
+    generated: Vec<crate::GeneratedColumn>,
     /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
     generation: u64,
     /// Where the table's cold history goes.
@@ -374,6 +376,7 @@ impl Table {
             flows: self.flows.iter().map(|f| f.spec.clone()).collect(),
             properties: self.properties.clone(),
             expectations: self.expectations.clone(),
+            generated: self.generated.clone(),
         }
     }
 }

@@ -30,6 +30,9 @@ pub(super) struct TableRecord {
     /// The expectations on the rows its flows read, as last set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) expectations: Vec<Expectation>,
+    /// Its generated columns (`GENERATED ALWAYS AS (expr)`): computed from each event's values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) generated: Vec<crate::GeneratedColumn>,
 }
 
 /// The table property that sets the SCD1 tombstone GC threshold (docs/SEMANTICS.md §6).

@@ -278,6 +278,19 @@ impl Inner {
                     kind: "flow",
                     name: flow.to_string(),
                 })?;
+            // Generated columns are computed from the rows' other values first.
+            let with_generated;
+            let batch: &RecordBatch = if table.generated.is_empty() {
+                batch
+            } else {
+                with_generated = crate::generated::add(
+                    batch,
+                    &f.spec.source,
+                    &table.generated,
+                    inner.evaluator.as_ref(),
+                )?;
+                &with_generated
+            };
             let checked = expectation::check(
                 &table.name,
                 &table.expectations,
