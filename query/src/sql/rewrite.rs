@@ -25,267 +25,303 @@ impl SqlSession {
     ///   for clients that cannot write the clauses;
     /// - `VALUES` used as a table: its columns named `col1`, `col2`, ... as in Databricks.
     pub(super) fn rewrite(&mut self, stmt: &Stmt) -> Result<String> {
-        let toks = &stmt.tokens;
-        let sig: Vec<usize> = (0..toks.len())
-            .filter(|&i| !matches!(toks[i].token, Token::Whitespace(_)))
-            .collect();
-        let words: Vec<&TokenWithSpan> = sig.iter().map(|&i| &toks[i]).collect();
-        let at = |j: usize| words.get(j).map(|t| upper(&t.token)).unwrap_or_default();
-        let is_timeline = |w: &str| matches!(w, "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME");
+        let w = Words::new(&stmt.tokens);
         let mut out = String::new();
         let mut copied = 0; // tokens before this index are in `out`
         let mut k = 0;
-        while k < sig.len() {
-            let lparen_next = words.get(k + 1).is_some_and(|t| t.token == Token::LParen);
-            let travel = |j: usize| {
-                (at(j) == "FOR" && is_timeline(&at(j + 1)))
-                    || (matches!(at(j).as_str(), "VERSION" | "TIMESTAMP")
-                        && at(j + 1) == "AS"
-                        && at(j + 2) == "OF")
-            };
-            // A qualified name (`sales.t FOR ...`) starts at its first part.
-            let mut start = k;
-            let (text, next) = if k > 0 && travel(k + 1) && matches!(words[k].token, Token::Word(_))
-            {
-                while start >= 2
-                    && words[start - 1].token == Token::Period
-                    && matches!(words[start - 2].token, Token::Word(_))
-                {
-                    start -= 2;
-                }
-                let written = (start..=k)
-                    .step_by(2)
-                    .map(|i| word(Some(words[i])))
-                    .collect::<Result<Vec<_>>>()?
-                    .join(".");
-                let table = self.stored_name(&written)?;
-                let mut system = TimeSelection::All;
-                let mut business = TimeSelection::All;
-                let mut version = None;
-                let mut j = k + 1;
-                while travel(j) {
-                    if at(j) == "FOR" {
-                        let which = at(j + 1);
-                        let (sel, next) = temporal(toks, &sig, j + 2)?;
-                        j = next;
-                        if which == "SYSTEM_TIME" {
-                            system = sel;
-                        } else {
-                            business = sel;
-                        }
-                        continue;
-                    }
-                    let by_version = at(j) == "VERSION";
-                    let lit = words.get(j + 3).map(|t| &t.token);
-                    version = Some(match (by_version, lit) {
-                        (true, Some(Token::Number(n, _))) => n.parse::<u64>().map_err(|_| {
-                            QueryError::Invalid(format!(
-                                "VERSION AS OF takes a version number, not `{n}`"
-                            ))
-                        })?,
-                        (false, Some(Token::SingleQuotedString(ts))) => {
-                            self.store.version_at(&table, parse_timestamp(ts)?)?
-                        }
-                        (_, other) => {
-                            return Err(QueryError::Invalid(format!(
-                                "expected {} after {} AS OF, found `{}`",
-                                if by_version {
-                                    "a version number"
-                                } else {
-                                    "a timestamp in quotes"
-                                },
-                                at(j),
-                                other.map(super::parse::sql_text).unwrap_or_default()
-                            )))
-                        }
-                    });
-                    j += 4;
-                }
-                let scratch = self.register_target(&table, business, system, version)?;
-                // Keep the table's name as the alias unless the query gives one.
-                let alias_follows = at(j) == "AS"
-                    || words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
-                let text = if alias_follows {
-                    quote_ident(&scratch)
-                } else {
-                    format!(
-                        "{} AS {}",
-                        quote_ident(&scratch),
-                        quote_ident(super::namespace::last_part(&table))
-                    )
-                };
-                (text, j)
-            } else if at(k) == "READ_FILES" && lparen_next {
-                self.files_allowed()?;
-                let (files, next) = read_files_args(&words, k + 1)?;
-                let list = files.list()?;
-                let schema = files.infer(&list)?;
-                let mut batches = Vec::new();
-                for f in &list {
-                    batches.extend(files.read(f, &schema)?);
-                }
-                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
-                (
-                    quote_ident(&self.register_scratch("files", Arc::new(t))?),
-                    next,
-                )
-            } else if matches!(at(k).as_str(), "TEMPORAL_SCAN" | "TABLE_AS_OF") && lparen_next {
-                let (args, next) = literal_args(&words, k + 1)?;
-                let name = at(k).to_lowercase();
-                let arg = |i: usize| -> Result<&asof_storage::Value> {
-                    args.get(i).ok_or_else(|| {
-                        QueryError::Invalid(format!("{name}: argument {} is missing", i + 1))
-                    })
-                };
-                let table = match arg(0)? {
-                    asof_storage::Value::Str(s) => self.stored_name(s)?,
-                    _ => {
-                        return Err(QueryError::Invalid(format!(
-                            "{name}: the first argument is a table name in quotes"
-                        )))
-                    }
-                };
-                if args.len() > 3 {
-                    return Err(QueryError::Invalid(format!(
-                        "{name} takes at most 3 arguments"
-                    )));
-                }
-                let sel = |i: usize| -> Result<TimeSelection> {
-                    match (name.as_str(), args.get(i)) {
-                        (_, None | Some(asof_storage::Value::Null)) => Ok(TimeSelection::All),
-                        ("table_as_of", Some(v)) => Ok(TimeSelection::AsOf(vec![v.clone()])),
-                        (_, Some(asof_storage::Value::Str(s))) => selection_text(s),
-                        (_, Some(v)) => Err(QueryError::Invalid(format!(
-                            "temporal_scan: a selection is text such as 'AS OF 2025-01-01', not {v:?}"
-                        ))),
-                    }
-                };
-                let (business, system) = (sel(1)?, sel(2)?);
-                let scratch = self.register_target(&table, business, system, None)?;
-                (quote_ident(&scratch), next)
-            } else if at(k) == "ROW_LINEAGE" && lparen_next {
-                let (args, next) = literal_args(&words, k + 1)?;
-                let usage = "row_lineage('table', key [, business_time [, system_time]])";
-                let p = self.key_point_args(args, usage)?;
-                let (schema, batch) = crate::explain::row_lineage(
-                    &self.store,
-                    &p.table,
-                    &p.key,
-                    p.business.as_ref(),
-                    p.system.as_ref(),
-                )?;
-                let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
-                (
-                    quote_ident(&self.register_scratch("lineage", Arc::new(t))?),
-                    next,
-                )
-            } else if at(k) == "PLOT_HISTORY" && lparen_next {
-                let (args, next) = literal_args(&words, k + 1)?;
-                let usage = "plot_history('table', key [, business_as_of [, system_as_of]])";
-                let p = self.key_point_args(args, usage)?;
-                let req = crate::plot::PlotRequest {
-                    key: vec![p.key],
-                    business_as_of: p.business,
-                    system_as_of: p.system,
-                };
-                let svg = crate::plot::key_history_svg(&self.store, &p.table, &req)?;
-                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
-                    arrow::datatypes::Field::new("svg", arrow::datatypes::DataType::Utf8, false),
-                ]));
-                let batch = arrow::array::RecordBatch::try_new(
-                    schema.clone(),
-                    vec![Arc::new(arrow::array::StringArray::from(vec![svg]))],
-                )?;
-                let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
-                (
-                    quote_ident(&self.register_scratch("plot", Arc::new(t))?),
-                    next,
-                )
-            } else if at(k) == "EXPLAIN_CHANGES" && lparen_next {
-                let (args, next) = literal_args(&words, k + 1)?;
-                (quote_ident(&self.explain_changes(&args)?), next)
-            } else if at(k) == "TABLE_CHANGES" && lparen_next {
-                let (args, next) = literal_args(&words, k + 1)?;
-                let bound = |v| change_bound(v, "table_changes");
-                let table = match args.first() {
-                    Some(asof_storage::Value::Str(s)) => self.stored_name(s)?,
-                    _ => {
-                        return Err(QueryError::Invalid(
-                            "table_changes('table', start [, end]): the table name comes first, in quotes".into(),
-                        ))
-                    }
-                };
-                if !(2..=3).contains(&args.len()) {
-                    return Err(QueryError::Invalid(
-                        "table_changes('table', start [, end]) takes two or three arguments".into(),
-                    ));
-                }
-                let start = bound(args.get(1))?.ok_or_else(|| {
-                    QueryError::Invalid("table_changes needs a start version or timestamp".into())
-                })?;
-                let end = bound(args.get(2))?;
-                let (schema, batches) =
-                    crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
-                let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
-                (
-                    quote_ident(&self.register_scratch("changes", Arc::new(t))?),
-                    next,
-                )
-            } else if at(k) == "VALUES"
-                && k > 0
-                && (at(k - 1) == "FROM" || words[k - 1].token == Token::LParen)
-            {
-                // `VALUES (..), (..)`: count the first row's columns and find the end.
-                let (mut j, mut depth, mut columns) = (k + 1, 0, 1);
-                let mut rows = 0;
-                while let Some(t) = words.get(j) {
-                    match t.token {
-                        Token::LParen => depth += 1,
-                        Token::RParen => {
-                            depth -= 1;
-                            if depth == 0 {
-                                rows += 1;
-                                if words.get(j + 1).map(|t| &t.token) != Some(&Token::Comma) {
-                                    j += 1;
-                                    break;
-                                }
-                            }
-                        }
-                        Token::Comma if depth == 1 && rows == 0 => columns += 1,
-                        _ => {}
-                    }
-                    j += 1;
-                }
-                let inner: String = toks[sig[k]..=sig[j - 1]]
-                    .iter()
-                    .map(|t| super::parse::sql_text(&t.token))
-                    .collect();
-                let select = (1..=columns)
-                    .map(|i| format!("column{i} AS col{i}"))
-                    .collect::<Vec<_>>()
-                    .join(", ");
-                let text = if at(k - 1) == "FROM" {
-                    format!("(SELECT {select} FROM ({inner}))")
-                } else {
-                    format!("SELECT {select} FROM ({inner})")
-                };
-                (text, j)
-            } else {
+        while k < w.sig.len() {
+            let Some(r) = self.rewrite_at(&w, k)? else {
                 k += 1;
                 continue;
             };
-            for t in &toks[copied..sig[start]] {
+            for t in &w.toks[copied..w.sig[r.start]] {
                 out.push_str(&super::parse::sql_text(&t.token));
             }
-            out.push_str(&text);
-            copied = sig[next - 1] + 1;
-            k = next;
+            out.push_str(&r.text);
+            copied = w.sig[r.next - 1] + 1;
+            k = r.next;
         }
-        for t in &toks[copied..] {
+        for t in &w.toks[copied..] {
             out.push_str(&super::parse::sql_text(&t.token));
         }
         self.names()?
             .resolve(&super::period::rewrite_periods(&out)?)
+    }
+
+    /// The rewrite that starts at word `k`, if one does.
+    fn rewrite_at(&mut self, w: &Words<'_>, k: usize) -> Result<Option<Rewritten>> {
+        let travel_follows = k > 0 && w.travel(k + 1) && matches!(w.words[k].token, Token::Word(_));
+        Ok(Some(if travel_follows {
+            self.time_travel(w, k)?
+        } else if w.call(k, "READ_FILES") {
+            self.files_table(w, k)?
+        } else if w.call(k, "TEMPORAL_SCAN") || w.call(k, "TABLE_AS_OF") {
+            self.temporal_scan_call(w, k)?
+        } else if w.call(k, "ROW_LINEAGE") {
+            self.row_lineage_call(w, k)?
+        } else if w.call(k, "PLOT_HISTORY") {
+            self.plot_history_call(w, k)?
+        } else if w.call(k, "EXPLAIN_CHANGES") {
+            self.explain_changes_call(w, k)?
+        } else if w.call(k, "TABLE_CHANGES") {
+            self.table_changes_call(w, k)?
+        } else if w.at(k) == "VALUES"
+            && k > 0
+            && (w.at(k - 1) == "FROM" || w.words[k - 1].token == Token::LParen)
+        {
+            values_table(w, k)
+        } else {
+            return Ok(None);
+        }))
+    }
+
+    /// `t FOR SYSTEM_TIME ... [FOR BUSINESS_TIME ...]`, `VERSION AS OF n`, `TIMESTAMP AS OF t`
+    /// after a table's name (at word `k`, its last part): a provider that carries the selections
+    /// into the storage scan.
+    fn time_travel(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        // A qualified name (`sales.t FOR ...`) starts at its first part.
+        let mut start = k;
+        let (text, next) = {
+            while start >= 2
+                && w.words[start - 1].token == Token::Period
+                && matches!(w.words[start - 2].token, Token::Word(_))
+            {
+                start -= 2;
+            }
+            let written = (start..=k)
+                .step_by(2)
+                .map(|i| word(Some(w.words[i])))
+                .collect::<Result<Vec<_>>>()?
+                .join(".");
+            let table = self.stored_name(&written)?;
+            let mut system = TimeSelection::All;
+            let mut business = TimeSelection::All;
+            let mut version = None;
+            let mut j = k + 1;
+            while w.travel(j) {
+                if w.at(j) == "FOR" {
+                    let which = w.at(j + 1);
+                    let (sel, next) = temporal(w.toks, &w.sig, j + 2)?;
+                    j = next;
+                    if which == "SYSTEM_TIME" {
+                        system = sel;
+                    } else {
+                        business = sel;
+                    }
+                    continue;
+                }
+                let by_version = w.at(j) == "VERSION";
+                let lit = w.words.get(j + 3).map(|t| &t.token);
+                version = Some(match (by_version, lit) {
+                    (true, Some(Token::Number(n, _))) => n.parse::<u64>().map_err(|_| {
+                        QueryError::Invalid(format!(
+                            "VERSION AS OF takes a version number, not `{n}`"
+                        ))
+                    })?,
+                    (false, Some(Token::SingleQuotedString(ts))) => {
+                        self.store.version_at(&table, parse_timestamp(ts)?)?
+                    }
+                    (_, other) => {
+                        return Err(QueryError::Invalid(format!(
+                            "expected {} after {} AS OF, found `{}`",
+                            if by_version {
+                                "a version number"
+                            } else {
+                                "a timestamp in quotes"
+                            },
+                            w.at(j),
+                            other.map(super::parse::sql_text).unwrap_or_default()
+                        )))
+                    }
+                });
+                j += 4;
+            }
+            let scratch = self.register_target(&table, business, system, version)?;
+            // Keep the table's name as the alias unless the query gives one.
+            let alias_follows = w.at(j) == "AS"
+            || w.words.get(j).is_some_and(|t| matches!(&t.token, Token::Word(w) if w.keyword == datafusion::sql::sqlparser::keywords::Keyword::NoKeyword));
+            let text = if alias_follows {
+                quote_ident(&scratch)
+            } else {
+                format!(
+                    "{} AS {}",
+                    quote_ident(&scratch),
+                    quote_ident(super::namespace::last_part(&table))
+                )
+            };
+            (text, j)
+        };
+        Ok(Rewritten { text, start, next })
+    }
+    /// `read_files('path', ...)`: the files, read now.
+    fn files_table(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            self.files_allowed()?;
+            let (files, next) = read_files_args(&w.words, k + 1)?;
+            let list = files.list()?;
+            let schema = files.infer(&list)?;
+            let mut batches = Vec::new();
+            for f in &list {
+                batches.extend(files.read(f, &schema)?);
+            }
+            let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+            (
+                quote_ident(&self.register_scratch("files", Arc::new(t))?),
+                next,
+            )
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
+    }
+    /// `temporal_scan('t', business, system)` and `table_as_of('t', b, s)`: the table functions
+    /// for clients that cannot write the clauses.
+    fn temporal_scan_call(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            let (args, next) = literal_args(&w.words, k + 1)?;
+            let name = w.at(k).to_lowercase();
+            let arg = |i: usize| -> Result<&asof_storage::Value> {
+                args.get(i).ok_or_else(|| {
+                    QueryError::Invalid(format!("{name}: argument {} is missing", i + 1))
+                })
+            };
+            let table = match arg(0)? {
+                asof_storage::Value::Str(s) => self.stored_name(s)?,
+                _ => {
+                    return Err(QueryError::Invalid(format!(
+                        "{name}: the first argument is a table name in quotes"
+                    )))
+                }
+            };
+            if args.len() > 3 {
+                return Err(QueryError::Invalid(format!(
+                    "{name} takes at most 3 arguments"
+                )));
+            }
+            let sel = |i: usize| -> Result<TimeSelection> {
+                match (name.as_str(), args.get(i)) {
+                    (_, None | Some(asof_storage::Value::Null)) => Ok(TimeSelection::All),
+                    ("table_as_of", Some(v)) => Ok(TimeSelection::AsOf(vec![v.clone()])),
+                    (_, Some(asof_storage::Value::Str(s))) => selection_text(s),
+                    (_, Some(v)) => Err(QueryError::Invalid(format!(
+                        "temporal_scan: a selection is text such as 'AS OF 2025-01-01', not {v:?}"
+                    ))),
+                }
+            };
+            let (business, system) = (sel(1)?, sel(2)?);
+            let scratch = self.register_target(&table, business, system, None)?;
+            (quote_ident(&scratch), next)
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
+    }
+    /// `row_lineage('t', key [, b [, s]])`.
+    fn row_lineage_call(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            let (args, next) = literal_args(&w.words, k + 1)?;
+            let usage = "row_lineage('table', key [, business_time [, system_time]])";
+            let p = self.key_point_args(args, usage)?;
+            let (schema, batch) = crate::explain::row_lineage(
+                &self.store,
+                &p.table,
+                &p.key,
+                p.business.as_ref(),
+                p.system.as_ref(),
+            )?;
+            let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
+            (
+                quote_ident(&self.register_scratch("lineage", Arc::new(t))?),
+                next,
+            )
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
+    }
+    /// `plot_history('t', key [, b [, s]])`: the key's history as SVG.
+    fn plot_history_call(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            let (args, next) = literal_args(&w.words, k + 1)?;
+            let usage = "plot_history('table', key [, business_as_of [, system_as_of]])";
+            let p = self.key_point_args(args, usage)?;
+            let req = crate::plot::PlotRequest {
+                key: vec![p.key],
+                business_as_of: p.business,
+                system_as_of: p.system,
+            };
+            let svg = crate::plot::key_history_svg(&self.store, &p.table, &req)?;
+            let schema = Arc::new(arrow::datatypes::Schema::new(vec![
+                arrow::datatypes::Field::new("svg", arrow::datatypes::DataType::Utf8, false),
+            ]));
+            let batch = arrow::array::RecordBatch::try_new(
+                schema.clone(),
+                vec![Arc::new(arrow::array::StringArray::from(vec![svg]))],
+            )?;
+            let t = MemTable::try_new(schema, vec![vec![batch]]).map_err(df)?;
+            (
+                quote_ident(&self.register_scratch("plot", Arc::new(t))?),
+                next,
+            )
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
+    }
+    /// `explain_changes('t', key, from [, to])`.
+    fn explain_changes_call(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            let (args, next) = literal_args(&w.words, k + 1)?;
+            (quote_ident(&self.explain_changes(&args)?), next)
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
+    }
+    /// `table_changes('t', start [, end])`: the change feed.
+    fn table_changes_call(&mut self, w: &Words<'_>, k: usize) -> Result<Rewritten> {
+        let (text, next) = {
+            let (args, next) = literal_args(&w.words, k + 1)?;
+            let bound = |v| change_bound(v, "table_changes");
+            let table = match args.first() {
+                Some(asof_storage::Value::Str(s)) => self.stored_name(s)?,
+                _ => return Err(QueryError::Invalid(
+                    "table_changes('table', start [, end]): the table name comes first, in quotes"
+                        .into(),
+                )),
+            };
+            if !(2..=3).contains(&args.len()) {
+                return Err(QueryError::Invalid(
+                    "table_changes('table', start [, end]) takes two or three arguments".into(),
+                ));
+            }
+            let start = bound(args.get(1))?.ok_or_else(|| {
+                QueryError::Invalid("table_changes needs a start version or timestamp".into())
+            })?;
+            let end = bound(args.get(2))?;
+            let (schema, batches) =
+                crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
+            let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+            (
+                quote_ident(&self.register_scratch("changes", Arc::new(t))?),
+                next,
+            )
+        };
+        Ok(Rewritten {
+            text,
+            start: k,
+            next,
+        })
     }
 
     /// The names a statement may spell in another case: tables, sources, views, their columns.
@@ -373,6 +409,103 @@ impl SqlSession {
                 .map_err(df)?;
         }
         Ok(())
+    }
+}
+
+/// A statement's tokens, and its significant ones (no whitespace) by index.
+struct Words<'a> {
+    toks: &'a [TokenWithSpan],
+    sig: Vec<usize>,
+    words: Vec<&'a TokenWithSpan>,
+}
+
+impl<'a> Words<'a> {
+    fn new(toks: &'a [TokenWithSpan]) -> Self {
+        let sig: Vec<usize> = (0..toks.len())
+            .filter(|&i| !matches!(toks[i].token, Token::Whitespace(_)))
+            .collect();
+        let words = sig.iter().map(|&i| &toks[i]).collect();
+        Words { toks, sig, words }
+    }
+
+    /// Word `j` in upper case (empty past the end).
+    fn at(&self, j: usize) -> String {
+        self.words
+            .get(j)
+            .map(|t| upper(&t.token))
+            .unwrap_or_default()
+    }
+
+    /// Whether word `k` calls `name`: `name(`.
+    fn call(&self, k: usize, name: &str) -> bool {
+        self.at(k) == name
+            && self
+                .words
+                .get(k + 1)
+                .is_some_and(|t| t.token == Token::LParen)
+    }
+
+    /// Whether a temporal clause or time travel starts at word `j`.
+    fn travel(&self, j: usize) -> bool {
+        let is_timeline = |w: &str| matches!(w, "SYSTEM_TIME" | "BUSINESS_TIME" | "VALID_TIME");
+        (self.at(j) == "FOR" && is_timeline(&self.at(j + 1)))
+            || (matches!(self.at(j).as_str(), "VERSION" | "TIMESTAMP")
+                && self.at(j + 1) == "AS"
+                && self.at(j + 2) == "OF")
+    }
+}
+
+/// What a rewrite puts in place of words `start..next`.
+struct Rewritten {
+    text: String,
+    start: usize,
+    next: usize,
+}
+
+/// `VALUES (..), (..)` used as a table (at word `k`): its columns named `col1`, `col2`, ... as in
+/// Databricks.
+fn values_table(w: &Words<'_>, k: usize) -> Rewritten {
+    let (text, next) = {
+        // `VALUES (..), (..)`: count the first row's columns and find the end.
+        let (mut j, mut depth, mut columns) = (k + 1, 0, 1);
+        let mut rows = 0;
+        while let Some(t) = w.words.get(j) {
+            match t.token {
+                Token::LParen => depth += 1,
+                Token::RParen => {
+                    depth -= 1;
+                    if depth == 0 {
+                        rows += 1;
+                        if w.words.get(j + 1).map(|t| &t.token) != Some(&Token::Comma) {
+                            j += 1;
+                            break;
+                        }
+                    }
+                }
+                Token::Comma if depth == 1 && rows == 0 => columns += 1,
+                _ => {}
+            }
+            j += 1;
+        }
+        let inner: String = w.toks[w.sig[k]..=w.sig[j - 1]]
+            .iter()
+            .map(|t| super::parse::sql_text(&t.token))
+            .collect();
+        let select = (1..=columns)
+            .map(|i| format!("column{i} AS col{i}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let text = if w.at(k - 1) == "FROM" {
+            format!("(SELECT {select} FROM ({inner}))")
+        } else {
+            format!("SELECT {select} FROM ({inner})")
+        };
+        (text, j)
+    };
+    Rewritten {
+        text,
+        start: k,
+        next,
     }
 }
 
@@ -465,50 +598,61 @@ impl SqlSession {
     }
 }
 
-/// A selection written as text, for `temporal_scan`: `AS OF t`, `FROM a TO b`, `BETWEEN a AND b`
-/// or `ALL`, with bare time literals (`AS OF 2025-01-01T00:00:00`).
+/// A selection written as text, for `temporal_scan`: `AS OF t`, `FROM a TO b`, `ONLY FROM a TO
+/// b`, `BETWEEN a AND b` or `ALL`, with time literals bare (`AS OF 2025-01-01T00:00:00`) or
+/// quoted. Read by the grammar of the temporal clauses ([`temporal`]), once its bare literals
+/// are quoted.
 fn selection_text(s: &str) -> Result<TimeSelection> {
-    let t = s.trim();
-    let u = t.to_ascii_uppercase();
-    let lit = |x: &str| -> asof_storage::Value {
-        let x = x.trim().trim_matches('\'');
-        match x.parse::<i64>() {
-            Ok(n) => asof_storage::Value::Int(n),
-            Err(_) => asof_storage::Value::Str(x.into()),
-        }
-    };
+    const WORDS: [&str; 10] = [
+        "ALL", "AS", "OF", "FROM", "TO", "ONLY", "BETWEEN", "AND", "TIMESTAMP", "DATE",
+    ];
     let bad = || {
         QueryError::Invalid(format!(
             "temporal_scan: `{s}` is not a selection (AS OF t, FROM a TO b, ONLY FROM a TO b, BETWEEN a AND b or ALL)"
         ))
     };
-    if u == "ALL" || u.is_empty() {
-        Ok(TimeSelection::All)
-    } else if let Some(rest) = u.strip_prefix("AS OF ") {
-        Ok(TimeSelection::AsOf(vec![lit(&t[t.len() - rest.len()..])]))
-    } else if let Some(rest) = u.strip_prefix("FROM ") {
-        let at = rest.find(" TO ").ok_or_else(bad)?;
-        let off = t.len() - rest.len();
-        Ok(TimeSelection::FromTo(
-            vec![lit(&t[off..off + at])],
-            vec![lit(&t[off + at + 4..])],
-        ))
-    } else if let Some(rest) = u.strip_prefix("ONLY FROM ") {
-        let at = rest.find(" TO ").ok_or_else(bad)?;
-        let off = t.len() - rest.len();
-        Ok(TimeSelection::Within(
-            vec![lit(&t[off..off + at])],
-            vec![lit(&t[off + at + 4..])],
-        ))
-    } else if let Some(rest) = u.strip_prefix("BETWEEN ") {
-        let at = rest.find(" AND ").ok_or_else(bad)?;
-        let off = t.len() - rest.len();
-        Ok(TimeSelection::Between(
-            vec![lit(&t[off..off + at])],
-            vec![lit(&t[off + at + 5..])],
-        ))
-    } else {
-        Err(bad())
+    // Pieces split at spaces outside quotes; a bare piece that is not a word or a whole number
+    // is a time literal.
+    let mut pieces: Vec<String> = vec![String::new()];
+    let mut quoted = false;
+    for c in s.trim().chars() {
+        if c == '\'' {
+            quoted = !quoted;
+        }
+        if c.is_whitespace() && !quoted {
+            pieces.push(String::new());
+        } else {
+            pieces.last_mut().expect("one").push(c);
+        }
+    }
+    let text = pieces
+        .iter()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let bare_literal = !p.starts_with('\'')
+                && !WORDS.contains(&p.to_ascii_uppercase().as_str())
+                && p.parse::<i64>().is_err();
+            if bare_literal {
+                format!("'{}'", p.replace('\'', "''"))
+            } else {
+                p.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    if text.is_empty() {
+        return Ok(TimeSelection::All);
+    }
+    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(
+        &datafusion::sql::sqlparser::dialect::DatabricksDialect {},
+        &text,
+    )
+    .tokenize_with_location()
+    .map_err(|_| bad())?;
+    let w = Words::new(&tokens);
+    match temporal(w.toks, &w.sig, 0) {
+        Ok((sel, next)) if next == w.sig.len() => Ok(sel),
+        _ => Err(bad()),
     }
 }
 
