@@ -8,6 +8,7 @@
 //! selection into the storage scan.
 
 mod append;
+mod commands;
 mod describe;
 mod dml;
 mod erase;
@@ -23,6 +24,7 @@ mod period;
 mod provider;
 mod pushdown;
 mod receipts;
+mod registry;
 mod rewrite;
 mod schemas;
 mod script;
@@ -41,11 +43,9 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{QueryError, Result};
-use crate::scan::TimeSelection;
 pub use options::{ExternalAccess, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;
-use provider::TargetTable;
 pub use receipts::ReceiptCheck;
 pub use script::{ScriptError, Steps};
 use statement::{classify, Kind};
@@ -89,9 +89,6 @@ struct Declared {
     /// Its expectations, likewise.
     expectations: Vec<asof_storage::Expectation>,
 }
-
-/// `VACUUM t` without `RETAIN`: seven days, as Delta Lake.
-const DEFAULT_RETAIN_HOURS: f64 = 168.0;
 
 fn df(e: datafusion::error::DataFusionError) -> QueryError {
     use datafusion::error::DataFusionError;
@@ -365,75 +362,18 @@ impl SqlSession {
                     c.version
                 )))
             }
-            Kind::ShowProperties { name, key } => {
-                let mut props = self.store.properties(&name)?;
-                if let Some(key) = key {
-                    let value = props
-                        .remove(&key)
-                        .unwrap_or_else(|| format!("Table {name} does not have property: {key}"));
-                    props = BTreeMap::from([(key, value)]);
-                }
-                let schema = Arc::new(arrow::datatypes::Schema::new(vec![
-                    arrow::datatypes::Field::new("key", arrow::datatypes::DataType::Utf8, false),
-                    arrow::datatypes::Field::new("value", arrow::datatypes::DataType::Utf8, false),
-                ]));
-                let batch = RecordBatch::try_new(
-                    schema.clone(),
-                    vec![
-                        Arc::new(arrow::array::StringArray::from_iter_values(props.keys())),
-                        Arc::new(arrow::array::StringArray::from_iter_values(props.values())),
-                    ],
-                )?;
-                Ok(Output::Batches(schema, vec![batch]))
+            Kind::ShowProperties { name, key } => self.show_properties(&name, key),
+            Kind::DropStreamingTable { name, if_exists } => {
+                self.drop_streaming_table(&name, if_exists)
             }
+            Kind::DescribeHistory(name) => self.describe_history(&name),
+            Kind::Vacuum { name, retain_hours } => self.vacuum(&name, retain_hours),
             Kind::Describe { name, detail } => {
                 match describe::describe(&self.store, &name, detail)? {
                     Some((schema, batch)) => Ok(Output::Batches(schema, vec![batch])),
                     // A view, or DataFusion's to say what is wrong.
                     None => self.sql(stmt),
                 }
-            }
-            Kind::DropStreamingTable { name, if_exists } => {
-                if !self.store.tables()?.contains(&name) {
-                    if if_exists {
-                        return Ok(Output::Done(format!("{name} does not exist")));
-                    }
-                    return Err(QueryError::Invalid(format!(
-                        "`{name}` is not a streaming table"
-                    )));
-                }
-                self.store.drop_table(&name)?;
-                self.deregister_named(&name)?;
-                Ok(Output::Done(format!("{name} dropped")))
-            }
-            Kind::DescribeHistory(name) => {
-                let history = match self.store.history(&name) {
-                    Ok(h) => h,
-                    Err(asof_storage::Error::NotFound { .. }) => {
-                        self.store.source_history(&name)?
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                let batch = crate::history::history_batch(&history)?;
-                Ok(Output::Batches(batch.schema(), vec![batch]))
-            }
-            Kind::Vacuum { name, retain_hours } => {
-                let hours = retain_hours.unwrap_or(DEFAULT_RETAIN_HOURS);
-                let retain =
-                    std::time::Duration::try_from_secs_f64(hours * 3600.0).map_err(|e| {
-                        QueryError::Invalid(format!("VACUUM RETAIN {hours} HOURS: {e}"))
-                    })?;
-                let r = self.store.vacuum(&name, retain)?;
-                if r.commits_removed == 0 {
-                    return Ok(Output::Done(format!(
-                        "{name}: nothing older than {hours} hours to remove; history kept from version {}",
-                        r.oldest_version
-                    )));
-                }
-                Ok(Output::Done(format!(
-                    "{name}: history kept from version {}; removed {} commits and {} row versions; log {} -> {} bytes",
-                    r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
-                )))
             }
             Kind::Erase {
                 name,
@@ -454,39 +394,6 @@ impl SqlSession {
             Kind::Namespace(n) => self.namespace(n),
             Kind::Sql => self.sql(stmt),
         }
-    }
-
-    /// Registers every schema, table and view of the store with DataFusion, each under its full
-    /// name (`namespace.rs`).
-    fn register_all(&mut self) -> Result<()> {
-        for (schema, _) in self.store.schemas()? {
-            self.df_schema(&schema)?;
-        }
-        for name in self.store.sources()? {
-            let version = self.pinned_source_version(&name);
-            let t = provider::SourceProvider::new(self.store.clone(), &name, version)?;
-            self.register_named(&name, Arc::new(t))?;
-        }
-        for name in self.store.tables()? {
-            let t = TargetTable::new(
-                self.store.clone(),
-                &name,
-                TimeSelection::All,
-                TimeSelection::All,
-                self.pinned_version(&name),
-            )?;
-            self.register_named(&name, Arc::new(t))?;
-        }
-        for (name, sql) in self.store.views()? {
-            self.deregister_named(&name)?;
-            let mut text = String::new();
-            for stmt in split(&sql)? {
-                text = self.rewrite(&stmt)?;
-            }
-            let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
-            self.register_named(&name, plan.into_view())?;
-        }
-        Ok(())
     }
 
     fn sql(&mut self, stmt: &Stmt) -> Result<Output> {

@@ -604,7 +604,16 @@ impl SqlSession {
 /// are quoted.
 fn selection_text(s: &str) -> Result<TimeSelection> {
     const WORDS: [&str; 10] = [
-        "ALL", "AS", "OF", "FROM", "TO", "ONLY", "BETWEEN", "AND", "TIMESTAMP", "DATE",
+        "ALL",
+        "AS",
+        "OF",
+        "FROM",
+        "TO",
+        "ONLY",
+        "BETWEEN",
+        "AND",
+        "TIMESTAMP",
+        "DATE",
     ];
     let bad = || {
         QueryError::Invalid(format!(

@@ -1,15 +1,12 @@
 //! Schemas and catalogs in a session: `CREATE SCHEMA`, `CREATE CATALOG`, `DROP SCHEMA`, `USE`,
-//! `SHOW SCHEMAS`, and registering names with DataFusion under their full references.
+//! `SHOW SCHEMAS` (`registry.rs` registers the names with DataFusion).
 
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use datafusion::catalog::{
-    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, TableProvider,
-};
 
-use super::namespace::{self, reference, schema_of, split_schema, Namespace, DEFAULT_SCHEMA};
+use super::namespace::{self, schema_of, split_schema, Namespace, DEFAULT_SCHEMA};
 use super::statement::NamespaceStmt;
 use super::{df, Output, SqlSession};
 use crate::error::{QueryError, Result};
@@ -206,59 +203,6 @@ impl SqlSession {
         options.catalog.default_schema = ns.schema.clone();
         drop(state);
         self.ns = ns;
-        Ok(())
-    }
-
-    /// The DataFusion schema of stored schema `stored`, made if missing.
-    pub(super) fn df_schema(
-        &self,
-        stored: &str,
-    ) -> Result<Arc<dyn datafusion::catalog::SchemaProvider>> {
-        let (catalog, schema) = split_schema(stored);
-        let c = match self.ctx.catalog(&catalog) {
-            Some(c) => c,
-            None => {
-                let c: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
-                self.ctx.register_catalog(&catalog, c.clone());
-                c
-            }
-        };
-        Ok(match c.schema(&schema) {
-            Some(s) => s,
-            None => {
-                let s: Arc<dyn datafusion::catalog::SchemaProvider> =
-                    Arc::new(MemorySchemaProvider::new());
-                c.register_schema(&schema, s.clone()).map_err(df)?;
-                s
-            }
-        })
-    }
-
-    /// Registers `provider` under the full reference of stored name `name`, in place of what was
-    /// there.
-    pub(super) fn register_named(
-        &mut self,
-        name: &str,
-        provider: Arc<dyn TableProvider>,
-    ) -> Result<()> {
-        self.df_schema(schema_of(name))?;
-        self.deregister_named(name)?;
-        self.ctx
-            .register_table(reference(name), provider)
-            .map_err(df)?;
-        Ok(())
-    }
-
-    /// Forgets stored name `name` in DataFusion.
-    pub(super) fn deregister_named(&mut self, name: &str) -> Result<()> {
-        let r = reference(name);
-        if self
-            .ctx
-            .catalog(r.catalog().unwrap_or_default())
-            .is_some_and(|c| c.schema(r.schema().unwrap_or_default()).is_some())
-        {
-            self.ctx.deregister_table(r).map_err(df)?;
-        }
         Ok(())
     }
 }

@@ -54,8 +54,23 @@ fn identity(mode: StoredAs, r: &StoredRow) -> Vec<u8> {
     id
 }
 
+/// The order the rows of one commit are listed in: by key, then business start, system start,
+/// business end and system end (an open bound last). Not by row id: ids follow the order a
+/// commit's events were applied in, which a replay of the log need not repeat.
+fn listing_order(r: &StoredRow) -> [(bool, Vec<u8>); 5] {
+    // An open bound (None) sorts after every value.
+    let part = |b: Option<&[u8]>| (b.is_none(), b.unwrap_or_default().to_vec());
+    [
+        part(Some(&r.key)),
+        part(r.start.as_deref()),
+        part(r.sys_start.as_deref()),
+        part(r.end.as_deref()),
+        part(r.sys_end.as_deref()),
+    ]
+}
+
 /// The changes commit `version` made: deletes first, then inserts and updates (pre-image, then
-/// post-image) in the order the rows were written. `retired` are the rows the commit retired,
+/// post-image), each by [`listing_order`]. `retired` are the rows the commit retired,
 /// `written` those it wrote, `row` reads a row. A row written and retired by the commit itself
 /// never was visible, and a pre-image equal to its post-image is no change: neither is listed.
 pub(crate) fn commit_changes<'r>(
@@ -71,12 +86,18 @@ pub(crate) fn commit_changes<'r>(
         let r = row(id)?;
         if r.added < version {
             pre.insert(identity(mode, &r), id);
-            deletes.push(id);
+            deletes.push((listing_order(&r), id));
         }
     }
+    deletes.sort();
+    let mut written = written
+        .into_iter()
+        .map(|id| Ok((listing_order(&*row(id)?), id)))
+        .collect::<Result<Vec<_>>>()?;
+    written.sort();
     let mut matched = HashSet::new();
     let mut out: Vec<(ChangeType, RowId)> = Vec::new();
-    for id in written {
+    for (_, id) in written {
         let r = row(id)?;
         if r.retired == Some(version) {
             continue; // written and replaced within the commit
@@ -100,6 +121,7 @@ pub(crate) fn commit_changes<'r>(
     }
     let mut all: Vec<(ChangeType, RowId)> = deletes
         .into_iter()
+        .map(|(_, id)| id)
         .filter(|id| !matched.contains(id))
         .map(|id| (ChangeType::Delete, id))
         .collect();

@@ -1,0 +1,103 @@
+//! Registering the store's schemas, tables and views with DataFusion, each under its full name
+//! (`namespace.rs`), for the statement about to run.
+
+use std::sync::Arc;
+
+use datafusion::catalog::{
+    CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, TableProvider,
+};
+
+use super::namespace::{reference, schema_of, split_schema};
+use super::parse::split;
+use super::provider::{self, TargetTable};
+use super::{df, SqlSession};
+use crate::error::Result;
+use crate::scan::TimeSelection;
+
+impl SqlSession {
+    /// Registers every schema, table and view of the store with DataFusion, each under its full
+    /// name (`namespace.rs`).
+    pub(super) fn register_all(&mut self) -> Result<()> {
+        for (schema, _) in self.store.schemas()? {
+            self.df_schema(&schema)?;
+        }
+        for name in self.store.sources()? {
+            let version = self.pinned_source_version(&name);
+            let t = provider::SourceProvider::new(self.store.clone(), &name, version)?;
+            self.register_named(&name, Arc::new(t))?;
+        }
+        for name in self.store.tables()? {
+            let t = TargetTable::new(
+                self.store.clone(),
+                &name,
+                TimeSelection::All,
+                TimeSelection::All,
+                self.pinned_version(&name),
+            )?;
+            self.register_named(&name, Arc::new(t))?;
+        }
+        for (name, sql) in self.store.views()? {
+            self.deregister_named(&name)?;
+            let mut text = String::new();
+            for stmt in split(&sql)? {
+                text = self.rewrite(&stmt)?;
+            }
+            let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
+            self.register_named(&name, plan.into_view())?;
+        }
+        Ok(())
+    }
+
+    /// The DataFusion schema of stored schema `stored`, made if missing.
+    pub(super) fn df_schema(
+        &self,
+        stored: &str,
+    ) -> Result<Arc<dyn datafusion::catalog::SchemaProvider>> {
+        let (catalog, schema) = split_schema(stored);
+        let c = match self.ctx.catalog(&catalog) {
+            Some(c) => c,
+            None => {
+                let c: Arc<dyn CatalogProvider> = Arc::new(MemoryCatalogProvider::new());
+                self.ctx.register_catalog(&catalog, c.clone());
+                c
+            }
+        };
+        Ok(match c.schema(&schema) {
+            Some(s) => s,
+            None => {
+                let s: Arc<dyn datafusion::catalog::SchemaProvider> =
+                    Arc::new(MemorySchemaProvider::new());
+                c.register_schema(&schema, s.clone()).map_err(df)?;
+                s
+            }
+        })
+    }
+
+    /// Registers `provider` under the full reference of stored name `name`, in place of what was
+    /// there.
+    pub(super) fn register_named(
+        &mut self,
+        name: &str,
+        provider: Arc<dyn TableProvider>,
+    ) -> Result<()> {
+        self.df_schema(schema_of(name))?;
+        self.deregister_named(name)?;
+        self.ctx
+            .register_table(reference(name), provider)
+            .map_err(df)?;
+        Ok(())
+    }
+
+    /// Forgets stored name `name` in DataFusion.
+    pub(super) fn deregister_named(&mut self, name: &str) -> Result<()> {
+        let r = reference(name);
+        if self
+            .ctx
+            .catalog(r.catalog().unwrap_or_default())
+            .is_some_and(|c| c.schema(r.schema().unwrap_or_default()).is_some())
+        {
+            self.ctx.deregister_table(r).map_err(df)?;
+        }
+        Ok(())
+    }
+}
