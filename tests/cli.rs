@@ -207,3 +207,48 @@ fn sql_reads_files_and_writes_parquet_quietly_when_not_a_terminal() {
     let (ok, _, err) = asof(&db, &["sql", "SELECT 1", "--format", "parquet"]);
     assert!(!ok && err.contains("--output"), "{err}");
 }
+
+/// The statements of the Databricks SQL surface added last, through the `asof sql` binary:
+/// schemas and qualified names, nested and generated columns, DML on a source table, and a
+/// period predicate the scan takes.
+#[test]
+fn the_databricks_surface_runs_through_asof_sql() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let script = "
+        CREATE SCHEMA sales;
+        USE sales;
+        CREATE TABLE ev (id BIGINT, seq BIGINT, addr STRUCT<city: STRING>, tags ARRAY<STRING>);
+        INSERT INTO ev SELECT 1 AS id, 1 AS seq, named_struct('city', 'Oslo') AS addr,
+            array('a', 'b') AS tags;
+        INSERT INTO ev SELECT 1 AS id, 2 AS seq, named_struct('city', 'Bergen') AS addr,
+            array('c') AS tags;
+        CREATE OR REFRESH STREAMING TABLE people (id BIGINT, addr STRUCT<city: STRING>,
+            tags ARRAY<STRING>, city STRING GENERATED ALWAYS AS (upper(addr.city)))
+        FLOW AUTO CDC FROM stream(ev) KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq)
+        STORED AS SCD TYPE 2;
+        DELETE FROM ev WHERE seq = 1;";
+    let (ok, out, err) = asof(&db, &["sql", script]);
+    assert!(ok, "{out}\n{err}");
+    let (ok, out, err) = asof(
+        &db,
+        &[
+            "sql",
+            "SELECT id, city, tags[1] AS tag FROM main.sales.people \
+             WHERE PERIOD(__START_AT, __END_AT) CONTAINS 1",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("OSLO") && out.contains("| a "), "{out}");
+    assert!(!out.contains("BERGEN"), "{out}");
+    let (ok, out, err) = asof(&db, &["sql", "DESCRIBE HISTORY sales.ev"]);
+    assert!(ok && out.contains("DELETE"), "{out}\n{err}");
+    // The flow had read the deleted row: its refresh stops, naming it.
+    let (ok, _, err) = asof(&db, &["sql", "REFRESH STREAMING TABLE sales.people"]);
+    assert!(!ok && err.contains("skipChangeCommits"), "{err}");
+    let (ok, out, _) = asof(&db, &["sql", "SHOW SCHEMAS"]);
+    assert!(
+        ok && out.contains("sales") && out.contains("default"),
+        "{out}"
+    );
+}

@@ -181,10 +181,6 @@ impl Inner {
         if spec.once && checkpoint.is_some() {
             return Ok(None);
         }
-        let from = checkpoint.unwrap_or(0);
-        if from >= src.rows {
-            return Ok(None);
-        }
         // A DML statement on the source that removed rows the flow had read, since the flow
         // last read the whole source, stops it (unless it skips such commits).
         let since = source_version_in(&t.commits, flow);
@@ -192,6 +188,10 @@ impl Inner {
             if let Some(c) = source_dml::breaking_commit(src, flow, since) {
                 return Err(source_dml::broken_flow(flow, src, c));
             }
+        }
+        let from = checkpoint.unwrap_or(0);
+        if from >= src.rows {
+            return Ok(None);
         }
         let change_commits = spec.change_commits;
         let source = src.name.clone();
