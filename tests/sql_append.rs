@@ -119,12 +119,19 @@ fn a_streaming_table_defined_by_its_query_appends_what_arrives() {
     );
     s.execute(create).unwrap();
     assert_eq!(rows(&mut s, "SELECT count(*) FROM big"), [cells(&["2"])]);
-    // Another query under the same name is refused.
-    let e = s
-        .execute(&create.replace(">= 20", ">= 30"))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("another definition"), "{e}");
+    // Another query under the same name redefines the flow: it goes on from its checkpoint
+    // with the new query, the rows it appended stay.
+    s.execute("INSERT INTO orders_eu VALUES (9, 25, 1), (10, 35, 1)")
+        .unwrap();
+    s.execute(&create.replace(">= 20", ">= 30")).unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, doubled FROM big"),
+        [
+            cells(&["10", "70"]),
+            cells(&["2", "40"]),
+            cells(&["7", "140"])
+        ]
+    );
     // An append flow into a table nobody declared.
     let e = s
         .execute("CREATE FLOW x AS INSERT INTO nowhere BY NAME SELECT * FROM STREAM(orders_eu)")
@@ -206,4 +213,113 @@ fn a_flow_reads_a_tables_change_feed_from_its_checkpoint() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("readChangeFeed"), "{e}");
+}
+
+#[test]
+fn a_full_refresh_recomputes_an_append_table_from_all_its_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(SETUP).unwrap();
+    // A row written by hand, and a flow redefined: it goes on from its checkpoint with its new
+    // query, the rows it appended stay.
+    s.execute(
+        "INSERT INTO all_orders (id, amount, seq, region) VALUES (9, 90, 1, 'manual'); \
+         CREATE FLOW eu AS INSERT INTO all_orders BY NAME \
+           SELECT id, amount * 100 AS amount, seq, 'EU' AS region FROM STREAM(orders_eu); \
+         INSERT INTO orders_eu VALUES (5, 5, 1); REFRESH STREAMING TABLE all_orders",
+    )
+    .unwrap();
+    let all = "SELECT id, amount, region FROM all_orders";
+    assert_eq!(
+        rows(&mut s, all),
+        [
+            cells(&["1", "10", "eu"]),
+            cells(&["2", "20", "eu"]),
+            cells(&["3", "30", "us"]),
+            cells(&["5", "500", "EU"]),
+            cells(&["9", "90", "manual"]),
+        ]
+    );
+    // An AUTO CDC flow reads the table.
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE latest FLOW AUTO CDC FROM stream(all_orders) \
+         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+    )
+    .unwrap();
+    // The full refresh: every flow over all its source (the ONCE backfill too), in one commit;
+    // the row written by hand is gone, as in Databricks.
+    let out = format!(
+        "{:?}",
+        s.execute("REFRESH STREAMING TABLE all_orders FULL")
+            .unwrap()
+    );
+    assert!(out.contains("removed 5 rows and wrote 4"), "{out}");
+    let want = [
+        cells(&["1", "1000", "EU"]),
+        cells(&["2", "2000", "EU"]),
+        cells(&["3", "30", "us"]),
+        cells(&["5", "500", "EU"]),
+    ];
+    assert_eq!(rows(&mut s, all), want);
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY all_orders");
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|r| r[op].as_deref() == Some("FULL REFRESH")),
+        "{history:?}"
+    );
+    // The checkpoints restart after the rows read: nothing new is appended twice.
+    s.execute("REFRESH STREAMING TABLE all_orders").unwrap();
+    assert_eq!(rows(&mut s, all), want);
+    // The AUTO CDC flow had read rows the full refresh removed: it stops until its own full
+    // refresh, which reads the table as it is now.
+    let e = s
+        .execute("REFRESH STREAMING TABLE latest")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("FULL REFRESH") && e.contains("flow `latest`"),
+        "{e}"
+    );
+    s.execute("REFRESH STREAMING TABLE latest FULL").unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, amount FROM latest"),
+        [
+            cells(&["1", "1000"]),
+            cells(&["2", "2000"]),
+            cells(&["3", "30"]),
+            cells(&["5", "500"]),
+        ]
+    );
+}
+
+#[test]
+fn a_flow_redefined_on_another_source_reads_that_source_from_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(SETUP).unwrap();
+    s.execute(
+        "CREATE FLOW eu AS INSERT INTO all_orders BY NAME \
+           SELECT id, amount, seq, 'from us' AS region FROM STREAM(orders_us)",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, region FROM all_orders WHERE region = 'from us'"
+        ),
+        [cells(&["3", "from us"]), cells(&["4", "from us"])]
+    );
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY all_orders");
+    let params = names
+        .iter()
+        .position(|n| n == "operationParameters")
+        .unwrap();
+    assert!(
+        history.iter().any(|r| r[params]
+            .as_deref()
+            .is_some_and(|p| p.contains("redefined_flow"))),
+        "{history:?}"
+    );
 }

@@ -32,6 +32,9 @@ pub enum SourceDmlOperation {
     Update,
     /// `MERGE INTO s USING ...`: removes, changes and appends rows.
     Merge,
+    /// `REFRESH ... FULL` of a table append flows fill: removes every row and appends what the
+    /// flows give over all of their sources.
+    FullRefresh,
 }
 
 impl SourceDmlOperation {
@@ -41,6 +44,7 @@ impl SourceDmlOperation {
             SourceDmlOperation::Delete => "DELETE",
             SourceDmlOperation::Update => "UPDATE",
             SourceDmlOperation::Merge => "MERGE",
+            SourceDmlOperation::FullRefresh => "FULL REFRESH",
         }
     }
 }

@@ -264,11 +264,10 @@ impl SqlSession {
         };
         let existing = self.store.append_flows(&a.target).unwrap_or_default();
         if let Some(old) = existing.iter().find(|f| f.name == flow.name) {
+            // Another definition: the flow goes on with it (the rows it appended stay; REFRESH
+            // ... FULL recomputes them), as a Databricks flow whose query changed.
             if *old != flow {
-                return Err(QueryError::Invalid(format!(
-                    "append flow `{}` of `{}` exists with another definition; asof cannot redefine an append flow yet: drop `{}` and create it again",
-                    a.name, a.target, a.target
-                )));
+                self.store.redefine_append_flow(&a.target, flow)?;
             }
             return self.run_append_flows(&a.target);
         }
@@ -342,6 +341,87 @@ impl SqlSession {
             return Ok(None);
         }
         self.run_append_flows(target).map(Some)
+    }
+
+    /// `REFRESH STREAMING TABLE t FULL` of a table append flows fill: one commit that removes
+    /// every row of `t` and appends what each flow's query gives over all of its source (its
+    /// rows as they are now, or its change feed from its starting version), with each flow's
+    /// checkpoint.
+    pub(super) fn full_refresh_appends(&mut self, target: &str) -> Result<Output> {
+        let flows = self.store.append_flows(target)?;
+        if flows.is_empty() {
+            return Err(QueryError::Invalid(format!(
+                "`{target}` has no flows to refresh: REFRESH ... FULL recomputes a table from its flows"
+            )));
+        }
+        let mut batches = Vec::new();
+        let mut offsets = Vec::new();
+        let mut lines = Vec::new();
+        for f in &flows {
+            let (stream, offset, read) = self.whole_stream(f)?;
+            let (_, rows) = self.run_over(&f.query, stream)?;
+            let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+            lines.push(format!("{}: {n} rows ({read} read)", f.name));
+            batches.extend(rows);
+            offsets.push((append_offset_parameter(&f.name), offset));
+        }
+        let (_, positioned) = self.store.source_rows_positioned(target)?;
+        let removed: Vec<u64> = positioned
+            .iter()
+            .flat_map(|p| p.positions.iter().copied())
+            .collect();
+        let mut w = self.store.begin_source_dml(
+            target,
+            asof_storage::SourceDmlOperation::FullRefresh,
+            removed.clone(),
+            &format!("REFRESH STREAMING TABLE {target} FULL"),
+        )?;
+        for b in &batches {
+            w.push(b)?;
+        }
+        for (k, v) in offsets {
+            w.set_parameter(k, v.to_string());
+        }
+        let written = w.rows();
+        self.store.commit_write(w, None)?;
+        lines.push(format!(
+            "{target}: full refresh removed {} rows and wrote {written}",
+            removed.len()
+        ));
+        Ok(Output::Done(lines.join("\n")))
+    }
+
+    /// All that append flow `f` reads, for a full refresh: the stream, the checkpoint after it,
+    /// and what it is.
+    fn whole_stream(
+        &mut self,
+        f: &AppendFlow,
+    ) -> Result<(Arc<dyn datafusion::catalog::TableProvider>, u64, String)> {
+        if let StreamRead::ChangeFeed {
+            starting_version,
+            change_commits,
+        } = f.reads
+        {
+            let latest = self.store.latest_version(&f.source)?;
+            let (schema, mut changes) =
+                change_feed(&self.store, &f.source, starting_version, latest)?;
+            if change_commits == ChangeCommits::Skip {
+                changes = without_change_commits(changes)?;
+            }
+            let read = format!(
+                "commits {starting_version} to {latest} of the change feed of {}",
+                f.source
+            );
+            let t = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
+            return Ok((Arc::new(t), latest + 1, read));
+        }
+        self.load_new_files(Some(&f.source))?;
+        let (schema, rows) = self.store.source_data(&f.source)?;
+        // The checkpoint counts every row ever appended to the source.
+        let total = self.store.source_rows_written(&f.source)?;
+        let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+        let t = MemTable::try_new(schema, vec![rows]).map_err(super::df)?;
+        Ok((Arc::new(t), total, format!("all {n} rows of {}", f.source)))
     }
 
     fn run_append_flows(&mut self, target: &str) -> Result<Output> {

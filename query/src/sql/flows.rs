@@ -16,9 +16,7 @@ impl SqlSession {
     pub(super) fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
         if self.store.sources()?.iter().any(|s| s == table) {
             if full {
-                return Err(QueryError::Invalid(format!(
-                    "REFRESH ... FULL of `{table}`, a table filled by append flows, is not supported yet: its rows stay"
-                )));
+                return self.full_refresh_appends(table);
             }
             return match self.refresh_appends(table)? {
                 Some(out) => Ok(out),

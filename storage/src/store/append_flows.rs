@@ -54,39 +54,52 @@ impl Store {
                 name: flow.source,
             });
         }
-        let src = inner
+        let mut flows = inner
             .sources
-            .get_mut(target)
+            .get(target)
             .ok_or_else(|| Error::NotFound {
                 kind: "source table",
                 name: target.to_string(),
-            })?;
+            })?
+            .append_flows
+            .clone();
+        let parameters = BTreeMap::from([("flow".to_string(), flow.name.clone())]);
+        flows.push(flow);
+        write_flows(inner, target, flows, parameters)
+    }
+
+    /// Gives append flow `flow.name` of `target` the definition `flow` (one commit `CREATE
+    /// FLOW` with the parameter `redefined`). Rows it appended stay; it goes on from its
+    /// checkpoint, or, reading another source now, from that source's start.
+    pub fn redefine_append_flow(&self, target: &str, flow: AppendFlow) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let src = inner.sources.get(target).ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: target.to_string(),
+        })?;
         let mut flows = src.append_flows.clone();
-        flows.push(flow.clone());
-        let mut rec = src.record();
-        rec.append_flows = flows.clone();
-        let last = src.history.last();
-        let prev = last.and_then(|c| c.chain.clone());
-        let mut commit = CommitInfo::bare(
-            last.map_or(0, |c| c.version + 1),
-            now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
-            CREATE_APPEND_FLOW,
-            BTreeMap::from([("flow".to_string(), flow.name.clone())]),
-        );
-        let mut b = WriteBatch::default();
-        put_json(&mut b, key(keys::SOURCE, src.id, None, None), &rec)?;
-        let at = Link {
-            tag: keys::SOURCE_COMMIT,
-            id: src.id,
-            prev: prev.as_deref(),
-            wrote: Wrote::Nothing,
+        let Some(old) = flows.iter_mut().find(|f| f.name == flow.name) else {
+            return Err(Error::NotFound {
+                kind: "flow",
+                name: flow.name,
+            });
         };
-        put_commit(&mut b, at, &mut commit)?;
-        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-        let src = inner.sources.get_mut(target).expect("checked");
-        src.append_flows = flows;
-        src.history.push(commit);
-        Ok(())
+        let mut parameters = BTreeMap::from([
+            ("flow".to_string(), flow.name.clone()),
+            (super::records::REDEFINED.to_string(), "true".to_string()),
+        ]);
+        if old.source != flow.source || old.reads != flow.reads {
+            let start = match flow.reads {
+                StreamRead::ChangeFeed {
+                    starting_version, ..
+                } => starting_version,
+                StreamRead::Rows => 0,
+            };
+            parameters.insert(append_offset_parameter(&flow.name), start.to_string());
+        }
+        *old = flow;
+        write_flows(inner, target, flows, parameters)
     }
 
     /// The append flows that write to source table `target`.
@@ -109,4 +122,45 @@ impl Store {
             .rev()
             .find_map(|c| c.parameters.get(&param).and_then(|v| v.parse().ok())))
     }
+}
+
+/// Writes `flows` as the append flows of source `target`, with a commit `CREATE FLOW` of
+/// `parameters`.
+fn write_flows(
+    inner: &mut super::Inner,
+    target: &str,
+    flows: Vec<AppendFlow>,
+    parameters: BTreeMap<String, String>,
+) -> Result<()> {
+    let src = inner
+        .sources
+        .get_mut(target)
+        .ok_or_else(|| Error::NotFound {
+            kind: "source table",
+            name: target.to_string(),
+        })?;
+    let mut rec = src.record();
+    rec.append_flows = flows.clone();
+    let last = src.history.last();
+    let prev = last.and_then(|c| c.chain.clone());
+    let mut commit = CommitInfo::bare(
+        last.map_or(0, |c| c.version + 1),
+        now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+        CREATE_APPEND_FLOW,
+        parameters,
+    );
+    let mut b = WriteBatch::default();
+    put_json(&mut b, key(keys::SOURCE, src.id, None, None), &rec)?;
+    let at = Link {
+        tag: keys::SOURCE_COMMIT,
+        id: src.id,
+        prev: prev.as_deref(),
+        wrote: Wrote::Nothing,
+    };
+    put_commit(&mut b, at, &mut commit)?;
+    write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+    let src = inner.sources.get_mut(target).expect("checked");
+    src.append_flows = flows;
+    src.history.push(commit);
+    Ok(())
 }

@@ -317,6 +317,12 @@ impl Store {
         Ok((src.schema.clone(), rows, src.rows))
     }
 
+    /// How many rows were ever written to a source table (those erased or removed since
+    /// counted): what a flow's checkpoint counts.
+    pub fn source_rows_written(&self, source: &str) -> Result<u64> {
+        Ok(self.read_inner()?.source(source)?.rows)
+    }
+
     /// A source table as of its commit `version`.
     pub fn source_rows_at(
         &self,
@@ -358,7 +364,11 @@ impl Store {
         statement: &str,
     ) -> Result<SourceWrite> {
         let mut w = self.begin_append(source)?;
-        if operation != SourceDmlOperation::Delete
+        let renumbers = matches!(
+            operation,
+            SourceDmlOperation::Update | SourceDmlOperation::Merge
+        );
+        if renumbers
             && w.table
                 .generated
                 .iter()
