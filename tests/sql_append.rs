@@ -323,3 +323,101 @@ fn a_flow_redefined_on_another_source_reads_that_source_from_its_start() {
         "{history:?}"
     );
 }
+
+#[test]
+fn a_replace_flow_replaces_the_rows_its_new_rows_match_unless_they_are_newer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    // Daily totals per store, delivered (and re-delivered) whole per day, with a load time.
+    s.execute(
+        "CREATE TABLE deliveries (day BIGINT, store STRING, amount BIGINT, loaded BIGINT);
+         INSERT INTO deliveries VALUES (1, 'a', 10, 100), (1, 'b', 20, 100);
+         CREATE OR REFRESH STREAMING TABLE daily;
+         CREATE FLOW load AS INSERT INTO daily BY NAME REPLACE USING (day) SEQUENCE BY loaded
+           SELECT day, store, amount, loaded FROM STREAM(deliveries)",
+    )
+    .unwrap();
+    let q = "SELECT day, store, amount FROM daily";
+    // Day 1 again, corrected and with a store fewer; day 2 new.
+    s.execute(
+        "INSERT INTO deliveries VALUES (1, 'a', 11, 200), (2, 'a', 5, 200);
+         REFRESH STREAMING TABLE daily",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, q),
+        [cells(&["1", "a", "11"]), cells(&["2", "a", "5"])]
+    );
+    // A late re-delivery of day 1 (loaded before the correction) changes nothing of it.
+    s.execute(
+        "INSERT INTO deliveries VALUES (1, 'a', 10, 150), (1, 'b', 20, 150), (3, 'c', 7, 150);
+         REFRESH STREAMING TABLE daily",
+    )
+    .unwrap();
+    assert_eq!(
+        rows(&mut s, q),
+        [
+            cells(&["1", "a", "11"]),
+            cells(&["2", "a", "5"]),
+            cells(&["3", "c", "7"])
+        ]
+    );
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY daily");
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    assert_eq!(
+        history
+            .iter()
+            .filter(|r| r[op].as_deref() == Some("REPLACE"))
+            .count(),
+        3
+    );
+    // Two deliveries of a day in one run: the later one stays. A full refresh runs the flow
+    // once over all deliveries: per day, the last.
+    s.execute(
+        "INSERT INTO deliveries VALUES (3, 'c', 8, 300), (3, 'c', 9, 400), (3, 'd', 1, 400);
+         REFRESH STREAMING TABLE daily",
+    )
+    .unwrap();
+    let want = [
+        cells(&["1", "a", "11"]),
+        cells(&["2", "a", "5"]),
+        cells(&["3", "c", "9"]),
+        cells(&["3", "d", "1"]),
+    ];
+    assert_eq!(rows(&mut s, q), want);
+    s.execute("REFRESH STREAMING TABLE daily FULL").unwrap();
+    assert_eq!(rows(&mut s, q), want);
+}
+
+#[test]
+fn a_replace_where_flow_swaps_the_rows_its_condition_selects() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE today (store STRING, amount BIGINT);
+         INSERT INTO today VALUES ('a', 1), ('b', 2);
+         CREATE OR REFRESH STREAMING TABLE latest;
+         CREATE FLOW snap AS INSERT INTO latest BY NAME REPLACE WHERE amount < 100
+           SELECT store, amount FROM STREAM(today)",
+    )
+    .unwrap();
+    s.execute("INSERT INTO latest VALUES ('kept', 500)")
+        .unwrap();
+    s.execute("INSERT INTO today VALUES ('c', 3); REFRESH STREAMING TABLE latest")
+        .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT store, amount FROM latest"),
+        [cells(&["c", "3"]), cells(&["kept", "500"])]
+    );
+    // New rows the condition does not select: refused, nothing written.
+    s.execute("INSERT INTO today VALUES ('d', 300)").unwrap();
+    let e = s
+        .execute("REFRESH STREAMING TABLE latest")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("do not match the condition"), "{e}");
+    assert_eq!(
+        rows(&mut s, "SELECT store, amount FROM latest"),
+        [cells(&["c", "3"]), cells(&["kept", "500"])]
+    );
+}

@@ -32,6 +32,9 @@ pub enum SourceDmlOperation {
     Update,
     /// `MERGE INTO s USING ...`: removes, changes and appends rows.
     Merge,
+    /// A run of a replace flow (`INSERT INTO t BY NAME REPLACE USING | WHERE ...`): removes the
+    /// rows its new rows replace and appends them.
+    Replace,
     /// `REFRESH ... FULL` of a table append flows fill: removes every row and appends what the
     /// flows give over all of their sources.
     FullRefresh,
@@ -45,6 +48,7 @@ impl SourceDmlOperation {
             SourceDmlOperation::Update => "UPDATE",
             SourceDmlOperation::Merge => "MERGE",
             SourceDmlOperation::FullRefresh => "FULL REFRESH",
+            SourceDmlOperation::Replace => "REPLACE",
         }
     }
 }

@@ -359,7 +359,12 @@ impl SqlSession {
         let mut lines = Vec::new();
         for f in &flows {
             let (stream, offset, read) = self.whole_stream(f)?;
-            let (_, rows) = self.run_over(&f.query, stream)?;
+            let (schema, rows) = self.run_over(&f.query, stream)?;
+            // A replace flow's one run over all of its source, into an empty table.
+            let rows = match super::replace::split_replace(&f.query)?.0 {
+                Some(r) => self.replaced_fresh(&r, &rows, &schema)?,
+                None => rows,
+            };
             let n: usize = rows.iter().map(|b| b.num_rows()).sum();
             lines.push(format!("{}: {n} rows ({read} read)", f.name));
             batches.extend(rows);
@@ -485,8 +490,21 @@ impl SqlSession {
         offset: u64,
         read: &str,
     ) -> Result<String> {
-        let mut w = self.store.begin_append(target)?;
-        let (_, batches) = self.run_over(&f.query, stream)?;
+        let (schema, batches) = self.run_over(&f.query, stream)?;
+        let (replace, _) = super::replace::split_replace(&f.query)?;
+        let (mut w, batches) = match replace {
+            None => (self.store.begin_append(target)?, batches),
+            Some(r) => {
+                let (removed, kept) = self.replaced(target, &r, &batches, &schema)?;
+                let w = self.store.begin_source_dml(
+                    target,
+                    asof_storage::SourceDmlOperation::Replace,
+                    removed,
+                    &append_flow_sql(target, f),
+                )?;
+                (w, kept)
+            }
+        };
         for b in &batches {
             w.push(b)?;
         }
@@ -520,6 +538,8 @@ impl SqlSession {
         self.clear_scratch()?;
         self.register_all()?;
         let name = self.register_scratch("stream", stream)?;
+        // A replace flow's `REPLACE ...` clause is its caller's (`replace.rs`).
+        let (_, marked) = super::replace::split_replace(marked)?;
         let text = marked.replacen(STREAM_MARK, &quote_ident(&name), 1);
         let stmts = split(&text)?;
         let [stmt] = stmts.as_slice() else {

@@ -25,6 +25,7 @@ mod provider;
 mod pushdown;
 mod receipts;
 mod registry;
+mod replace;
 mod rewrite;
 mod schemas;
 mod script;
