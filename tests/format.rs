@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 5 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v5/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 6 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v6/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -93,10 +93,33 @@ fn script_v5() -> String {
         )
 }
 
+/// Version 6 adds DML on source tables, schemas, nested values and generated columns: the
+/// fixture of version 6 also has a schema with a source changed by DELETE and UPDATE, a flow
+/// those changes stopped, nested columns and a generated one.
+fn script_v6() -> String {
+    script_v5()
+        + "CREATE SCHEMA ops COMMENT 'version 6';
+           CREATE TABLE ops.ev (id BIGINT, seq BIGINT, addr STRUCT<city: STRING, zip: INT>,
+             tags ARRAY<DOUBLE>, attrs MAP<STRING, BIGINT>);
+           INSERT INTO ops.ev SELECT 1 AS id, 1 AS seq, named_struct('city', 'Oslo', 'zip', 150) AS addr,
+             array(1.5, cast('NaN' AS DOUBLE)) AS tags, map(['a'], [1]) AS attrs;
+           INSERT INTO ops.ev SELECT 2 AS id, 1 AS seq, named_struct('city', 'Bergen', 'zip', NULL) AS addr,
+             array() AS tags, map(['b'], [CAST(NULL AS BIGINT)]) AS attrs;
+           CREATE OR REFRESH STREAMING TABLE ops.places (id BIGINT, addr STRUCT<city: STRING, zip: INT>,
+             tags ARRAY<DOUBLE>, attrs MAP<STRING, BIGINT>,
+             city STRING GENERATED ALWAYS AS (upper(addr.city)))
+           FLOW AUTO CDC FROM stream(ops.ev) KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq)
+           STORED AS SCD TYPE 2;
+           CREATE TABLE ops.numbered (n BIGINT GENERATED ALWAYS AS IDENTITY, word STRING);
+           INSERT INTO ops.numbered (word) VALUES ('one'), ('two'), ('three');
+           DELETE FROM ops.numbered WHERE word = 'two';
+           UPDATE ops.ev SET seq = 2, addr = named_struct('city', 'Trondheim', 'zip', 7000) WHERE id = 2;"
+}
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v5());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v6());
 }
 
 /// The format record of the store in `dir`.
@@ -320,10 +343,6 @@ fn the_version_4_fixture_reads_without_its_erased_key_and_verifies() {
 
 #[test]
 fn the_version_5_fixture_answers_as_of_queries_from_its_zone_mapped_pages_without_its_log() {
-    assert_eq!(
-        FORMAT_VERSION, 5,
-        "a new format version needs a new fixture beside this one"
-    );
     let tmp = common::copy_of_fixture(&fixture_dir(5));
     assert_eq!(format_record(tmp.path()), 5);
     assert!(Store::open(tmp.path()).unwrap().verify().unwrap().ok());
@@ -379,4 +398,76 @@ fn the_version_5_fixture_answers_as_of_queries_from_its_zone_mapped_pages_withou
     );
     let cold = store.read("readings_bt", |r| r.cold_stats()).unwrap();
     assert!(cold.frozen_keys == 1 && cold.page_bytes > 0, "{cold:?}");
+}
+
+#[test]
+fn the_version_6_fixture_reads_its_schemas_nested_and_generated_columns_and_source_changes() {
+    assert_eq!(
+        FORMAT_VERSION, 6,
+        "a new format version needs a new fixture beside this one"
+    );
+    let tmp = common::copy_of_fixture(&fixture_dir(6));
+    assert_eq!(format_record(tmp.path()), 6);
+    let store = Store::open(tmp.path()).unwrap();
+    assert!(store.verify().unwrap().ok());
+    let mut s = SqlSession::new(store).unwrap();
+    let cell = |c: &str| Some(c.to_string());
+    assert_eq!(
+        rows(&mut s, "SHOW SCHEMAS"),
+        [[cell("default")], [cell("ops")]]
+    );
+    // Nested values and the generated column, as written.
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, addr.city, addr.zip, tags, attrs['a'], attrs['b'] IS NULL, city FROM ops.places"
+        ),
+        [
+            [
+                cell("1"),
+                cell("Oslo"),
+                cell("150"),
+                cell("[1.5, NaN]"),
+                cell("1"),
+                cell("true"),
+                cell("OSLO")
+            ],
+            [
+                cell("2"),
+                cell("Bergen"),
+                None,
+                cell("[]"),
+                None,
+                cell("true"),
+                cell("BERGEN")
+            ],
+        ]
+    );
+    // The source's DELETE and UPDATE: the rows there now, the rows before them, the identity.
+    assert_eq!(
+        rows(&mut s, "SELECT n, word FROM ops.numbered"),
+        [[cell("1"), cell("one")], [cell("3"), cell("three")]]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, seq, addr.city FROM ops.ev"),
+        [
+            [cell("1"), cell("1"), cell("Oslo")],
+            [cell("2"), cell("2"), cell("Trondheim")]
+        ]
+    );
+    // The flow had read the updated row: it stays stopped until a full refresh.
+    let e = s
+        .execute("REFRESH STREAMING TABLE ops.places")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("UPDATE"), "{e}");
+    s.execute("REFRESH STREAMING TABLE ops.places FULL")
+        .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, city FROM ops.places WHERE __END_AT IS NULL"
+        ),
+        [[cell("1"), cell("OSLO")], [cell("2"), cell("TRONDHEIM")]]
+    );
 }

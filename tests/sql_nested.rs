@@ -222,3 +222,24 @@ fn a_nested_column_cannot_be_a_key_or_a_sequence() {
     assert!(e.contains("`seq`"), "{e}");
     assert!(s.store().tables().unwrap().is_empty());
 }
+
+#[test]
+fn a_nested_value_that_does_not_fit_its_column_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute("CREATE TABLE ev (id BIGINT, s STRUCT<n: BIGINT>)")
+        .unwrap();
+    for bad in ["named_struct('n', 1.7)", "named_struct('n', 'x')"] {
+        let e = s
+            .execute(&format!("INSERT INTO ev SELECT 1 AS id, {bad} AS s"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`s`") || e.contains("s:"), "{bad}: {e}");
+    }
+    s.execute("INSERT INTO ev SELECT 1 AS id, named_struct('n', 2.0) AS s")
+        .unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT s.n FROM ev"),
+        [cells(&["2"])]
+    );
+}

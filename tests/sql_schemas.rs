@@ -167,3 +167,49 @@ fn a_catalog_holds_its_own_schemas() {
         [cells(&["default"]), cells(&["sales"])]
     );
 }
+
+#[test]
+fn schema_names_match_in_any_case_and_views_read_their_own_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute("CREATE SCHEMA Sales").unwrap();
+    let e = err(&mut s, "CREATE SCHEMA sales");
+    assert!(e.contains("exists already"), "{e}");
+    s.execute(
+        "CREATE TABLE sales.t (x INT); INSERT INTO SALES.t VALUES (1);
+         USE sales; CREATE VIEW v AS SELECT x FROM t; USE default;
+         CREATE TABLE t (x INT); INSERT INTO t VALUES (2)",
+    )
+    .unwrap();
+    // The view reads `t` of its own schema, whatever the session uses.
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT x FROM sales.v"),
+        [cells(&["1"])]
+    );
+    // A view that no longer plans stops nothing else.
+    s.execute("DROP TABLE Sales.t").unwrap();
+    assert_eq!(sorted_sql_rows(&mut s, "SELECT x FROM t"), [cells(&["2"])]);
+    s.execute("DROP VIEW sales.v").unwrap();
+}
+
+#[test]
+fn a_table_defined_with_its_flow_in_two_schemas_has_two_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute("CREATE SCHEMA a; CREATE SCHEMA b; CREATE TABLE ev (id BIGINT, seq BIGINT)")
+        .unwrap();
+    for schema in ["a", "b"] {
+        s.execute(&format!(
+            "USE {schema}; CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC \
+             FROM stream(default.ev) KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1"
+        ))
+        .unwrap();
+    }
+    let mut flows: Vec<String> = ["a.t", "b.t"]
+        .iter()
+        .flat_map(|t| s.store().flows(t).unwrap())
+        .map(|f| f.name.clone())
+        .collect();
+    flows.sort();
+    assert_eq!(flows, ["a.t", "b.t"]);
+}

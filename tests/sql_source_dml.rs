@@ -237,3 +237,50 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_flow_made_again_after_its_table_was_dropped_is_not_stopped_by_old_statements() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(SRC).unwrap();
+    let make = "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id) \
+                SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1";
+    s.execute(make).unwrap();
+    s.execute("DELETE FROM src WHERE id = 1").unwrap();
+    assert!(err(&mut s, "REFRESH STREAMING TABLE t").contains("cannot go on"));
+    s.execute("DROP STREAMING TABLE t").unwrap();
+    s.execute(make).unwrap();
+    s.execute("INSERT INTO src VALUES (4, 'd', 1); REFRESH STREAMING TABLE t")
+        .unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT id FROM t"),
+        [cells(&["2"]), cells(&["3"]), cells(&["4"])]
+    );
+}
+
+#[test]
+fn a_merge_that_only_inserts_reaches_flows_that_skip_change_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(SRC).unwrap();
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC \
+         FROM stream(src) WITH (skipChangeCommits = true) KEYS (id) \
+         SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 1;
+         CREATE TABLE more (id BIGINT, v STRING);
+         INSERT INTO more VALUES (7, 'g'), (1, 'dup');
+         MERGE INTO src USING more ON src.id = more.id
+           WHEN NOT MATCHED THEN INSERT (id, v, seq) VALUES (more.id, more.v, 1);
+         REFRESH STREAMING TABLE t",
+    )
+    .unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT id, v FROM t"),
+        [
+            cells(&["1", "a"]),
+            cells(&["2", "b"]),
+            cells(&["3", "c"]),
+            cells(&["7", "g"])
+        ]
+    );
+}

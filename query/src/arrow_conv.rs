@@ -92,7 +92,7 @@ impl ValueBuilder {
             },
             ColumnType::ListUtf8 => ValueBuilder::List(ListBuilder::new(StringBuilder::new())),
             ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
-                ValueBuilder::Nested(asof_storage::NestedBuilder::new(ty))
+                ValueBuilder::Nested(asof_storage::NestedBuilder::new(&ty.to_arrow()))
             }
         }
     }
@@ -145,7 +145,10 @@ impl ValueBuilder {
                 }
                 _ => b.append(false),
             },
-            ValueBuilder::Nested(b) => b.append(v),
+            ValueBuilder::Nested(b) => b.append(match v {
+                Value::Str(text) => Some(text),
+                _ => None,
+            }),
         }
     }
 

@@ -179,8 +179,8 @@ pub struct FlowSpec {
     pub comment: Option<String>,
     /// `FROM stream(t) WITH (skipChangeCommits = true)`: rows that DML statements on the source
     /// removed or appended are not the flow's concern (docs/SEMANTICS.md §2.6).
-    #[serde(default, skip_serializing_if = "crate::source::ChangeCommits::is_read")]
-    pub change_commits: crate::source::ChangeCommits,
+    #[serde(default, skip_serializing_if = "ChangeCommits::is_read")]
+    pub change_commits: ChangeCommits,
 }
 
 impl FlowSpec {
@@ -299,7 +299,7 @@ impl FlowBuilder {
         self
     }
     /// What the flow does with DML statements on its source: see [`FlowSpec::change_commits`].
-    pub fn change_commits(mut self, c: crate::source::ChangeCommits) -> Self {
+    pub fn change_commits(mut self, c: ChangeCommits) -> Self {
         self.spec.change_commits = c;
         self
     }
@@ -618,5 +618,22 @@ impl Flow {
                 .map(|c| arrow::datatypes::Field::new(&c.name, c.ty.to_arrow(), true))
                 .collect::<Vec<_>>(),
         ))
+    }
+}
+
+/// What a change-feed stream does with the commits that changed or deleted existing rows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ChangeCommits {
+    /// Reads them, as every other commit.
+    #[default]
+    Read,
+    /// Skips them whole (`skipChangeCommits = true`): only commits that only inserted are read.
+    Skip,
+}
+
+impl ChangeCommits {
+    /// Whether this is the default, [`ChangeCommits::Read`].
+    pub(crate) fn is_read(&self) -> bool {
+        *self == ChangeCommits::Read
     }
 }

@@ -182,8 +182,17 @@ pub(crate) fn compute(
         inputs_schema
             .fields()
             .iter()
-            .map(|f| batch.column_by_name(f.name()).expect("conformed").clone())
-            .collect(),
+            .map(|f| {
+                batch
+                    .column_by_name(f.name())
+                    .cloned()
+                    .ok_or_else(|| Error::InvalidBatch {
+                        column: f.name().clone(),
+                        problem: "is missing from the rows".into(),
+                        rows: n,
+                    })
+            })
+            .collect::<Result<Vec<_>>>()?,
     )
     .map_err(|e| Error::InvalidQuery(e.to_string()))?;
     let mut out: Vec<ArrayRef> = batch.columns().to_vec();

@@ -22,6 +22,7 @@ mod ingest;
 pub mod keycodec;
 mod kv;
 mod nested;
+mod positions;
 mod progress;
 mod record;
 mod source;
@@ -33,6 +34,7 @@ pub use engine::cold::ColdStats;
 pub use engine::CommitMetrics;
 pub use error::{catch_panic, Error, FlowError, Result};
 pub use expectation::{Expectation, OnViolation};
+pub use flow::ChangeCommits;
 pub use flow::{
     ColumnSelection, Condition, Flow, FlowBuilder, FlowSpec, SourceColumn, StoredAs, TableSchema,
     DEFAULT_TOMBSTONE_GC_SECONDS, END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
@@ -42,7 +44,7 @@ pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use nested::NestedBuilder;
 pub use progress::Progress;
-pub use source::{AppendFlow, ChangeCommits, PositionedRows, SourceWrite, StreamRead};
+pub use source::{AppendFlow, PositionedRows, SourceWrite, StreamRead};
 pub use source_dml::SourceDmlOperation;
 pub use store::{
     append_offset_parameter, ChangeType, Checkpoints, CommitInfo, Dml, DmlOperation, Edit,

@@ -10,7 +10,7 @@ use arrow::ipc::writer::StreamWriter;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{corrupt, Error, Result};
-use crate::flow::SourceColumn;
+use crate::flow::{ChangeCommits, SourceColumn};
 use crate::generated::{self, GeneratedColumn};
 use crate::ingest::ConditionEvaluator;
 use crate::value::{cast_column, ColumnType};
@@ -62,26 +62,9 @@ pub enum StreamRead {
     },
 }
 
-/// What a change-feed stream does with the commits that changed or deleted existing rows.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ChangeCommits {
-    /// Reads them, as every other commit.
-    #[default]
-    Read,
-    /// Skips them whole (`skipChangeCommits = true`): only commits that only inserted are read.
-    Skip,
-}
-
 impl StreamRead {
     fn is_rows(&self) -> bool {
         *self == StreamRead::Rows
-    }
-}
-
-impl ChangeCommits {
-    /// Whether this is the default, [`ChangeCommits::Read`].
-    pub(crate) fn is_read(&self) -> bool {
-        *self == ChangeCommits::Read
     }
 }
 
@@ -331,6 +314,16 @@ impl SourceTable {
         out
     }
 
+    /// How many rows are there now: written, less those erased or removed.
+    pub fn rows_there(&self) -> u64 {
+        let removed = self
+            .deleted
+            .keys()
+            .filter(|p| self.erased.binary_search(p).is_err())
+            .count();
+        self.rows - self.erased.len() as u64 - removed as u64
+    }
+
     /// The rows there now: not erased, not removed by a DML statement.
     pub fn rows_now(&self) -> Vec<RecordBatch> {
         self.live(0, self.rows, |p| !self.deleted.contains_key(&p))
@@ -498,30 +491,11 @@ impl SourceWrite {
 /// as ranges (`3-7,12`).
 pub(crate) const ERASED_ROWS: &str = "erased_rows";
 
-/// `positions` (sorted) as ranges: `3-7,12`.
-pub(crate) fn format_positions(positions: &[u64]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < positions.len() {
-        let mut j = i;
-        while j + 1 < positions.len() && positions[j + 1] == positions[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            positions[i].to_string()
-        } else {
-            format!("{}-{}", positions[i], positions[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 /// The positions of the rows the `ERASE` commits of `history` removed, sorted.
 pub(crate) fn erased_positions(history: &[crate::commit_info::CommitInfo]) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     for c in history {
-        out.extend(crate::source_dml::positions_in(c, ERASED_ROWS)?);
+        out.extend(crate::positions::positions_in(c, ERASED_ROWS)?);
     }
     out.sort_unstable();
     out.dedup();

@@ -10,8 +10,8 @@
 use std::collections::BTreeMap;
 
 use crate::commit_info::CommitInfo;
-use crate::error::{corrupt, Error, Result};
-use crate::source::{format_positions, SourceTable};
+use crate::error::{Error, Result};
+use crate::positions::{format_positions, positions_in};
 
 /// The positions of the rows a statement removed, as ranges (`3-7,12`).
 pub(crate) const DELETED_ROWS: &str = "deleted_rows";
@@ -87,24 +87,6 @@ impl SourceChange {
     }
 }
 
-/// The positions in a ranges list (`3-7,12`) of commit `c`'s parameter `name`.
-pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
-    let mut out = Vec::new();
-    let Some(list) = c.parameters.get(name) else {
-        return Ok(out);
-    };
-    for part in list.split(',').filter(|p| !p.is_empty()) {
-        let bad = || corrupt(format!("source commit {}: {name} `{part}`", c.version));
-        let (a, b) = part.split_once('-').unwrap_or((part, part));
-        let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-        if b < a || b - a > u32::MAX as u64 {
-            return Err(bad());
-        }
-        out.extend(a..=b);
-    }
-    Ok(out)
-}
-
 /// What the DML commits of a source's history did.
 #[derive(Default)]
 pub(crate) struct Changes {
@@ -122,8 +104,13 @@ pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<Changes> {
         for p in positions_in(c, DELETED_ROWS)? {
             deleted.entry(p).or_insert(c.version);
         }
+        // What a statement that removed nothing appended (a MERGE that only inserted) are inserts.
+        let removed = c
+            .parameters
+            .get(DELETED_ROWS)
+            .is_some_and(|l| !l.is_empty());
         let appended = positions_in(c, APPENDED_ROWS)?;
-        if let (Some(a), Some(b)) = (appended.first(), appended.last()) {
+        if let (true, Some(a), Some(b)) = (removed, appended.first(), appended.last()) {
             changed.push((*a, b + 1));
         }
     }
@@ -135,14 +122,14 @@ pub(crate) fn appends_rows(c: &CommitInfo, write: &str) -> bool {
     c.operation == write || c.parameters.contains_key(APPENDED_ROWS)
 }
 
-/// The first commit of `src` after `since` (a source version) that removed rows `flow` had
-/// read: the flow cannot go on from its checkpoint.
+/// The first commit of a source's `history` after `since` (a source version) that removed rows
+/// `flow` had read: the flow cannot go on from its checkpoint.
 pub(crate) fn breaking_commit<'a>(
-    src: &'a SourceTable,
+    history: &'a [CommitInfo],
     flow: &str,
     since: u64,
 ) -> Option<&'a CommitInfo> {
-    src.history.iter().find(|c| {
+    history.iter().find(|c| {
         c.version > since
             && c.parameters
                 .get(BREAKS_FLOWS)
@@ -150,10 +137,10 @@ pub(crate) fn breaking_commit<'a>(
     })
 }
 
-/// The error of a flow whose source changed rows it had read.
-pub(crate) fn broken_flow(flow: &str, src: &SourceTable, c: &CommitInfo) -> Error {
+/// The error of a flow whose source (named `source`) changed rows it had read.
+pub(crate) fn broken_flow(flow: &str, source: &str, c: &CommitInfo) -> Error {
     Error::InvalidQuery(format!(
         "flow `{flow}` cannot go on: commit {} of its source `{}` ({}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now",
-        c.version, src.name, c.operation
+        c.version, source, c.operation
     ))
 }

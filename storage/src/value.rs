@@ -496,6 +496,16 @@ pub(crate) fn cast_column(array: &ArrayRef, ty: &ColumnType) -> Result<(ArrayRef
             .filter(|&i| cast.is_valid(i) && differs.is_valid(i) && differs.value(i))
             .count();
     }
+    // Inside nested values, a value the cast changed (cut, or made NULL) shows as a cell whose
+    // JSON text differs once cast back.
+    // (A source type a value cannot be cast back to, such as a field of NULLs, is not checked.)
+    if ty.is_nested() {
+        if let Ok(back) = cast_with_options(&cast, array.data_type(), &options) {
+            let before = crate::nested::encode(array)?;
+            let after = crate::nested::encode(&back)?;
+            failed = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+        }
+    }
     let cast = match zone {
         Some(tz) => with_zone(&cast, tz),
         None => cast,
@@ -629,7 +639,11 @@ pub(crate) fn column_values(array: &dyn Array, ty: &ColumnType) -> Vec<Value> {
         ColumnType::Struct(_) | ColumnType::List(_) | ColumnType::Map(_) => {
             // Every value of the column's type has a JSON text (`nested.rs`).
             let array: ArrayRef = arrow::array::make_array(array.to_data());
-            crate::nested::encode(&array).expect("a nested value of the column's type")
+            crate::nested::encode(&array)
+                .expect("a nested value of the column's type")
+                .into_iter()
+                .map(|c| c.map_or(Value::Null, |t| Value::Str(t.into())))
+                .collect()
         }
         ColumnType::ListUtf8 => {
             let a = array

@@ -358,6 +358,14 @@ impl SqlSession {
         let mut offsets = Vec::new();
         let mut lines = Vec::new();
         for f in &flows {
+            if f.reads == StreamRead::Rows {
+                let latest = self
+                    .store
+                    .source_history(&f.source)?
+                    .last()
+                    .map_or(0, |c| c.version);
+                offsets.push((source_version_parameter(&f.name), latest));
+            }
             let (stream, offset, read) = self.whole_stream(f)?;
             let (schema, rows) = self.run_over(&f.query, stream)?;
             // A replace flow's one run over all of its source, into an empty table.
@@ -462,26 +470,49 @@ impl SqlSession {
                 f.source
             );
             let stream = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
-            return self.append(target, f, Arc::new(stream), latest + 1, &read);
+            return self.append(target, f, Arc::new(stream), latest + 1, &read, None);
         }
         // A `read_files` flow's hidden source first takes the files that appeared since.
         self.load_new_files(Some(&f.source))?;
         let from = offset.unwrap_or(0);
+        // The source version the flow last read whole, or first read: DML statements on the
+        // source before it removed nothing the flow had read. A first read records it.
+        let read_whole = source_version_parameter(&f.name);
+        let since = match offset {
+            None => self
+                .store
+                .source_history(&f.source)?
+                .last()
+                .map_or(0, |c| c.version),
+            Some(_) => self
+                .store
+                .source_history(target)?
+                .iter()
+                .rev()
+                .find_map(|c| c.parameters.get(&read_whole).and_then(|v| v.parse().ok()))
+                .unwrap_or(0),
+        };
         // The rows after the checkpoint (which counts rows an ERASE removed since).
-        let (schema, new_rows, total) =
-            self.store
-                .source_rows_after(&f.source, &f.name, from, f.source_change_commits)?;
+        let (schema, new_rows, total) = self.store.source_rows_after(
+            &f.source,
+            &f.name,
+            from,
+            f.source_change_commits,
+            since,
+        )?;
         if total <= from {
             return Ok(format!("{}: nothing new", f.name));
         }
         let n: usize = new_rows.iter().map(|b| b.num_rows()).sum();
         let read = format!("{n} new source rows");
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
-        self.append(target, f, Arc::new(stream), total, &read)
+        let first = offset.is_none().then(|| (read_whole, since.to_string()));
+        self.append(target, f, Arc::new(stream), total, &read, first)
     }
 
     /// Appends to `target` what `f`'s query gives over `stream` (`read` says what that is), with
-    /// the checkpoint `offset`, in one commit: a line saying what it did.
+    /// the checkpoint `offset` (and `parameter`, if any), in one commit: a line saying what it
+    /// did.
     fn append(
         &mut self,
         target: &str,
@@ -489,6 +520,7 @@ impl SqlSession {
         stream: Arc<dyn datafusion::catalog::TableProvider>,
         offset: u64,
         read: &str,
+        parameter: Option<(String, String)>,
     ) -> Result<String> {
         let (schema, batches) = self.run_over(&f.query, stream)?;
         let (replace, _) = super::replace::split_replace(&f.query)?;
@@ -510,6 +542,9 @@ impl SqlSession {
         }
         w.set_parameter(append_offset_parameter(&f.name), offset.to_string());
         w.set_parameter("flow", f.name.clone());
+        if let Some((k, v)) = parameter {
+            w.set_parameter(k, v);
+        }
         let rows = w.rows();
         self.store.commit_write(w, None)?;
         Ok(format!(
@@ -554,4 +589,11 @@ impl SqlSession {
         }
         Ok((schema, out))
     }
+}
+
+/// The parameter of an append table's commit that records the version of append flow `flow`'s
+/// source that the flow last read whole or first read (what DML statements before it cannot
+/// have changed for the flow).
+fn source_version_parameter(flow: &str) -> String {
+    format!("source_version.{flow}")
 }

@@ -26,14 +26,16 @@ pub(super) fn maps_as_structs(ddl: &str) -> Result<String> {
     let mut i = 0;
     while i < tokens.len() {
         let t = &tokens[i];
+        // `MAP <`, spaces or not between them.
+        let lt = (i + 1..tokens.len()).find(|&j| !matches!(tokens[j], Token::Whitespace(_)));
         let map_opens = upper(t) == "MAP"
             && matches!(t, Token::Word(w) if w.quote_style.is_none())
-            && tokens.get(i + 1) == Some(&Token::Lt);
-        if map_opens {
+            && lt.is_some_and(|j| tokens[j] == Token::Lt);
+        if let (true, Some(lt)) = (map_opens, lt) {
             depth += 1;
             open.push(depth);
             out.push_str(&format!("STRUCT<{KEY}: "));
-            i += 2;
+            i = lt + 1;
             continue;
         }
         match t {
@@ -93,6 +95,10 @@ mod tests {
             maps_as_structs("CREATE TABLE x (a MAP<STRING, ARRAY<MAP<STRING, INT>>>, b INT)")
                 .unwrap(),
             "CREATE TABLE x (a STRUCT<__asof_map_key: STRING, __asof_map_value: ARRAY<STRUCT<__asof_map_key: STRING, __asof_map_value: INT>>>, b INT)"
+        );
+        assert_eq!(
+            maps_as_structs("m MAP < STRING , INT >").unwrap(),
+            "m STRUCT<__asof_map_key:  STRING , __asof_map_value: INT >"
         );
         assert_eq!(
             maps_as_structs("(m MAP<STRING, STRUCT<a: INT, b: INT>>, `map` INT)").unwrap(),

@@ -249,8 +249,14 @@ impl SqlSession {
         let mut kind = classify(stmt)?;
         match &mut kind {
             Kind::StreamingTable { name: n, flow, .. } => {
+                let written = n.clone();
                 name(n)?;
                 if let Some(f) = flow {
+                    // The table's own flow is named as the table is kept (flow names are the
+                    // store's, not a schema's).
+                    if f.name == written {
+                        f.name = n.clone();
+                    }
                     flow_names(f)?;
                 }
             }
@@ -410,7 +416,7 @@ impl SqlSession {
             ["CREATE", "VIEW", ..] | ["CREATE", "OR", "REPLACE", "VIEW"] => {
                 let words = stmt.words();
                 let name_at = if h[1] == "OR" { 4 } else { 2 };
-                let name = self.ns.table(&dotted_name(&words, name_at)?)?;
+                let name = self.stored_name(&dotted_name(&words, name_at)?)?;
                 self.schema_exists(&name)?;
                 let as_at = words
                     .iter()
@@ -430,7 +436,7 @@ impl SqlSession {
                 let words = stmt.words();
                 let if_exists = words.get(2).is_some_and(|t| upper(&t.token) == "IF");
                 let name = dotted_name(&words, if if_exists { 4 } else { 2 })?;
-                let name = self.known_names()?.spelling(&self.ns.table(&name)?);
+                let name = self.stored_name(&name)?;
                 match self.store.drop_table(&name) {
                     Err(asof_storage::Error::NotFound { .. }) if if_exists => {}
                     r => r?,

@@ -7,7 +7,7 @@ use datafusion::catalog::{
     CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, TableProvider,
 };
 
-use super::namespace::{reference, schema_of, split_schema};
+use super::namespace::{reference, schema_of, split_schema, Namespace};
 use super::parse::split;
 use super::provider::{self, TargetTable};
 use super::{df, SqlSession};
@@ -38,14 +38,28 @@ impl SqlSession {
         }
         for (name, sql) in self.store.views()? {
             self.deregister_named(&name)?;
-            let mut text = String::new();
-            for stmt in split(&sql)? {
-                text = self.rewrite(&stmt)?;
+            // A view's names are read in its own schema, whatever the session uses now.
+            let (catalog, schema) = split_schema(schema_of(&name));
+            let current = self.ns.clone();
+            self.use_namespace(Namespace { catalog, schema })?;
+            let planned = self.plan_view(&sql);
+            self.use_namespace(current)?;
+            // A view that no longer plans (a table it reads was dropped) is left out, so that it
+            // does not stop every other statement; a query of it says it is not found.
+            if let Ok(plan) = planned {
+                self.register_named(&name, plan.into_view())?;
             }
-            let plan = self.runtime.block_on(self.ctx.sql(&text)).map_err(df)?;
-            self.register_named(&name, plan.into_view())?;
         }
         Ok(())
+    }
+
+    /// The plan of a view's SQL.
+    fn plan_view(&mut self, sql: &str) -> Result<datafusion::dataframe::DataFrame> {
+        let mut text = String::new();
+        for stmt in split(sql)? {
+            text = self.rewrite(&stmt)?;
+        }
+        self.runtime.block_on(self.ctx.sql(&text)).map_err(df)
     }
 
     /// The DataFusion schema of stored schema `stored`, made if missing.

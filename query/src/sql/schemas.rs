@@ -65,7 +65,7 @@ impl SqlSession {
                 if_exists,
                 cascade,
             } => {
-                let stored = self.ns.schema_name(&name)?;
+                let stored = self.schema_spelling(&self.ns.schema_name(&name)?)?;
                 if stored.is_empty() {
                     return Err(QueryError::Invalid(
                         "schema `default` of catalog `main` cannot be dropped".into(),
@@ -112,7 +112,7 @@ impl SqlSession {
                 )))
             }
             NamespaceStmt::UseSchema(name) => {
-                let stored = self.ns.schema_name(&name)?;
+                let stored = self.schema_spelling(&self.ns.schema_name(&name)?)?;
                 if !self.schema_known(&stored)? {
                     return Err(QueryError::Invalid(format!(
                         "no schema named `{name}`: CREATE SCHEMA {name} first"
@@ -162,9 +162,32 @@ impl SqlSession {
         }
     }
 
-    /// The store's name of table `written` (`t`, `s.t`, `c.s.t`, in any case) in this session.
+    /// The store's name of table `written` (`t`, `s.t`, `c.s.t`, in any case) in this session;
+    /// its schema spelled as it was created.
     pub(super) fn stored_name(&self, written: &str) -> Result<String> {
-        Ok(self.known_names()?.spelling(&self.ns.table(written)?))
+        let stored = self.ns.table(written)?;
+        let schema = schema_of(&stored);
+        let stored = if schema.is_empty() {
+            stored
+        } else {
+            format!(
+                "{}.{}",
+                self.schema_spelling(schema)?,
+                namespace::last_part(&stored)
+            )
+        };
+        Ok(self.known_names()?.spelling(&stored))
+    }
+
+    /// Stored schema `stored` as it was created (schema names match in any case).
+    fn schema_spelling(&self, stored: &str) -> Result<String> {
+        Ok(self
+            .store
+            .schemas()?
+            .into_iter()
+            .map(|(s, _)| s)
+            .find(|s| s.eq_ignore_ascii_case(stored))
+            .unwrap_or_else(|| stored.to_string()))
     }
 
     /// Refuses a new table named `stored` whose schema was not created.
@@ -179,7 +202,12 @@ impl SqlSession {
     }
 
     fn schema_known(&self, stored: &str) -> Result<bool> {
-        Ok(stored.is_empty() || self.store.schemas()?.iter().any(|(s, _)| s == stored))
+        Ok(stored.is_empty()
+            || self
+                .store
+                .schemas()?
+                .iter()
+                .any(|(s, _)| s.eq_ignore_ascii_case(stored)))
     }
 
     fn catalog_known(&self, catalog: &str) -> Result<bool> {
@@ -188,13 +216,18 @@ impl SqlSession {
                 .store
                 .schemas()?
                 .iter()
-                .any(|(s, _)| split_schema(s).0 == catalog && s.contains('.')))
+                .any(|(s, _)| split_schema(s).0.eq_ignore_ascii_case(catalog) && s.contains('.')))
     }
 
     /// Reads names in `ns` from now on (the scratch tables of the last statement go first: they
     /// live in the current schema).
     fn set_namespace(&mut self, ns: Namespace) -> Result<()> {
         self.clear_scratch()?;
+        self.use_namespace(ns)
+    }
+
+    /// Reads names in `ns` (its DataFusion schema made if missing).
+    pub(super) fn use_namespace(&mut self, ns: Namespace) -> Result<()> {
         self.df_schema(&ns.current())?;
         let state = self.ctx.state_ref();
         let mut state = state.write();

@@ -101,6 +101,19 @@ impl SqlSession {
         if parsed.len() != 1 {
             return Err(QueryError::Invalid("expected one statement".into()));
         }
+        // A snapshot flow's snapshots are its source's appends, in order: a statement that
+        // changed them would change what the snapshots were.
+        for s in self.store.sources()? {
+            let origin = self.store.source_origin(&s)?.0;
+            if origin
+                .and_then(|o| super::snapshot::SnapshotOrigin::parse(&o))
+                .is_some_and(|o| o.snapshot_of == name)
+            {
+                return Err(QueryError::Invalid(format!(
+                    "`{name}` holds the snapshots of a snapshot flow: DELETE, UPDATE and MERGE on it are not supported (its snapshots are its appends); nothing was changed"
+                )));
+            }
+        }
         let generated = self.store.source_generated(name)?;
         let columns: Vec<String> = self
             .store
@@ -168,10 +181,12 @@ impl SqlSession {
                         "UPDATE ... FROM is not supported: use MERGE INTO".into(),
                     ));
                 }
+                // Without an alias, the table's own name as it is kept (any spelling finds it).
+                let own = super::namespace::last_part(&source.name).to_string();
                 let qualifier = match &u.table.relation {
-                    TableFactor::Table { name, alias, .. } => alias
+                    TableFactor::Table { alias, .. } => alias
                         .as_ref()
-                        .map_or_else(|| last_name(name), |a| a.name.value.clone()),
+                        .map_or_else(|| own.clone(), |a| a.name.value.clone()),
                     other => {
                         return Err(QueryError::Invalid(format!(
                             "UPDATE needs a table, not `{other}`"
@@ -229,11 +244,10 @@ impl SqlSession {
     /// MATCHED` clause (`INSERT`); each row no source row matches through the first `WHEN NOT
     /// MATCHED BY SOURCE` clause.
     fn merge(&mut self, source: &Source, m: &sqlparser::ast::Merge) -> Result<Change> {
+        let own = super::namespace::last_part(&source.name).to_string();
         let (t_ref, t_rel) = match &m.table {
-            TableFactor::Table { name, alias, .. } => (
-                alias
-                    .as_ref()
-                    .map_or_else(|| last_name(name), |a| a.name.value.clone()),
+            TableFactor::Table { alias, .. } => (
+                alias.as_ref().map_or(own, |a| a.name.value.clone()),
                 m.table.to_string(),
             ),
             other => {
@@ -246,13 +260,21 @@ impl SqlSession {
         let on = m.on.to_string();
         let pos = format!("{}.{POSITION}", quote_ident(&t_ref));
         // A row matched by two source rows would be changed twice: refuse, as Delta does.
-        let twice = self.rows_of(&format!(
-            "SELECT count(*) FROM (SELECT {pos} FROM {t_rel} JOIN {s_rel} ON {on} GROUP BY {pos} HAVING count(*) > 1)"
-        ))?;
-        let twice = twice
+        // (Only when a WHEN MATCHED clause changes matched rows.)
+        let changes_matched = m
+            .clauses
+            .iter()
+            .any(|c| c.clause_kind == MergeClauseKind::Matched);
+        let twice = if changes_matched {
+            self.rows_of(&format!(
+                "SELECT count(*) FROM (SELECT {pos} FROM {t_rel} JOIN {s_rel} ON {on} GROUP BY {pos} HAVING count(*) > 1)"
+            ))?
             .column(0)
             .as_primitive::<arrow::datatypes::Int64Type>()
-            .value(0);
+            .value(0)
+        } else {
+            0
+        };
         if twice > 0 {
             return Err(QueryError::Invalid(format!(
                 "MERGE INTO {}: {twice} row{} match more than one source row; nothing was changed",

@@ -22,7 +22,7 @@ impl SqlSession {
             .expect("classified")
             + 1;
         let (written, after) = dotted_name_at(&words, name_at)?;
-        let name = self.ns.table(&written)?;
+        let name = self.stored_name(&written)?;
         self.schema_exists(&name)?;
         if words.get(after).is_some_and(|t| upper(&t.token) == "AS") {
             // One commit, however many rows: the rows stream into the write, nothing is stored
@@ -123,7 +123,7 @@ impl SqlSession {
     pub(super) fn insert(&mut self, stmt: &Stmt) -> Result<Output> {
         let words = stmt.words();
         let (written, after) = dotted_name_at(&words, 2)?;
-        let name = self.known_names()?.spelling(&self.ns.table(&written)?);
+        let name = self.stored_name(&written)?;
         if self.store.tables()?.contains(&name) {
             return self.dml(stmt, &name);
         }

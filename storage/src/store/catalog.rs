@@ -280,6 +280,27 @@ fn check_generated(
             g.column, flow.spec.target, g.generated
         )));
     }
+    let spec = &flow.spec;
+    for g in generated {
+        let used = spec.keys.contains(&g.column)
+            || spec.sequence_by.contains(&g.column)
+            || spec.system_sequence_by.as_ref() == Some(&g.column);
+        if used {
+            return Err(Error::InvalidQuery(format!(
+                "`{}` of `{}` is generated: it cannot be a key or a sequence",
+                g.column, spec.target
+            )));
+        }
+    }
+    // The column is computed from each event's own values; merged rows would not match it.
+    if let Some(g) = generated.first() {
+        if spec.ignore_null_updates.is_some() || spec.columns_to_update.is_some() {
+            return Err(Error::InvalidQuery(format!(
+                "`{}` of `{}` is generated: IGNORE NULL UPDATES and COLUMNS TO UPDATE merge an event with the row before it, and the column would not follow the merged row; asof does not combine them",
+                g.column, spec.target
+            )));
+        }
+    }
     crate::generated::validate(&flow.spec.source, generated, evaluator)
 }
 
@@ -402,9 +423,6 @@ impl Inner {
                 .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
             if full_history {
                 src.erased = crate::source::erased_positions(&src.history)?;
-                let changes = crate::source_dml::changes_of(&src.history)?;
-                src.deleted = changes.deleted;
-                src.changed = changes.changed;
             } else {
                 // Written before source tables had commit records (or partly so): count the rows
                 // and appends from the chunks and names themselves, reading the rows now.
@@ -435,6 +453,10 @@ impl Inner {
                     .max()
                     .unwrap_or(0);
             }
+            // What DML statements did, whatever history the table has.
+            let changes = crate::source_dml::changes_of(&src.history)?;
+            src.deleted = changes.deleted;
+            src.changed = changes.changed;
             self.next_table_id = self.next_table_id.max(id + 1);
             self.sources.insert(name, src);
         }

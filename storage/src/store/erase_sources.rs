@@ -17,7 +17,8 @@ use crate::flow::Flow;
 use crate::format::keys::{self, key, parse_version};
 use crate::ingest::row_keys;
 use crate::kv::{KvPair, KvStore, WriteBatch};
-use crate::source::{format_positions, SourceTable, ERASED_ROWS};
+use crate::positions::format_positions;
+use crate::source::{SourceTable, ERASED_ROWS};
 
 /// The table's sources, each with the flows of the table that read it.
 pub(super) fn source_flows(t: &Table) -> Vec<(String, Vec<&Flow>)> {

@@ -98,7 +98,7 @@ impl super::Inner {
         for c in src
             .history
             .iter()
-            .filter(|c| c.operation == super::sources::WRITE)
+            .filter(|c| crate::source_dml::appends_rows(c, super::sources::WRITE))
         {
             let n = c.metrics.num_upserted_rows;
             if position < start + n {

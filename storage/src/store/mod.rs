@@ -76,7 +76,7 @@ pub use verify::{Problem, TableCheck, VerifyReport};
 /// record is set to 5 on open, and each table then writes its derived records again on its first
 /// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps):
 /// docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -250,6 +250,15 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
+                    // Version 5 is version 6 without what no version-5 store holds: DML commits
+                    // on source tables (an older build would count their appends wrong and
+                    // reuse their chunk numbers), schemas (`N`), nested values, generated
+                    // columns. Only the format record changes.
+                    5 => {
+                        let mut b = WriteBatch::default();
+                        b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
+                        kv.write(b)?;
+                    }
                     1..=4 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3

@@ -13,11 +13,12 @@ use super::{Inner, Store, Table};
 use crate::engine::CommitEffects;
 use crate::error::{Error, Result};
 use crate::expectation;
+use crate::flow::ChangeCommits;
 use crate::flow::FlowSpec;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
-use crate::source::{ChangeCommits, SourceTable};
+use crate::source::SourceTable;
 use crate::source_dml;
 
 impl Store {
@@ -138,8 +139,8 @@ pub(super) fn checkpoint_in(commits: &[CommitInfo], flow: &str) -> Option<u64> {
 /// source it read whole.
 pub(crate) const SOURCE_VERSION: &str = "source_version";
 
-/// The version of its source that `flow` last read whole (a full refresh), or 0.
-fn source_version_in(commits: &[CommitInfo], flow: &str) -> u64 {
+/// The version of its source that `flow` last read whole (a full refresh) or first read, or 0.
+pub(super) fn source_version_in(commits: &[CommitInfo], flow: &str) -> u64 {
     let key = format!("{SOURCE_VERSION}.{flow}");
     commits
         .iter()
@@ -182,17 +183,22 @@ impl Inner {
             return Ok(None);
         }
         // A DML statement on the source that removed rows the flow had read, since the flow
-        // last read the whole source, stops it (unless it skips such commits).
+        // last read the whole source (or first read it), stops it, unless it skips such commits.
+        // A flow that never read its source has read no row a statement removed.
         let since = source_version_in(&t.commits, flow);
-        if spec.change_commits == ChangeCommits::Read {
-            if let Some(c) = source_dml::breaking_commit(src, flow, since) {
-                return Err(source_dml::broken_flow(flow, src, c));
+        if checkpoint.is_some() && spec.change_commits == ChangeCommits::Read {
+            if let Some(c) = source_dml::breaking_commit(&src.history, flow, since) {
+                return Err(source_dml::broken_flow(flow, &src.name, c));
             }
         }
         let from = checkpoint.unwrap_or(0);
         if from >= src.rows {
             return Ok(None);
         }
+        let first_read = checkpoint
+            .is_none()
+            .then(|| src.history.last().map(|c| c.version))
+            .flatten();
         let change_commits = spec.change_commits;
         let source = src.name.clone();
         self.ensure_rows(&source)?;
@@ -201,7 +207,10 @@ impl Inner {
         let batch =
             arrow::compute::concat_batches(&src.schema, &src.rows_from(from, change_commits))
                 .map_err(|e| Error::InvalidQuery(e.to_string()))?;
-        let params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
+        let mut params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
+        if let Some(v) = first_read {
+            params.insert(format!("{SOURCE_VERSION}.{flow}"), v.to_string());
+        }
         self.apply(&[(flow, &batch)], params, Apply::Increment)
             .map(Some)
             .map_err(|e| rejected(table, flow, e))

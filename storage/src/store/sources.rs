@@ -9,9 +9,10 @@ use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::Store;
 use crate::engine::CommitMetrics;
 use crate::error::{corrupt, Error, Result};
+use crate::flow::ChangeCommits;
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
-use crate::source::{ChangeCommits, SourceTable, SourceWrite, WriteKind};
+use crate::source::{SourceTable, SourceWrite, WriteKind};
 use crate::source_dml::{self, SourceChange, SourceDmlOperation};
 
 /// The operation of a source commit that appended rows.
@@ -224,7 +225,8 @@ impl Store {
             for p in &change.deleted {
                 src.deleted.insert(*p, version);
             }
-            if w.rows > 0 {
+            // Rows of a statement that removed none (a MERGE that only inserted) are inserts.
+            if w.rows > 0 && !change.deleted.is_empty() {
                 src.changed.push((src.rows, src.rows + w.rows));
             }
         }
@@ -239,7 +241,7 @@ impl Store {
                 batches.push(batch);
             }
         }
-        Ok(src.rows - src.erased.len() as u64)
+        Ok(src.rows_there())
     }
 
     /// The origin a source table was created with, and the names of the appends made with
@@ -273,10 +275,7 @@ impl Store {
         w.push(batch)?;
         if w.rows() == 0 && name.is_none() {
             let g = self.read_inner()?;
-            return Ok(g
-                .sources
-                .get(source)
-                .map_or(0, |s| s.rows - s.erased.len() as u64));
+            return Ok(g.sources.get(source).map_or(0, SourceTable::rows_there));
         }
         self.commit_write(w, name)
     }
@@ -293,20 +292,22 @@ impl Store {
 
     /// The rows of a source table after the first `from` ever appended (a flow's checkpoint, in
     /// which erased rows still count), as they are now, and how many rows were ever appended:
-    /// what append flow `flow` reads next. With [`ChangeCommits::Read`], a DML statement that
-    /// removed rows the flow had read stops it (an error naming the statement's commit).
+    /// what append flow `flow` reads next. With [`ChangeCommits::Read`], a DML statement after
+    /// source version `since` (what the flow last read whole, or first read) that removed rows
+    /// the flow had read stops it (an error naming the statement's commit).
     pub fn source_rows_after(
         &self,
         source: &str,
         flow: &str,
         from: u64,
         change_commits: ChangeCommits,
+        since: u64,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>, u64)> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
         if change_commits == ChangeCommits::Read {
-            if let Some(c) = source_dml::breaking_commit(src, flow, 0) {
-                return Err(source_dml::broken_flow(flow, src, c));
+            if let Some(c) = source_dml::breaking_commit(&src.history, flow, since) {
+                return Err(source_dml::broken_flow(flow, &src.name, c));
             }
         }
         let rows = if from >= src.rows {

@@ -241,12 +241,20 @@ impl Store {
             .insert(VACUUM_BASE.to_string(), "true".to_string());
         base.parameters
             .insert(TOMBSTONE_GC_PROPERTY.to_string(), gc_secs.to_string());
-        // Every flow's checkpoint as of `h`: the commits that recorded them are going.
+        // Every flow's checkpoint as of `h`, and the source version it last read whole: the
+        // commits that recorded them are going.
         for f in &t.flows {
             if let Some(offset) = checkpoint_in(&t.commits[..=h_at], &f.spec.name) {
                 base.parameters.insert(
                     format!("{SOURCE_OFFSET}.{}", f.spec.name),
                     offset.to_string(),
+                );
+            }
+            let read = super::refresh::source_version_in(&t.commits[..=h_at], &f.spec.name);
+            if read > 0 {
+                base.parameters.insert(
+                    format!("{}.{}", super::refresh::SOURCE_VERSION, f.spec.name),
+                    read.to_string(),
                 );
             }
         }

@@ -1,0 +1,42 @@
+//! Positions of source-table rows (counting every row ever written, from 0) as commits record
+//! them: sorted lists written as ranges, `3-7,12`.
+
+use crate::commit_info::CommitInfo;
+use crate::error::{corrupt, Result};
+
+/// `positions` (sorted) as ranges: `3-7,12`.
+pub(crate) fn format_positions(positions: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < positions.len() {
+        let mut j = i;
+        while j + 1 < positions.len() && positions[j + 1] == positions[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            positions[i].to_string()
+        } else {
+            format!("{}-{}", positions[i], positions[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
+}
+
+/// The positions in a ranges list (`3-7,12`) of commit `c`'s parameter `name`.
+pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let Some(list) = c.parameters.get(name) else {
+        return Ok(out);
+    };
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let bad = || corrupt(format!("source commit {}: {name} `{part}`", c.version));
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        if b < a || b - a > u32::MAX as u64 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
+}
