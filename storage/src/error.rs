@@ -54,6 +54,30 @@ pub enum Error {
     /// converted, an unknown column...).
     #[error("invalid query: {0}")]
     InvalidQuery(String),
+    /// A flow cannot go on from its checkpoint: a DML statement on its source (or a full refresh
+    /// of it) removed rows the flow had read (docs/SEMANTICS.md §2.6).
+    #[error("flow `{flow}` cannot go on: commit {version} of its source `{source_table}` ({operation}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now")]
+    FlowStopped {
+        /// The flow.
+        flow: String,
+        /// Its source.
+        source_table: String,
+        /// The source's commit that removed the rows.
+        version: u64,
+        /// That commit's operation (`DELETE`, `UPDATE`, `MERGE`, ...).
+        operation: String,
+    },
+    /// Rows a statement names by position were removed by another statement meanwhile; nothing
+    /// was written (run it again).
+    #[error("row {position} of `{table}` was removed by another statement while this {operation} ran; nothing was changed (run it again)")]
+    ChangedMeanwhile {
+        /// The source table.
+        table: String,
+        /// The position of the row.
+        position: u64,
+        /// The statement's operation.
+        operation: &'static str,
+    },
     /// A commit version that the table does not have.
     #[error("table `{table}` has no version {version} (its latest is {latest})")]
     NoSuchVersion {

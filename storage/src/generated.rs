@@ -50,6 +50,13 @@ impl std::fmt::Display for Generated {
     }
 }
 
+/// Whether one of `generated` is an identity.
+pub(crate) fn has_identity(generated: &[GeneratedColumn]) -> bool {
+    generated
+        .iter()
+        .any(|g| matches!(g.generated, Generated::Identity { .. }))
+}
+
 fn refused(column: &str, why: String) -> Error {
     Error::InvalidQuery(format!("generated column `{column}`: {why}"))
 }

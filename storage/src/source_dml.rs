@@ -139,8 +139,10 @@ pub(crate) fn breaking_commit<'a>(
 
 /// The error of a flow whose source (named `source`) changed rows it had read.
 pub(crate) fn broken_flow(flow: &str, source: &str, c: &CommitInfo) -> Error {
-    Error::InvalidQuery(format!(
-        "flow `{flow}` cannot go on: commit {} of its source `{}` ({}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now",
-        c.version, source, c.operation
-    ))
+    Error::FlowStopped {
+        flow: flow.to_string(),
+        source_table: source.to_string(),
+        version: c.version,
+        operation: c.operation.clone(),
+    }
 }

@@ -509,14 +509,13 @@ fn dotted_name(words: &[&TokenWithSpan], i: usize) -> Result<String> {
 
 /// [`dotted_name`], and the index of the word after it.
 fn dotted_name_at(words: &[&TokenWithSpan], i: usize) -> Result<(String, usize)> {
-    let mut name = word(words.get(i).copied())?;
-    let mut j = i + 1;
-    while words.get(j).is_some_and(|t| t.token == Token::Period) {
-        name.push('.');
-        name.push_str(&word(words.get(j + 1).copied())?);
-        j += 2;
-    }
-    Ok((name, j))
+    // The one reader of table names (`P::table_name`): one to three parts, none holding a `.`.
+    let mut p = parse::P {
+        toks: words.to_vec(),
+        i,
+    };
+    let name = p.table_name("a table name")?;
+    Ok((name, p.i))
 }
 
 fn word(t: Option<&TokenWithSpan>) -> Result<String> {

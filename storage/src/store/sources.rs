@@ -110,12 +110,10 @@ impl Store {
                         w.table.name
                     )));
                 }
-                let identity = w
-                    .table
-                    .generated
-                    .iter()
-                    .any(|g| matches!(g.generated, crate::Generated::Identity { .. }));
-                if identity && w.rows > 0 && src.is_some_and(|s| s.rows != w.table.rows) {
+                if crate::generated::has_identity(&w.table.generated)
+                    && w.rows > 0
+                    && src.is_some_and(|s| s.rows != w.table.rows)
+                {
                     return Err(Error::InvalidQuery(format!(
                         "`{}` was written to while these rows were: their identity values would repeat; nothing was written (write again)",
                         w.table.name
@@ -127,12 +125,12 @@ impl Store {
                             || src.deleted.contains_key(&p)
                             || src.erased.binary_search(&p).is_ok()
                     });
-                    if let Some(p) = gone {
-                        return Err(Error::InvalidQuery(format!(
-                            "row {p} of `{}` was removed by another statement while this {} ran; nothing was changed (run it again)",
-                            w.table.name,
-                            change.operation.name()
-                        )));
+                    if let Some(&position) = gone {
+                        return Err(Error::ChangedMeanwhile {
+                            table: w.table.name.clone(),
+                            position,
+                            operation: change.operation.name(),
+                        });
                     }
                 }
                 w.table.id
@@ -369,12 +367,7 @@ impl Store {
             operation,
             SourceDmlOperation::Update | SourceDmlOperation::Merge
         );
-        if renumbers
-            && w.table
-                .generated
-                .iter()
-                .any(|g| matches!(g.generated, crate::Generated::Identity { .. }))
-        {
+        if renumbers && crate::generated::has_identity(&w.table.generated) {
             return Err(Error::InvalidQuery(format!(
                 "`{source}` has an identity column: {} would give its rows new numbers; asof does not do that yet (DELETE and INSERT work); nothing was changed",
                 operation.name()
