@@ -6,8 +6,8 @@
 
 use std::sync::Arc;
 
-use arrow::array::{AsArray, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, UInt64Type};
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{Schema, UInt64Type};
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::dialect::DatabricksDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
@@ -148,27 +148,9 @@ impl SqlSession {
         new: &[RecordBatch],
         new_schema: &Arc<Schema>,
     ) -> Result<(Vec<u64>, Vec<RecordBatch>)> {
-        const POSITION: &str = "__asof_position";
+        use super::source_dml::{with_positions, POSITION};
         // The table, each row with its position, and the new rows, as scratch tables.
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .chain([Field::new(POSITION, DataType::UInt64, false)])
-            .collect();
-        let with_positions = Arc::new(Schema::new(fields));
-        let batches = positioned
-            .into_iter()
-            .map(|p| {
-                let mut cols = p.rows.columns().to_vec();
-                cols.push(Arc::new(UInt64Array::from(p.positions)));
-                RecordBatch::try_new(with_positions.clone(), cols)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let old = self.register_scratch(
-            "old",
-            Arc::new(MemTable::try_new(with_positions, vec![batches]).map_err(df)?),
-        )?;
+        let old = self.register_scratch("old", Arc::new(with_positions(schema, positioned)?))?;
         let fresh = self.register_scratch(
             "new",
             Arc::new(MemTable::try_new(new_schema.clone(), vec![new.to_vec()]).map_err(df)?),

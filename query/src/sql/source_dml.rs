@@ -22,7 +22,31 @@ use super::{df, Output, SqlSession};
 use crate::error::{QueryError, Result};
 
 /// The column that carries each row's position while a statement runs.
-const POSITION: &str = "__asof_position";
+pub(super) const POSITION: &str = "__asof_position";
+
+/// Rows of a source table (of `schema`) with their positions, as a table with the column
+/// [`POSITION`] after the table's own.
+pub(super) fn with_positions(
+    schema: &SchemaRef,
+    positioned: Vec<asof_storage::PositionedRows>,
+) -> Result<MemTable> {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .chain([Field::new(POSITION, DataType::UInt64, false)])
+        .collect();
+    let with_positions: SchemaRef = Arc::new(Schema::new(fields));
+    let batches = positioned
+        .into_iter()
+        .map(|p| {
+            let mut cols = p.rows.columns().to_vec();
+            cols.push(Arc::new(UInt64Array::from(p.positions)));
+            RecordBatch::try_new(with_positions.clone(), cols)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    MemTable::try_new(with_positions, vec![batches]).map_err(df)
+}
 
 /// A source table as its DML sees it.
 struct Source {
@@ -135,22 +159,7 @@ impl SqlSession {
         self.clear_scratch()?;
         self.register_all()?;
         let (schema, positioned) = self.store.source_rows_positioned(name)?;
-        let fields: Vec<Field> = schema
-            .fields()
-            .iter()
-            .map(|f| f.as_ref().clone())
-            .chain([Field::new(POSITION, DataType::UInt64, false)])
-            .collect();
-        let with_positions: SchemaRef = Arc::new(Schema::new(fields));
-        let batches = positioned
-            .into_iter()
-            .map(|p| {
-                let mut cols = p.rows.columns().to_vec();
-                cols.push(Arc::new(UInt64Array::from(p.positions)));
-                RecordBatch::try_new(with_positions.clone(), cols)
-            })
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let table = MemTable::try_new(with_positions, vec![batches]).map_err(df)?;
+        let table = with_positions(&schema, positioned)?;
         self.register_named(name, Arc::new(table))?;
         let change = match parsed.remove(0) {
             Statement::Delete(d) => {
