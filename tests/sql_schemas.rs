@@ -213,3 +213,24 @@ fn a_table_defined_with_its_flow_in_two_schemas_has_two_flows() {
     flows.sort();
     assert_eq!(flows, ["a.t", "b.t"]);
 }
+
+#[test]
+fn a_receipt_taken_in_a_schema_verifies_from_any_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(
+        "CREATE SCHEMA sales; CREATE TABLE sales.t (x INT); INSERT INTO sales.t VALUES (1), (2);
+         CREATE TABLE t (x INT); INSERT INTO t VALUES (9)",
+    )
+    .unwrap();
+    s.execute("USE sales").unwrap();
+    let (_, taken) = common::sql_rows(&mut s, "RECEIPT FOR SELECT sum(x) FROM t");
+    let token = taken[0][0].clone().unwrap();
+    drop(s);
+    let mut s = open(dir.path());
+    s.execute("INSERT INTO sales.t VALUES (3)").unwrap();
+    let (_, checked) = common::sql_rows(&mut s, &format!("VERIFY RECEIPT '{token}'"));
+    assert_eq!(checked[0][0], Some("true".into()), "{checked:?}");
+    // The session's own schema is as it was.
+    assert_eq!(sorted_sql_rows(&mut s, "SELECT x FROM t"), [cells(&["9"])]);
+}

@@ -30,6 +30,10 @@ pub struct Receipt {
     pub rows: u64,
     /// The SHA-256 of the result's canonical encoding, lower-case hex.
     pub hash: String,
+    /// The catalog and schema the query's names were read in (`catalog.schema`), when not
+    /// `main.default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
 }
 
 /// The prefix of a receipt token; the rest is the receipt as JSON, in hex.

@@ -88,6 +88,8 @@ impl SqlSession {
             sources: pins.sources,
             rows,
             hash,
+            namespace: (self.ns != super::namespace::Namespace::default())
+                .then(|| format!("{}.{}", self.ns.catalog, self.ns.schema)),
         };
         Ok((schema, batches, receipt))
     }
@@ -95,12 +97,25 @@ impl SqlSession {
     /// Runs a receipt's query again at the versions it records and compares the result's hash.
     pub fn verify_receipt(&mut self, token: &str) -> Result<ReceiptCheck> {
         let receipt = Receipt::parse(token)?;
-        let stmt = one_query(self, &receipt.sql)?;
-        let pins = Pins {
-            targets: receipt.tables.clone(),
-            sources: receipt.sources.clone(),
-        };
-        let (schema, batches) = self.run_pinned(&pins, &stmt)?;
+        // The query's names are read where they were when the receipt was taken.
+        let current = self.ns.clone();
+        if let Some((catalog, schema)) = receipt.namespace.as_ref().and_then(|n| n.split_once('.'))
+        {
+            self.use_namespace(super::namespace::Namespace {
+                catalog: catalog.to_string(),
+                schema: schema.to_string(),
+            })?;
+        }
+        let ran = one_query(self, &receipt.sql).and_then(|stmt| {
+            let pins = Pins {
+                targets: receipt.tables.clone(),
+                sources: receipt.sources.clone(),
+            };
+            self.run_pinned(&pins, &stmt)
+        });
+        self.clear_scratch()?;
+        self.use_namespace(current)?;
+        let (schema, batches) = ran?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         let mut erased_since = Vec::new();
         let logs = receipt
