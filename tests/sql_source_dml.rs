@@ -284,3 +284,31 @@ fn a_merge_that_only_inserts_reaches_flows_that_skip_change_commits() {
         ]
     );
 }
+
+#[test]
+fn rows_computed_from_a_source_that_a_statement_changed_meanwhile_are_not_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(SRC).unwrap();
+    s.execute("CREATE TABLE copy (id BIGINT, v STRING, seq BIGINT)")
+        .unwrap();
+    let store = s.store().clone();
+    let read_at = store.source_history("src").unwrap().last().unwrap().version;
+    let (_, rows) = store.source_data("src").unwrap();
+    // A flow computed its rows from `src` as of `read_at`; a DELETE lands before it commits.
+    let mut w = store.begin_append("copy").unwrap();
+    for b in &rows {
+        w.push(b).unwrap();
+    }
+    w.read_from("src", "copy_flow", read_at);
+    s.execute("DELETE FROM src WHERE id = 1").unwrap();
+    let e = store.commit_write(w, None).unwrap_err();
+    assert!(
+        matches!(e, asof::Error::SourceChangedMeanwhile { .. }),
+        "{e}"
+    );
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT count(*) FROM copy"),
+        [cells(&["0"])]
+    );
+}

@@ -78,6 +78,15 @@ pub enum Error {
         /// The statement's operation.
         operation: &'static str,
     },
+    /// A flow's rows were computed from its source while a DML statement removed rows of it;
+    /// nothing was written (run the refresh again).
+    #[error("a statement changed `{source_table}` while flow `{flow}` read it; nothing was written (refresh again)")]
+    SourceChangedMeanwhile {
+        /// The flow.
+        flow: String,
+        /// Its source.
+        source_table: String,
+    },
     /// A commit version that the table does not have.
     #[error("table `{table}` has no version {version} (its latest is {latest})")]
     NoSuchVersion {

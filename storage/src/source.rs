@@ -405,6 +405,8 @@ pub struct SourceWrite {
     pub(crate) evaluator: Option<Arc<dyn ConditionEvaluator>>,
     /// The rows a DML statement removes, with the statement ([`crate::Store::begin_source_dml`]).
     pub(crate) change: Option<crate::source_dml::SourceChange>,
+    /// The source a flow computed these rows from, the flow, and the source's version then.
+    pub(crate) read: Option<(String, String, u64)>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -429,6 +431,7 @@ impl SourceWrite {
             parameters: Default::default(),
             evaluator,
             change: None,
+            read: None,
         }
     }
 
@@ -444,6 +447,12 @@ impl SourceWrite {
         generated::validate(&self.table.columns, &generated, self.evaluator.as_ref())?;
         self.table.generated = generated;
         Ok(())
+    }
+
+    /// Says that flow `flow` computed these rows from source table `source` as of its version
+    /// `version`: the commit is refused if a statement removed rows of the source since.
+    pub fn read_from(&mut self, source: &str, flow: &str, version: u64) {
+        self.read = Some((source.to_string(), flow.to_string(), version));
     }
 
     /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).

@@ -470,7 +470,13 @@ impl SqlSession {
                 f.source
             );
             let stream = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
-            return self.append(target, f, Arc::new(stream), latest + 1, &read, None);
+            let run = Run {
+                offset: latest + 1,
+                read,
+                first_read: None,
+                source_version: None,
+            };
+            return self.append(target, f, Arc::new(stream), run);
         }
         // A `read_files` flow's hidden source first takes the files that appeared since.
         self.load_new_files(Some(&f.source))?;
@@ -492,7 +498,13 @@ impl SqlSession {
                 .find_map(|c| c.parameters.get(&read_whole).and_then(|v| v.parse().ok()))
                 .unwrap_or(0),
         };
-        // The rows after the checkpoint (which counts rows an ERASE removed since).
+        // The rows after the checkpoint (which counts rows an ERASE removed since), and the
+        // version they are read at.
+        let read_at = self
+            .store
+            .source_history(&f.source)?
+            .last()
+            .map_or(0, |c| c.version);
         let (schema, new_rows, total) = self.store.source_rows_after(
             &f.source,
             &f.name,
@@ -506,8 +518,13 @@ impl SqlSession {
         let n: usize = new_rows.iter().map(|b| b.num_rows()).sum();
         let read = format!("{n} new source rows");
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
-        let first = offset.is_none().then(|| (read_whole, since.to_string()));
-        self.append(target, f, Arc::new(stream), total, &read, first)
+        let run = Run {
+            offset: total,
+            read,
+            first_read: offset.is_none().then(|| (read_whole, since.to_string())),
+            source_version: Some(read_at),
+        };
+        self.append(target, f, Arc::new(stream), run)
     }
 
     /// Appends to `target` what `f`'s query gives over `stream` (`read` says what that is), with
@@ -518,10 +535,14 @@ impl SqlSession {
         target: &str,
         f: &AppendFlow,
         stream: Arc<dyn datafusion::catalog::TableProvider>,
-        offset: u64,
-        read: &str,
-        parameter: Option<(String, String)>,
+        run: Run,
     ) -> Result<String> {
+        let Run {
+            offset,
+            read,
+            first_read,
+            source_version,
+        } = run;
         let (schema, batches) = self.run_over(&f.query, stream)?;
         let (replace, _) = super::replace::split_replace(&f.query)?;
         let (mut w, batches) = match replace {
@@ -542,8 +563,13 @@ impl SqlSession {
         }
         w.set_parameter(append_offset_parameter(&f.name), offset.to_string());
         w.set_parameter("flow", f.name.clone());
-        if let Some((k, v)) = parameter {
+        if let Some((k, v)) = first_read {
             w.set_parameter(k, v);
+        }
+        // The rows were computed outside the store's lock: a statement that removed source rows
+        // meanwhile voids them.
+        if let Some(v) = source_version {
+            w.read_from(&f.source, &f.name, v);
         }
         let rows = w.rows();
         self.store.commit_write(w, None)?;
@@ -589,6 +615,18 @@ impl SqlSession {
         }
         Ok((schema, out))
     }
+}
+
+/// What one run of an append flow read.
+struct Run {
+    /// The flow's checkpoint after it.
+    offset: u64,
+    /// What it read, in words.
+    read: String,
+    /// On a flow's first read of a source table: the parameter that records the version read.
+    first_read: Option<(String, String)>,
+    /// The version of the source table read, if the flow reads one's rows.
+    source_version: Option<u64>,
 }
 
 /// The parameter of an append table's commit that records the version of append flow `flow`'s

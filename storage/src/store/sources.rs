@@ -136,6 +136,22 @@ impl Store {
                 w.table.id
             }
         };
+        if let Some((source, flow, version)) = &w.read {
+            let removed_since = inner.sources.get(source).is_some_and(|s| {
+                s.history.iter().any(|c| {
+                    c.version > *version
+                        && c.parameters
+                            .get(source_dml::DELETED_ROWS)
+                            .is_some_and(|l| !l.is_empty())
+                })
+            });
+            if removed_since {
+                return Err(Error::SourceChangedMeanwhile {
+                    flow: flow.clone(),
+                    source_table: source.clone(),
+                });
+            }
+        }
         let mut new_batches = Vec::new();
         let breaks = match &w.change {
             Some(change) => flows_that_read(inner, &w.table.name, &change.deleted),
