@@ -150,3 +150,59 @@ proptest::proptest! {
         );
     }
 }
+
+#[test]
+fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    std::fs::create_dir(&snaps).unwrap();
+    let write = |name: &str, body: &str| {
+        let path = snaps.join(name);
+        std::fs::write(&path, body).unwrap();
+        // Old enough to be taken at once (files still being written wait: §1.7).
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    write("2025-01-01.csv", "id,city\n1,Oslo\n2,Rome\n");
+    write("2025-03-01.csv", "id,city\n1,Oslo\n3,Lima\n");
+    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
+    s.execute(&format!(
+        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', header => true) \
+         INTO people KEYS (id) STORED AS SCD TYPE 2",
+        snaps.display()
+    ))
+    .unwrap();
+    let history = "SELECT id, city, __START_AT, __END_AT FROM people";
+    let open = |id: &str, city: &str, from: &str| {
+        vec![Some(id.into()), Some(city.into()), Some(from.into()), None]
+    };
+    assert_eq!(
+        rows(&mut s, history),
+        [
+            open("1", "Oslo", "2025-01-01.csv"),
+            cells(&["2", "Rome", "2025-01-01.csv", "2025-03-01.csv"]),
+            open("3", "Lima", "2025-03-01.csv"),
+        ]
+    );
+    // A snapshot between the two arrives late: history is corrected around it.
+    write("2025-02-01.csv", "id,city\n1,Bergen\n2,Rome\n");
+    s.execute("REFRESH STREAMING TABLE people").unwrap();
+    assert_eq!(
+        rows(&mut s, history),
+        [
+            cells(&["1", "Bergen", "2025-02-01.csv", "2025-03-01.csv"]),
+            cells(&["1", "Oslo", "2025-01-01.csv", "2025-02-01.csv"]),
+            open("1", "Oslo", "2025-03-01.csv"),
+            cells(&["2", "Rome", "2025-01-01.csv", "2025-03-01.csv"]),
+            open("3", "Lima", "2025-03-01.csv"),
+        ]
+    );
+    // The target holds the people, not the files.
+    let (names, _) = common::sql_rows(&mut s, "SELECT * FROM people LIMIT 1");
+    assert_eq!(names, ["id", "city", "__START_AT", "__END_AT"]);
+}

@@ -74,6 +74,10 @@ pub struct FileSource {
     /// The column that keeps values that do not fit the schema (`rescuedDataColumn`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescued_column: Option<String>,
+    /// A folder of snapshots (`AUTO CDC FROM SNAPSHOT read_files(...)`): the column that names
+    /// each row's file, the snapshot it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshot_column: Option<String>,
 }
 
 /// How JSON files hold their rows.
@@ -124,6 +128,7 @@ impl FileSource {
             json: JsonLayout::Lines,
             schema_hints: None,
             rescued_column: None,
+            snapshot_column: None,
         }
     }
 

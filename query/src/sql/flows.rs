@@ -66,6 +66,29 @@ impl SqlSession {
                 let source = self.known_names()?.spelling(&source);
                 self.create_snapshot_flow(f, source)
             }
+            Some(Source::SnapshotFiles(mut files)) => {
+                self.files_allowed()?;
+                // Each file one snapshot: the hidden source keeps each row's file, which is the
+                // snapshot's version unless SEQUENCE BY names another.
+                files.snapshot_column = Some(SNAPSHOT_FILE.into());
+                let mut f = f;
+                if f.sequence_by.is_empty() {
+                    f.sequence_by = vec![SNAPSHOT_FILE.into()];
+                }
+                f.columns = Some(match f.columns.take() {
+                    None | Some(Cols::All) => Cols::Except(vec![SNAPSHOT_FILE.into()]),
+                    Some(Cols::Except(mut v)) => {
+                        v.push(SNAPSHOT_FILE.into());
+                        Cols::Except(v)
+                    }
+                    Some(only) => only,
+                });
+                let source = self.create_files_source(&f.name, files)?;
+                self.create_snapshot_flow(f, source.clone())
+                    .inspect_err(|_| {
+                        let _ = self.store.drop_table(&source);
+                    })
+            }
             Some(Source::Files(files)) => {
                 self.files_allowed()?;
                 let source = self.create_files_source(&f.name, files)?;
@@ -243,7 +266,16 @@ impl SqlSession {
             .map_err(|e| QueryError::Invalid(format!("flow `{flow}`: {e}")))?;
         // Files still being written neither shape the schema nor count as there already.
         let (list, _) = FileSource::settled(files.list()?);
-        let schema = files.infer(&list)?;
+        let mut schema = files.infer(&list)?;
+        if let Some(column) = &files.snapshot_column {
+            let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
+            fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
+                column,
+                arrow::datatypes::DataType::Utf8,
+                false,
+            )));
+            schema = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+        }
         let name = files_source(flow);
         // A hidden source without its flow is what an interrupted `CREATE ... FLOW` left (it
         // loads files in several commits before the flow exists): start it again.
@@ -273,7 +305,9 @@ impl SqlSession {
         let source = match &f.source {
             Some(Source::Table(t)) => t.clone(),
             // Taking new snapshots is its refresh (redefining it is not supported yet).
-            Some(Source::Snapshots(_)) => return self.refresh(&f.target, false),
+            Some(Source::Snapshots(_) | Source::SnapshotFiles(_)) => {
+                return self.refresh(&f.target, false)
+            }
             Some(Source::Files(files)) => {
                 let name = files_source(&f.name);
                 let files = files.canonical().unwrap_or_else(|_| files.clone());
@@ -373,8 +407,33 @@ impl SqlSession {
         }
         let mut done = 0;
         for path in &new {
-            let batches = files.read(path, &schema)?;
-            let batch = arrow::compute::concat_batches(&schema, &batches)?;
+            let mut batch = match &files.snapshot_column {
+                // A snapshot's rows, and its file's name (relative to the folder) as its column.
+                Some(column) => {
+                    let (read, at) = read_without(&files, path, &schema, column)?;
+                    let name = path
+                        .strip_prefix(&files.path)
+                        .unwrap_or(path)
+                        .display()
+                        .to_string();
+                    let mut cols = read.columns().to_vec();
+                    cols.insert(
+                        at,
+                        std::sync::Arc::new(arrow::array::StringArray::from(vec![
+                            name;
+                            read.num_rows()
+                        ])),
+                    );
+                    arrow::array::RecordBatch::try_new(schema.clone(), cols)?
+                }
+                None => {
+                    let batches = files.read(path, &schema)?;
+                    arrow::compute::concat_batches(&schema, &batches)?
+                }
+            };
+            if batch.num_rows() == 0 {
+                batch = arrow::array::RecordBatch::new_empty(schema.clone());
+            }
             self.store
                 .append_loaded(source, &batch, &path.display().to_string())?;
             done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -438,4 +497,23 @@ fn generated_fields(
         .filter_map(|g| schema.field_with_name(&g.column).ok())
         .map(|f| std::sync::Arc::new(f.clone()))
         .collect()
+}
+
+/// The column of a snapshot folder's hidden source that names each row's file.
+const SNAPSHOT_FILE: &str = "_snapshot_file";
+
+/// The rows of file `path`, read with `schema` less `column` (the file does not hold it), and
+/// where that column goes.
+fn read_without(
+    files: &FileSource,
+    path: &std::path::Path,
+    schema: &SchemaRef,
+    column: &str,
+) -> Result<(arrow::array::RecordBatch, usize)> {
+    let at = schema.index_of(column)?;
+    let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
+    fields.remove(at);
+    let own: SchemaRef = std::sync::Arc::new(arrow::datatypes::Schema::new(fields));
+    let batches = files.read(path, &own)?;
+    Ok((arrow::compute::concat_batches(&own, &batches)?, at))
 }

@@ -91,6 +91,8 @@ pub(crate) enum Source {
     Files(FileSource),
     /// `SNAPSHOT t`: a table of full snapshots, told apart by the `SEQUENCE BY` column.
     Snapshots(String),
+    /// `SNAPSHOT read_files('folder', ...)`: each file one full snapshot.
+    SnapshotFiles(FileSource),
 }
 
 /// A parsed AUTO CDC flow.
@@ -391,6 +393,17 @@ pub(super) fn flow_body<'a>(
     Ok(())
 }
 
+/// After `SNAPSHOT`: a table of snapshots, or `read_files(...)` of a folder of them.
+pub(super) fn snapshot_source(p: &mut P<'_>) -> Result<Source> {
+    if p.peek_upper().as_deref() == Some("READ_FILES") {
+        p.i += 1;
+        let (files, next) = read_files_args(&p.toks, p.i)?;
+        p.i = next;
+        return Ok(Source::SnapshotFiles(files));
+    }
+    Ok(Source::Snapshots(p.table_name("a snapshot table")?))
+}
+
 /// `stream(t)`, `STREAM t`, `stream(read_files(...))`, `read_files(...)` or `t`.
 fn source(p: &mut P<'_>) -> Result<Source> {
     let paren = |p: &P<'_>| p.peek().is_some_and(|t| t.token == Token::LParen);
@@ -403,7 +416,7 @@ fn source(p: &mut P<'_>) -> Result<Source> {
         }
     }
     if !wrapped && p.eat("SNAPSHOT") {
-        return Ok(Source::Snapshots(p.table_name("a snapshot table")?));
+        return snapshot_source(p);
     }
     let src = if p.peek_upper().as_deref() == Some("READ_FILES") {
         p.i += 1;

@@ -113,6 +113,8 @@ impl SqlSession {
         else {
             return Ok(None);
         };
+        // A folder of snapshots takes the files that arrived since first.
+        self.load_new_files(Some(&origin.snapshot_of))?;
         let offset = self.store.append_offset(events, FEED)?.unwrap_or(0) as usize;
         let (schema, batches) = self.store.source_data(&origin.snapshot_of)?;
         let all = arrow::compute::concat_batches(&schema, &batches).map_err(arrow_err)?;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
-use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Source, Stmt, P};
+use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Stmt, P};
 use crate::error::{QueryError, Result};
 use crate::schedule::{Schedule, SCHEDULE_PROPERTY};
 
@@ -451,7 +451,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             // `AUTO CDC FROM SNAPSHOT s INTO t ...` (the source may also follow the target).
             let snapshots = if p.eat("FROM") {
                 p.expect("SNAPSHOT")?;
-                Some(Source::Snapshots(p.table_name("a snapshot table")?))
+                Some(super::parse::snapshot_source(&mut p)?)
             } else {
                 None
             };
