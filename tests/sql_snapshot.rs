@@ -206,3 +206,34 @@ fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
     let (names, _) = common::sql_rows(&mut s, "SELECT * FROM people LIMIT 1");
     assert_eq!(names, ["id", "city", "__START_AT", "__END_AT"]);
 }
+
+#[test]
+fn a_snapshot_flow_run_again_refreshes_and_another_definition_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let flow = "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT people_snapshots INTO people \
+                KEYS (id) SEQUENCE BY snap COLUMNS * EXCEPT (snap) STORED AS SCD TYPE 2";
+    s.execute(
+        "CREATE TABLE people_snapshots (id BIGINT, city STRING, snap BIGINT); \
+         INSERT INTO people_snapshots VALUES (1, 'Oslo', 1)",
+    )
+    .unwrap();
+    s.execute(flow).unwrap();
+    s.execute("INSERT INTO people_snapshots VALUES (1, 'Rome', 2)")
+        .unwrap();
+    s.execute(flow).unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT city FROM people WHERE __END_AT IS NULL"),
+        [cells(&["Rome"])]
+    );
+    let e = s
+        .execute(&flow.replace("SCD TYPE 2", "SCD TYPE 1"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another definition"), "{e}");
+    let e = s
+        .execute(&flow.replace("KEYS (id)", "KEYS (city)"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another definition"), "{e}");
+}

@@ -68,21 +68,8 @@ impl SqlSession {
             }
             Some(Source::SnapshotFiles(mut files)) => {
                 self.files_allowed()?;
-                // Each file one snapshot: the hidden source keeps each row's file, which is the
-                // snapshot's version unless SEQUENCE BY names another.
                 files.snapshot_column = Some(SNAPSHOT_FILE.into());
-                let mut f = f;
-                if f.sequence_by.is_empty() {
-                    f.sequence_by = vec![SNAPSHOT_FILE.into()];
-                }
-                f.columns = Some(match f.columns.take() {
-                    None | Some(Cols::All) => Cols::Except(vec![SNAPSHOT_FILE.into()]),
-                    Some(Cols::Except(mut v)) => {
-                        v.push(SNAPSHOT_FILE.into());
-                        Cols::Except(v)
-                    }
-                    Some(only) => only,
-                });
+                let f = snapshot_files_flow(f);
                 let source = self.create_files_source(&f.name, files)?;
                 self.create_snapshot_flow(f, source.clone())
                     .inspect_err(|_| {
@@ -304,9 +291,26 @@ impl SqlSession {
     pub(super) fn rerun_flow(&mut self, f: FlowAst) -> Result<Output> {
         let source = match &f.source {
             Some(Source::Table(t)) => t.clone(),
-            // Taking new snapshots is its refresh (redefining it is not supported yet).
+            // Taking new snapshots is its refresh; another definition is refused (redefining a
+            // snapshot flow is not supported yet).
             Some(Source::Snapshots(_) | Source::SnapshotFiles(_)) => {
-                return self.refresh(&f.target, false)
+                let (f, snapshots) = match f.source.clone() {
+                    Some(Source::Snapshots(s)) => {
+                        let s = self.known_names()?.spelling(&s);
+                        (f, s)
+                    }
+                    _ => {
+                        let name = files_source(&f.name);
+                        (snapshot_files_flow(f), name)
+                    }
+                };
+                if !self.snapshot_flow_unchanged(&f, &snapshots)? {
+                    return Err(QueryError::Invalid(format!(
+                        "flow `{}` reads snapshots and exists with another definition; asof cannot redefine a snapshot flow yet: drop `{}` and create it again",
+                        f.name, f.target
+                    )));
+                }
+                return self.refresh(&f.target, false);
             }
             Some(Source::Files(files)) => {
                 let name = files_source(&f.name);
@@ -497,6 +501,24 @@ fn generated_fields(
         .filter_map(|g| schema.field_with_name(&g.column).ok())
         .map(|f| std::sync::Arc::new(f.clone()))
         .collect()
+}
+
+/// Snapshot flow `f` over a folder of files: each file one snapshot, its name (the hidden
+/// source's column [`SNAPSHOT_FILE`]) the version unless `SEQUENCE BY` names another; the target
+/// leaves that column out.
+fn snapshot_files_flow(mut f: FlowAst) -> FlowAst {
+    if f.sequence_by.is_empty() {
+        f.sequence_by = vec![SNAPSHOT_FILE.into()];
+    }
+    f.columns = Some(match f.columns.take() {
+        None | Some(Cols::All) => Cols::Except(vec![SNAPSHOT_FILE.into()]),
+        Some(Cols::Except(mut v)) => {
+            v.push(SNAPSHOT_FILE.into());
+            Cols::Except(v)
+        }
+        Some(only) => only,
+    });
+    f
 }
 
 /// The column of a snapshot folder's hidden source that names each row's file.

@@ -47,6 +47,47 @@ impl SnapshotOrigin {
     }
 }
 
+/// The AUTO CDC flow of snapshot flow `f`: from its hidden events table, their deletes applied,
+/// their operation column left out.
+fn events_flow(mut f: FlowAst) -> Result<FlowAst> {
+    let delete = split(&format!("`{OP}` = 'D'"))?.remove(0).tokens;
+    f.delete_when = Some(delete);
+    f.columns = Some(match f.columns.take() {
+        None | Some(Cols::All) => Cols::Except(vec![OP.into()]),
+        Some(Cols::Except(mut v)) => {
+            v.push(OP.into());
+            Cols::Except(v)
+        }
+        Some(only) => only,
+    });
+    Ok(f)
+}
+
+impl SqlSession {
+    /// Whether snapshot flow `f` (over the snapshots of `snapshots`) is defined as the flow of
+    /// its name is: the same snapshots, keys, version and AUTO CDC clauses.
+    pub(super) fn snapshot_flow_unchanged(&mut self, f: &FlowAst, snapshots: &str) -> Result<bool> {
+        let events = events_table(&f.name);
+        let origin = self
+            .store
+            .source_origin(&events)?
+            .0
+            .and_then(|o| SnapshotOrigin::parse(&o));
+        let same_origin = origin.is_some_and(|o| {
+            o.snapshot_of == snapshots
+                && o.keys == f.keys
+                && f.sequence_by.first() == Some(&o.version)
+        });
+        let spec = self.flow_spec(&events_flow(f.clone())?, &events, &[])?;
+        let same_flow = self
+            .store
+            .flows(&f.target)?
+            .iter()
+            .any(|e| e == spec.spec());
+        Ok(same_origin && same_flow)
+    }
+}
+
 fn arrow_err(e: arrow::error::ArrowError) -> QueryError {
     QueryError::Invalid(e.to_string())
 }
@@ -54,11 +95,7 @@ fn arrow_err(e: arrow::error::ArrowError) -> QueryError {
 impl SqlSession {
     /// Creates snapshot flow `f` over `snapshots`: its hidden events table, fed with the
     /// snapshots there are, and the AUTO CDC flow from it into `f.target`.
-    pub(super) fn create_snapshot_flow(
-        &mut self,
-        mut f: FlowAst,
-        snapshots: String,
-    ) -> Result<Output> {
+    pub(super) fn create_snapshot_flow(&mut self, f: FlowAst, snapshots: String) -> Result<Output> {
         let [version] = f.sequence_by.as_slice() else {
             return Err(QueryError::Invalid(format!(
                 "flow `{}` reads snapshots: SEQUENCE BY names the one column that tells them apart (their version)",
@@ -83,19 +120,10 @@ impl SqlSession {
         let events = events_table(&f.name);
         self.store
             .create_source_with_origin(&events, &Schema::new(fields), Some(&origin))?;
-        let made = self.feed_snapshots(&events).and_then(|_| {
-            let delete = split(&format!("`{OP}` = 'D'"))?.remove(0).tokens;
-            f.delete_when = Some(delete);
-            f.columns = Some(match f.columns.take() {
-                None | Some(Cols::All) => Cols::Except(vec![OP.into()]),
-                Some(Cols::Except(mut v)) => {
-                    v.push(OP.into());
-                    Cols::Except(v)
-                }
-                Some(only) => only,
-            });
-            self.create_flow_from(f, events.clone())
-        });
+        let made = self
+            .feed_snapshots(&events)
+            .and_then(|_| events_flow(f))
+            .and_then(|f| self.create_flow_from(f, events.clone()));
         made.inspect_err(|_| {
             let _ = self.store.drop_table(&events);
         })
