@@ -421,3 +421,76 @@ fn a_replace_where_flow_swaps_the_rows_its_condition_selects() {
         [cells(&["c", "3"]), cells(&["kept", "500"])]
     );
 }
+
+#[test]
+fn a_read_files_append_flow_run_again_takes_only_new_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    let write = |name: &str, body: &str| {
+        let path = landing.join(name);
+        std::fs::write(&path, body).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    write("b.csv", "id,v\n1,a\n2,b\n");
+    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
+    let create = format!(
+        "CREATE OR REFRESH STREAMING TABLE t AS SELECT * FROM STREAM read_files('{}', format => 'csv', header => true)",
+        landing.display()
+    );
+    s.execute(&create).unwrap();
+    write("a.csv", "id,v\n3,c\n");
+    s.execute(&create).unwrap();
+    s.execute(&create).unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, v FROM t"),
+        [cells(&["1", "a"]), cells(&["2", "b"]), cells(&["3", "c"])]
+    );
+    // Another folder under the same flow is refused.
+    let other = create.replace("landing", "elsewhere");
+    let e = s.execute(&other).unwrap_err().to_string();
+    assert!(e.contains("another folder"), "{e}");
+}
+
+#[test]
+fn an_append_flow_redefined_onto_a_missing_source_is_refused_and_its_source_cannot_be_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(SETUP).unwrap();
+    let e = s
+        .execute("CREATE FLOW eu AS INSERT INTO all_orders BY NAME SELECT * FROM STREAM(nosuch)")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nosuch"), "{e}");
+    s.execute("REFRESH STREAMING TABLE all_orders").unwrap();
+    let e = s.execute("DROP TABLE orders_eu").unwrap_err().to_string();
+    assert!(e.contains("append flow"), "{e}");
+}
+
+#[test]
+fn a_replace_flow_refuses_rows_without_a_sequence_and_quoted_columns_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE deliveries (`the day` BIGINT, amount BIGINT, loaded BIGINT);
+         INSERT INTO deliveries VALUES (1, 10, 100);
+         CREATE OR REFRESH STREAMING TABLE daily;
+         CREATE FLOW load AS INSERT INTO daily BY NAME REPLACE USING (`the day`) SEQUENCE BY LOADED
+           SELECT * FROM STREAM(deliveries)",
+    )
+    .unwrap();
+    s.execute("INSERT INTO deliveries VALUES (1, 11, NULL)")
+        .unwrap();
+    let e = s
+        .execute("REFRESH STREAMING TABLE daily")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no sequence"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT amount FROM daily"), [cells(&["10"])]);
+}

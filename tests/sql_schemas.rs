@@ -234,3 +234,24 @@ fn a_receipt_taken_in_a_schema_verifies_from_any_session() {
     // The session's own schema is as it was.
     assert_eq!(sorted_sql_rows(&mut s, "SELECT x FROM t"), [cells(&["9"])]);
 }
+
+#[test]
+fn a_receipt_taken_in_the_default_schema_verifies_after_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(
+        "CREATE SCHEMA sales; CREATE TABLE sales.t (x INT); INSERT INTO sales.t VALUES (1);
+         CREATE TABLE t (x INT); INSERT INTO t VALUES (9); CREATE VIEW b AS SELECT x FROM t;
+         CREATE VIEW a AS SELECT x FROM b",
+    )
+    .unwrap();
+    let (_, taken) = common::sql_rows(&mut s, "RECEIPT FOR SELECT sum(x) FROM t");
+    let token = taken[0][0].clone().unwrap();
+    s.execute("USE sales").unwrap();
+    let (_, checked) = common::sql_rows(&mut s, &format!("VERIFY RECEIPT '{token}'"));
+    assert_eq!(checked[0][0], Some("true".into()), "{checked:?}");
+    // A view of a view, on a session's first statement.
+    drop(s);
+    let mut s = open(dir.path());
+    assert_eq!(sorted_sql_rows(&mut s, "SELECT x FROM a"), [cells(&["9"])]);
+}

@@ -47,10 +47,10 @@ pub use progress::Progress;
 pub use source::{AppendFlow, PositionedRows, SourceWrite, StreamRead};
 pub use source_dml::SourceDmlOperation;
 pub use store::{
-    append_offset_parameter, ChangeType, Checkpoints, CommitInfo, Dml, DmlOperation, Edit,
-    EraseReport, EventKind, KeySpan, LoggedEvent, OnClose, OpenMode, Origin, Problem,
-    RetentionCheck, RowView, ScanCursor, ScanSpec, SourceRow, Store, StoreOptions, TableCheck,
-    TableOptions, TableReader, TimeFilter, VacuumReport, Values, VerifyReport,
+    append_offset_parameter, source_version_parameter, ChangeType, Checkpoints, CommitInfo, Dml,
+    DmlOperation, Edit, EraseReport, EventKind, KeySpan, LoggedEvent, OnClose, OpenMode, Origin,
+    Problem, RetentionCheck, RowView, ScanCursor, ScanSpec, SourceRow, Store, StoreOptions,
+    TableCheck, TableOptions, TableReader, TimeFilter, VacuumReport, Values, VerifyReport,
     DEFAULT_HOT_EVENTS_PER_KEY, ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH,
     MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
     TOMBSTONE_GC_PROPERTY,

@@ -6,7 +6,9 @@
 
 use std::sync::Arc;
 
-use asof_storage::{append_offset_parameter, AppendFlow, ChangeCommits, StreamRead};
+use asof_storage::{
+    append_offset_parameter, source_version_parameter, AppendFlow, ChangeCommits, StreamRead,
+};
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -238,7 +240,18 @@ impl SqlSession {
             }
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
-                let source = self.create_files_source(&a.name, files)?;
+                // Run again: the flow's hidden source as it is (the same folder and options).
+                let exists = self.store.sources()?.contains(&a.target)
+                    && self
+                        .store
+                        .append_flows(&a.target)?
+                        .iter()
+                        .any(|f| f.name == a.name);
+                let source = if exists {
+                    self.same_files(&a.name, &a.target, files)?
+                } else {
+                    self.create_files_source(&a.name, files)?
+                };
                 (source, StreamRead::Rows)
             }
             StreamFrom::ChangeFeed {
@@ -353,6 +366,23 @@ impl SqlSession {
             return Err(QueryError::Invalid(format!(
                 "`{target}` has no flows to refresh: REFRESH ... FULL recomputes a table from its flows"
             )));
+        }
+        self.refuse_if_snapshots(target, "REFRESH ... FULL")?;
+        // A replace flow's runs replaced rows one delivery at a time; run once over all of its
+        // source, only one that keeps the newest delivery per key (SEQUENCE BY) gives the same.
+        for f in &flows {
+            match super::replace::split_replace(&f.query)?.0 {
+                Some(super::replace::Replace::Using {
+                    sequence: Some(_), ..
+                })
+                | None => {}
+                Some(_) => {
+                    return Err(QueryError::Invalid(format!(
+                        "`{target}` is filled by replace flow `{}` without SEQUENCE BY: a full refresh cannot tell which of its deliveries stay; nothing was changed",
+                        f.name
+                    )))
+                }
+            }
         }
         let mut batches = Vec::new();
         let mut offsets = Vec::new();
@@ -548,6 +578,7 @@ impl SqlSession {
         let (mut w, batches) = match replace {
             None => (self.store.begin_append(target)?, batches),
             Some(r) => {
+                self.refuse_if_snapshots(target, "replace flows")?;
                 let (removed, kept) = self.replaced(target, &r, &batches, &schema)?;
                 let w = self.store.begin_source_dml(
                     target,
@@ -627,11 +658,4 @@ struct Run {
     first_read: Option<(String, String)>,
     /// The version of the source table read, if the flow reads one's rows.
     source_version: Option<u64>,
-}
-
-/// The parameter of an append table's commit that records the version of append flow `flow`'s
-/// source that the flow last read whole or first read (what DML statements before it cannot
-/// have changed for the flow).
-fn source_version_parameter(flow: &str) -> String {
-    format!("source_version.{flow}")
 }

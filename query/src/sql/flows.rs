@@ -295,14 +295,15 @@ impl SqlSession {
             // snapshot flow is not supported yet).
             Some(Source::Snapshots(_) | Source::SnapshotFiles(_)) => {
                 let (f, snapshots) = match f.source.clone() {
+                    Some(Source::SnapshotFiles(files)) => {
+                        let name = self.same_files(&f.name, &f.target, files)?;
+                        (snapshot_files_flow(f), name)
+                    }
                     Some(Source::Snapshots(s)) => {
                         let s = self.known_names()?.spelling(&s);
                         (f, s)
                     }
-                    _ => {
-                        let name = files_source(&f.name);
-                        (snapshot_files_flow(f), name)
-                    }
+                    _ => return Err(QueryError::Invalid("a flow needs a source".into())),
                 };
                 if !self.snapshot_flow_unchanged(&f, &snapshots)? {
                     return Err(QueryError::Invalid(format!(
@@ -312,33 +313,10 @@ impl SqlSession {
                 }
                 return self.refresh(&f.target, false);
             }
-            Some(Source::Files(files)) => {
-                let name = files_source(&f.name);
-                let files = files.canonical().unwrap_or_else(|_| files.clone());
-                let now = serde_json::to_string(&files).ok();
-                if self.store.source_origin(&name)?.0 != now {
-                    return Err(QueryError::Invalid(format!(
-                        "flow `{}` reads files from another folder or with other options than it was created with; asof cannot change that yet: drop `{}` and create it again (its history goes with it)",
-                        f.name, f.target
-                    )));
-                }
-                name
-            }
+            Some(Source::Files(files)) => self.same_files(&f.name, &f.target, files.clone())?,
             None => return Err(QueryError::Invalid("a flow needs a source".into())),
         };
-        let generated = match self.store.table_generated(&f.target) {
-            Ok(g) => g,
-            Err(asof_storage::Error::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
-        let fields = if generated.is_empty() {
-            Vec::new()
-        } else {
-            generated_fields(
-                &crate::arrow_conv::table_arrow_schema(&self.store.schema(&f.target)?),
-                &generated,
-            )
-        };
+        let fields = self.generated_fields_of(&f.target)?;
         let spec = self.flow_spec(&f, &source, &fields)?;
         if self
             .store
@@ -363,13 +341,57 @@ impl SqlSession {
     }
 
     /// Whether a flow of that name exists.
+    /// The fields of target `table`'s generated columns (none for a table not there).
+    pub(super) fn generated_fields_of(
+        &self,
+        table: &str,
+    ) -> Result<Vec<arrow::datatypes::FieldRef>> {
+        let generated = match self.store.table_generated(table) {
+            Ok(g) => g,
+            Err(asof_storage::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        if generated.is_empty() {
+            return Ok(Vec::new());
+        }
+        let schema = crate::arrow_conv::table_arrow_schema(&self.store.schema(table)?);
+        Ok(generated_fields(&schema, &generated))
+    }
+
     pub(super) fn flow_exists(&self, flow: &str) -> Result<bool> {
         for t in self.store.tables()? {
             if self.store.flows(&t)?.iter().any(|f| f.name == flow) {
                 return Ok(true);
             }
         }
+        for s in self.store.sources()? {
+            if self.store.append_flows(&s)?.iter().any(|f| f.name == flow) {
+                return Ok(true);
+            }
+        }
         Ok(false)
+    }
+
+    /// The hidden source of `read_files` flow `flow` (into `target`), run again with `files`:
+    /// refused when the folder or the options are not those it was created with.
+    pub(super) fn same_files(&self, flow: &str, target: &str, files: FileSource) -> Result<String> {
+        let name = files_source(flow);
+        let files = files.canonical().unwrap_or(files);
+        let stored = self.store.source_origin(&name)?.0;
+        let mut now = serde_json::to_value(&files).ok();
+        // A snapshot folder's source also names its snapshot column: compare without it.
+        let mut then = stored.and_then(|o| serde_json::from_str::<serde_json::Value>(&o).ok());
+        for v in [&mut now, &mut then].into_iter().flatten() {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("snapshot_column");
+            }
+        }
+        if now != then {
+            return Err(QueryError::Invalid(format!(
+                "flow `{flow}` reads files from another folder or with other options than it was created with; asof cannot change that yet: drop `{target}` and create it again (its history goes with it)"
+            )));
+        }
+        Ok(name)
     }
 
     /// Loads the files that appeared since the last load into the flow's hidden source table, one

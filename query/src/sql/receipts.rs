@@ -99,13 +99,14 @@ impl SqlSession {
         let receipt = Receipt::parse(token)?;
         // The query's names are read where they were when the receipt was taken.
         let current = self.ns.clone();
-        if let Some((catalog, schema)) = receipt.namespace.as_ref().and_then(|n| n.split_once('.'))
-        {
-            self.use_namespace(super::namespace::Namespace {
+        let taken_in = match receipt.namespace.as_ref().and_then(|n| n.split_once('.')) {
+            Some((catalog, schema)) => super::namespace::Namespace {
                 catalog: catalog.to_string(),
                 schema: schema.to_string(),
-            })?;
-        }
+            },
+            None => super::namespace::Namespace::default(),
+        };
+        self.use_namespace(taken_in)?;
         let ran = one_query(self, &receipt.sql).and_then(|stmt| {
             let pins = Pins {
                 targets: receipt.tables.clone(),
@@ -113,8 +114,9 @@ impl SqlSession {
             };
             self.run_pinned(&pins, &stmt)
         });
-        self.clear_scratch()?;
+        let cleared = self.clear_scratch();
         self.use_namespace(current)?;
+        cleared?;
         let (schema, batches) = ran?;
         let (rows, hash) = result_hash(&schema, &batches)?;
         let mut erased_since = Vec::new();

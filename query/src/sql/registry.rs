@@ -36,19 +36,33 @@ impl SqlSession {
             )?;
             self.register_named(&name, Arc::new(t))?;
         }
-        for (name, sql) in self.store.views()? {
-            self.deregister_named(&name)?;
-            // A view's names are read in its own schema, whatever the session uses now.
-            let (catalog, schema) = split_schema(schema_of(&name));
-            let current = self.ns.clone();
-            self.use_namespace(Namespace { catalog, schema })?;
-            let planned = self.plan_view(&sql);
-            self.use_namespace(current)?;
-            // A view that no longer plans (a table it reads was dropped) is left out, so that it
-            // does not stop every other statement; a query of it says it is not found.
-            if let Ok(plan) = planned {
-                self.register_named(&name, plan.into_view())?;
+        // Views that read other views plan once those are registered: plan what can be planned,
+        // again, until nothing more plans.
+        let mut left = self.store.views()?;
+        for (name, _) in &left {
+            self.deregister_named(name)?;
+        }
+        while !left.is_empty() {
+            let before = left.len();
+            let mut failed = Vec::new();
+            for (name, sql) in left {
+                // A view's names are read in its own schema, whatever the session uses now.
+                let (catalog, schema) = split_schema(schema_of(&name));
+                let current = self.ns.clone();
+                self.use_namespace(Namespace { catalog, schema })?;
+                let planned = self.plan_view(&sql);
+                self.use_namespace(current)?;
+                match planned {
+                    Ok(plan) => self.register_named(&name, plan.into_view())?,
+                    Err(_) => failed.push((name, sql)),
+                }
             }
+            // A view that does not plan (a table it reads was dropped) is left out, so that it
+            // does not stop every other statement; a query of it says it is not found.
+            if failed.len() == before {
+                break;
+            }
+            left = failed;
         }
         Ok(())
     }

@@ -179,7 +179,16 @@ impl SqlSession {
                 Ok((positions(removed), new.to_vec()))
             }
             Replace::Using { columns, sequence } => {
-                // The columns as the user wrote them (names match in any case).
+                // The columns as the table spells them (names match in any case), quoted.
+                let known = super::names::Names::of(
+                    &new_schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name().clone())
+                        .collect::<Vec<_>>(),
+                );
+                let column = |c: &str| quote_ident(&known.spelling(c));
+                let columns: Vec<String> = columns.iter().map(|c| column(c)).collect();
                 let on = |a: &str, b: &str| {
                     columns
                         .iter()
@@ -188,13 +197,25 @@ impl SqlSession {
                         .join(" AND ")
                 };
                 let keys = columns.join(", ");
-                let Some(seq) = sequence else {
+                let Some(seq) = sequence.as_deref().map(column) else {
                     let removed = self.rows_of(&format!(
                         "SELECT o.{POSITION} FROM {old} o JOIN (SELECT DISTINCT {keys} FROM {fresh}) n ON {}",
                         on("o", "n")
                     ))?;
                     return Ok((positions(removed), new.to_vec()));
                 };
+                // A row without a sequence cannot be ordered against the others.
+                let unordered =
+                    self.rows_of(&format!("SELECT count(*) FROM {fresh} WHERE {seq} IS NULL"))?;
+                let n = unordered
+                    .column(0)
+                    .as_primitive::<arrow::datatypes::Int64Type>()
+                    .value(0);
+                if n > 0 {
+                    return Err(QueryError::Invalid(format!(
+                        "REPLACE USING ... SEQUENCE BY {seq}: {n} new row(s) have no sequence (NULL); nothing was written"
+                    )));
+                }
                 // Per key, the newest sequence of each side: the new rows of the newest sequence
                 // win when it is at least the table's (several deliveries of a key in one run
                 // are taken in sequence order: the last one stays).

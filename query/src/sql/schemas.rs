@@ -88,11 +88,26 @@ impl SqlSession {
                         inside.join(", ")
                     )));
                 }
-                // Tables that feed others go last.
-                inside.sort_by_key(|t| self.store.sources().is_ok_and(|s| s.contains(t)));
-                for t in &inside {
-                    self.store.drop_table(t)?;
-                    self.deregister_named(t)?;
+                // Tables that feed others go after those they feed: drop what can be dropped,
+                // again, until everything is gone or nothing more can go.
+                let mut left: Vec<String> = inside.clone();
+                while !left.is_empty() {
+                    let before = left.len();
+                    let mut failed = Vec::new();
+                    let mut last = None;
+                    for t in left {
+                        match self.store.drop_table(&t) {
+                            Ok(()) => self.deregister_named(&t)?,
+                            Err(e) => {
+                                last = Some(e);
+                                failed.push(t);
+                            }
+                        }
+                    }
+                    if let (Some(e), true) = (last, failed.len() == before) {
+                        return Err(e.into());
+                    }
+                    left = failed;
                 }
                 self.store.drop_schema(&stored)?;
                 let (catalog, schema) = split_schema(&stored);

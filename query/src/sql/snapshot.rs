@@ -64,6 +64,23 @@ fn events_flow(mut f: FlowAst) -> Result<FlowAst> {
 }
 
 impl SqlSession {
+    /// Refuses `what` (statements that remove rows) on `table` if it holds a snapshot flow's
+    /// snapshots: they are its appends, in order, and a removed row would change what they were.
+    pub(super) fn refuse_if_snapshots(&self, table: &str, what: &str) -> Result<()> {
+        for s in self.store.sources()? {
+            let origin = self.store.source_origin(&s)?.0;
+            if origin
+                .and_then(|o| SnapshotOrigin::parse(&o))
+                .is_some_and(|o| o.snapshot_of == table)
+            {
+                return Err(QueryError::Invalid(format!(
+                    "`{table}` holds the snapshots of a snapshot flow: {what} on it are not supported (its snapshots are its appends); nothing was changed"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether snapshot flow `f` (over the snapshots of `snapshots`) is defined as the flow of
     /// its name is: the same snapshots, keys, version and AUTO CDC clauses.
     pub(super) fn snapshot_flow_unchanged(&mut self, f: &FlowAst, snapshots: &str) -> Result<bool> {
@@ -78,7 +95,8 @@ impl SqlSession {
                 && o.keys == f.keys
                 && f.sequence_by.first() == Some(&o.version)
         });
-        let spec = self.flow_spec(&events_flow(f.clone())?, &events, &[])?;
+        let fields = self.generated_fields_of(&f.target)?;
+        let spec = self.flow_spec(&events_flow(f.clone())?, &events, &fields)?;
         let same_flow = self
             .store
             .flows(&f.target)?

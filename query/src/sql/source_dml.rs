@@ -125,19 +125,7 @@ impl SqlSession {
         if parsed.len() != 1 {
             return Err(QueryError::Invalid("expected one statement".into()));
         }
-        // A snapshot flow's snapshots are its source's appends, in order: a statement that
-        // changed them would change what the snapshots were.
-        for s in self.store.sources()? {
-            let origin = self.store.source_origin(&s)?.0;
-            if origin
-                .and_then(|o| super::snapshot::SnapshotOrigin::parse(&o))
-                .is_some_and(|o| o.snapshot_of == name)
-            {
-                return Err(QueryError::Invalid(format!(
-                    "`{name}` holds the snapshots of a snapshot flow: DELETE, UPDATE and MERGE on it are not supported (its snapshots are its appends); nothing was changed"
-                )));
-            }
-        }
+        self.refuse_if_snapshots(name, "DELETE, UPDATE and MERGE")?;
         let generated = self.store.source_generated(name)?;
         let columns: Vec<String> = self
             .store

@@ -18,6 +18,13 @@ pub fn append_offset_parameter(flow: &str) -> String {
     format!("append_offset.{flow}")
 }
 
+/// The parameter of an append table's commit that records the version of append flow `flow`'s
+/// source that the flow last read whole or first read (statements on the source before it
+/// removed nothing the flow had read).
+pub fn source_version_parameter(flow: &str) -> String {
+    format!("{}.{flow}", super::refresh::SOURCE_VERSION)
+}
+
 /// The operation of the source commit that created an append flow.
 const CREATE_APPEND_FLOW: &str = "CREATE FLOW";
 
@@ -41,19 +48,7 @@ impl Store {
                 name: flow.name,
             });
         }
-        let found = match flow.reads {
-            StreamRead::Rows => inner.sources.contains_key(&flow.source),
-            StreamRead::ChangeFeed { .. } => inner.tables.contains_key(&flow.source),
-        };
-        if !found {
-            return Err(Error::NotFound {
-                kind: match flow.reads {
-                    StreamRead::Rows => "source table",
-                    StreamRead::ChangeFeed { .. } => "streaming table (for its change feed)",
-                },
-                name: flow.source,
-            });
-        }
+        source_exists(inner, &flow)?;
         let mut flows = inner
             .sources
             .get(target)
@@ -79,6 +74,7 @@ impl Store {
             name: target.to_string(),
         })?;
         let mut flows = src.append_flows.clone();
+        source_exists(inner, &flow)?;
         let Some(old) = flows.iter_mut().find(|f| f.name == flow.name) else {
             return Err(Error::NotFound {
                 kind: "flow",
@@ -97,6 +93,18 @@ impl Store {
                 StreamRead::Rows => 0,
             };
             parameters.insert(append_offset_parameter(&flow.name), start.to_string());
+            // A new source is read from its start: statements on it before now removed nothing
+            // the flow read.
+            if let Some(last) = inner
+                .sources
+                .get(&flow.source)
+                .and_then(|s| s.history.last())
+            {
+                parameters.insert(
+                    source_version_parameter(&flow.name),
+                    last.version.to_string(),
+                );
+            }
         }
         *old = flow;
         write_flows(inner, target, flows, parameters)
@@ -122,6 +130,25 @@ impl Store {
             .rev()
             .find_map(|c| c.parameters.get(&param).and_then(|v| v.parse().ok())))
     }
+}
+
+/// Refuses `flow` if what it reads is not there: a source table, or a target for its change
+/// feed.
+fn source_exists(inner: &super::Inner, flow: &AppendFlow) -> Result<()> {
+    let found = match flow.reads {
+        StreamRead::Rows => inner.sources.contains_key(&flow.source),
+        StreamRead::ChangeFeed { .. } => inner.tables.contains_key(&flow.source),
+    };
+    if found {
+        return Ok(());
+    }
+    Err(Error::NotFound {
+        kind: match flow.reads {
+            StreamRead::Rows => "source table",
+            StreamRead::ChangeFeed { .. } => "streaming table (for its change feed)",
+        },
+        name: flow.source.clone(),
+    })
 }
 
 /// Writes `flows` as the append flows of source `target`, with a commit `CREATE FLOW` of

@@ -234,6 +234,19 @@ impl Store {
                     t.name
                 )));
             }
+            // An append flow's checkpoint counts this table's rows: a new table of its name would
+            // be read from the wrong place.
+            if let Some(t) = inner.sources.values().find(|t| {
+                t.name != name
+                    && t.append_flows
+                        .iter()
+                        .any(|f| f.source == name && f.reads == crate::StreamRead::Rows)
+            }) {
+                return Err(Error::InvalidQuery(format!(
+                    "source table `{name}` feeds `{}` through an append flow; drop that first",
+                    t.name
+                )));
+            }
             for tag in [
                 keys::SOURCE,
                 keys::APPEND,

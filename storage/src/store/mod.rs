@@ -54,7 +54,7 @@ use crate::progress::Progress;
 use crate::source::SourceTable;
 
 use crate::format::keys::FORMAT_KEY;
-pub use append_flows::append_offset_parameter;
+pub use append_flows::{append_offset_parameter, source_version_parameter};
 pub use catalog::TableOptions;
 pub use commit::CommitInfo;
 pub use dml::{Dml, DmlOperation, Edit};
