@@ -494,3 +494,39 @@ fn a_replace_flow_refuses_rows_without_a_sequence_and_quoted_columns_work() {
     assert!(e.contains("no sequence"), "{e}");
     assert_eq!(rows(&mut s, "SELECT amount FROM daily"), [cells(&["10"])]);
 }
+
+#[test]
+fn two_runs_of_one_flow_from_the_same_checkpoint_commit_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE src (id BIGINT); INSERT INTO src VALUES (1);
+         CREATE OR REFRESH STREAMING TABLE copy AS SELECT id FROM STREAM(src);
+         INSERT INTO src VALUES (2)",
+    )
+    .unwrap();
+    // Two runs read from the same checkpoint; the first to commit wins.
+    let store = s.store().clone();
+    let checkpoint = store.append_offset("copy", "copy").unwrap();
+    let (_, new_rows) = store
+        .source_rows_after("src", "copy", 1, asof::ChangeCommits::Read, 0)
+        .map(|(a, b, _)| (a, b))
+        .unwrap();
+    let write = |store: &Store| {
+        let mut w = store.begin_append("copy").unwrap();
+        for b in &new_rows {
+            w.push(b).unwrap();
+        }
+        w.follows_checkpoint("copy", checkpoint);
+        w.set_parameter(asof::append_offset_parameter("copy"), "2");
+        w
+    };
+    let (first, second) = (write(&store), write(&store));
+    store.commit_write(first, None).unwrap();
+    let e = store.commit_write(second, None).unwrap_err();
+    assert!(matches!(e, asof::Error::FlowRanMeanwhile { .. }), "{e}");
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM copy"),
+        [cells(&["1"]), cells(&["2"])]
+    );
+}

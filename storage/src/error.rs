@@ -87,6 +87,15 @@ pub enum Error {
         /// Its source.
         source_table: String,
     },
+    /// A flow's run was based on a checkpoint (or a table) that another run changed meanwhile;
+    /// nothing was written (refresh again).
+    #[error("flow `{flow}` of `{table}` ran elsewhere while this run did; nothing was written (refresh again)")]
+    FlowRanMeanwhile {
+        /// The flow.
+        flow: String,
+        /// The table it writes.
+        table: String,
+    },
     /// A commit version that the table does not have.
     #[error("table `{table}` has no version {version} (its latest is {latest})")]
     NoSuchVersion {

@@ -407,6 +407,8 @@ pub struct SourceWrite {
     pub(crate) change: Option<crate::source_dml::SourceChange>,
     /// The source a flow computed these rows from, the flow, and the source's version then.
     pub(crate) read: Option<(String, String, u64)>,
+    /// Flows whose checkpoints the rows follow on, with those checkpoints (`None`: never ran).
+    pub(crate) checkpoints: Vec<(String, Option<u64>)>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -432,6 +434,7 @@ impl SourceWrite {
             evaluator,
             change: None,
             read: None,
+            checkpoints: Vec::new(),
         }
     }
 
@@ -453,6 +456,12 @@ impl SourceWrite {
     /// `version`: the commit is refused if a statement removed rows of the source since.
     pub fn read_from(&mut self, source: &str, flow: &str, version: u64) {
         self.read = Some((source.to_string(), flow.to_string(), version));
+    }
+
+    /// Says that these rows follow on append flow `flow`'s checkpoint `checkpoint` (`None`: the
+    /// flow never ran): the commit is refused if another run of the flow committed meanwhile.
+    pub fn follows_checkpoint(&mut self, flow: &str, checkpoint: Option<u64>) {
+        self.checkpoints.push((flow.to_string(), checkpoint));
     }
 
     /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).

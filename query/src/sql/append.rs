@@ -387,6 +387,10 @@ impl SqlSession {
         let mut batches = Vec::new();
         let mut offsets = Vec::new();
         let mut lines = Vec::new();
+        let mut started = Vec::new();
+        for f in &flows {
+            started.push((f.name.clone(), self.store.append_offset(target, &f.name)?));
+        }
         for f in &flows {
             if f.reads == StreamRead::Rows {
                 let latest = self
@@ -424,6 +428,10 @@ impl SqlSession {
         }
         for (k, v) in offsets {
             w.set_parameter(k, v.to_string());
+        }
+        // A run of a flow that committed meanwhile would be lost under the refresh.
+        for (flow, checkpoint) in started {
+            w.follows_checkpoint(&flow, checkpoint);
         }
         let written = w.rows();
         self.store.commit_write(w, None)?;
@@ -501,6 +509,7 @@ impl SqlSession {
             );
             let stream = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
             let run = Run {
+                checkpoint: offset,
                 offset: latest + 1,
                 read,
                 first_read: None,
@@ -549,6 +558,7 @@ impl SqlSession {
         let read = format!("{n} new source rows");
         let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
         let run = Run {
+            checkpoint: offset,
             offset: total,
             read,
             first_read: offset.is_none().then(|| (read_whole, since.to_string())),
@@ -568,6 +578,7 @@ impl SqlSession {
         run: Run,
     ) -> Result<String> {
         let Run {
+            checkpoint,
             offset,
             read,
             first_read,
@@ -592,6 +603,8 @@ impl SqlSession {
         for b in &batches {
             w.push(b)?;
         }
+        // Another run of the flow committed meanwhile: these rows would be appended twice.
+        w.follows_checkpoint(&f.name, checkpoint);
         w.set_parameter(append_offset_parameter(&f.name), offset.to_string());
         w.set_parameter("flow", f.name.clone());
         if let Some((k, v)) = first_read {
@@ -650,6 +663,8 @@ impl SqlSession {
 
 /// What one run of an append flow read.
 struct Run {
+    /// The flow's checkpoint it started from (`None`: its first run).
+    checkpoint: Option<u64>,
     /// The flow's checkpoint after it.
     offset: u64,
     /// What it read, in words.

@@ -136,6 +136,34 @@ impl Store {
                 w.table.id
             }
         };
+        if let Some(src) = inner.sources.get(&w.table.name) {
+            for (flow, expected) in &w.checkpoints {
+                let key = super::append_flows::append_offset_parameter(flow);
+                let now = src
+                    .history
+                    .iter()
+                    .rev()
+                    .find_map(|c| c.parameters.get(&key).and_then(|v| v.parse::<u64>().ok()));
+                if now != *expected {
+                    return Err(Error::FlowRanMeanwhile {
+                        flow: flow.clone(),
+                        table: w.table.name.clone(),
+                    });
+                }
+            }
+            // A full refresh removes every row there was when it began: rows written since
+            // would stay.
+            let full = w
+                .change
+                .as_ref()
+                .is_some_and(|c| c.operation == SourceDmlOperation::FullRefresh);
+            if full && src.rows != w.table.rows {
+                return Err(Error::FlowRanMeanwhile {
+                    flow: "every flow".into(),
+                    table: w.table.name.clone(),
+                });
+            }
+        }
         if let Some((source, flow, version)) = &w.read {
             let removed_since = inner.sources.get(source).is_some_and(|s| {
                 s.history.iter().any(|c| {
