@@ -113,7 +113,17 @@ fn script_v6() -> String {
            CREATE TABLE ops.numbered (n BIGINT GENERATED ALWAYS AS IDENTITY, word STRING);
            INSERT INTO ops.numbered (word) VALUES ('one'), ('two'), ('three');
            DELETE FROM ops.numbered WHERE word = 'two';
-           UPDATE ops.ev SET seq = 2, addr = named_struct('city', 'Trondheim', 'zip', 7000) WHERE id = 2;"
+           UPDATE ops.ev SET seq = 2, addr = named_struct('city', 'Trondheim', 'zip', 7000) WHERE id = 2;
+           CREATE TABLE ops.deliveries (day BIGINT, amount BIGINT, loaded BIGINT);
+           INSERT INTO ops.deliveries VALUES (1, 10, 100), (2, 20, 100);
+           CREATE OR REFRESH STREAMING TABLE ops.daily;
+           CREATE FLOW ops_load AS INSERT INTO ops.daily BY NAME REPLACE USING (day) SEQUENCE BY loaded
+             SELECT day, amount, loaded FROM STREAM(ops.deliveries);
+           INSERT INTO ops.deliveries VALUES (1, 11, 200);
+           REFRESH STREAMING TABLE ops.daily;
+           CREATE FLOW ops_load AS INSERT INTO ops.daily BY NAME REPLACE USING (day) SEQUENCE BY loaded
+             SELECT day, amount * 10 AS amount, loaded FROM STREAM(ops.deliveries);
+           REFRESH STREAMING TABLE ops.daily FULL;"
 }
 
 #[test]
@@ -469,5 +479,22 @@ fn the_version_6_fixture_reads_its_schemas_nested_and_generated_columns_and_sour
             "SELECT id, city FROM ops.places WHERE __END_AT IS NULL"
         ),
         [[cell("1"), cell("OSLO")], [cell("2"), cell("TRONDHEIM")]]
+    );
+    // A replace flow, redefined, then a full refresh: its commits read back, and it goes on.
+    assert_eq!(
+        rows(&mut s, "SELECT day, amount FROM ops.daily"),
+        [[cell("1"), cell("110")], [cell("2"), cell("200")]]
+    );
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY ops.daily");
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    let ops: Vec<&str> = history.iter().filter_map(|r| r[op].as_deref()).collect();
+    for want in ["REPLACE", "FULL REFRESH", "CREATE FLOW"] {
+        assert!(ops.contains(&want), "{ops:?}");
+    }
+    s.execute("INSERT INTO ops.deliveries VALUES (2, 21, 300); REFRESH STREAMING TABLE ops.daily")
+        .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT day, amount FROM ops.daily"),
+        [[cell("1"), cell("110")], [cell("2"), cell("210")]]
     );
 }
