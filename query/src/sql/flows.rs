@@ -6,6 +6,7 @@ use arrow::datatypes::SchemaRef;
 use asof_storage::{ColumnSelection, Condition, FlowSpec, StoredAs};
 use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
+use super::hidden::files_source;
 use super::parse::{self, expr_sql, Cols, FlowAst, Source};
 use super::{names, Declared, Output, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
@@ -497,20 +498,6 @@ fn check_declared(table: &str, declared: &SchemaRef, actual: &SchemaRef) -> Resu
         }
     }
     Ok(())
-}
-
-/// The name of the hidden source table that holds the files a `read_files` flow loaded.
-pub(super) fn files_source(flow: &str) -> String {
-    hidden_table("__asof_files_", flow)
-}
-
-/// The name of a hidden table of `flow`: `prefix` and the flow's name, in the flow's schema (so
-/// that the schema's tables include it: `sales.t` has `sales.__asof_files_t`).
-pub(super) fn hidden_table(prefix: &str, flow: &str) -> String {
-    match flow.rsplit_once('.') {
-        Some((schema, name)) => format!("{schema}.{prefix}{name}"),
-        None => format!("{prefix}{flow}"),
-    }
 }
 
 /// The fields of the `generated` columns among `schema`'s.

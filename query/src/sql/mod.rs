@@ -15,6 +15,7 @@ mod erase;
 mod flows;
 mod generated;
 mod guard;
+mod hidden;
 mod map_type;
 mod names;
 mod namespace;

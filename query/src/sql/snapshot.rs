@@ -28,7 +28,7 @@ const FEED: &str = "snapshots";
 
 /// The hidden events table of snapshot flow `flow`.
 fn events_table(flow: &str) -> String {
-    super::flows::hidden_table("__asof_snapshots_", flow)
+    super::hidden::snapshot_events(flow)
 }
 
 /// What the hidden events table remembers (its origin): the snapshot table, its keys and its
