@@ -530,3 +530,61 @@ fn two_runs_of_one_flow_from_the_same_checkpoint_commit_once() {
         [cells(&["1"]), cells(&["2"])]
     );
 }
+
+#[test]
+fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    let write = |name: &str, body: &str| {
+        let path = landing.join(name);
+        std::fs::write(&path, body).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    write("1.csv", "id,v,seq\n1,a,1\n");
+    let db = dir.path().join("db");
+    let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();
+    let files = format!(
+        "read_files('{}', format => 'csv', header => true, schemaEvolutionMode => 'addNewColumns')",
+        landing.display()
+    );
+    let bronze =
+        format!("CREATE OR REFRESH STREAMING TABLE bronze AS SELECT * FROM STREAM {files}");
+    s.execute(&bronze).unwrap();
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE latest FLOW AUTO CDC FROM stream({files}) KEYS (id) \
+         SEQUENCE BY seq STORED AS SCD TYPE 1"
+    ))
+    .unwrap();
+    write("2.csv", "id,v,seq,region\n2,b,1,eu\n1,c,2,us\n");
+    s.execute(&bronze).unwrap();
+    s.execute("REFRESH STREAMING TABLE latest").unwrap();
+    let want = [
+        vec![Some("1".into()), Some("a".into()), None],
+        cells(&["1", "c", "us"]),
+        cells(&["2", "b", "eu"]),
+    ];
+    assert_eq!(rows(&mut s, "SELECT id, v, region FROM bronze"), want);
+    // The AUTO CDC target keeps its columns and goes on.
+    assert_eq!(
+        rows(&mut s, "SELECT id, v FROM latest"),
+        [cells(&["1", "c"]), cells(&["2", "b"])]
+    );
+    drop(s);
+    let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();
+    assert_eq!(rows(&mut s, "SELECT id, v, region FROM bronze"), want);
+    let (names, history) = common::sql_rows(&mut s, "DESCRIBE HISTORY bronze");
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|r| r[op].as_deref() == Some("ADD COLUMNS")),
+        "{history:?}"
+    );
+}

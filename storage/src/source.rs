@@ -179,6 +179,34 @@ impl SourceTable {
             .collect()
     }
 
+    /// A batch decoded from one of its chunks, under its schema now: a chunk written before
+    /// columns were added lacks them, and reads them NULL.
+    pub(crate) fn fit(&self, b: RecordBatch) -> Result<RecordBatch> {
+        let n = b.num_rows();
+        let cols = self
+            .schema
+            .fields()
+            .iter()
+            .map(|f| match b.column_by_name(f.name()) {
+                Some(c) => Ok(c.clone()),
+                None if b.num_columns() < self.schema.fields().len() => {
+                    Ok(arrow::array::new_null_array(f.data_type(), n))
+                }
+                None => Err(corrupt(format!(
+                    "source `{}`: a chunk lacks column `{}`",
+                    self.name,
+                    f.name()
+                ))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        RecordBatch::try_new_with_options(
+            self.schema.clone(),
+            cols,
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(n)),
+        )
+        .map_err(|e| corrupt(format!("source `{}`: {e}", self.name)))
+    }
+
     /// Its catalog record.
     pub(crate) fn record(&self) -> SourceRecord {
         SourceRecord {

@@ -78,6 +78,25 @@ pub struct FileSource {
     /// each row's file, the snapshot it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshot_column: Option<String>,
+    /// What a column that a later file adds does (`schemaEvolutionMode`).
+    #[serde(default, skip_serializing_if = "SchemaEvolution::is_none")]
+    pub evolution: SchemaEvolution,
+}
+
+/// What a column that a later file adds does to a `read_files` flow's table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SchemaEvolution {
+    /// It is an error (or goes to the rescued data column), as today by default.
+    #[default]
+    None,
+    /// The table gains the column; rows read before read it NULL (`addNewColumns`).
+    AddNewColumns,
+}
+
+impl SchemaEvolution {
+    fn is_none(&self) -> bool {
+        *self == SchemaEvolution::None
+    }
 }
 
 /// How JSON files hold their rows.
@@ -129,6 +148,7 @@ impl FileSource {
             schema_hints: None,
             rescued_column: None,
             snapshot_column: None,
+            evolution: SchemaEvolution::None,
         }
     }
 
@@ -184,6 +204,17 @@ impl FileSource {
             "schemahints" => {
                 hints::parse(value)?;
                 self.schema_hints = Some(value.to_string());
+            }
+            "schemaevolutionmode" => {
+                self.evolution = match value.to_ascii_lowercase().as_str() {
+                    "addnewcolumns" => SchemaEvolution::AddNewColumns,
+                    "none" | "failonnewcolumns" => SchemaEvolution::None,
+                    _ => {
+                        return Err(QueryError::Invalid(format!(
+                            "read_files option `schemaEvolutionMode` takes 'addNewColumns' or 'none', not '{value}'"
+                        )))
+                    }
+                };
             }
             "rescueddatacolumn" => {
                 if value.is_empty() {

@@ -585,6 +585,7 @@ impl SqlSession {
             source_version,
         } = run;
         let (schema, batches) = self.run_over(&f.query, stream)?;
+        self.add_new_columns(target, f, &schema)?;
         let (replace, _) = super::replace::split_replace(&f.query)?;
         let (mut w, batches) = match replace {
             None => (self.store.begin_append(target)?, batches),
@@ -621,6 +622,45 @@ impl SqlSession {
             "{}: appended {rows} rows to {target} ({read} read)",
             f.name
         ))
+    }
+
+    /// Columns of a run's rows (`schema`) that `target` lacks, added to it when `f` reads files
+    /// with `schemaEvolutionMode => 'addNewColumns'` (otherwise the write refuses them).
+    fn add_new_columns(
+        &mut self,
+        target: &str,
+        f: &AppendFlow,
+        schema: &arrow::datatypes::SchemaRef,
+    ) -> Result<()> {
+        // Only a source table's rows (not a change feed) come from files.
+        if f.reads != StreamRead::Rows {
+            return Ok(());
+        }
+        let evolves = self
+            .store
+            .source_origin(&f.source)?
+            .0
+            .and_then(|o| serde_json::from_str::<FileSource>(&o).ok())
+            .is_some_and(|files| files.evolution == crate::files::SchemaEvolution::AddNewColumns);
+        if !evolves {
+            return Ok(());
+        }
+        let have = self.store.source_schema(target)?;
+        let added: Vec<arrow::datatypes::FieldRef> = schema
+            .fields()
+            .iter()
+            .filter(|c| {
+                !have
+                    .fields()
+                    .iter()
+                    .any(|h| h.name().eq_ignore_ascii_case(c.name()))
+            })
+            .cloned()
+            .collect();
+        if !added.is_empty() {
+            self.store.add_source_columns(target, &added)?;
+        }
+        Ok(())
     }
 
     /// No rows of what `f` streams from, with their columns.

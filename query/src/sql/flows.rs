@@ -415,7 +415,7 @@ impl SqlSession {
                 "the read_files options of `{source}` are damaged: {e}"
             ))
         })?;
-        let schema = self.store.source_schema(source)?;
+        let mut schema = self.store.source_schema(source)?;
         let new: Vec<_> = files
             .list()?
             .into_iter()
@@ -434,6 +434,25 @@ impl SqlSession {
         }
         let mut done = 0;
         for path in &new {
+            // `addNewColumns`: a column this file adds becomes a column of the table first.
+            if files.evolution == crate::files::SchemaEvolution::AddNewColumns {
+                let own = files.infer(std::slice::from_ref(path))?;
+                let added: Vec<arrow::datatypes::FieldRef> = own
+                    .fields()
+                    .iter()
+                    .filter(|f| {
+                        !schema
+                            .fields()
+                            .iter()
+                            .any(|s| s.name().eq_ignore_ascii_case(f.name()))
+                    })
+                    .cloned()
+                    .collect();
+                if !added.is_empty() {
+                    self.store.add_source_columns(source, &added)?;
+                    schema = self.store.source_schema(source)?;
+                }
+            }
             let mut batch = match &files.snapshot_column {
                 // A snapshot's rows, and its file's name (relative to the folder) as its column.
                 Some(column) => {

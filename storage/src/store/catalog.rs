@@ -448,8 +448,7 @@ impl Inner {
                     let append = parse_version(&k)?;
                     last = Some(append);
                     for b in SourceTable::decode_chunk(&v)? {
-                        let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
-                            .map_err(|e| corrupt(format!("source `{}`: {e}", name)))?;
+                        let b = src.fit(b)?;
                         src.rows += b.num_rows() as u64;
                         src.batches.get_or_insert_with(Vec::new).push(b);
                     }

@@ -5,7 +5,6 @@
 use std::collections::BTreeSet;
 
 use arrow::array::BooleanArray;
-use arrow::record_batch::RecordBatch;
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
 use super::commit::{now_us, put_json, CommitInfo};
@@ -106,8 +105,7 @@ pub(super) fn erase_source_rows(
             let mut gone = 0;
             for (_, bytes) in &chunks {
                 for batch in SourceTable::decode_chunk(bytes)? {
-                    let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
-                        .map_err(|e| corrupt(format!("source `{}`: {e}", src.name)))?;
+                    let batch = src.fit(batch)?;
                     let keys: Vec<Vec<Option<Bytes>>> = flows
                         .iter()
                         .map(|f| row_keys(f, &batch, evaluator))

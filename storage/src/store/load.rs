@@ -5,8 +5,6 @@
 
 use std::sync::RwLockReadGuard;
 
-use arrow::record_batch::RecordBatch;
-
 use super::pages;
 use super::{in_table, table_mut, Inner, Store};
 use crate::error::{corrupt, Error, Result};
@@ -72,13 +70,7 @@ impl Inner {
         for kv in kv.scan_prefix(&key(keys::APPEND, src.id, None, None)) {
             let (_, v) = kv?;
             for b in SourceTable::decode_chunk(&v)? {
-                if b.schema().fields().len() != src.columns.len() {
-                    return Err(corrupt(format!(
-                        "source `{name}`: chunk does not match the table"
-                    )));
-                }
-                let b = RecordBatch::try_new(src.schema.clone(), b.columns().to_vec())
-                    .map_err(|e| corrupt(e.to_string()))?;
+                let b = src.fit(b)?;
                 rows += b.num_rows() as u64;
                 batches.push(b);
             }

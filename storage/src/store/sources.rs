@@ -18,6 +18,9 @@ use crate::source_dml::{self, SourceChange, SourceDmlOperation};
 /// The operation of a source commit that appended rows.
 pub(super) use crate::source::WRITE;
 
+/// The operation of the source commit that added columns ([`Store::add_source_columns`]).
+const ADD_COLUMNS: &str = "ADD COLUMNS";
+
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
     pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
@@ -432,6 +435,83 @@ impl Store {
         let g = self.read_inner()?;
         let src = g.source(source)?;
         Ok(src.schema.clone())
+    }
+
+    /// Adds `columns` (nullable) at the end of source table `source` (one commit `ADD
+    /// COLUMNS`): rows written before read them NULL. A name it has already is refused.
+    pub fn add_source_columns(
+        &self,
+        source: &str,
+        columns: &[arrow::datatypes::FieldRef],
+    ) -> Result<()> {
+        let mut g = self.write_inner()?;
+        let inner = &mut *g;
+        let src = inner
+            .sources
+            .get_mut(source)
+            .ok_or_else(|| Error::NotFound {
+                kind: "source table",
+                name: source.to_string(),
+            })?;
+        let added = SourceTable::columns_of(&arrow::datatypes::Schema::new(columns.to_vec()))?;
+        if let Some(c) = added.iter().find(|c| {
+            src.columns
+                .iter()
+                .any(|o| o.name.eq_ignore_ascii_case(&c.name))
+        }) {
+            return Err(Error::AlreadyExists {
+                kind: "column",
+                name: c.name.clone(),
+            });
+        }
+        let mut rec = src.record();
+        rec.columns.extend(added.iter().cloned());
+        let last = src.history.last();
+        let prev = last.and_then(|c| c.chain.clone());
+        let mut commit = CommitInfo::bare(
+            last.map_or(0, |c| c.version + 1),
+            now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+            ADD_COLUMNS,
+            BTreeMap::from([(
+                "columns".to_string(),
+                added
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            )]),
+        );
+        let mut b = WriteBatch::default();
+        put_json(&mut b, key(keys::SOURCE, src.id, None, None), &rec)?;
+        let at = Link {
+            tag: keys::SOURCE_COMMIT,
+            id: src.id,
+            prev: prev.as_deref(),
+            wrote: Wrote::Nothing,
+        };
+        put_commit(&mut b, at, &mut commit)?;
+        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+        let src = inner.sources.get_mut(source).expect("checked");
+        let mut widened = SourceTable::from_record(src.id, rec);
+        widened.batches = src
+            .batches
+            .take()
+            .map(|bs| {
+                bs.into_iter()
+                    .map(|b| widened.fit(b))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .transpose()?;
+        let old = std::mem::replace(src, widened);
+        src.rows = old.rows;
+        src.appends = old.appends;
+        src.loaded = old.loaded;
+        src.history = old.history;
+        src.erased = old.erased;
+        src.deleted = old.deleted;
+        src.changed = old.changed;
+        src.history.push(commit);
+        Ok(())
     }
 
     /// The generated columns of a source table ([`SourceWrite::set_generated`]).
