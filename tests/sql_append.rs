@@ -565,6 +565,14 @@ fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
     write("2.csv", "id,v,seq,region\n2,b,1,eu\n1,c,2,us\n");
     s.execute(&bronze).unwrap();
     s.execute("REFRESH STREAMING TABLE latest").unwrap();
+    // A column whose values are all empty has no type yet: it comes as STRING.
+    write("3.csv", "id,v,seq,region,zip\n3,c,1,,\n");
+    s.execute("REFRESH STREAMING TABLE bronze FULL").unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT id, zip FROM bronze WHERE id = 3"),
+        [vec![Some("3".into()), None]]
+    );
+    s.execute("DELETE FROM bronze WHERE id = 3").unwrap();
     let want = [
         vec![Some("1".into()), Some("a".into()), None],
         cells(&["1", "c", "us"]),
@@ -586,5 +594,69 @@ fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
             .iter()
             .any(|r| r[op].as_deref() == Some("ADD COLUMNS")),
         "{history:?}"
+    );
+}
+
+#[test]
+fn full_refreshes_and_drops_that_could_not_be_redone_whole_are_refused_before_any_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE a (day BIGINT, amount BIGINT, loaded BIGINT);
+         CREATE TABLE b (day BIGINT, amount BIGINT, loaded BIGINT);
+         INSERT INTO a VALUES (1, 5, 50); INSERT INTO b VALUES (1, 10, 100);
+         CREATE OR REFRESH STREAMING TABLE daily;
+         CREATE FLOW plain AS INSERT INTO daily BY NAME SELECT * FROM STREAM(a);
+         CREATE FLOW latest AS INSERT INTO daily BY NAME REPLACE USING (day) SEQUENCE BY loaded
+           SELECT * FROM STREAM(b)",
+    )
+    .unwrap();
+    let e = s
+        .execute("REFRESH STREAMING TABLE daily FULL")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("other flows"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT amount FROM daily"), [cells(&["10"])]);
+    // A schema whose table feeds one outside it: nothing is dropped.
+    s.execute(
+        "CREATE SCHEMA sales; CREATE TABLE sales.src (id BIGINT); CREATE TABLE sales.keep (x INT);
+         CREATE OR REFRESH STREAMING TABLE outside AS SELECT id FROM STREAM(sales.src)",
+    )
+    .unwrap();
+    let e = s
+        .execute("DROP SCHEMA sales CASCADE")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nothing was dropped"), "{e}");
+    assert!(s
+        .store()
+        .sources()
+        .unwrap()
+        .contains(&"sales.keep".to_string()));
+}
+
+#[test]
+fn rows_written_while_columns_were_added_are_refused_not_misread() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute("CREATE TABLE t (id BIGINT); INSERT INTO t VALUES (1)")
+        .unwrap();
+    let store = s.store().clone();
+    let (_, before) = store.source_data("t").unwrap();
+    let mut w = store.begin_append("t").unwrap();
+    for b in &before {
+        w.push(b).unwrap();
+    }
+    let extra: arrow::datatypes::FieldRef = std::sync::Arc::new(arrow::datatypes::Field::new(
+        "region",
+        arrow::datatypes::DataType::Utf8,
+        true,
+    ));
+    store.add_source_columns("t", &[extra]).unwrap();
+    let e = store.commit_write(w, None).unwrap_err().to_string();
+    assert!(e.contains("columns of `t` changed"), "{e}");
+    assert_eq!(
+        rows(&mut s, "SELECT id, region FROM t"),
+        [vec![Some("1".into()), None]]
     );
 }

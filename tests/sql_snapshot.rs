@@ -237,3 +237,20 @@ fn a_snapshot_flow_run_again_refreshes_and_another_definition_is_refused() {
         .to_string();
     assert!(e.contains("another definition"), "{e}");
 }
+
+#[test]
+fn snapshot_files_take_no_schema_evolution() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    std::fs::create_dir(&snaps).unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
+    let e = s
+        .execute(&format!(
+            "CREATE FLOW p AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', \
+             schemaEvolutionMode => 'addNewColumns') INTO people KEYS (id) STORED AS SCD TYPE 2",
+            snaps.display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("schemaEvolutionMode"), "{e}");
+}

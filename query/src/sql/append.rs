@@ -371,7 +371,14 @@ impl SqlSession {
         // A replace flow's runs replaced rows one delivery at a time; run once over all of its
         // source, only one that keeps the newest delivery per key (SEQUENCE BY) gives the same.
         for f in &flows {
-            match super::replace::split_replace(&f.query)?.0 {
+            let replace = super::replace::split_replace(&f.query)?.0;
+            if replace.is_some() && flows.len() > 1 {
+                return Err(QueryError::Invalid(format!(
+                    "`{target}` is filled by replace flow `{}` and other flows: its runs replaced their rows too, which a full refresh cannot redo; nothing was changed",
+                    f.name
+                )));
+            }
+            match replace {
                 Some(super::replace::Replace::Using {
                     sequence: Some(_), ..
                 })
@@ -402,6 +409,7 @@ impl SqlSession {
             }
             let (stream, offset, read) = self.whole_stream(f)?;
             let (schema, rows) = self.run_over(&f.query, stream)?;
+            self.add_new_columns(target, f, &schema)?;
             // A replace flow's one run over all of its source, into an empty table.
             let rows = match super::replace::split_replace(&f.query)?.0 {
                 Some(r) => self.replaced_fresh(&r, &rows, &schema)?,
@@ -646,6 +654,8 @@ impl SqlSession {
             return Ok(());
         }
         let have = self.store.source_schema(target)?;
+        let from_files = self.store.source_schema(&f.source)?;
+        // Columns the files brought (not one the query computes).
         let added: Vec<arrow::datatypes::FieldRef> = schema
             .fields()
             .iter()
@@ -654,6 +664,7 @@ impl SqlSession {
                     .fields()
                     .iter()
                     .any(|h| h.name().eq_ignore_ascii_case(c.name()))
+                    && from_files.field_with_name(c.name()).is_ok()
             })
             .cloned()
             .collect();

@@ -69,6 +69,12 @@ impl SqlSession {
             }
             Some(Source::SnapshotFiles(mut files)) => {
                 self.files_allowed()?;
+                if files.evolution != crate::files::SchemaEvolution::None {
+                    return Err(QueryError::Invalid(format!(
+                        "flow `{}` reads snapshot files: schemaEvolutionMode is not supported for snapshots (each snapshot is a whole table of the same columns)",
+                        f.name
+                    )));
+                }
                 files.snapshot_column = Some(SNAPSHOT_FILE.into());
                 let f = snapshot_files_flow(f);
                 let source = self.create_files_source(&f.name, files)?;
@@ -437,6 +443,7 @@ impl SqlSession {
             // `addNewColumns`: a column this file adds becomes a column of the table first.
             if files.evolution == crate::files::SchemaEvolution::AddNewColumns {
                 let own = files.infer(std::slice::from_ref(path))?;
+                // A column with no value in the file has no type yet: STRING, as Auto Loader.
                 let added: Vec<arrow::datatypes::FieldRef> = own
                     .fields()
                     .iter()
@@ -446,7 +453,14 @@ impl SqlSession {
                             .iter()
                             .any(|s| s.name().eq_ignore_ascii_case(f.name()))
                     })
-                    .cloned()
+                    .map(|f| match f.data_type() {
+                        arrow::datatypes::DataType::Null => std::sync::Arc::new(
+                            f.as_ref()
+                                .clone()
+                                .with_data_type(arrow::datatypes::DataType::Utf8),
+                        ),
+                        _ => f.clone(),
+                    })
                     .collect();
                 if !added.is_empty() {
                     self.store.add_source_columns(source, &added)?;

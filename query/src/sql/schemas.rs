@@ -88,6 +88,41 @@ impl SqlSession {
                         inside.join(", ")
                     )));
                 }
+                // Nothing outside the schema may read what goes with it: checked before anything
+                // is dropped.
+                for t in self.store.tables()? {
+                    if inside.contains(&t) {
+                        continue;
+                    }
+                    if let Some(f) = self
+                        .store
+                        .flows(&t)?
+                        .into_iter()
+                        .find(|f| f.source_table.as_ref().is_some_and(|s| inside.contains(s)))
+                    {
+                        return Err(QueryError::Invalid(format!(
+                            "`{t}` (outside schema `{name}`) reads `{}` through flow `{}`: drop it first; nothing was dropped",
+                            f.source_table.unwrap_or_default(),
+                            f.name
+                        )));
+                    }
+                }
+                for t in self.store.sources()? {
+                    if inside.contains(&t) {
+                        continue;
+                    }
+                    if let Some(f) = self
+                        .store
+                        .append_flows(&t)?
+                        .into_iter()
+                        .find(|f| inside.contains(&f.source))
+                    {
+                        return Err(QueryError::Invalid(format!(
+                            "`{t}` (outside schema `{name}`) reads `{}` through flow `{}`: drop it first; nothing was dropped",
+                            f.source, f.name
+                        )));
+                    }
+                }
                 // Tables that feed others go after those they feed: drop what can be dropped,
                 // again, until everything is gone or nothing more can go.
                 let mut left: Vec<String> = inside.clone();

@@ -113,6 +113,12 @@ impl Store {
                         w.table.name
                     )));
                 }
+                if src.is_some_and(|s| s.columns != w.table.columns) {
+                    return Err(Error::InvalidQuery(format!(
+                        "the columns of `{}` changed while rows were written to it; nothing was written (write again)",
+                        w.table.name
+                    )));
+                }
                 if crate::generated::has_identity(&w.table.generated)
                     && w.rows > 0
                     && src.is_some_and(|s| s.rows != w.table.rows)
