@@ -28,6 +28,9 @@ pub struct PositionedRows {
 /// The operation of a source commit that appends rows.
 pub(crate) const WRITE: &str = "WRITE";
 
+/// The operation of the source commit that added columns ([`crate::Store::add_source_columns`]).
+pub(crate) const ADD_COLUMNS: &str = "ADD COLUMNS";
+
 /// The catalog record of a source table.
 #[derive(Serialize, Deserialize)]
 pub(crate) struct SourceRecord {
@@ -189,7 +192,10 @@ impl SourceTable {
             .iter()
             .map(|f| match b.column_by_name(f.name()) {
                 Some(c) => Ok(c.clone()),
-                None if b.num_columns() < self.schema.fields().len() => {
+                // Only a table that gained columns has chunks without them.
+                None if b.num_columns() < self.schema.fields().len()
+                    && self.history.iter().any(|c| c.operation == ADD_COLUMNS) =>
+                {
                     Ok(arrow::array::new_null_array(f.data_type(), n))
                 }
                 None => Err(corrupt(format!(

@@ -18,8 +18,7 @@ use crate::source_dml::{self, SourceChange, SourceDmlOperation};
 /// The operation of a source commit that appended rows.
 pub(super) use crate::source::WRITE;
 
-/// The operation of the source commit that added columns ([`Store::add_source_columns`]).
-const ADD_COLUMNS: &str = "ADD COLUMNS";
+use crate::source::ADD_COLUMNS;
 
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
@@ -499,24 +498,27 @@ impl Store {
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         let src = inner.sources.get_mut(source).expect("checked");
         let mut widened = SourceTable::from_record(src.id, rec);
-        widened.batches = src
-            .batches
-            .take()
-            .map(|bs| {
-                bs.into_iter()
-                    .map(|b| widened.fit(b))
+        widened.history = src.history.clone();
+        widened.history.push(commit);
+        // The rows read already, under the new columns (computed before anything changes: the
+        // commit is written, and an error here must leave the table as it was in memory).
+        let batches = match &src.batches {
+            Some(bs) => Some(
+                bs.iter()
+                    .map(|b| widened.fit(b.clone()))
                     .collect::<Result<Vec<_>>>()
-            })
-            .transpose()?;
-        let old = std::mem::replace(src, widened);
-        src.rows = old.rows;
-        src.appends = old.appends;
-        src.loaded = old.loaded;
-        src.history = old.history;
-        src.erased = old.erased;
-        src.deleted = old.deleted;
-        src.changed = old.changed;
-        src.history.push(commit);
+                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?,
+            ),
+            None => None,
+        };
+        widened.batches = batches;
+        widened.rows = src.rows;
+        widened.appends = src.appends;
+        widened.loaded = std::mem::take(&mut src.loaded);
+        widened.erased = std::mem::take(&mut src.erased);
+        widened.deleted = std::mem::take(&mut src.deleted);
+        widened.changed = std::mem::take(&mut src.changed);
+        *src = widened;
         Ok(())
     }
 
