@@ -660,3 +660,31 @@ fn rows_written_while_columns_were_added_are_refused_not_misread() {
         [vec![Some("1".into()), None]]
     );
 }
+
+#[test]
+fn a_full_refresh_that_a_write_overtook_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute("CREATE TABLE t (id BIGINT); INSERT INTO t VALUES (1)")
+        .unwrap();
+    let store = s.store().clone();
+    let now = store.source_rows_positioned("t").unwrap();
+    let removed: Vec<u64> = now.rows.iter().flat_map(|p| p.positions.clone()).collect();
+    // A row lands after the rows were read, before the refresh begins its write.
+    s.execute("INSERT INTO t VALUES (2)").unwrap();
+    let mut w = store
+        .begin_source_dml(
+            "t",
+            asof::SourceDmlOperation::FullRefresh,
+            removed,
+            "REFRESH",
+        )
+        .unwrap();
+    w.removes_all_of(now.written);
+    let e = store.commit_write(w, None).unwrap_err();
+    assert!(matches!(e, asof::Error::FlowRanMeanwhile { .. }), "{e}");
+    assert_eq!(
+        rows(&mut s, "SELECT id FROM t"),
+        [cells(&["1"]), cells(&["2"])]
+    );
+}

@@ -44,7 +44,7 @@ pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use nested::NestedBuilder;
 pub use progress::Progress;
-pub use source::{AppendFlow, PositionedRows, SourceWrite, StreamRead};
+pub use source::{AppendFlow, PositionedRows, PositionedTable, SourceWrite, StreamRead};
 pub use source_dml::SourceDmlOperation;
 pub use store::{
     append_offset_parameter, source_version_parameter, ChangeType, Checkpoints, CommitInfo, Dml,

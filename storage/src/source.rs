@@ -25,6 +25,17 @@ pub struct PositionedRows {
     pub positions: Vec<u64>,
 }
 
+/// A source table's rows there now, with their positions ([`crate::Store::source_rows_positioned`]).
+#[derive(Clone, Debug)]
+pub struct PositionedTable {
+    /// The table's schema.
+    pub schema: SchemaRef,
+    /// Its rows, by batch, each row with its position.
+    pub rows: Vec<PositionedRows>,
+    /// How many rows were ever written to it (positions count up to it).
+    pub written: u64,
+}
+
 /// The operation of a source commit that appends rows.
 pub(crate) const WRITE: &str = "WRITE";
 
@@ -443,6 +454,8 @@ pub struct SourceWrite {
     pub(crate) read: Option<(String, String, u64)>,
     /// Flows whose checkpoints the rows follow on, with those checkpoints (`None`: never ran).
     pub(crate) checkpoints: Vec<(String, Option<u64>)>,
+    /// How many rows the table had when the rows a full refresh removes were read.
+    pub(crate) written: Option<u64>,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -469,6 +482,7 @@ impl SourceWrite {
             change: None,
             read: None,
             checkpoints: Vec::new(),
+            written: None,
         }
     }
 
@@ -496,6 +510,13 @@ impl SourceWrite {
     /// flow never ran): the commit is refused if another run of the flow committed meanwhile.
     pub fn follows_checkpoint(&mut self, flow: &str, checkpoint: Option<u64>) {
         self.checkpoints.push((flow.to_string(), checkpoint));
+    }
+
+    /// Says that the rows this write removes were read when `written` rows had been written to
+    /// the table ([`crate::Store::source_rows_positioned`]): a full refresh is refused if rows
+    /// were written since (they would survive it).
+    pub fn removes_all_of(&mut self, written: u64) {
+        self.written = Some(written);
     }
 
     /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).

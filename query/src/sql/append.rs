@@ -420,7 +420,8 @@ impl SqlSession {
             batches.extend(rows);
             offsets.push((append_offset_parameter(&f.name), offset));
         }
-        let (_, positioned) = self.store.source_rows_positioned(target)?;
+        let now = self.store.source_rows_positioned(target)?;
+        let (positioned, written) = (now.rows, now.written);
         let removed: Vec<u64> = positioned
             .iter()
             .flat_map(|p| p.positions.iter().copied())
@@ -431,6 +432,7 @@ impl SqlSession {
             removed.clone(),
             &format!("REFRESH STREAMING TABLE {target} FULL"),
         )?;
+        w.removes_all_of(written);
         for b in &batches {
             w.push(b)?;
         }

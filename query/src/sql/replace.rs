@@ -123,7 +123,8 @@ impl SqlSession {
         new: &[RecordBatch],
         new_schema: &Arc<Schema>,
     ) -> Result<(Vec<u64>, Vec<RecordBatch>)> {
-        let (schema, positioned) = self.store.source_rows_positioned(target)?;
+        let t = self.store.source_rows_positioned(target)?;
+        let (schema, positioned) = (t.schema, t.rows);
         self.replace_in(&schema, positioned, replace, new, new_schema)
     }
 

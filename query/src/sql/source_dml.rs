@@ -146,7 +146,8 @@ impl SqlSession {
         // The table, each row with its position, under its own name for this statement.
         self.clear_scratch()?;
         self.register_all()?;
-        let (schema, positioned) = self.store.source_rows_positioned(name)?;
+        let t = self.store.source_rows_positioned(name)?;
+        let (schema, positioned) = (t.schema, t.rows);
         let table = with_positions(&schema, positioned)?;
         self.register_named(name, Arc::new(table))?;
         let change = match parsed.remove(0) {

@@ -165,7 +165,7 @@ impl Store {
                 .change
                 .as_ref()
                 .is_some_and(|c| c.operation == SourceDmlOperation::FullRefresh);
-            if full && src.rows != w.table.rows {
+            if full && Some(src.rows) != w.written {
                 return Err(Error::FlowRanMeanwhile {
                     flow: "every flow".into(),
                     table: w.table.name.clone(),
@@ -392,16 +392,14 @@ impl Store {
 
     /// The rows of a source table there now, each batch with the positions of its rows (what
     /// [`Store::begin_source_dml`] names rows by).
-    pub fn source_rows_positioned(
-        &self,
-        source: &str,
-    ) -> Result<(
-        arrow::datatypes::SchemaRef,
-        Vec<crate::source::PositionedRows>,
-    )> {
+    pub fn source_rows_positioned(&self, source: &str) -> Result<crate::source::PositionedTable> {
         let g = self.read_with_rows(source)?;
         let src = g.source(source)?;
-        Ok((src.schema.clone(), src.rows_now_positioned()))
+        Ok(crate::source::PositionedTable {
+            schema: src.schema.clone(),
+            rows: src.rows_now_positioned(),
+            written: src.rows,
+        })
     }
 
     /// Starts a DML statement on a source table: it removes the rows at `deleted` (positions from
