@@ -69,6 +69,16 @@ fn listing_order(r: &StoredRow) -> [(bool, Vec<u8>); 5] {
     ]
 }
 
+/// Whether [`commit_changes`] lists a commit's rows in [`listing_order`] (the change feed) or in
+/// any order (counting them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listing {
+    /// By key and bounds.
+    Ordered,
+    /// As they come.
+    Any,
+}
+
 /// The changes commit `version` made: deletes first, then inserts and updates (pre-image, then
 /// post-image), each by [`listing_order`]. `retired` are the rows the commit retired,
 /// `written` those it wrote, `row` reads a row. A row written and retired by the commit itself
@@ -79,22 +89,29 @@ pub(crate) fn commit_changes<'r>(
     retired: impl IntoIterator<Item = RowId>,
     written: impl IntoIterator<Item = RowId>,
     row: impl Fn(RowId) -> Result<Cow<'r, StoredRow>>,
+    order: Listing,
 ) -> Result<Vec<(ChangeType, RowId)>> {
+    let listed = |r: &StoredRow| match order {
+        Listing::Ordered => listing_order(r),
+        Listing::Any => Default::default(),
+    };
     let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
     let mut deletes = Vec::new();
     for id in retired {
         let r = row(id)?;
         if r.added < version {
             pre.insert(identity(mode, &r), id);
-            deletes.push((listing_order(&r), id));
+            deletes.push((listed(&r), id));
         }
     }
-    deletes.sort();
     let mut written = written
         .into_iter()
-        .map(|id| Ok((listing_order(&*row(id)?), id)))
+        .map(|id| Ok((listed(&*row(id)?), id)))
         .collect::<Result<Vec<_>>>()?;
-    written.sort();
+    if order == Listing::Ordered {
+        deletes.sort();
+        written.sort();
+    }
     let mut matched = HashSet::new();
     let mut out: Vec<(ChangeType, RowId)> = Vec::new();
     for (_, id) in written {

@@ -392,7 +392,10 @@ impl TableState {
                 .ok_or_else(|| crate::error::corrupt(format!("row {id} of this commit is frozen")))
         };
         let (mut upserted, mut deleted) = (0, 0);
-        for (t, _) in changes::commit_changes(self.mode(), version, retired, written, row)? {
+        // Counts do not depend on the order the rows are listed in.
+        let listed = changes::Listing::Any;
+        for (t, _) in changes::commit_changes(self.mode(), version, retired, written, row, listed)?
+        {
             match t {
                 changes::ChangeType::Insert | changes::ChangeType::UpdatePostimage => upserted += 1,
                 changes::ChangeType::Delete => deleted += 1,

@@ -8,7 +8,7 @@ use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
 use super::{in_table, Store, Table};
-use crate::engine::changes::commit_changes;
+use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::{ColdRows, ColdStats};
 use crate::engine::fold::RowId;
 use crate::engine::lookup::PointIndex;
@@ -408,7 +408,7 @@ impl TableReader<'_> {
         for v in from..=to {
             let retired = rows.retired_by(v).into_iter().flatten();
             let written = rows.first_added(v)..rows.first_added(v + 1);
-            for (t, id) in commit_changes(mode, v, retired, written, row)? {
+            for (t, id) in commit_changes(mode, v, retired, written, row, Listing::Ordered)? {
                 let r = row(id)?;
                 f(v, t, RowView::of(&r));
             }
