@@ -56,17 +56,8 @@ pub enum Error {
     InvalidQuery(String),
     /// A flow cannot go on from its checkpoint: a DML statement on its source (or a full refresh
     /// of it) removed rows the flow had read (docs/SEMANTICS.md §2.6).
-    #[error("flow `{flow}` cannot go on: commit {version} of its source `{source_table}` ({operation}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now")]
-    FlowStopped {
-        /// The flow.
-        flow: String,
-        /// Its source.
-        source_table: String,
-        /// The source's commit that removed the rows.
-        version: u64,
-        /// That commit's operation (`DELETE`, `UPDATE`, `MERGE`, ...).
-        operation: String,
-    },
+    #[error("{0}")]
+    FlowStopped(Box<StoppedFlow>),
     /// Rows a statement names by position were removed by another statement meanwhile; nothing
     /// was written (run it again).
     #[error("row {position} of `{table}` was removed by another statement while this {operation} ran; nothing was changed (run it again)")]
@@ -219,6 +210,21 @@ pub enum Error {
     /// The key-value layer failed.
     #[error("storage I/O error: {0}")]
     Io(String),
+}
+
+/// A flow stopped by a statement on its source ([`Error::FlowStopped`]; boxed, so that every
+/// `Result` of the store stays small).
+#[derive(Debug, thiserror::Error)]
+#[error("flow `{flow}` cannot go on: commit {version} of its source `{source_table}` ({operation}) changed or removed rows it had already read; read the source WITH (skipChangeCommits = true) to ignore such commits, or REFRESH ... FULL to read the source as it is now")]
+pub struct StoppedFlow {
+    /// The flow.
+    pub flow: String,
+    /// Its source.
+    pub source_table: String,
+    /// The source's commit that removed the rows.
+    pub version: u64,
+    /// That commit's operation (`DELETE`, `UPDATE`, `MERGE`, ...).
+    pub operation: String,
 }
 
 /// A flow definition that breaks a rule of docs/SEMANTICS.md §1. Each rule has its own variant.
@@ -374,4 +380,15 @@ pub fn catch_panic<T>(f: impl FnOnce() -> T) -> std::result::Result<T, String> {
 /// [`catch_panic`] for storage decoders: a panic is [`Error::Corrupt`].
 pub(crate) fn no_panic<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
     catch_panic(f).unwrap_or_else(|msg| Err(Error::Corrupt(format!("{what} is damaged ({msg})"))))
+}
+
+#[cfg(test)]
+mod size {
+    /// Every `Result` of the store carries an `Error`: it does not grow (a large new variant is
+    /// boxed, as `FlowStopped` is).
+    #[test]
+    fn an_error_does_not_grow() {
+        let size = std::mem::size_of::<super::Error>();
+        assert!(size <= 104, "{size} bytes");
+    }
 }

@@ -32,7 +32,7 @@ mod value;
 
 pub use engine::cold::ColdStats;
 pub use engine::CommitMetrics;
-pub use error::{catch_panic, Error, FlowError, Result};
+pub use error::{catch_panic, Error, FlowError, Result, StoppedFlow};
 pub use expectation::{Expectation, OnViolation};
 pub use flow::ChangeCommits;
 pub use flow::{

@@ -139,10 +139,10 @@ pub(crate) fn breaking_commit<'a>(
 
 /// The error of a flow whose source (named `source`) changed rows it had read.
 pub(crate) fn broken_flow(flow: &str, source: &str, c: &CommitInfo) -> Error {
-    Error::FlowStopped {
+    Error::FlowStopped(Box::new(crate::error::StoppedFlow {
         flow: flow.to_string(),
         source_table: source.to_string(),
         version: c.version,
         operation: c.operation.clone(),
-    }
+    }))
 }

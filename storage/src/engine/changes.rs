@@ -91,30 +91,32 @@ pub(crate) fn commit_changes<'r>(
     row: impl Fn(RowId) -> Result<Cow<'r, StoredRow>>,
     order: Listing,
 ) -> Result<Vec<(ChangeType, RowId)>> {
-    let listed = |r: &StoredRow| match order {
-        Listing::Ordered => listing_order(r),
-        Listing::Any => Default::default(),
-    };
     let mut pre: HashMap<Vec<u8>, RowId> = HashMap::new();
     let mut deletes = Vec::new();
     for id in retired {
         let r = row(id)?;
         if r.added < version {
             pre.insert(identity(mode, &r), id);
-            deletes.push((listed(&r), id));
+            deletes.push(id);
         }
     }
-    let mut written = written
-        .into_iter()
-        .map(|id| Ok((listed(&*row(id)?), id)))
-        .collect::<Result<Vec<_>>>()?;
+    let mut written: Vec<RowId> = written.into_iter().collect();
     if order == Listing::Ordered {
-        deletes.sort();
-        written.sort();
+        let order_of = |ids: &mut Vec<RowId>| -> Result<()> {
+            let mut keyed = ids
+                .iter()
+                .map(|&id| Ok((listing_order(&*row(id)?), id)))
+                .collect::<Result<Vec<_>>>()?;
+            keyed.sort();
+            *ids = keyed.into_iter().map(|(_, id)| id).collect();
+            Ok(())
+        };
+        order_of(&mut deletes)?;
+        order_of(&mut written)?;
     }
     let mut matched = HashSet::new();
     let mut out: Vec<(ChangeType, RowId)> = Vec::new();
-    for (_, id) in written {
+    for id in written {
         let r = row(id)?;
         if r.retired == Some(version) {
             continue; // written and replaced within the commit
@@ -138,7 +140,6 @@ pub(crate) fn commit_changes<'r>(
     }
     let mut all: Vec<(ChangeType, RowId)> = deletes
         .into_iter()
-        .map(|(_, id)| id)
         .filter(|id| !matched.contains(id))
         .map(|id| (ChangeType::Delete, id))
         .collect();
