@@ -80,6 +80,6 @@ pub use asof_storage::{
     SourceColumn, SourceDmlOperation, SourceRow, SourceWrite, Store, StoreOptions, StoredAs,
     StreamRead, TableCheck, TableOptions, TableSchema, TimeUnit, VacuumReport, Value, Values,
     VerifyReport, WriteBatch, DEFAULT_HOT_EVENTS_PER_KEY, END_AT, FORMAT_VERSION, FULL_REFRESH,
-    MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET, START_AT, SYSTEM_END_AT,
-    SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
+    MIN_RETAIN, REDEFINED, RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY, SOURCE_OFFSET, START_AT,
+    SYSTEM_END_AT, SYSTEM_START_AT, TOMBSTONE_GC_PROPERTY,
 };

@@ -6,32 +6,11 @@ mod common;
 use std::path::Path;
 
 use asof::{KvStore, Problem, SledKv, SqlOutput, SqlSession, Store, StoreOptions, WriteBatch};
-use common::{run_asof, sorted_sql_rows};
+use common::{files_holding, run_asof, sorted_sql_rows};
 use proptest::prelude::*;
 
 /// A value that occurs nowhere but in the data of key 2.
 const MARKER: &str = "marker-5f3a9c";
-
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if std::fs::read(&p)
-                .unwrap()
-                .windows(needle.len())
-                .any(|w| w == needle)
-            {
-                out.push(p.display().to_string());
-            }
-        }
-    }
-    out
-}
 
 /// A bitemporal table fed from a source, key 2 with a late event and a DML update that name the
 /// marker; a hot tail of one event per key, so the keys have frozen pages.

@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 6 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v6/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 7 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v7/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -126,10 +126,26 @@ fn script_v6() -> String {
            REFRESH STREAMING TABLE ops.daily FULL;"
 }
 
+/// Version 7 keeps, for every mode, since when a key is deleted, which retention reads: the
+/// fixture of version 7 also has a table whose retention erased a key.
+fn script_v7() -> String {
+    script_v6()
+        + "CREATE TABLE accounts_feed (id INT, holder STRING, seq INT, op STRING);
+           INSERT INTO accounts_feed VALUES (1, 'kept', 1, 'U'), (2, 'erased-by-retention', 1, 'U');
+           CREATE OR REFRESH STREAMING TABLE accounts
+             TBLPROPERTIES ('asof.erase.deletedKeysAfter' = 'interval 0 seconds')
+             FLOW AUTO CDC FROM stream(accounts_feed) KEYS (id) APPLY AS DELETE WHEN op = 'D'
+             SEQUENCE BY seq COLUMNS * EXCEPT (seq, op) STORED AS BITEMPORAL;
+           INSERT INTO accounts_feed VALUES (2, NULL, 2, 'D');
+           REFRESH STREAMING TABLE accounts;
+           INSERT INTO accounts_feed VALUES (1, 'kept-b', 2, 'U');
+           REFRESH STREAMING TABLE accounts;"
+}
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v6());
+    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v7());
 }
 
 /// The format record of the store in `dir`.
@@ -356,7 +372,9 @@ fn the_version_5_fixture_answers_as_of_queries_from_its_zone_mapped_pages_withou
     let tmp = common::copy_of_fixture(&fixture_dir(5));
     assert_eq!(format_record(tmp.path()), 5);
     assert!(Store::open(tmp.path()).unwrap().verify().unwrap().ok());
-    // Read from the pages alone: the log is damaged.
+    // Once upgraded (version 7 rebuilds the key heads), read from the pages alone: the log is
+    // damaged.
+    upgrade(tmp.path());
     damage_event_blocks(tmp.path());
     let store = Store::open(tmp.path()).unwrap();
     let mut s = SqlSession::new(store.clone()).unwrap();
@@ -412,10 +430,6 @@ fn the_version_5_fixture_answers_as_of_queries_from_its_zone_mapped_pages_withou
 
 #[test]
 fn the_version_6_fixture_reads_its_schemas_nested_and_generated_columns_and_source_changes() {
-    assert_eq!(
-        FORMAT_VERSION, 6,
-        "a new format version needs a new fixture beside this one"
-    );
     let tmp = common::copy_of_fixture(&fixture_dir(6));
     assert_eq!(format_record(tmp.path()), 6);
     let store = Store::open(tmp.path()).unwrap();
@@ -496,5 +510,84 @@ fn the_version_6_fixture_reads_its_schemas_nested_and_generated_columns_and_sour
     assert_eq!(
         rows(&mut s, "SELECT day, amount FROM ops.daily"),
         [[cell("1"), cell("110")], [cell("2"), cell("210")]]
+    );
+}
+
+#[test]
+fn a_version_6_store_learns_since_when_its_keys_are_deleted_and_retention_erases_them() {
+    // Version 6 kept no deletion time for bitemporal keys; the upgrade rebuilds the key heads, so
+    // key A, deleted in business time before the upgrade, is erased once the property is set.
+    let tmp = common::copy_of_fixture(&fixture_dir(6));
+    let mut s = SqlSession::new(Store::open(tmp.path()).unwrap()).unwrap();
+    let cell = |c: &str| Some(c.to_string());
+    assert_eq!(
+        rows(&mut s, "SELECT DISTINCT CompanyId FROM company_points"),
+        [[cell("A")]]
+    );
+    s.execute("ALTER STREAMING TABLE company_points SET TBLPROPERTIES ('asof.erase.deletedKeysAfter' = '0 seconds')")
+        .unwrap();
+    let history = s.store().history("company_points").unwrap();
+    let last = history.last().unwrap();
+    assert_eq!(
+        (last.operation.as_str(), last.parameters["keys"].as_str()),
+        ("ERASE", "1")
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT count(*) FROM company_points"),
+        [[cell("0")]]
+    );
+    assert!(s.store().verify().unwrap().ok());
+}
+
+#[test]
+fn the_version_7_fixture_reads_a_key_its_retention_erased_as_never_there() {
+    assert_eq!(
+        FORMAT_VERSION, 7,
+        "a new format version needs a new fixture beside this one"
+    );
+    let tmp = common::copy_of_fixture(&fixture_dir(7));
+    assert_eq!(format_record(tmp.path()), 7);
+    let store = Store::open(tmp.path()).unwrap();
+    assert!(store.verify().unwrap().ok());
+    let ops: Vec<String> = store
+        .history("accounts")
+        .unwrap()
+        .into_iter()
+        .map(|c| c.operation)
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "CREATE TABLE",
+            "FLOW accounts",
+            "FLOW accounts",
+            "FLOW accounts",
+            "ERASE"
+        ]
+    );
+    let mut s = SqlSession::new(store).unwrap();
+    let cell = |c: &str| Some(c.to_string());
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, holder, __START_AT, __END_AT FROM accounts WHERE __SYSTEM_END_AT IS NULL"
+        ),
+        [
+            [cell("1"), cell("kept"), cell("1"), cell("2")],
+            [cell("1"), cell("kept-b"), cell("2"), None]
+        ]
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT id, holder FROM accounts_feed"),
+        [[cell("1"), cell("kept")], [cell("1"), cell("kept-b")]]
+    );
+    assert!(common::files_holding(tmp.path(), b"erased-by-retention").is_empty());
+    // The rule goes on: key 1 deleted now is erased at the commit after.
+    s.execute("INSERT INTO accounts_feed VALUES (1, NULL, 3, 'D'); REFRESH STREAMING TABLE accounts;
+               INSERT INTO accounts_feed VALUES (3, 'new', 1, 'U'); REFRESH STREAMING TABLE accounts")
+        .unwrap();
+    assert_eq!(
+        rows(&mut s, "SELECT DISTINCT id FROM accounts"),
+        [[cell("3")]]
     );
 }

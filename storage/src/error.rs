@@ -188,6 +188,17 @@ pub enum Error {
         /// What is wrong, and the rule it breaks.
         problem: String,
     },
+    /// A commit landed, and the retention erasure that follows it (table property
+    /// `asof.erase.deletedKeysAfter`) failed.
+    #[error("`{table}`: version {version} is committed; the erasure of keys deleted for longer than its retention period (table property asof.erase.deletedKeysAfter) then failed, and is tried again at its next commit: {problem}")]
+    RetentionFailed {
+        /// The table.
+        table: String,
+        /// The commit that stands.
+        version: u64,
+        /// What failed.
+        problem: String,
+    },
     /// Another process has the store open.
     #[error("the store at {path} is in use by {} (waited {waited_ms} ms; wait longer with --wait SECONDS or ASOF_WAIT)", holder.as_deref().unwrap_or("another process"))]
     InUse {

@@ -52,7 +52,7 @@ pub use store::{
     Problem, RetentionCheck, RowView, ScanCursor, ScanSpec, SourceRow, Store, StoreOptions,
     TableCheck, TableOptions, TableReader, TimeFilter, VacuumReport, Values, VerifyReport,
     DEFAULT_HOT_EVENTS_PER_KEY, ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH,
-    MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, SOURCE_OFFSET,
-    TOMBSTONE_GC_PROPERTY,
+    MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY,
+    SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value};

@@ -251,3 +251,24 @@ pub fn write_fixture(dir: &Path, script: &str) {
     let mut s = asof::SqlSession::new(Store::open(dir).unwrap()).unwrap();
     s.execute(script).unwrap();
 }
+
+/// Every file under `dir` whose bytes contain `needle`.
+pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if std::fs::read(&p)
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
+}

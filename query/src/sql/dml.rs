@@ -206,13 +206,15 @@ impl SqlSession {
             DmlOperation::Delete => "deleted",
             _ => "merged",
         };
-        Ok(Output::Done(format!(
+        let mut lines = vec![format!(
             "{name}: {n} row{} {what} (commit {}: {} rows upserted, {} deleted)",
             if n == 1 { "" } else { "s" },
             commit.version,
             commit.metrics.num_upserted_rows,
             commit.metrics.num_deleted_rows,
-        )))
+        )];
+        lines.extend(self.erasures_after(name, commit.version)?);
+        Ok(Output::Done(lines.join("\n")))
     }
 
     /// Runs `sql`, a query, and gathers its rows into one batch.

@@ -8,8 +8,9 @@ use arrow::array::{Array, ArrayRef, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
 
+use asof_storage::{ERASE, ERASE_REASON};
+
 use super::parse::quote_ident;
-use super::snapshot::SnapshotOrigin;
 use super::{Output, SqlSession};
 use crate::arrow_conv::ValueBuilder;
 use crate::error::{QueryError, Result};
@@ -18,6 +19,37 @@ use crate::error::{QueryError, Result};
 const KEY_NUMBER: &str = "__asof_key_number";
 
 impl SqlSession {
+    /// The latest version of `table`, to name what a statement's commits did after it.
+    pub(super) fn latest_version(&self, table: &str) -> Result<u64> {
+        Ok(self.store.history(table)?.last().map_or(0, |c| c.version))
+    }
+
+    /// A line for each erasure of `table` after `version`: those its retention made after the
+    /// statement's own commits (docs/SEMANTICS.md §12.3).
+    pub(super) fn erasures_after(&self, table: &str, version: u64) -> Result<Vec<String>> {
+        Ok(self
+            .store
+            .history(table)?
+            .iter()
+            .filter(|c| c.version > version && c.operation == ERASE)
+            .map(|c| {
+                let p = |k: &str| c.parameters.get(k).map_or("0", String::as_str);
+                let n = |k: &str, one: &str, many: &str| {
+                    let v = p(k);
+                    format!("{v} {}", if v == "1" { one } else { many })
+                };
+                format!(
+                    "{table}: commit {} erased {} ({}, {}), {}",
+                    c.version,
+                    n("keys", "key", "keys"),
+                    n("events", "event", "events"),
+                    n("source_rows", "source row", "source rows"),
+                    p(ERASE_REASON)
+                )
+            })
+            .collect())
+    }
+
     pub(super) fn erase(&mut self, table: &str, condition: &str, reason: &str) -> Result<Output> {
         if !self.store.tables()?.iter().any(|t| t == table) {
             return Err(QueryError::Invalid(
@@ -30,18 +62,7 @@ impl SqlSession {
         }
         // A snapshot flow diffs each snapshot against the one before, read from the table that
         // holds them: an erased key would come back from there.
-        for f in self.store.flows(table)? {
-            let Some(source) = f.source_table else {
-                continue;
-            };
-            let origin = self.store.source_origin(&source)?.0;
-            if let Some(o) = origin.as_deref().and_then(SnapshotOrigin::parse) {
-                return Err(QueryError::Invalid(format!(
-                    "ERASE FROM `{table}` refused, nothing changed: flow `{}` reads snapshots of `{}`, and erasing from a table fed by snapshots is not supported yet",
-                    f.name, o.snapshot_of
-                )));
-            }
-        }
+        self.refuse_if_fed_by_snapshots(table, "ERASE FROM")?;
         let schema = self.store.schema(table)?;
         let keys = self.store.table_keys(table)?;
         let names = schema.key_names();

@@ -33,6 +33,7 @@ impl SqlSession {
                 lines.push(format!("{}: loaded {n} new files", f.name));
             }
         }
+        let before = self.latest_version(table)?;
         let commits = self.store.refresh_table(table, full)?;
         for c in &commits {
             lines.push(format!(
@@ -54,6 +55,7 @@ impl SqlSession {
                 lines.push(format!("{}: nothing new", f.name));
             }
         }
+        lines.extend(self.erasures_after(table, before)?);
         Ok(Output::Done(lines.join("\n")))
     }
 

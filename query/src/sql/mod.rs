@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use asof_storage::{Progress, Store};
+use asof_storage::{Progress, Store, RETENTION_PROPERTY};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -364,11 +364,16 @@ impl SqlSession {
             }
             Kind::Refresh { name, full } => self.refresh(&name, full),
             Kind::SetProperties { name, properties } => {
+                if properties.contains_key(RETENTION_PROPERTY) {
+                    self.refuse_if_fed_by_snapshots(
+                        &name,
+                        &format!("table property {RETENTION_PROPERTY} on"),
+                    )?;
+                }
                 let c = self.store.set_properties(&name, properties)?;
-                Ok(Output::Done(format!(
-                    "{name}: properties set (commit {})",
-                    c.version
-                )))
+                let mut lines = vec![format!("{name}: properties set (commit {})", c.version)];
+                lines.extend(self.erasures_after(&name, c.version)?);
+                Ok(Output::Done(lines.join("\n")))
             }
             Kind::ShowProperties { name, key } => self.show_properties(&name, key),
             Kind::DropStreamingTable { name, if_exists } => {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::row::{RowConverter, SortField};
-use asof_storage::append_offset_parameter;
+use asof_storage::{append_offset_parameter, RETENTION_PROPERTY};
 use serde::{Deserialize, Serialize};
 
 use super::parse::{split, Cols, FlowAst};
@@ -81,6 +81,24 @@ impl SqlSession {
         Ok(())
     }
 
+    /// Refuses `what` on `table` if a flow of it reads snapshots: the snapshots it diffs would
+    /// bring an erased key back.
+    pub(super) fn refuse_if_fed_by_snapshots(&self, table: &str, what: &str) -> Result<()> {
+        for f in self.store.flows(table)? {
+            let Some(source) = f.source_table else {
+                continue;
+            };
+            let origin = self.store.source_origin(&source)?.0;
+            if let Some(o) = origin.as_deref().and_then(SnapshotOrigin::parse) {
+                return Err(QueryError::Invalid(format!(
+                    "{what} `{table}` refused, nothing changed: flow `{}` reads snapshots of `{}`, and erasing from a table fed by snapshots is not supported yet",
+                    f.name, o.snapshot_of
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether snapshot flow `f` (over the snapshots of `snapshots`) is defined as the flow of
     /// its name is: the same snapshots, keys, version and AUTO CDC clauses.
     pub(super) fn snapshot_flow_unchanged(&mut self, f: &FlowAst, snapshots: &str) -> Result<bool> {
@@ -120,6 +138,19 @@ impl SqlSession {
                 f.name
             )));
         };
+        let retention = match self.declared.iter().find(|d| d.name == f.target) {
+            Some(d) => d.properties.contains_key(RETENTION_PROPERTY),
+            None => self
+                .store
+                .properties(&f.target)
+                .is_ok_and(|p| p.contains_key(RETENTION_PROPERTY)),
+        };
+        if retention {
+            return Err(QueryError::Invalid(format!(
+                "flow `{}` reads snapshots, and `{}` has table property {RETENTION_PROPERTY}: erasing from a table fed by snapshots is not supported yet (the snapshots it diffs would bring an erased key back); nothing was changed",
+                f.name, f.target
+            )));
+        }
         let schema = self.store.source_schema(&snapshots)?;
         if schema.fields().iter().any(|c| c.name() == OP) {
             return Err(QueryError::Invalid(format!(

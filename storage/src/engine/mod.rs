@@ -67,7 +67,9 @@ pub(crate) struct KeyState {
     pub rows: Vec<RowId>,
     /// Greatest system sequence among the key's events (bitemporal).
     pub max_sys: Option<Bytes>,
-    /// SCD1: commit timestamp since which the key has been deleted.
+    /// The commit timestamp since which the key has been deleted (its business timeline, as now
+    /// believed, ends), in every mode; kept after SCD1's tombstone GC collects the key, for
+    /// retention (`store/retention.rs`).
     pub deleted_since: Option<i64>,
     /// Point-lookup index over past system times, built on first use. Boxed: most keys never
     /// build one, and the key map keeps its states inline, so a small state keeps it compact.
@@ -501,7 +503,9 @@ impl TableState {
                     fx: &mut fx,
                 };
                 scd::emit_rows(&mut c, mode, diff);
-                note_tombstone(&mut self.gc_queue, key, ks, ts);
+                if note_deleted(ks, ts) {
+                    self.gc_queue.push_back((ts, key.clone()));
+                }
             }
             fx.truncates.push(t);
         }
@@ -521,6 +525,12 @@ impl TableState {
             }
             let mode = self.schema.mode;
             let ks = key_state(&mut self.keys, &mut self.key_list, &key);
+            // An SCD1 key its tombstone GC collected that is deleted again: its clock restarts.
+            let collected =
+                ks.deleted_since.is_some() && ks.events.is_empty() && ks.frozen.is_none();
+            if collected {
+                ks.deleted_since = None;
+            }
             let c = KeyCommit {
                 rows: &mut self.rows,
                 key: &key,
@@ -531,13 +541,11 @@ impl TableState {
             };
             match mode {
                 StoredAs::Bitemporal => bitemporal::apply_key(c, evs),
-                _ => {
-                    scd::apply_key(c, mode, &self.truncates, evs);
-                    if mode == StoredAs::Scd1 {
-                        let ks = self.keys.get_mut(&key).expect("the key was just applied");
-                        note_tombstone(&mut self.gc_queue, &key, ks, ts);
-                    }
-                }
+                _ => scd::apply_key(c, mode, &self.truncates, evs),
+            }
+            let ks = self.keys.get_mut(&key).expect("the key was just applied");
+            if note_deleted(ks, ts) && mode == StoredAs::Scd1 {
+                self.gc_queue.push_back((ts, key));
             }
         }
         self.tracked = tracked;
@@ -556,18 +564,29 @@ impl TableState {
             }
             let (ts, key) = self.gc_queue.pop_front().expect("front");
             if let Some(ks) = self.keys.get_mut(&key) {
-                if ks.deleted_since == Some(ts) {
+                // A key collected already keeps its `deleted_since` (retention reads it) and has
+                // no events left.
+                let collected = ks.events.is_empty() && ks.frozen.is_none();
+                if ks.deleted_since == Some(ts) && !collected {
                     self.dirty.add(&key);
                     ks.thaw(&key, &mut self.rows, &mut self.pages, width)?;
                     ks.events.clear();
                     ks.timeline.clear();
                     ks.max_sys = None;
-                    ks.deleted_since = None;
                     fx.metrics.num_tombstones_collected += 1;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The keys deleted since before `limit` (a commit timestamp), in key order.
+    pub fn deleted_before(&self, limit: i64) -> Vec<Bytes> {
+        self.keys
+            .iter()
+            .filter(|(_, ks)| ks.deleted_since.is_some_and(|ts| ts < limit))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Keys in `range`, in key order.
@@ -595,7 +614,9 @@ fn key_state<'a>(
     })
 }
 
-fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut KeyState, ts: i64) {
+/// Notes, after commit `ts` changed `ks`, whether the key is deleted: its business timeline (as
+/// now believed) ends, so no row of it is open. Returns whether it became deleted at `ts`.
+fn note_deleted(ks: &mut KeyState, ts: i64) -> bool {
     let live = ks
         .timeline
         .values()
@@ -603,8 +624,11 @@ fn note_tombstone(gc_queue: &mut VecDeque<(i64, Bytes)>, key: &Bytes, ks: &mut K
         .is_some_and(|v| v.end.is_none());
     if live {
         ks.deleted_since = None;
+        false
     } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
         ks.deleted_since = Some(ts);
-        gc_queue.push_back((ts, key.clone()));
+        true
+    } else {
+        false
     }
 }

@@ -11,6 +11,7 @@ use super::fold::Version;
 use super::fold::{Bytes, RowId};
 use super::{Dirty, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
+use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold};
 use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
 
@@ -172,7 +173,7 @@ impl TableState {
             if let Some(f) = &ks.frozen {
                 self.pages.count(f);
             }
-            if let Some(ts) = ks.deleted_since {
+            if let (Some(ts), StoredAs::Scd1) = (ks.deleted_since, self.schema.mode) {
                 gc.push((ts, key.clone()));
             }
             self.keys.insert(key, ks);

@@ -72,6 +72,7 @@ impl Store {
         if let Some(secs) = gc_property(&properties)? {
             flow.spec.tombstone_gc_threshold_secs = secs;
         }
+        super::retention::retention_period(&properties)?;
         let mut g = self.write_inner()?;
         check_flow_conditions(&flow, g.evaluator.as_ref())?;
         let target_expectations = match g.tables.get(&flow.spec.target) {

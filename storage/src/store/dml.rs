@@ -158,8 +158,10 @@ impl Store {
             started,
             record: None,
         };
-        write_applied(inner.kv.as_ref(), every, t, applied)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
+        let commit = write_applied(inner.kv.as_ref(), every, t, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.retention_after(table, commit.version, commit.timestamp_us)?;
+        Ok(commit)
     }
 }
 

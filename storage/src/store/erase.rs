@@ -34,6 +34,17 @@ use crate::value::Value;
 /// What a DML commit's `statement` parameter says once an ERASE removed some of its events.
 const REDACTED: &str = "[erased]";
 
+/// Which rows of a table's source tables an erasure removes, among those that carry an erased
+/// key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SourceRows {
+    /// Every one (`ERASE`: the keys must go, wherever they are).
+    Every,
+    /// Those a flow of the table has read (retention: a row not read yet is not part of the
+    /// history that aged out; it comes in as a new key).
+    Read,
+}
+
 /// What an ERASE did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EraseReport {
@@ -108,7 +119,7 @@ impl Store {
         }
         // The table is not read: its log is, and it is rebuilt from it.
         let erased = encoded_keys(inner.table(table)?, keys).map_err(refuse)?;
-        inner.erase_keys(table, &erased, reason)
+        inner.erase_keys(table, &erased, reason, SourceRows::Every)
     }
 }
 
@@ -119,6 +130,7 @@ impl Inner {
         table: &str,
         erased: &BTreeSet<Bytes>,
         reason: &str,
+        rows: SourceRows,
     ) -> Result<EraseReport> {
         let inner = self;
         if erased.is_empty() {
@@ -131,7 +143,7 @@ impl Inner {
                 also_read_by: Vec::new(),
             });
         }
-        let plan = plan(inner, inner.table(table)?, erased, reason)?;
+        let plan = plan(inner, inner.table(table)?, erased, reason, rows)?;
         if plan.report.events == 0 && plan.report.source_rows == 0 {
             // None of the keys has anything in the table or its sources.
             return Ok(EraseReport {
@@ -210,7 +222,13 @@ struct Plan {
     sources: Vec<(String, Vec<u64>)>,
 }
 
-fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Result<Plan> {
+fn plan(
+    inner: &Inner,
+    t: &Table,
+    erased: &BTreeSet<Bytes>,
+    reason: &str,
+    rows: SourceRows,
+) -> Result<Plan> {
     let kv = inner.kv.as_ref();
     let last = t.commits.last().expect("a commit");
     let version = last.version + 1;
@@ -288,18 +306,17 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
             kind: "source table",
             name: name.clone(),
         })?;
-        let full_history = src
-            .history
-            .first()
-            .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
-        if !full_history {
-            return Err(Error::InvalidErasure {
-                table: t.name.clone(),
-                problem: format!("source table `{name}` was written before source tables had commit records, and its rows cannot be erased by position; nothing was changed"),
-            });
-        }
+        erasable_by_position(t, src)?;
+        let through: Vec<u64> = flows
+            .iter()
+            .map(|f| match rows {
+                SourceRows::Every => u64::MAX,
+                SourceRows::Read => t.checkpoint(&f.spec.name).unwrap_or(0),
+            })
+            .collect();
         let to = ErasedRows {
             flows: &flows,
+            through: &through,
             erased,
             evaluator: inner.evaluator.as_ref(),
             reason,
@@ -366,6 +383,22 @@ fn plan(inner: &Inner, t: &Table, erased: &BTreeSet<Bytes>, reason: &str) -> Res
             also_read_by,
         },
         sources,
+    })
+}
+
+/// Refuses a source of `t` written before source tables had commit records: its rows cannot be
+/// erased by position.
+pub(super) fn erasable_by_position(t: &Table, src: &crate::source::SourceTable) -> Result<()> {
+    let full_history = src
+        .history
+        .first()
+        .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
+    if full_history {
+        return Ok(());
+    }
+    Err(Error::InvalidErasure {
+        table: t.name.clone(),
+        problem: format!("source table `{}` was written before source tables had commit records, and its rows cannot be erased by position; nothing was changed", src.name),
     })
 }
 

@@ -65,9 +65,11 @@ pub(super) fn readers_of_source(inner: &Inner, t: &Table, name: &str, out: &mut 
 }
 
 /// What to erase from a source table: the rows whose key, as one of `flows` gives it, is in
-/// `erased`.
+/// `erased`, among the rows before that flow's bound in `through` (a position).
 pub(super) struct ErasedRows<'a> {
     pub flows: &'a [&'a Flow],
+    /// For each of `flows`, the position from which its rows are kept.
+    pub through: &'a [u64],
     pub erased: &'a BTreeSet<Bytes>,
     pub evaluator: Option<&'a std::sync::Arc<dyn crate::ingest::ConditionEvaluator>>,
     pub reason: &'a str,
@@ -85,6 +87,7 @@ pub(super) fn erase_source_rows(
 ) -> Result<Vec<u64>> {
     let ErasedRows {
         flows,
+        through,
         erased,
         evaluator,
         reason,
@@ -116,9 +119,9 @@ pub(super) fn erase_source_rows(
                             position += 1;
                             hole += 1;
                         }
-                        let hit = keys
-                            .iter()
-                            .any(|k| k[r].as_ref().is_some_and(|k| erased.contains(k)));
+                        let hit = keys.iter().zip(through).any(|(k, &bound)| {
+                            position < bound && k[r].as_ref().is_some_and(|k| erased.contains(k))
+                        });
                         if hit {
                             positions.push(position);
                             gone += 1;

@@ -32,6 +32,7 @@ mod records;
 mod redefine;
 mod refresh;
 mod replay;
+mod retention;
 mod schemas;
 mod sources;
 #[cfg(test)]
@@ -67,16 +68,18 @@ pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFil
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
+pub use retention::RETENTION_PROPERTY;
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
 };
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 5 on open, and each table then writes its derived records again on its first
-/// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps):
+/// record is set to 7 on open, and each table then writes its derived records again on its first
+/// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps, those of
+/// versions 5 and 6 the deletion times that retention reads):
 /// docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -250,24 +253,22 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    // Version 5 is version 6 without what no version-5 store holds: DML commits
-                    // on source tables (an older build would count their appends wrong and
-                    // reuse their chunk numbers), schemas (`N`), nested values, generated
-                    // columns. Only the format record changes.
-                    5 => {
-                        let mut b = WriteBatch::default();
-                        b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
-                        kv.write(b)?;
-                    }
-                    1..=4 => {
+                    1..=6 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3
                         // without statement events (flag bit 3), version 3 is version 4 without
                         // erasures (source rows erased by position, rewritten commits). Version 4
-                        // is version 5 without zone maps in the page entries of key heads: the
-                        // summaries go in the batch that sets the format, so each table rebuilds
-                        // its derived records on its first use. A build that reads version 3 only
-                        // must not read a store whose source rows were erased: it would count them.
+                        // is version 5 without zone maps in the page entries of key heads.
+                        // Version 5 is version 6 without what no version-5 store holds: DML
+                        // commits on source tables (an older build would count their appends
+                        // wrong and reuse their chunk numbers), schemas (`N`), nested values,
+                        // generated columns. Version 6 is version 7 whose key heads say since
+                        // when a key is deleted in SCD1 tables only, and forget it when the
+                        // tombstone is collected (retention reads it in every mode). The
+                        // summaries go in the batch that sets the format, so each table
+                        // rebuilds its derived records on its first use. A build that reads
+                        // version 3 only must not read a store whose source rows were erased:
+                        // it would count them.
                         let mut b = WriteBatch::default();
                         for k in kv.scan_prefix_keys(&[crate::format::keys::SUMMARY]) {
                             b.delete(k?);

@@ -6,6 +6,7 @@ use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::records::{gc_property, TableRecord, SET_PROPERTIES, TOMBSTONE_GC_PROPERTY};
+use super::retention::{check_retention, retention_period};
 use super::{table_mut, Store};
 use crate::error::Result;
 use crate::expectation::{self, Expectation};
@@ -22,8 +23,12 @@ impl Store {
         properties: BTreeMap<String, String>,
     ) -> Result<CommitInfo> {
         let gc = gc_property(&properties)?;
+        let retention = retention_period(&properties)?;
         let mut g = self.write_inner()?;
         let inner = &mut *g;
+        if retention.is_some() {
+            check_retention(inner, inner.table(table)?)?;
+        }
         let t = table_mut(&mut inner.tables, table)?;
         let mut all = t.properties.clone();
         all.extend(properties.clone());
@@ -51,6 +56,8 @@ impl Store {
         }
         t.properties = all;
         t.commits.push(commit.clone());
+        // The rule applies from this commit on, to every key deleted long enough already.
+        inner.retention_after(table, commit.version, commit.timestamp_us)?;
         Ok(commit)
     }
 

@@ -379,8 +379,10 @@ impl Inner {
             record,
         };
         // On an error memory is ahead of disk: refuse everything until the store is reopened.
-        write_applied(inner.kv.as_ref(), every, table, applied)
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
+        let commit = write_applied(inner.kv.as_ref(), every, table, applied)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.retention_after(&name, commit.version, commit.timestamp_us)?;
+        Ok(commit)
     }
 }
 
