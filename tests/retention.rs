@@ -167,6 +167,59 @@ fn a_dml_commit_applies_the_rule_too() {
 }
 
 #[test]
+fn another_property_set_erases_nothing() {
+    // A pinned receipt sets a property after its query: that must not erase what it read.
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path(), "interval 0 seconds");
+    let (ok, out, err) = run_asof(
+        dir.path(),
+        &[
+            "sql",
+            "ALTER STREAMING TABLE customers SET TBLPROPERTIES ('owner' = 'audit')",
+        ],
+    );
+    assert!(ok, "{out}{err}");
+    assert_eq!(out.trim(), "customers: properties set (commit 4)");
+    assert_eq!(operations(dir.path()).last().unwrap(), "SET TBLPROPERTIES");
+    assert!(!files_holding(dir.path(), MARKER.as_bytes()).is_empty());
+}
+
+#[test]
+fn a_key_a_full_refresh_leaves_without_rows_is_deleted_since_that_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = session(dir.path());
+    s.execute(&format!(
+        "CREATE TABLE src (id INT, v STRING, seq INT);
+         INSERT INTO src VALUES (1, 'a', 1);
+         CREATE OR REFRESH STREAMING TABLE t TBLPROPERTIES ('{RETENTION_PROPERTY}' = '0 seconds')
+           FLOW AUTO CDC FROM stream(src) KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq)
+           STORED AS SCD TYPE 1;
+         INSERT INTO t (id, v) VALUES (9, '{MARKER}');"
+    ))
+    .unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT id, v FROM t"),
+        cells(&[&["1", "a"], &["9", MARKER]])
+    );
+    // The full refresh applies the source alone: key 9, written by DML, has no row after it.
+    s.execute("REFRESH STREAMING TABLE t FULL").unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, "SELECT id FROM t"),
+        cells(&[&["1"]])
+    );
+    let out = s
+        .execute("INSERT INTO src VALUES (2, 'b', 1); REFRESH STREAMING TABLE t")
+        .unwrap();
+    let text = format!("{out:?}");
+    assert!(
+        text.contains("erased 1 key (1 event, 0 source rows)"),
+        "{text}"
+    );
+    drop(s);
+    assert!(files_holding(dir.path(), MARKER.as_bytes()).is_empty());
+}
+
+#[test]
 fn a_key_deleted_less_long_than_the_period_stays() {
     let dir = tempfile::tempdir().unwrap();
     build(dir.path(), "interval 1 hour");
@@ -276,6 +329,24 @@ fn a_table_fed_by_snapshots_refuses_the_property() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("flow `f2` reads snapshots"), "{e}");
+    // Nor may a snapshot flow join a table that has the property.
+    let e = s
+        .execute(&format!(
+            "CREATE TABLE ev (id INT, v STRING, seq INT);
+             CREATE OR REFRESH STREAMING TABLE t3 TBLPROPERTIES ('{RETENTION_PROPERTY}' = '1 day');
+             CREATE FLOW fe AS AUTO CDC INTO t3 FROM stream(ev) KEYS (id) SEQUENCE BY seq COLUMNS * EXCEPT (seq)
+               STORED AS SCD TYPE 1;
+             CREATE OR REFRESH STREAMING TABLE t3 FLOW AUTO CDC FROM SNAPSHOT snaps KEYS (id) SEQUENCE BY version
+               STORED AS SCD TYPE 1"
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains(
+            "flow `t3` reads snapshots, and `t3` has table property asof.erase.deletedKeysAfter"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

@@ -138,13 +138,17 @@ impl SqlSession {
                 f.name
             )));
         };
-        let retention = match self.declared.iter().find(|d| d.name == f.target) {
-            Some(d) => d.properties.contains_key(RETENTION_PROPERTY),
-            None => self
+        // The property may be declared with the statement, or the table may have it already.
+        let declared = self
+            .declared
+            .iter()
+            .any(|d| d.name == f.target && d.properties.contains_key(RETENTION_PROPERTY));
+        let stored = self.store.tables()?.contains(&f.target)
+            && self
                 .store
-                .properties(&f.target)
-                .is_ok_and(|p| p.contains_key(RETENTION_PROPERTY)),
-        };
+                .properties(&f.target)?
+                .contains_key(RETENTION_PROPERTY);
+        let retention = declared || stored;
         if retention {
             return Err(QueryError::Invalid(format!(
                 "flow `{}` reads snapshots, and `{}` has table property {RETENTION_PROPERTY}: erasing from a table fed by snapshots is not supported yet (the snapshots it diffs would bring an erased key back); nothing was changed",

@@ -313,10 +313,11 @@ impl TableState {
         stats
     }
 
-    /// Forgets every event and retires every current row, by commit `version` (a full refresh
-    /// rebuilds the table from its source this way). Every key is thawed first, so the error is
-    /// a page's; the state must then not be used.
-    pub fn reset(&mut self, version: u64) -> Result<()> {
+    /// Forgets every event and retires every current row, by commit `version` at `ts` (a full
+    /// refresh rebuilds the table from its source this way): every key is deleted since `ts`
+    /// until the commit's events say otherwise. Every key is thawed first, so the error is a
+    /// page's; the state must then not be used.
+    pub fn reset(&mut self, version: u64, ts: i64) -> Result<()> {
         self.thaw_all()?;
         let live: Vec<RowId> = self.rows.live.iter().collect();
         for &r in &live {
@@ -326,7 +327,9 @@ impl TableState {
             ks.events.clear();
             ks.timeline.clear();
             ks.max_sys = None;
-            ks.deleted_since = None;
+            // With no events left, like a key the tombstone GC collected: one the commit brings
+            // events to starts afresh.
+            ks.deleted_since = Some(ts);
             ks.lookup = OnceLock::new();
         }
         self.truncates.clear();
@@ -525,7 +528,8 @@ impl TableState {
             }
             let mode = self.schema.mode;
             let ks = key_state(&mut self.keys, &mut self.key_list, &key);
-            // An SCD1 key its tombstone GC collected that is deleted again: its clock restarts.
+            // A key with no events left (the tombstone GC collected it, or a full refresh reset
+            // it) that gets some starts afresh: deleted since this commit, if it is.
             let collected =
                 ks.deleted_since.is_some() && ks.events.is_empty() && ks.frozen.is_none();
             if collected {
@@ -578,6 +582,11 @@ impl TableState {
             }
         }
         Ok(())
+    }
+
+    /// The commit timestamp since which `key` is deleted, if it is.
+    pub fn deleted_since(&self, key: &[u8]) -> Option<i64> {
+        self.keys.get(key).and_then(|ks| ks.deleted_since)
     }
 
     /// The keys deleted since before `limit` (a commit timestamp), in key order.

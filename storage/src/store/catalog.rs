@@ -11,6 +11,7 @@ use super::load::Load;
 use super::pages;
 use super::records::{gc_property, TableRecord};
 use super::replay::load_commits;
+use super::retention::{check_retention_source, retention_period};
 use super::sources::WRITE;
 use super::OpenMode;
 use super::{Inner, Store, Table};
@@ -72,7 +73,7 @@ impl Store {
         if let Some(secs) = gc_property(&properties)? {
             flow.spec.tombstone_gc_threshold_secs = secs;
         }
-        super::retention::retention_period(&properties)?;
+        retention_period(&properties)?;
         let mut g = self.write_inner()?;
         check_flow_conditions(&flow, g.evaluator.as_ref())?;
         let target_expectations = match g.tables.get(&flow.spec.target) {
@@ -103,6 +104,13 @@ impl Store {
         let target = flow.spec.target.clone();
         let schema = flow.target_schema();
         let inner = &mut *g;
+        let retention = match inner.tables.get(&target) {
+            Some(t) => retention_period(&t.properties)?,
+            None => retention_period(&properties)?,
+        };
+        if let (Some(_), Some(source)) = (retention, &flow.spec.source_table) {
+            check_retention_source(inner, &target, source)?;
+        }
         match inner.tables.get_mut(&target) {
             Some(t) => {
                 if t.state.schema != schema {

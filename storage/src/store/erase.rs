@@ -306,7 +306,7 @@ fn plan(
             kind: "source table",
             name: name.clone(),
         })?;
-        erasable_by_position(t, src)?;
+        erasable_by_position(&t.name, src)?;
         let through: Vec<u64> = flows
             .iter()
             .map(|f| match rows {
@@ -388,7 +388,7 @@ fn plan(
 
 /// Refuses a source of `t` written before source tables had commit records: its rows cannot be
 /// erased by position.
-pub(super) fn erasable_by_position(t: &Table, src: &crate::source::SourceTable) -> Result<()> {
+pub(super) fn erasable_by_position(table: &str, src: &crate::source::SourceTable) -> Result<()> {
     let full_history = src
         .history
         .first()
@@ -397,7 +397,7 @@ pub(super) fn erasable_by_position(t: &Table, src: &crate::source::SourceTable) 
         return Ok(());
     }
     Err(Error::InvalidErasure {
-        table: t.name.clone(),
+        table: table.to_string(),
         problem: format!("source table `{}` was written before source tables had commit records, and its rows cannot be erased by position; nothing was changed", src.name),
     })
 }

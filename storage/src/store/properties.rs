@@ -56,8 +56,11 @@ impl Store {
         }
         t.properties = all;
         t.commits.push(commit.clone());
-        // The rule applies from this commit on, to every key deleted long enough already.
-        inner.retention_after(table, commit.version, commit.timestamp_us)?;
+        // A retention set applies from its commit on, to every key deleted long enough already;
+        // other properties are no change of the table, and erase nothing.
+        if retention.is_some() {
+            inner.retention_after(table, commit.version, commit.timestamp_us)?;
+        }
         Ok(commit)
     }
 

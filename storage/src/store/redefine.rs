@@ -53,8 +53,12 @@ impl Store {
         let old = std::mem::replace(&mut t.flows[at], flow);
         let record = t.record();
         let rebuilt = g.rebuild_from_sources(&table, Apply::Redefine(Box::new(record)));
-        if rebuilt.is_err() {
-            // Nothing was written (or the store is poisoned): the old definition stands.
+        if rebuilt
+            .as_ref()
+            .is_err_and(|e| !matches!(e, Error::RetentionFailed { .. }))
+        {
+            // Nothing was written (or the store is poisoned): the old definition stands. (After
+            // a retention failure the redefinition stands: its commit landed.)
             if let Some(t) = g.tables.get_mut(&table) {
                 t.flows[at] = old;
             }

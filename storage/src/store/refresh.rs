@@ -332,7 +332,7 @@ impl Inner {
             // until the store is reopened.
             table
                 .state
-                .reset(version)
+                .reset(version, ts)
                 .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         }
         let progress = inner.progress.clone();

@@ -102,7 +102,7 @@ pub(crate) fn replay_log(
             .map(|i| &commits[i])
             .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
         if c.parameters.contains_key(FULL_REFRESH) && last != Some(version) {
-            state.reset(version)?;
+            state.reset(version, c.timestamp_us)?;
         }
         last = Some(version);
         state.apply(

@@ -52,17 +52,22 @@ pub(crate) fn retention_period(properties: &BTreeMap<String, String>) -> Result<
 /// the sources' origins.)
 pub(super) fn check_retention(inner: &Inner, t: &Table) -> Result<()> {
     for (name, _) in source_flows(t) {
-        if let Some(src) = inner.sources.get(&name) {
-            erasable_by_position(t, src).map_err(|e| match e {
-                Error::InvalidErasure { problem, .. } => Error::InvalidQuery(format!(
-                    "table property {RETENTION_PROPERTY} on `{}` refused: {problem}",
-                    t.name
-                )),
-                e => e,
-            })?;
-        }
+        check_retention_source(inner, &t.name, &name)?;
     }
     Ok(())
+}
+
+/// [`check_retention`] of one source, `source`, of table `table`.
+pub(super) fn check_retention_source(inner: &Inner, table: &str, source: &str) -> Result<()> {
+    let Some(src) = inner.sources.get(source) else {
+        return Ok(());
+    };
+    erasable_by_position(table, src).map_err(|e| match e {
+        Error::InvalidErasure { problem, .. } => Error::InvalidQuery(format!(
+            "table property {RETENTION_PROPERTY} on `{table}` refused: {problem}"
+        )),
+        e => e,
+    })
 }
 
 impl Inner {

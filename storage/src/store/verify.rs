@@ -232,7 +232,7 @@ fn derived_check(kv: &dyn KvStore, t: &Table) -> Result<Option<String>> {
 }
 
 /// What differs between two states of one table, if anything: compared key by key (each key's
-/// row versions and events), so that only one key's contents are read back at a time.
+/// row versions, events and deletion time), so that only one key's contents are read back at a time.
 fn differ(a: &TableState, b: &TableState) -> Option<String> {
     let shown = |k: &[u8]| crate::keycodec::display_key(k);
     if a.key_list().ne(b.key_list()) {
@@ -253,6 +253,13 @@ fn differ(a: &TableState, b: &TableState) -> Option<String> {
                 return Some(format!("key {}: cannot be read: {e}", shown(key)))
             }
             _ => {}
+        }
+        // Retention erases by it (docs/SEMANTICS.md §12.3).
+        if a.deleted_since(key) != b.deleted_since(key) {
+            return Some(format!(
+                "key {}: the time since which it is deleted differs from a replay of the log",
+                shown(key)
+            ));
         }
     }
     None
