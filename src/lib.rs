@@ -60,6 +60,8 @@
 mod memory;
 pub use memory::tune_process_memory;
 
+pub use asof_server::{serve, ServeError, ServeOptions, TlsFiles};
+
 pub use asof_query::sql::{
     DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ReceiptCheck, ScriptError,
     SessionOptions, SqlSession, Steps,

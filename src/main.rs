@@ -141,6 +141,26 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         poll_ms: u64,
     },
+    /// Serves the store over Arrow Flight SQL until Ctrl-C or SIGTERM: every statement `asof sql`
+    /// takes, prepared statements with parameters, from many clients at once (docs/SERVER.md).
+    /// The store stays open, and so locked to other processes, while it serves.
+    Serve {
+        /// The address to listen on (port 0: one the system picks, printed on start).
+        #[arg(long, default_value = "127.0.0.1:50051")]
+        listen: std::net::SocketAddr,
+        /// The bearer token every client must send; required unless listening on loopback.
+        #[arg(long, env = "ASOF_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// A PEM certificate (chain) to serve TLS with; needs --tls-key.
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// The certificate's PEM private key.
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<PathBuf>,
+        /// How many statements run at once; more wait their turn.
+        #[arg(long, default_value_t = 8)]
+        sessions: usize,
+    },
     /// Lists the tables.
     Tables,
     /// Recomputes the hash chain of every table's commit log from the stored bytes and compares
@@ -339,6 +359,29 @@ fn run(cli: Cli) -> Res<()> {
         }
         Command::Shell => shell(store),
         Command::Run { .. } => unreachable!("handled before the store is opened"),
+        Command::Serve {
+            listen,
+            token,
+            tls_cert,
+            tls_key,
+            sessions,
+        } => {
+            let tls = tls_cert
+                .zip(tls_key)
+                .map(|(cert, key)| asof::TlsFiles { cert, key });
+            let options = asof::ServeOptions {
+                listen,
+                token,
+                tls,
+                sessions,
+            };
+            asof::serve(store, options, |addr| {
+                println!("asof serve: listening on {addr}");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+            })?;
+            println!("asof serve: stopped");
+            Ok(())
+        }
         Command::Example { dir } => example(&store, &dir),
         Command::CreateFlow { file } => {
             create_flow(&store, &file)?;

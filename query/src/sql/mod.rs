@@ -45,6 +45,7 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{QueryError, Result};
+pub use namespace::{full_name, full_schema_name};
 pub use options::{ExternalAccess, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;

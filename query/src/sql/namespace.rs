@@ -113,6 +113,18 @@ pub(crate) fn last_part(stored: &str) -> &str {
     stored.rsplit_once('.').map_or(stored, |(_, t)| t)
 }
 
+/// The catalog, schema and name of a stored table name, each written out (`sales.t` is
+/// `main`, `sales`, `t`): how a client that browses (a Flight SQL `GetTables`) lists it.
+pub fn full_name(stored_table: &str) -> (String, String, String) {
+    let (catalog, schema) = split_schema(schema_of(stored_table));
+    (catalog, schema, last_part(stored_table).to_string())
+}
+
+/// The catalog and schema of a stored schema name, written out (`sales` is `main`, `sales`).
+pub fn full_schema_name(stored_schema: &str) -> (String, String) {
+    split_schema(stored_schema)
+}
+
 /// The full DataFusion reference of a stored table name.
 pub(crate) fn reference(stored_table: &str) -> TableReference {
     let (catalog, schema) = split_schema(schema_of(stored_table));
@@ -128,6 +140,14 @@ mod tests {
             catalog: catalog.into(),
             schema: schema.into(),
         }
+    }
+
+    #[test]
+    fn a_stored_name_is_written_out_in_full() {
+        let full = |c: &str, s: &str, t: &str| (c.to_string(), s.to_string(), t.to_string());
+        assert_eq!(full_name("t"), full("main", "default", "t"));
+        assert_eq!(full_name("sales.t"), full("main", "sales", "t"));
+        assert_eq!(full_name("prod.sales.t"), full("prod", "sales", "t"));
     }
 
     #[test]

@@ -1,0 +1,114 @@
+//! Statements run on blocking threads, each in a fresh SQL session over the one store: what a
+//! request's text sets (`USE`, a declared streaming table) holds for that text only, as each
+//! request of a Flight SQL client stands alone. At most `sessions` statements run at once.
+
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use asof_query::sql::{Output as SqlOutput, SqlSession};
+use asof_query::QueryError;
+use asof_storage::Store;
+use tokio::sync::Semaphore;
+use tonic::Status;
+
+use crate::params;
+use crate::status::status;
+
+/// What a request's statements gave.
+pub(crate) enum Ran {
+    /// The last statement was a query: its rows.
+    Rows(SchemaRef, Vec<RecordBatch>),
+    /// Statements that changed something, each with the line `asof sql` prints for it.
+    Done(Vec<String>),
+}
+
+impl Ran {
+    /// As rows: a statement's lines are a one-column table (`result`), as the CLI prints them.
+    pub(crate) fn into_rows(self) -> (SchemaRef, Vec<RecordBatch>) {
+        match self {
+            Ran::Rows(schema, batches) => (schema, batches),
+            Ran::Done(lines) => {
+                let schema = Arc::new(Schema::new(vec![Field::new(
+                    "result",
+                    DataType::Utf8,
+                    false,
+                )]));
+                let batch =
+                    RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])
+                        .expect("one string column");
+                (schema, vec![batch])
+            }
+        }
+    }
+}
+
+/// The store and the statements running on it.
+pub(crate) struct Sessions {
+    store: Store,
+    permits: Arc<Semaphore>,
+}
+
+impl Sessions {
+    pub(crate) fn new(store: Store, sessions: usize) -> Sessions {
+        Sessions {
+            store,
+            permits: Arc::new(Semaphore::new(sessions.max(1))),
+        }
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs the `;`-separated statements of `sql`, once for each row of `params` if given (a
+    /// prepared statement's parameters), else once.
+    pub(crate) async fn run(
+        &self,
+        sql: String,
+        params: Option<RecordBatch>,
+    ) -> Result<Ran, Status> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Status::unavailable("asof serve is stopping"))?;
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            run_blocking(store, &sql, params.as_ref())
+        })
+        .await
+        .map_err(|e| Status::internal(format!("a statement stopped: {e}")))?
+    }
+}
+
+fn run_blocking(store: Store, sql: &str, params: Option<&RecordBatch>) -> Result<Ran, Status> {
+    let mut session = SqlSession::new(store).map_err(|e| status(&e))?;
+    let texts = match params {
+        None => vec![sql.to_string()],
+        Some(p) => (0..p.num_rows())
+            .map(|row| params::bind(sql, p, row))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| status(&QueryError::Invalid(e)))?,
+    };
+    let mut last = None;
+    let mut lines = Vec::new();
+    for text in texts {
+        for out in session.execute(&text).map_err(|e| status(&e))? {
+            match out {
+                SqlOutput::Batches(schema, batches) => last = Some((schema, batches)),
+                SqlOutput::Done(line) => {
+                    last = None;
+                    lines.extend(line.lines().map(str::to_string));
+                }
+            }
+        }
+    }
+    Ok(match last {
+        Some((schema, batches)) => Ran::Rows(schema, batches),
+        None => Ran::Done(lines),
+    })
+}
