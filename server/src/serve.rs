@@ -52,9 +52,10 @@ async fn serve_until(
             .map_err(|e| transport(&e))?;
     }
     listening(addr);
+    // Without TCP_NODELAY a small answer waits for the peer's delayed ACK: 40 ms a call.
     builder
         .add_service(service)
-        .serve_with_incoming_shutdown(TcpIncoming::from(listener), stop)
+        .serve_with_incoming_shutdown(TcpIncoming::from(listener).with_nodelay(Some(true)), stop)
         .await
         .map_err(|e| transport(&e))
 }
