@@ -314,6 +314,33 @@ fn statements_errors_and_prepared_parameters_through_the_rust_client() {
         }
         p.close().await.unwrap();
 
+        // A negative value after a minus is a value: `2-?` with -1 must not comment out the rest.
+        let mut p = c
+            .prepare(
+                "SELECT count(*) FROM t WHERE id = 2-? AND v = 'nope'".into(),
+                None,
+            )
+            .await
+            .unwrap();
+        assert_eq!(p.parameter_schema().unwrap().fields().len(), 1);
+        p.set_parameters(
+            RecordBatch::try_from_iter([(
+                "p",
+                Arc::new(Int64Array::from(vec![-1])) as Arc<dyn Array>,
+            )])
+            .unwrap(),
+        )
+        .unwrap();
+        let info = p.execute().await.unwrap();
+        let batches: Vec<RecordBatch> = c
+            .do_get(info.endpoint[0].ticket.clone().unwrap())
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(batches[0].column(0).as_primitive::<Int64Type>().value(0), 0);
+
         // A prepared statement that changes something, once per row of its parameters.
         let mut ins = c
             .prepare("INSERT INTO ev VALUES (?, ?, 2)".into(), None)
@@ -369,6 +396,20 @@ fn a_token_is_required_beyond_loopback_and_checked_on_every_call() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("give a bearer token"), "{err}");
+
+    // Nor with an empty token, which a client sending none would match.
+    let out = Command::new(env!("CARGO_BIN_EXE_asof"))
+        .arg("--db")
+        .arg(dir.path())
+        .args(["serve", "--listen", "0.0.0.0:0", "--token", " "])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("the bearer token (--token or ASOF_TOKEN) is empty"),
+        "{err}"
+    );
 
     let server = Server::start(dir.path(), &["--token", "s3cret"]);
     runtime().block_on(async {

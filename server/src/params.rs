@@ -51,13 +51,34 @@ pub(crate) fn bind(sql: &str, params: &RecordBatch, row: usize) -> Result<String
         let start = offset(sql, &lines, t.span.start);
         let end = offset(sql, &lines, t.span.end);
         out.push_str(&sql[copied..start]);
+        // Spaced, so that a value never fuses with what is next to it: `2-?` with -1 must not
+        // become `2--1`, a comment.
+        out.push(' ');
         out.push_str(
             &literal(column.as_ref(), row).map_err(|e| format!("parameter {}: {e}", index + 1))?,
         );
+        out.push(' ');
         copied = end;
     }
     out.push_str(&sql[copied..]);
     Ok(out)
+}
+
+/// How many parameters `sql` takes: the number of `?`, or the highest `$n`.
+pub(crate) fn count(sql: &str) -> Result<usize, String> {
+    let tokens = Tokenizer::new(&DatabricksDialect {}, sql)
+        .tokenize()
+        .map_err(|e| format!("the statement does not read as SQL: {e}"))?;
+    let (mut questions, mut highest) = (0, 0);
+    for t in tokens {
+        if let Token::Placeholder(p) = t {
+            match p.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                Some(n) => highest = highest.max(n),
+                None => questions += 1,
+            }
+        }
+    }
+    Ok(questions.max(highest))
 }
 
 /// Where each line of `sql` starts, in bytes.
@@ -80,6 +101,11 @@ fn offset(sql: &str, lines: &[usize], at: Location) -> usize {
 fn literal(a: &dyn Array, row: usize) -> Result<String, String> {
     if a.is_null(row) {
         return Ok("NULL".to_string());
+    }
+    if let DataType::Dictionary(_, values) = a.data_type() {
+        // Some clients send strings dictionary-encoded: the value is what counts.
+        let plain = arrow::compute::cast(a, values).map_err(|e| e.to_string())?;
+        return literal(plain.as_ref(), row);
     }
     let text = || array_value_to_string(a, row).map_err(|e| e.to_string());
     let quoted = |s: &str| format!("'{}'", s.replace('\'', "''"));
@@ -140,11 +166,11 @@ mod tests {
         let sql = "SELECT '?', x -- is it ?\nFROM t WHERE id = ? AND name = ?";
         assert_eq!(
             bind(sql, &p, 0).unwrap(),
-            "SELECT '?', x -- is it ?\nFROM t WHERE id = 7 AND name = 'O''Brien'"
+            "SELECT '?', x -- is it ?\nFROM t WHERE id =  7  AND name =  'O''Brien' "
         );
         assert_eq!(
             bind(sql, &p, 1).unwrap(),
-            "SELECT '?', x -- is it ?\nFROM t WHERE id = NULL AND name = 'x'"
+            "SELECT '?', x -- is it ?\nFROM t WHERE id =  NULL  AND name =  'x' "
         );
     }
 
@@ -156,8 +182,23 @@ mod tests {
         ]);
         assert_eq!(
             bind("SELECT * FROM t FOR SYSTEM_TIME AS OF $1 WHERE v <> $2 OR w = $1", &p, 0).unwrap(),
-            "SELECT * FROM t FOR SYSTEM_TIME AS OF TIMESTAMP '2025-01-01T00:00:00' WHERE v <> CAST('NaN' AS DOUBLE) OR w = TIMESTAMP '2025-01-01T00:00:00'"
+            "SELECT * FROM t FOR SYSTEM_TIME AS OF  TIMESTAMP '2025-01-01T00:00:00'  WHERE v <>  CAST('NaN' AS DOUBLE)  OR w =  TIMESTAMP '2025-01-01T00:00:00' "
         );
+    }
+
+    #[test]
+    fn parameters_are_counted_as_bind_reads_them() {
+        assert_eq!(count("SELECT ? , '?' -- ?\n, ?").unwrap(), 2);
+        assert_eq!(count("SELECT $2, $1, $2").unwrap(), 2);
+        assert_eq!(count("SELECT 1").unwrap(), 0);
+    }
+
+    #[test]
+    fn a_negative_value_after_a_minus_stays_a_value_not_a_comment() {
+        let p = params(vec![Arc::new(Int64Array::from(vec![-1]))]);
+        let bound = bind("SELECT 2-? AS x WHERE owner = 'me'", &p, 0).unwrap();
+        assert_eq!(bound, "SELECT 2- -1  AS x WHERE owner = 'me'");
+        assert_eq!(bind("SELECT -?", &p, 0).unwrap(), "SELECT - -1 ");
     }
 
     #[test]
@@ -167,8 +208,8 @@ mod tests {
             bind("SELECT ?, ?", &p, 0).unwrap_err(),
             "parameter 2 has no value: the client bound 1 parameter"
         );
-        assert!(bind("SELECT :name", &p, 0)
+        assert!(bind("SELECT $0", &p, 0)
             .unwrap_err()
-            .contains("named parameters"));
+            .contains("parameters are `?` or `$1`"));
     }
 }

@@ -1,22 +1,32 @@
 //! Results a `GetFlightInfo` ran, held until the client's `DoGet` takes them, and prepared
-//! statements with their bound parameters. A result no client comes for is dropped after
-//! [`KEEP`].
+//! statements with their bound parameters. What no client comes back for is dropped after
+//! [`KEEP`]; held results together stay under [`RESULT_BUDGET`] bytes. Handles are a number and a
+//! keyed hash of it, so that one client cannot guess another's.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use tonic::Status;
 
-/// How long an unclaimed result is kept.
+/// How long an unclaimed result or an unused prepared statement is kept.
 pub(crate) const KEEP: Duration = Duration::from_secs(600);
+
+/// The bytes of all results waiting for their `DoGet`, at most.
+pub(crate) const RESULT_BUDGET: usize = 1 << 30;
+
+/// Prepared statements held at most; the least recently used goes first.
+pub(crate) const MAX_PREPARED: usize = 10_000;
 
 /// A query's result, waiting for its `DoGet`.
 pub(crate) struct Pending {
     pub schema: SchemaRef,
     pub batches: Vec<RecordBatch>,
+    bytes: usize,
     at: Instant,
 }
 
@@ -25,81 +35,149 @@ pub(crate) struct Pending {
 pub(crate) struct Prepared {
     pub sql: String,
     pub params: Option<RecordBatch>,
+    used: Instant,
 }
 
+/// A handle: a number, and the keyed hash that proves this server gave it out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Handle(u64);
+
 /// What the server holds between calls, by handle.
-#[derive(Default)]
 pub(crate) struct Held {
     next: AtomicU64,
-    results: Mutex<HashMap<u64, Pending>>,
-    prepared: Mutex<HashMap<u64, Prepared>>,
+    key: std::collections::hash_map::RandomState,
+    results: Mutex<HashMap<Handle, Pending>>,
+    prepared: Mutex<HashMap<Handle, Prepared>>,
+}
+
+impl Default for Held {
+    fn default() -> Self {
+        Held {
+            next: AtomicU64::new(0),
+            key: std::collections::hash_map::RandomState::new(),
+            results: Mutex::default(),
+            prepared: Mutex::default(),
+        }
+    }
+}
+
+/// A lock whose holder never panics while holding it (nothing in this file does), so a
+/// poisoned one still holds consistent maps.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Held {
-    fn handle(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::Relaxed)
+    fn handle(&self) -> Handle {
+        Handle(self.next.fetch_add(1, Ordering::Relaxed))
     }
 
-    /// Holds a result; returns its handle.
-    pub(crate) fn put_result(&self, schema: SchemaRef, batches: Vec<RecordBatch>) -> u64 {
-        let h = self.handle();
-        let mut results = self.results.lock().expect("not poisoned");
+    /// The bytes a client holds for `h`.
+    pub(crate) fn bytes(&self, h: Handle) -> Vec<u8> {
+        let mut out = h.0.to_be_bytes().to_vec();
+        out.extend(self.key.hash_one(h.0).to_be_bytes());
+        out
+    }
+
+    /// The handle in `bytes`, if this server gave it out.
+    pub(crate) fn handle_of(&self, bytes: &[u8]) -> Option<Handle> {
+        let (n, proof) = bytes.split_at_checked(8)?;
+        let n = u64::from_be_bytes(n.try_into().ok()?);
+        (proof == self.key.hash_one(n).to_be_bytes()).then_some(Handle(n))
+    }
+
+    /// Holds a result; returns its handle, or RESOURCE_EXHAUSTED when the results waiting for
+    /// their clients would exceed [`RESULT_BUDGET`].
+    pub(crate) fn put_result(
+        &self,
+        schema: SchemaRef,
+        batches: Vec<RecordBatch>,
+    ) -> Result<Handle, Status> {
+        let bytes = batches.iter().map(|b| b.get_array_memory_size()).sum();
+        let mut results = lock(&self.results);
         results.retain(|_, p| p.at.elapsed() < KEEP);
+        let held: usize = results.values().map(|p| p.bytes).sum();
+        if held + bytes > RESULT_BUDGET {
+            return Err(Status::resource_exhausted(format!(
+                "results waiting for their clients hold {held} bytes, and this one {bytes}: more than {RESULT_BUDGET}; fetch results (DoGet) as they come, or ask for fewer rows"
+            )));
+        }
+        let h = self.handle();
         results.insert(
             h,
             Pending {
                 schema,
                 batches,
+                bytes,
                 at: Instant::now(),
+            },
+        );
+        Ok(h)
+    }
+
+    /// Takes the result of `h` (a result is read once).
+    pub(crate) fn take_result(&self, h: Handle) -> Option<Pending> {
+        lock(&self.results).remove(&h)
+    }
+
+    pub(crate) fn prepare(&self, sql: String) -> Handle {
+        let h = self.handle();
+        let mut prepared = lock(&self.prepared);
+        prepared.retain(|_, p| p.used.elapsed() < KEEP);
+        if prepared.len() >= MAX_PREPARED {
+            if let Some(oldest) = prepared.iter().min_by_key(|(_, p)| p.used).map(|(h, _)| *h) {
+                prepared.remove(&oldest);
+            }
+        }
+        prepared.insert(
+            h,
+            Prepared {
+                sql,
+                params: None,
+                used: Instant::now(),
             },
         );
         h
     }
 
-    /// Takes the result of `handle` (a result is read once).
-    pub(crate) fn take_result(&self, handle: u64) -> Option<Pending> {
-        self.results.lock().expect("not poisoned").remove(&handle)
+    pub(crate) fn prepared(&self, h: Handle) -> Option<Prepared> {
+        let mut prepared = lock(&self.prepared);
+        let p = prepared.get_mut(&h)?;
+        p.used = Instant::now();
+        Some(p.clone())
     }
 
-    pub(crate) fn prepare(&self, sql: String) -> u64 {
-        let h = self.handle();
-        self.prepared
-            .lock()
-            .expect("not poisoned")
-            .insert(h, Prepared { sql, params: None });
-        h
-    }
-
-    pub(crate) fn prepared(&self, handle: u64) -> Option<Prepared> {
-        self.prepared
-            .lock()
-            .expect("not poisoned")
-            .get(&handle)
-            .cloned()
-    }
-
-    /// Binds `params` to prepared statement `handle`; false if there is none.
-    pub(crate) fn bind(&self, handle: u64, params: RecordBatch) -> bool {
-        match self.prepared.lock().expect("not poisoned").get_mut(&handle) {
+    /// Binds `params` to prepared statement `h`; false if there is none.
+    pub(crate) fn bind(&self, h: Handle, params: RecordBatch) -> bool {
+        match lock(&self.prepared).get_mut(&h) {
             Some(p) => {
                 p.params = Some(params);
+                p.used = Instant::now();
                 true
             }
             None => false,
         }
     }
 
-    pub(crate) fn close(&self, handle: u64) {
-        self.prepared.lock().expect("not poisoned").remove(&handle);
+    pub(crate) fn close(&self, h: Handle) {
+        lock(&self.prepared).remove(&h);
     }
 }
 
-/// A handle as the bytes a client holds.
-pub(crate) fn handle_bytes(h: u64) -> Vec<u8> {
-    h.to_be_bytes().to_vec()
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// The handle in `bytes`, if they are one.
-pub(crate) fn handle_of(bytes: &[u8]) -> Option<u64> {
-    bytes.try_into().ok().map(u64::from_be_bytes)
+    #[test]
+    fn a_handle_reads_back_and_a_guessed_one_does_not() {
+        let held = Held::default();
+        let h = held.prepare("SELECT 1".into());
+        let bytes = held.bytes(h);
+        assert_eq!(held.handle_of(&bytes), Some(h));
+        let mut guessed = bytes.clone();
+        guessed[15] ^= 1;
+        assert_eq!(held.handle_of(&guessed), None);
+        assert_eq!(held.handle_of(&bytes[..8]), None);
+        assert_eq!(Held::default().handle_of(&bytes), None, "another server's");
+    }
 }

@@ -27,7 +27,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{Auth, AUTHORIZATION};
-use crate::results::{handle_bytes, handle_of, Held};
+use crate::results::{Handle, Held, Prepared};
 use crate::sessions::{Ran, Sessions};
 use crate::status::status;
 use asof_query::sql::{full_name, full_schema_name};
@@ -74,9 +74,9 @@ impl Service {
         }
         let (schema, batches) = self.sessions.run(sql, params).await?.into_rows();
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let handle = self.held.put_result(schema.clone(), batches);
+        let handle = self.held.put_result(schema.clone(), batches)?;
         let ticket = TicketStatementQuery {
-            statement_handle: handle_bytes(handle).into(),
+            statement_handle: self.held.bytes(handle).into(),
         };
         let endpoint =
             FlightEndpoint::new().with_ticket(Ticket::new(ticket.as_any().encode_to_vec()));
@@ -118,8 +118,10 @@ impl Service {
         Ok(Some(batch))
     }
 
-    fn prepared(&self, handle: &[u8]) -> Result<(u64, crate::results::Prepared), Status> {
-        let h = handle_of(handle)
+    fn prepared(&self, handle: &[u8]) -> Result<(Handle, Prepared), Status> {
+        let h = self
+            .held
+            .handle_of(handle)
             .ok_or_else(|| Status::invalid_argument("not a prepared statement of this server"))?;
         let p = self.held.prepared(h).ok_or_else(|| {
             Status::not_found("no such prepared statement: it was closed, or the server restarted")
@@ -191,7 +193,9 @@ impl FlightSqlService for Service {
         ticket: TicketStatementQuery,
         _request: Request<Ticket>,
     ) -> Result<Response<DoGetStream>, Status> {
-        let pending = handle_of(&ticket.statement_handle)
+        let pending = self
+            .held
+            .handle_of(&ticket.statement_handle)
             .and_then(|h| self.held.take_result(h))
             .ok_or_else(|| {
                 Status::not_found(
@@ -219,7 +223,7 @@ impl FlightSqlService for Service {
             self.held.bind(h, params);
         }
         Ok(DoPutPreparedStatementResult {
-            prepared_statement_handle: Some(handle_bytes(h).into()),
+            prepared_statement_handle: Some(self.held.bytes(h).into()),
         })
     }
 
@@ -238,12 +242,29 @@ impl FlightSqlService for Service {
         query: ActionCreatePreparedStatementRequest,
         _request: Request<arrow_flight::Action>,
     ) -> Result<ActionCreatePreparedStatementResult, Status> {
+        let parameters = crate::params::count(&query.query).map_err(Status::invalid_argument)?;
         let h = self.held.prepare(query.query);
+        // One nullable string field per parameter, so that clients that size their parameters
+        // by it (JDBC) can bind them; the values are written in as literals of the types the
+        // client sends. The result's schema is known once the statement runs.
+        let fields: Vec<arrow::datatypes::Field> = (1..=parameters)
+            .map(|i| {
+                arrow::datatypes::Field::new(
+                    format!("${i}"),
+                    arrow::datatypes::DataType::Utf8,
+                    true,
+                )
+            })
+            .collect();
+        let parameter_schema = if fields.is_empty() {
+            Default::default()
+        } else {
+            schema_bytes(&Schema::new(fields))?
+        };
         Ok(ActionCreatePreparedStatementResult {
-            prepared_statement_handle: handle_bytes(h).into(),
-            // Known once it runs: a statement's result depends on its parameters' values.
+            prepared_statement_handle: self.held.bytes(h).into(),
             dataset_schema: Default::default(),
-            parameter_schema: Default::default(),
+            parameter_schema,
         })
     }
 
@@ -252,7 +273,7 @@ impl FlightSqlService for Service {
         query: ActionClosePreparedStatementRequest,
         _request: Request<arrow_flight::Action>,
     ) -> Result<(), Status> {
-        if let Some(h) = handle_of(&query.prepared_statement_handle) {
+        if let Some(h) = self.held.handle_of(&query.prepared_statement_handle) {
             self.held.close(h);
         }
         Ok(())
@@ -378,6 +399,15 @@ impl FlightSqlService for Service {
     }
 
     async fn register_sql_info(&self, _id: i32, _result: &SqlInfo) {}
+}
+
+/// A schema as the IPC message Flight SQL carries it in.
+fn schema_bytes(schema: &Schema) -> Result<prost::bytes::Bytes, Status> {
+    let options = arrow::ipc::writer::IpcWriteOptions::default();
+    let message: arrow_flight::IpcMessage = arrow_flight::SchemaAsIpc::new(schema, &options)
+        .try_into()
+        .map_err(|e: arrow::error::ArrowError| Status::internal(e.to_string()))?;
+    Ok(message.0)
 }
 
 /// A listing's flight: its schema, and a ticket that is the command itself.
