@@ -1,0 +1,3 @@
+from ._asof import AsofError as AsofError, Database as Database, __version__ as __version__
+
+def connect(path: str) -> Database: ...
