@@ -110,6 +110,18 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Writes a table, with its four temporal columns, as a Delta table (docs/EXPORT.md); an
+    /// export into the same folder again commits only the changes since the last one.
+    Export {
+        /// The table.
+        table: String,
+        /// The Delta table's folder (created if missing).
+        #[arg(long)]
+        delta: PathBuf,
+        /// The table as of this commit version (default: the latest).
+        #[arg(long)]
+        version: Option<u64>,
+    },
     /// Draws the bitemporal history of one key of a BITEMPORAL table as SVG: business time
     /// across, system time up, one rectangle per row version, open ends as arrows.
     Plot {
@@ -419,6 +431,22 @@ fn run(cli: Cli) -> Res<()> {
             print_batches(&asof::scan_all(&store, &table, &req)?, format)
         }
         Command::History { table } => print_history(&store, &table),
+        Command::Export {
+            table,
+            delta,
+            version,
+        } => {
+            let report = asof::export_delta(
+                &store,
+                &asof::DeltaExport {
+                    table,
+                    dir: delta,
+                    version,
+                },
+            )?;
+            println!("{report}");
+            Ok(())
+        }
         Command::Plot {
             table,
             key,

@@ -10,6 +10,9 @@ pub enum QueryError {
     /// A query that does not fit the table.
     #[error("invalid query: {0}")]
     Invalid(String),
+    /// A Delta export failed (`EXPORT ... TO DELTA`).
+    #[error(transparent)]
+    Export(Box<crate::delta::ExportError>),
     /// Arrow failed to assemble a batch.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),

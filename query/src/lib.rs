@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod arrow_conv;
+mod delta;
 mod error;
 mod explain;
 mod files;
@@ -21,6 +22,7 @@ mod schedule;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
+pub use delta::{export_delta, DeltaExport, ExportError, ExportKind, ExportReport};
 pub use error::{QueryError, Result};
 pub use files::{ExistingFiles, FileFormat, FileSource, JsonLayout};
 pub use history::history_batch;

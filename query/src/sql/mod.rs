@@ -12,6 +12,7 @@ mod commands;
 mod describe;
 mod dml;
 mod erase;
+mod export;
 mod flows;
 mod generated;
 mod guard;
@@ -272,6 +273,7 @@ impl SqlSession {
             | Kind::DescribeHistory(n)
             | Kind::Vacuum { name: n, .. }
             | Kind::Erase { name: n, .. }
+            | Kind::Export { name: n, .. }
             | Kind::Dml { name: n } => name(n)?,
             Kind::Sql | Kind::Receipt { .. } | Kind::VerifyReceipt(_) | Kind::Namespace(_) => {}
         }
@@ -394,6 +396,7 @@ impl SqlSession {
                 condition,
                 reason,
             } => self.erase(&name, &condition, &reason),
+            Kind::Export { name, dir, version } => self.export(&name, &dir, version),
             Kind::Receipt { pinned, query } => self.receipt_statement(&query, pinned),
             Kind::VerifyReceipt(token) => self.verify_receipt_statement(&token),
             Kind::Dml { name } => {

@@ -1,0 +1,363 @@
+//! Delta Lake export (docs/EXPORT.md): a table, current or as of a version, written as a Delta
+//! table with its four temporal columns, through `delta_kernel`. A later export of the same table
+//! into the same folder commits only what changed since the version the folder holds: the change
+//! feed of the commits since (§7.3 of docs/SEMANTICS.md) gives the rows to take away and to add;
+//! the data files holding rows to take away are written again without them (copy on write) and
+//! the rows to add go to a new file. Each Delta commit records the asof version it holds as the
+//! `txn` of the application id `asof <table>`.
+//!
+//! The modules: `types` (the Delta column types), `net` (the net effect of a change feed),
+//! `kernel` (the Delta table through the kernel), `files` (reading exported files back).
+
+mod files;
+mod kernel;
+mod net;
+mod types;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::PathBuf;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use asof_storage::{CommitInfo, Store};
+
+use crate::error::QueryError;
+use crate::scan::{scan, table_changes, ChangeBound, ScanRequest};
+use kernel::{Change, DeltaDir};
+use net::{NetChanges, RowKeys};
+
+/// Rows per data file a full export writes.
+const ROWS_PER_FILE: usize = 1 << 20;
+
+/// What to export, and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeltaExport {
+    /// The table (its stored name).
+    pub table: String,
+    /// The folder of the Delta table (created if missing).
+    pub dir: PathBuf,
+    /// The table as of this commit version; `None` = the latest.
+    pub version: Option<u64>,
+}
+
+/// How an export changed the Delta table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExportKind {
+    /// The Delta table was created.
+    Created,
+    /// Only the changes of the commits after `since` (the version the folder held) were written.
+    Incremental {
+        /// The asof version the Delta table held before.
+        since: u64,
+    },
+    /// Every file was replaced, for `reason` (a vacuum or an erasure since the last export, an
+    /// earlier version asked for, ...).
+    Rewritten {
+        /// Why the changes could not be carried over.
+        reason: String,
+    },
+    /// The Delta table already held that version; nothing was written.
+    UpToDate,
+}
+
+/// What an export did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportReport {
+    /// The table.
+    pub table: String,
+    /// The asof version the Delta table now holds.
+    pub asof_version: u64,
+    /// The Delta table's version after the export.
+    pub delta_version: u64,
+    /// How.
+    pub kind: ExportKind,
+    /// Data files written.
+    pub files_written: usize,
+    /// Data files taken out of the table (still on disk, for Delta time travel).
+    pub files_removed: usize,
+    /// Rows in the files written.
+    pub rows_written: u64,
+}
+
+impl fmt::Display for ExportReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match &self.kind {
+            ExportKind::UpToDate => {
+                return write!(
+                    f,
+                    "{}: Delta version {} already holds version {}; nothing written",
+                    self.table, self.delta_version, self.asof_version
+                )
+            }
+            ExportKind::Created => "created".to_string(),
+            ExportKind::Incremental { since } => format!("the commits since version {since}"),
+            ExportKind::Rewritten { reason } => format!("rewritten whole ({reason})"),
+        };
+        let files = |n: usize| format!("{n} file{}", if n == 1 { "" } else { "s" });
+        write!(
+            f,
+            "{}: version {} exported as Delta version {}: {how}; {} rows in {} written, {} taken out",
+            self.table,
+            self.asof_version,
+            self.delta_version,
+            self.rows_written,
+            files(self.files_written),
+            files(self.files_removed)
+        )
+    }
+}
+
+/// Why an export failed; the Delta table is then as it was.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExportError {
+    /// Reading the table failed.
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// A column has a type Delta cannot hold.
+    #[error("column `{column}` of `{table}` has type {data_type}, which has no Delta type")]
+    UnsupportedType {
+        /// The table.
+        table: String,
+        /// The column.
+        column: String,
+        /// Its Arrow type.
+        data_type: String,
+    },
+    /// The folder holds a Delta table that is not an export of this table.
+    #[error("the Delta table at {} is not an export of `{table}`; export to another folder", dir.display())]
+    NotAnExport {
+        /// The folder.
+        dir: PathBuf,
+        /// The table.
+        table: String,
+    },
+    /// The table's columns changed since the folder's export.
+    #[error("the Delta table at {} has other columns than `{table}` has now; export to another folder", dir.display())]
+    ColumnsChanged {
+        /// The folder.
+        dir: PathBuf,
+        /// The table.
+        table: String,
+    },
+    /// The Delta table lacks rows the change feed takes away: something else wrote to it.
+    #[error("the Delta table at {} lacks {missing} rows that `{table}`'s commits since version {since} take away; it was changed by another writer: export to another folder", dir.display())]
+    OutOfStep {
+        /// The folder.
+        dir: PathBuf,
+        /// The table.
+        table: String,
+        /// The version the folder held.
+        since: u64,
+        /// Rows not found.
+        missing: u64,
+    },
+    /// The Delta kernel failed.
+    #[error("Delta table at {}: {message}", dir.display())]
+    Delta {
+        /// The folder.
+        dir: PathBuf,
+        /// The kernel's message.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// Arrow or Parquet failed.
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+}
+
+/// Exports `req.table` as of `req.version` into the Delta table at `req.dir` (module docs).
+pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, ExportError> {
+    let table = req.table.as_str();
+    let storage = |e| ExportError::Query(QueryError::Storage(e));
+    let history = store.history(table).map_err(storage)?;
+    let latest = store.latest_version(table).map_err(storage)?;
+    let version = req.version.unwrap_or(latest);
+    let rows = scan(
+        store,
+        table,
+        &ScanRequest {
+            version: Some(version),
+            batch_size: 64 * 1024,
+            ..Default::default()
+        },
+    )?;
+    let target = types::delta_schema(table, &rows.schema())?;
+    let dir = DeltaDir::open(&req.dir)?;
+    let app_id = format!("asof {table}");
+    let change = Change {
+        schema: &target,
+        app_id: &app_id,
+        asof_version: version,
+    };
+    let report = |delta_version, kind, (files_written, files_removed, rows_written)| ExportReport {
+        table: table.to_string(),
+        asof_version: version,
+        delta_version,
+        kind,
+        files_written,
+        files_removed,
+        rows_written,
+    };
+    let mut written = 0u64;
+    let Some(snap) = dir.snapshot()? else {
+        let files = in_files(
+            rows.map(|b| b.map_err(ExportError::from)),
+            &target,
+            &mut written,
+        );
+        let (d, n) = dir.create(change, files)?;
+        return Ok(report(d, ExportKind::Created, (n, 0, written)));
+    };
+    let Some(held) = dir.asof_version(&snap, &app_id)? else {
+        return Err(ExportError::NotAnExport {
+            dir: req.dir.clone(),
+            table: table.to_string(),
+        });
+    };
+    if !dir.same_columns(&snap, &target)? {
+        return Err(ExportError::ColumnsChanged {
+            dir: req.dir.clone(),
+            table: table.to_string(),
+        });
+    }
+    let delta_version = snap.version();
+    if held == version {
+        return Ok(report(delta_version, ExportKind::UpToDate, (0, 0, 0)));
+    }
+    let key_columns = store
+        .schema(table)
+        .map_err(storage)?
+        .key_names()
+        .iter()
+        .filter_map(|k| target.index_of(k).ok())
+        .collect::<Vec<_>>();
+    let plan = carry_over(&history, held, version)
+        .and_then(|()| RowKeys::new(&target, key_columns).map_err(|e| e.to_string()));
+    let files = dir.data_files(&snap)?;
+    match plan {
+        Ok(rk) => {
+            let feed = table_changes(
+                store,
+                table,
+                &ChangeBound::Version(held + 1),
+                Some(&ChangeBound::Version(version)),
+            )?
+            .1;
+            let mut net = NetChanges::of_feed(&feed, &target, &rk)?;
+            drop(feed);
+            let touched = files::holding_keys(&dir, &files, &target, &rk, &net.removed_keys)?;
+            let mut out = Vec::new();
+            for path in &touched {
+                let kept = net.take_away(&files::read(&dir, path, &target)?, &rk)?;
+                if kept.num_rows() > 0 {
+                    out.push(kept);
+                }
+            }
+            if net.missing() > 0 {
+                return Err(ExportError::OutOfStep {
+                    dir: req.dir.clone(),
+                    table: table.to_string(),
+                    since: held,
+                    missing: net.missing(),
+                });
+            }
+            out.extend(net.added.take());
+            let chosen: HashSet<&str> = touched.iter().map(String::as_str).collect();
+            let remove = dir.select(files, &chosen)?;
+            let new_files = in_files(out.into_iter().map(Ok), &target, &mut written);
+            let (d, n) = dir.update(&snap, change, remove, new_files)?;
+            Ok(report(
+                d,
+                ExportKind::Incremental { since: held },
+                (n, touched.len(), written),
+            ))
+        }
+        Err(reason) => {
+            let all: HashSet<String> = files.paths().map(str::to_string).collect();
+            let chosen: HashSet<&str> = all.iter().map(String::as_str).collect();
+            let remove = dir.select(files, &chosen)?;
+            let new_files = in_files(
+                rows.map(|b| b.map_err(ExportError::from)),
+                &target,
+                &mut written,
+            );
+            let (d, n) = dir.update(&snap, change, remove, new_files)?;
+            Ok(report(
+                d,
+                ExportKind::Rewritten { reason },
+                (n, all.len(), written),
+            ))
+        }
+    }
+}
+
+/// Whether the changes of commits `held+1..=version` can be carried over from the change feed;
+/// if not, why.
+fn carry_over(history: &[CommitInfo], held: u64, version: u64) -> Result<(), String> {
+    if held > version {
+        return Err(format!("it held version {held}, later than {version}"));
+    }
+    let oldest = history.first().map_or(0, |c| c.version);
+    if held < oldest {
+        return Err(format!("the history before version {oldest} was vacuumed"));
+    }
+    // Commits whose effect the change feed lists in full; anything else (VACUUM, ERASE, a
+    // redefinition) is carried by a rewrite.
+    let fed = |op: &str| {
+        op.starts_with("FLOW ")
+            || matches!(
+                op,
+                "WRITE" | "UPDATE" | "DELETE" | "MERGE" | "SET TBLPROPERTIES" | "SET EXPECTATIONS"
+            )
+    };
+    match history
+        .iter()
+        .find(|c| c.version > held && c.version <= version && !fed(&c.operation))
+    {
+        Some(c) => Err(format!("version {} is {}", c.version, c.operation)),
+        None => Ok(()),
+    }
+}
+
+/// `batches` conformed to `target` and gathered into files of up to [`ROWS_PER_FILE`] rows;
+/// counts the rows into `written`.
+fn in_files<'a>(
+    batches: impl Iterator<Item = Result<RecordBatch, ExportError>> + 'a,
+    target: &'a SchemaRef,
+    written: &'a mut u64,
+) -> impl Iterator<Item = Result<RecordBatch, ExportError>> + 'a {
+    let mut batches = batches;
+    std::iter::from_fn(move || {
+        let mut parts = Vec::new();
+        let mut rows = 0;
+        while rows < ROWS_PER_FILE {
+            match batches.next() {
+                None => break,
+                Some(Ok(b)) if b.num_rows() == 0 => {}
+                Some(Ok(b)) => match types::conform(&b, target) {
+                    Ok(b) => {
+                        rows += b.num_rows();
+                        parts.push(b);
+                    }
+                    Err(e) => return Some(Err(e)),
+                },
+                Some(Err(e)) => return Some(Err(e)),
+            }
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        *written += rows as u64;
+        Some(arrow::compute::concat_batches(target, &parts).map_err(ExportError::from))
+    })
+}
