@@ -536,19 +536,7 @@ fn sigterm_lets_the_commit_in_flight_land_and_stops() {
 
 #[test]
 fn a_python_adbc_client_queries_changes_and_binds_parameters() {
-    let setup = Command::new("sh")
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/python/setup.sh"
-        ))
-        .output()
-        .expect("run tests/python/setup.sh");
-    assert!(
-        setup.status.success(),
-        "{}",
-        String::from_utf8_lossy(&setup.stderr)
-    );
-    let python = String::from_utf8(setup.stdout).unwrap().trim().to_string();
+    let python = common::python();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/flight_client.py");
     for token in [None, Some("py-t0ken")] {
         let dir = tempfile::tempdir().unwrap();

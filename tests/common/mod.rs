@@ -272,3 +272,21 @@ pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     }
     out
 }
+
+/// The Python of `target/python-venv`, with the clients of tests/python/requirements.txt
+/// installed (by tests/python/setup.sh, from PyPI on first use).
+pub fn python() -> String {
+    let setup = std::process::Command::new("sh")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/setup.sh"
+        ))
+        .output()
+        .expect("run tests/python/setup.sh");
+    assert!(
+        setup.status.success(),
+        "{}",
+        String::from_utf8_lossy(&setup.stderr)
+    );
+    String::from_utf8(setup.stdout).unwrap().trim().to_string()
+}

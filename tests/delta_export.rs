@@ -1,0 +1,408 @@
+//! Delta export (docs/EXPORT.md): `asof export` / `EXPORT ... TO DELTA` write a table as of a
+//! version as a Delta table, and later exports carry only the commits since. Read back by
+//! `deltalake` (delta-rs, from Python: tests/python/delta_read.py), a reader asof did not write,
+//! and, in the property test, by a plain reading of the Delta log's add and remove actions.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::path::Path;
+use std::process::Command;
+
+use arrow::array::RecordBatch;
+use arrow::compute::cast;
+use arrow::datatypes::SchemaRef;
+use arrow::util::display::array_value_to_string;
+use asof::{export_delta, DeltaExport, ExportKind, ScanRequest, SqlSession, Store};
+use proptest::prelude::*;
+
+type Rows = Vec<Vec<Option<String>>>;
+
+fn session(dir: &Path) -> SqlSession {
+    SqlSession::new(Store::open(dir).unwrap()).unwrap()
+}
+
+const ACCOUNTS: &str =
+    "CREATE TABLE moves (acct INT, balance BIGINT, note STRING, seq INT, sys TIMESTAMP, op STRING);
+    CREATE OR REFRESH STREAMING TABLE accounts FLOW AUTO CDC FROM stream(moves) KEYS (acct)
+      APPLY AS DELETE WHEN op = 'D' SEQUENCE BY seq SYSTEM SEQUENCE BY sys
+      COLUMNS * EXCEPT (seq, sys, op) STORED AS BITEMPORAL";
+
+/// The rows of `batches` as text, each column cast to the type of `like`'s (so that a reader's
+/// `large_string` and asof's `string` print alike), sorted.
+fn rows_like(batches: &[RecordBatch], like: &SchemaRef) -> Rows {
+    let mut rows = Vec::new();
+    for b in batches {
+        let columns: Vec<_> = like
+            .fields()
+            .iter()
+            .map(|f| cast(b.column_by_name(f.name()).unwrap(), f.data_type()).unwrap())
+            .collect();
+        for i in 0..b.num_rows() {
+            rows.push(
+                columns
+                    .iter()
+                    .map(|c| (!c.is_null(i)).then(|| array_value_to_string(c, i).unwrap()))
+                    .collect(),
+            );
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// The table as asof reads it at `version`: its schema and rows.
+fn table_at(store: &Store, table: &str, version: u64) -> (SchemaRef, Rows) {
+    let req = ScanRequest {
+        version: Some(version),
+        ..Default::default()
+    };
+    let scan = asof::scan(store, table, &req).unwrap();
+    let schema = scan.schema();
+    let batches: Vec<_> = scan.collect::<Result<_, _>>().unwrap();
+    let rows = rows_like(&batches, &schema);
+    (schema, rows)
+}
+
+/// What `deltalake` reads from the Delta tables `dirs` (`dir` or `dir@version`), as one union,
+/// and the asof version each one's commits recorded for `table`.
+fn deltalake_reads(table: &str, dirs: &[String], like: &SchemaRef) -> (Rows, Vec<Option<u64>>) {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let run = Command::new(common::python())
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/python/delta_read.py"
+        ))
+        .arg(out.path())
+        .arg(format!("asof {table}"))
+        .args(dirs)
+        .output()
+        .expect("run delta_read.py");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let held = info
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["txn"].as_u64())
+        .collect();
+    let reader =
+        arrow::ipc::reader::FileReader::try_new(File::open(out.path()).unwrap(), None).unwrap();
+    let batches: Vec<_> = reader.collect::<Result<_, _>>().unwrap();
+    (rows_like(&batches, like), held)
+}
+
+/// The rows of the Delta table at `dir` (its latest version), read from its log's add and remove
+/// actions and the Parquet files they name.
+fn delta_log_reads(dir: &Path, like: &SchemaRef) -> Rows {
+    let mut logs: Vec<_> = std::fs::read_dir(dir.join("_delta_log"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    logs.sort();
+    let mut files = BTreeSet::new();
+    for log in logs {
+        for line in std::fs::read_to_string(log).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(path) = action["add"]["path"].as_str() {
+                files.insert(path.to_string());
+            }
+            if let Some(path) = action["remove"]["path"].as_str() {
+                assert!(files.remove(path), "{path} removed but not there");
+            }
+        }
+    }
+    let mut batches = Vec::new();
+    for f in files {
+        let file = File::open(dir.join(f)).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        batches.extend(reader.map(Result::unwrap));
+    }
+    rows_like(&batches, like)
+}
+
+fn export(store: &Store, table: &str, dir: &Path, version: Option<u64>) -> asof::ExportReport {
+    let req = DeltaExport {
+        table: table.to_string(),
+        dir: dir.to_path_buf(),
+        version,
+    };
+    export_delta(store, &req).unwrap()
+}
+
+#[test]
+fn exports_after_late_corrections_deletes_and_dml_read_back_in_deltalake_as_the_table() {
+    let db = tempfile::tempdir().unwrap();
+    let delta = db.path().join("accounts_delta");
+    let mut s = session(&db.path().join("store"));
+    s.execute(ACCOUNTS).unwrap();
+    let steps = [
+        // Three accounts.
+        "INSERT INTO moves VALUES (1, 100, 'open', 1, TIMESTAMP '2025-01-01', 'U'),
+           (2, 50, 'open', 1, TIMESTAMP '2025-01-01', 'U'), (3, 7, 'open', 1, TIMESTAMP '2025-01-01', 'U')",
+        // A later balance, a delete, and an event that arrives late on business time.
+        "INSERT INTO moves VALUES (1, 80, 'pay', 5, TIMESTAMP '2025-02-01', 'U'),
+           (2, NULL, NULL, 3, TIMESTAMP '2025-02-01', 'D'), (1, 90, 'late', 3, TIMESTAMP '2025-02-02', 'U')",
+        // A duplicate (nothing changes) and a correction known later on system time.
+        "INSERT INTO moves VALUES (1, 90, 'late', 3, TIMESTAMP '2025-02-02', 'U'),
+           (3, 8, 'fix', 1, TIMESTAMP '2025-03-01', 'U'), (4, 1, 'new', 2, TIMESTAMP '2025-03-01', 'U')",
+    ];
+    let mut exported = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        s.execute(step).unwrap();
+        s.execute("REFRESH STREAMING TABLE accounts").unwrap();
+        let r = export(s.store(), "accounts", &delta, None);
+        let expected = if i == 0 {
+            ExportKind::Created
+        } else {
+            ExportKind::Incremental {
+                since: exported[i - 1],
+            }
+        };
+        assert_eq!(r.kind, expected, "{r}");
+        assert_eq!(r.delta_version, i as u64);
+        exported.push(r.asof_version);
+    }
+    // A DML statement on the table is carried over too.
+    s.execute("UPDATE accounts SET note = 'audited' WHERE acct = 3")
+        .unwrap();
+    let out = s
+        .execute(&format!(
+            "EXPORT TABLE accounts TO DELTA '{}'",
+            delta.display()
+        ))
+        .unwrap();
+    let Some(asof::SqlOutput::Done(line)) = out.last() else {
+        panic!("EXPORT answers a line")
+    };
+    let latest = s.store().latest_version("accounts").unwrap();
+    assert_eq!(
+        line,
+        &format!(
+            "accounts: version {latest} exported as Delta version 3: the commits since version {}; {}",
+            exported[2],
+            line.split("; ").nth(1).unwrap()
+        )
+    );
+    exported.push(latest);
+    // Nothing new: nothing written.
+    assert_eq!(
+        export(s.store(), "accounts", &delta, None).kind,
+        ExportKind::UpToDate
+    );
+
+    // deltalake reads each Delta version as the table at the asof version it recorded.
+    let (schema, now) = table_at(s.store(), "accounts", latest);
+    assert_eq!(now.len(), 11, "{now:?}");
+    let dirs: Vec<_> = (0..exported.len())
+        .map(|d| format!("{}@{d}", delta.display()))
+        .collect();
+    for (d, dir) in dirs.iter().enumerate() {
+        let (rows, held) = deltalake_reads("accounts", std::slice::from_ref(dir), &schema);
+        assert_eq!(held, vec![Some(exported[d])]);
+        assert_eq!(
+            rows,
+            table_at(s.store(), "accounts", exported[d]).1,
+            "Delta version {d}"
+        );
+    }
+    assert_eq!(delta_log_reads(&delta, &schema), now);
+
+    // An earlier version rewrites the files; the latest again carries the commits since it.
+    let r = export(s.store(), "accounts", &delta, Some(exported[0]));
+    assert!(matches!(r.kind, ExportKind::Rewritten { .. }), "{r}");
+    assert_eq!(
+        delta_log_reads(&delta, &schema),
+        table_at(s.store(), "accounts", exported[0]).1
+    );
+    let r = export(s.store(), "accounts", &delta, None);
+    assert_eq!(r.kind, ExportKind::Incremental { since: exported[0] });
+    let (rows, held) = deltalake_reads("accounts", &[delta.display().to_string()], &schema);
+    assert_eq!((rows, held), (now, vec![Some(latest)]));
+}
+
+#[test]
+fn a_vacuum_since_the_last_export_rewrites_the_files() {
+    let db = tempfile::tempdir().unwrap();
+    let delta = db.path().join("d");
+    let mut s = session(&db.path().join("store"));
+    s.execute(ACCOUNTS).unwrap();
+    s.execute(
+        "INSERT INTO moves VALUES (1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U');
+         REFRESH STREAMING TABLE accounts",
+    )
+    .unwrap();
+    export(s.store(), "accounts", &delta, None);
+    s.execute(
+        "INSERT INTO moves VALUES (1, 2, 'b', 2, TIMESTAMP '2025-01-02', 'U');
+         REFRESH STREAMING TABLE accounts;
+         ALTER STREAMING TABLE accounts SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false');
+         VACUUM accounts RETAIN 0 HOURS",
+    )
+    .unwrap();
+    let r = export(s.store(), "accounts", &delta, None);
+    let ExportKind::Rewritten { reason } = &r.kind else {
+        panic!("{r}")
+    };
+    assert!(
+        reason.contains("VACUUM") || reason.contains("vacuumed"),
+        "{reason}"
+    );
+    let latest = s.store().latest_version("accounts").unwrap();
+    let (schema, rows) = table_at(s.store(), "accounts", latest);
+    assert_eq!(delta_log_reads(&delta, &schema), rows);
+}
+
+#[test]
+fn a_folder_holding_another_tables_export_is_refused_and_kept() {
+    let db = tempfile::tempdir().unwrap();
+    let delta = db.path().join("d");
+    let mut s = session(&db.path().join("store"));
+    s.execute(ACCOUNTS).unwrap();
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE others FLOW AUTO CDC FROM stream(moves) KEYS (acct)
+           SEQUENCE BY seq COLUMNS * EXCEPT (seq, sys, op) STORED AS SCD TYPE 1;
+         INSERT INTO moves VALUES (1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U');
+         REFRESH STREAMING TABLE accounts; REFRESH STREAMING TABLE others",
+    )
+    .unwrap();
+    export(s.store(), "accounts", &delta, None);
+    let before = std::fs::read_dir(delta.join("_delta_log")).unwrap().count();
+    let e = s
+        .execute(&format!(
+            "EXPORT TABLE others TO DELTA '{}'",
+            delta.display()
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not an export of `others`"), "{e}");
+    assert_eq!(
+        std::fs::read_dir(delta.join("_delta_log")).unwrap().count(),
+        before
+    );
+    let e = s
+        .execute("EXPORT TABLE accounts TO DELTA")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("folder"), "{e}");
+}
+
+/// AUTO CDC rules are per key: a feed split by a hash of its key into four stores gives four
+/// tables whose union, read from their Delta exports, is the table of one store fed everything
+/// (docs/SCALING.md).
+#[test]
+fn four_stores_fed_by_key_hash_export_tables_whose_union_is_the_whole_table() {
+    let db = tempfile::tempdir().unwrap();
+    let mut whole = session(&db.path().join("whole"));
+    whole.execute(ACCOUNTS).unwrap();
+    let mut parts: Vec<_> = (0..4)
+        .map(|p| {
+            let mut s = session(&db.path().join(format!("part{p}")));
+            s.execute(ACCOUNTS).unwrap();
+            s
+        })
+        .collect();
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    for _round in 0..4 {
+        let mut by_part: Vec<Vec<String>> = vec![Vec::new(); 4];
+        let mut all = Vec::new();
+        for _ in 0..150 {
+            let key = next(60);
+            let row = format!(
+                "({key}, {}, 'n{}', {}, TIMESTAMP '2025-01-01' + INTERVAL '{}' MINUTE, '{}')",
+                next(1000),
+                next(5),
+                next(20),
+                next(500),
+                if next(10) == 0 { "D" } else { "U" }
+            );
+            // The router: a hash of the key, modulo the number of stores.
+            let part = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 62) as usize;
+            by_part[part].push(row.clone());
+            all.push(row);
+        }
+        let insert = |rows: &[String]| {
+            format!(
+                "INSERT INTO moves VALUES {}; REFRESH STREAMING TABLE accounts",
+                rows.join(", ")
+            )
+        };
+        whole.execute(&insert(&all)).unwrap();
+        for (s, rows) in parts.iter_mut().zip(&by_part) {
+            if !rows.is_empty() {
+                s.execute(&insert(rows)).unwrap();
+            }
+        }
+        for (p, s) in parts.iter().enumerate() {
+            export(
+                s.store(),
+                "accounts",
+                &db.path().join(format!("delta{p}")),
+                None,
+            );
+        }
+    }
+    let latest = whole.store().latest_version("accounts").unwrap();
+    let (schema, rows) = table_at(whole.store(), "accounts", latest);
+    assert!(rows.len() > 100, "{}", rows.len());
+    let dirs: Vec<_> = (0..4)
+        .map(|p| db.path().join(format!("delta{p}")).display().to_string())
+        .collect();
+    let (union, _) = deltalake_reads("accounts", &dirs, &schema);
+    assert_eq!(union, rows);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Whatever the commits and wherever exports fall (an earlier version too), the Delta table
+    /// holds the table at the version it records.
+    #[test]
+    fn exports_anywhere_hold_the_table_at_their_version(
+        steps in prop::collection::vec(
+            (prop::collection::vec((0u8..6, 0u16..100, 0u8..8, 0u8..30, prop::bool::weighted(0.15)), 1..12),
+             prop::option::of(0u8..4)),
+            1..7)
+    ) {
+        let db = tempfile::tempdir().unwrap();
+        let delta = db.path().join("d");
+        let mut s = session(&db.path().join("store"));
+        s.execute(ACCOUNTS).unwrap();
+        for (events, export_at) in steps {
+            let rows: Vec<_> = events
+                .iter()
+                .map(|(k, v, seq, sys, del)| format!(
+                    "({k}, {v}, NULL, {seq}, TIMESTAMP '2025-01-01' + INTERVAL '{sys}' HOUR, '{}')",
+                    if *del { "D" } else { "U" }
+                ))
+                .collect();
+            s.execute(&format!(
+                "INSERT INTO moves VALUES {}; REFRESH STREAMING TABLE accounts",
+                rows.join(", ")
+            ))
+            .unwrap();
+            if let Some(back) = export_at {
+                let latest = s.store().latest_version("accounts").unwrap();
+                let version = latest.saturating_sub(u64::from(back)).max(1);
+                let r = export(s.store(), "accounts", &delta, Some(version));
+                let (schema, expected) = table_at(s.store(), "accounts", version);
+                prop_assert_eq!(delta_log_reads(&delta, &schema), expected, "{}", r);
+            }
+        }
+    }
+}
