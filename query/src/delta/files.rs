@@ -48,14 +48,13 @@ pub(super) fn holding_keys(
     Ok(touched)
 }
 
-/// The rows of data file `path`, conformed to `target`, as one batch.
+/// The rows of data file `path`, conformed to `target`.
 pub(super) fn read(
     dir: &DeltaDir,
     path: &str,
     target: &SchemaRef,
-) -> Result<RecordBatch, ExportError> {
-    let batches = read_columns(dir, path, target)?;
-    Ok(arrow::compute::concat_batches(target, &batches)?)
+) -> Result<Vec<RecordBatch>, ExportError> {
+    read_columns(dir, path, target)
 }
 
 /// The columns of `schema` (found by name) of data file `path`.

@@ -14,7 +14,9 @@ use delta_kernel::engine::arrow_data::ArrowEngineData;
 use delta_kernel::object_store::local::LocalFileSystem;
 use delta_kernel::schema::StructType;
 use delta_kernel::transaction::create_table::create_table;
-use delta_kernel::transaction::{CommitResult, Transaction, UpdateTableOperation};
+use delta_kernel::transaction::{
+    BoundWriteContext, CommitResult, CreateTable, Transaction, UpdateTable, UpdateTableOperation,
+};
 use delta_kernel::{FilteredEngineData, Snapshot, SnapshotRef};
 use delta_kernel_default_engine::executor::tokio::TokioBackgroundExecutor;
 use delta_kernel_default_engine::{DefaultEngine, DefaultEngineBuilder};
@@ -172,28 +174,25 @@ impl DeltaDir {
             .ok_or_else(|| self.err(format!("data file {relative} is not a local path")))
     }
 
-    /// Creates the table with `change.schema`'s columns, holding `batches` (one file each).
+    /// Begins creating the table with `change.schema`'s columns.
     pub(super) fn create(
         &self,
         change: Change<'_>,
-        batches: impl Iterator<Item = Result<RecordBatch, ExportError>>,
-    ) -> Result<(u64, usize), ExportError> {
+    ) -> Result<Pending<'_, CreateTable>, ExportError> {
         let schema = StructType::try_from_arrow(change.schema.as_ref()).map_err(|e| self.err(e))?;
         let txn = create_table(self.url.as_str(), Arc::new(schema), ENGINE_INFO, true)
             .build(&self.engine, Box::new(FileSystemCommitter::new()))
             .map_err(|e| self.err(e))?;
-        self.finish(txn, change, batches)
+        self.pending(txn, change)
     }
 
-    /// Commits `change` on top of `snap`: takes out the files of `remove`, adds `batches` (one
-    /// file each).
+    /// Begins a commit on top of `snap` that takes out the files of `remove`.
     pub(super) fn update(
         &self,
         snap: &SnapshotRef,
         change: Change<'_>,
         remove: Vec<FilteredEngineData>,
-        batches: impl Iterator<Item = Result<RecordBatch, ExportError>>,
-    ) -> Result<(u64, usize), ExportError> {
+    ) -> Result<Pending<'_, UpdateTable>, ExportError> {
         let mut txn = snap
             .clone()
             .update_table(UpdateTableOperation::Write, ENGINE_INFO, true)
@@ -202,36 +201,59 @@ impl DeltaDir {
         for files in remove {
             txn.remove_files(files);
         }
-        self.finish(txn, change, batches)
+        self.pending(txn, change)
     }
 
-    /// Writes the files, stages the change and commits; returns the Delta version and the
-    /// number of files written.
-    fn finish<S: std::fmt::Debug>(
+    fn pending<S>(
         &self,
         txn: Transaction<S>,
         change: Change<'_>,
-        batches: impl Iterator<Item = Result<RecordBatch, ExportError>>,
-    ) -> Result<(u64, usize), ExportError> {
+    ) -> Result<Pending<'_, S>, ExportError> {
         let version = i64::try_from(change.asof_version).map_err(|e| self.err(e))?;
-        let mut txn = txn.with_transaction_id(change.app_id.to_string(), version);
+        let txn = txn.with_transaction_id(change.app_id.to_string(), version);
         let context = txn
             .write_state()
             .and_then(|w| w.write_context_builder().build())
             .map_err(|e| self.err(e))?;
-        let mut written = 0;
-        for batch in batches {
-            let data = ArrowEngineData::new(batch?);
-            let added = futures::executor::block_on(self.engine.write_parquet(&data, &context))
-                .map_err(|e| self.err(e))?;
-            txn.add_files(added);
-            written += 1;
-        }
+        Ok(Pending {
+            dir: self,
+            txn,
+            context,
+            written: 0,
+        })
+    }
+}
+
+/// A Delta commit being prepared: files are written one by one, and nothing is visible to a
+/// reader before [`Pending::commit`] (a file written and never committed is left for a Delta
+/// `VACUUM`).
+pub(super) struct Pending<'a, S> {
+    dir: &'a DeltaDir,
+    txn: Transaction<S>,
+    context: BoundWriteContext,
+    written: usize,
+}
+
+impl<S: std::fmt::Debug> Pending<'_, S> {
+    /// Writes `batch` as one data file of the commit.
+    pub(super) fn write(&mut self, batch: RecordBatch) -> Result<(), ExportError> {
+        let data = ArrowEngineData::new(batch);
+        let added =
+            futures::executor::block_on(self.dir.engine.write_parquet(&data, &self.context))
+                .map_err(|e| self.dir.err(e))?;
+        self.txn.add_files(added);
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Commits; returns the Delta version and the number of files written.
+    pub(super) fn commit(self) -> Result<(u64, usize), ExportError> {
+        let (dir, mut txn) = (self.dir, self.txn);
         for _ in 0..3 {
-            match txn.commit(&self.engine).map_err(|e| self.err(e))? {
-                CommitResult::Committed(c) => return Ok((c.commit_version(), written)),
+            match txn.commit(&dir.engine).map_err(|e| dir.err(e))? {
+                CommitResult::Committed(c) => return Ok((c.commit_version(), self.written)),
                 CommitResult::Conflicted(c) => {
-                    return Err(self.err(format!(
+                    return Err(dir.err(format!(
                         "another writer committed Delta version {} meanwhile; export again",
                         c.conflict_version()
                     )))
@@ -239,7 +261,7 @@ impl DeltaDir {
                 CommitResult::Retryable(r) => txn = r.transaction,
             }
         }
-        Err(self.err("the commit failed three times"))
+        Err(dir.err("the commit failed three times"))
     }
 }
 

@@ -22,13 +22,15 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use asof_storage::{CommitInfo, Store};
 
+use crate::arrow_conv::table_arrow_schema;
 use crate::error::QueryError;
 use crate::scan::{scan, table_changes, ChangeBound, ScanRequest};
 use kernel::{Change, DeltaDir};
 use net::{NetChanges, RowKeys};
 
-/// Rows per data file a full export writes.
-const ROWS_PER_FILE: usize = 1 << 20;
+/// Rows per data file. A change rewrites every file holding a row it retires (copy on write),
+/// so files are kept small enough for that to be cheap: about 10 MB on the 1M-event workload.
+const ROWS_PER_FILE: usize = 1 << 18;
 
 /// What to export, and where.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,8 +128,8 @@ pub enum ExportError {
         /// Its Arrow type.
         data_type: String,
     },
-    /// The folder holds a Delta table that is not an export of this table.
-    #[error("the Delta table at {} is not an export of `{table}`; export to another folder", dir.display())]
+    /// The folder holds a Delta table that is not an export of this table, or other files.
+    #[error("{} holds something other than an export of `{table}`; export to another folder", dir.display())]
     NotAnExport {
         /// The folder.
         dir: PathBuf,
@@ -182,16 +184,17 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
     let history = store.history(table).map_err(storage)?;
     let latest = store.latest_version(table).map_err(storage)?;
     let version = req.version.unwrap_or(latest);
-    let rows = scan(
-        store,
-        table,
-        &ScanRequest {
+    // The table's rows, read only by an export that writes them all.
+    let rows = || {
+        let req = ScanRequest {
             version: Some(version),
             batch_size: 64 * 1024,
             ..Default::default()
-        },
-    )?;
-    let target = types::delta_schema(table, &rows.schema())?;
+        };
+        scan(store, table, &req).map(|s| s.map(|b| b.map_err(ExportError::from)))
+    };
+    let schema = store.schema(table).map_err(storage)?;
+    let target = types::delta_schema(table, &table_arrow_schema(&schema))?;
     let dir = DeltaDir::open(&req.dir)?;
     let app_id = format!("asof {table}");
     let change = Change {
@@ -210,12 +213,17 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
     };
     let mut written = 0u64;
     let Some(snap) = dir.snapshot()? else {
-        let files = in_files(
-            rows.map(|b| b.map_err(ExportError::from)),
-            &target,
-            &mut written,
-        );
-        let (d, n) = dir.create(change, files)?;
+        if std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(ExportError::NotAnExport {
+                dir: req.dir.clone(),
+                table: table.to_string(),
+            });
+        }
+        let mut pending = dir.create(change)?;
+        for file in in_files(rows()?, &target, &mut written) {
+            pending.write(file?)?;
+        }
+        let (d, n) = pending.commit()?;
         return Ok(report(d, ExportKind::Created, (n, 0, written)));
     };
     let Some(held) = dir.asof_version(&snap, &app_id)? else {
@@ -234,9 +242,7 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
     if held == version {
         return Ok(report(delta_version, ExportKind::UpToDate, (0, 0, 0)));
     }
-    let key_columns = store
-        .schema(table)
-        .map_err(storage)?
+    let key_columns = schema
         .key_names()
         .iter()
         .filter_map(|k| target.index_of(k).ok())
@@ -256,12 +262,20 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
             let mut net = NetChanges::of_feed(&feed, &target, &rk)?;
             drop(feed);
             let touched = files::holding_keys(&dir, &files, &target, &rk, &net.removed_keys)?;
-            let mut out = Vec::new();
-            for path in &touched {
-                let kept = net.take_away(&files::read(&dir, path, &target)?, &rk)?;
-                if kept.num_rows() > 0 {
-                    out.push(kept);
-                }
+            let chosen: HashSet<&str> = touched.iter().map(String::as_str).collect();
+            let remove = dir.select(files, &chosen)?;
+            let mut pending = dir.update(&snap, change, remove)?;
+            // The touched files again, without the rows taken away: one file read at a time.
+            let survivors = touched
+                .iter()
+                .map(|path| files::read(&dir, path, &target))
+                .flat_map(|file| match file {
+                    Ok(batches) => batches.into_iter().map(Ok).collect(),
+                    Err(e) => vec![Err(e)],
+                })
+                .map(|batch| batch.and_then(|b| net.take_away(&b, &rk)));
+            for file in in_files(survivors, &target, &mut written) {
+                pending.write(file?)?;
             }
             if net.missing() > 0 {
                 return Err(ExportError::OutOfStep {
@@ -271,11 +285,10 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
                     missing: net.missing(),
                 });
             }
-            out.extend(net.added.take());
-            let chosen: HashSet<&str> = touched.iter().map(String::as_str).collect();
-            let remove = dir.select(files, &chosen)?;
-            let new_files = in_files(out.into_iter().map(Ok), &target, &mut written);
-            let (d, n) = dir.update(&snap, change, remove, new_files)?;
+            for file in in_files(net.added.take().into_iter().map(Ok), &target, &mut written) {
+                pending.write(file?)?;
+            }
+            let (d, n) = pending.commit()?;
             Ok(report(
                 d,
                 ExportKind::Incremental { since: held },
@@ -286,12 +299,11 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
             let all: HashSet<String> = files.paths().map(str::to_string).collect();
             let chosen: HashSet<&str> = all.iter().map(String::as_str).collect();
             let remove = dir.select(files, &chosen)?;
-            let new_files = in_files(
-                rows.map(|b| b.map_err(ExportError::from)),
-                &target,
-                &mut written,
-            );
-            let (d, n) = dir.update(&snap, change, remove, new_files)?;
+            let mut pending = dir.update(&snap, change, remove)?;
+            for file in in_files(rows()?, &target, &mut written) {
+                pending.write(file?)?;
+            }
+            let (d, n) = pending.commit()?;
             Ok(report(
                 d,
                 ExportKind::Rewritten { reason },

@@ -413,7 +413,20 @@ impl SqlSession {
         }
     }
 
+    /// A statement DataFusion runs (a query, `CREATE TABLE`, `INSERT`, a view): every table it
+    /// reads is read at the version it had when the statement started, so a query that reads a
+    /// table twice, or two tables, never sees a commit that landed while it ran.
     fn sql(&mut self, stmt: &Stmt) -> Result<Output> {
+        if self.pins.is_some() {
+            return self.sql_pinned(stmt);
+        }
+        self.pins = Some(self.pins_now()?);
+        let out = self.sql_pinned(stmt);
+        self.pins = None;
+        out
+    }
+
+    fn sql_pinned(&mut self, stmt: &Stmt) -> Result<Output> {
         self.clear_scratch()?;
         self.register_all()?;
         let head = stmt.head(4);

@@ -74,11 +74,7 @@ impl SqlSession {
             *v = self.store.latest_version(name)?;
         }
         for (name, v) in pins.sources.iter_mut() {
-            *v = self
-                .store
-                .source_history(name)?
-                .last()
-                .map_or(0, |c| c.version);
+            *v = self.store.source_latest_version(name)?;
         }
         let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
@@ -183,6 +179,24 @@ impl SqlSession {
             .and_then(|()| self.query(stmt));
         self.pins = None;
         out
+    }
+
+    /// Every table and source table at its latest version: what a query reads, whatever commits
+    /// land while it runs (docs/SEMANTICS.md §8).
+    pub(super) fn pins_now(&self) -> Result<Pins> {
+        let mut pins = Pins::default();
+        // A table dropped meanwhile is left out (the statement then finds it gone, or not).
+        for name in self.store.tables()? {
+            if let Ok(v) = self.store.latest_version(&name) {
+                pins.targets.insert(name, v);
+            }
+        }
+        for name in self.store.sources()? {
+            if let Ok(v) = self.store.source_latest_version(&name) {
+                pins.sources.insert(name, v);
+            }
+        }
+        Ok(pins)
     }
 
     /// The version `table` is read at: pinned, or `None` (the latest).

@@ -525,6 +525,16 @@ impl Store {
         Ok(self.read_inner()?.source(source)?.generated.clone())
     }
 
+    /// The latest commit version of a source table (without reading its rows).
+    pub fn source_latest_version(&self, source: &str) -> Result<u64> {
+        let g = self.read_inner()?;
+        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
+            kind: "table",
+            name: source.to_string(),
+        })?;
+        Ok(src.history.last().map_or(0, |c| c.version))
+    }
+
     /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
     /// written as `num_upserted_rows`).
     pub fn source_history(&self, source: &str) -> Result<Vec<CommitInfo>> {
