@@ -406,7 +406,10 @@ impl TableReader<'_> {
         };
         let mode = self.state.schema.mode;
         for v in from..=to {
-            let retired = rows.retired_by(v).into_iter().flatten();
+            // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
+            // retired rows in key order read each key's pages once, not once per row.
+            let mut retired: Vec<RowId> = rows.retired_by(v).into_iter().flatten().collect();
+            retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));
             let written = rows.first_added(v)..rows.first_added(v + 1);
             for (t, id) in commit_changes(mode, v, retired, written, row, Listing::Ordered)? {
                 let r = row(id)?;
