@@ -156,18 +156,7 @@ fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
     let dir = tempfile::tempdir().unwrap();
     let snaps = dir.path().join("snaps");
     std::fs::create_dir(&snaps).unwrap();
-    let write = |name: &str, body: &str| {
-        let path = snaps.join(name);
-        std::fs::write(&path, body).unwrap();
-        // Old enough to be taken at once (files still being written wait: §1.7).
-        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
-        std::fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
-    };
+    let write = |name: &str, body: &str| write_old(&snaps.join(name), body);
     write("2025-01-01.csv", "id,city\n1,Oslo\n2,Rome\n");
     write("2025-03-01.csv", "id,city\n1,Oslo\n3,Lima\n");
     let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
@@ -253,4 +242,68 @@ fn snapshot_files_take_no_schema_evolution() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("schemaEvolutionMode"), "{e}");
+}
+
+/// Writes `body` to `path` (making its folder), dated 5 s ago so that it counts as written
+/// whole (files still being written wait).
+fn write_old(path: &std::path::Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
+
+#[test]
+fn a_subfolder_is_one_snapshot_taken_whole_once_it_holds_success() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    write_old(&snaps.join("2025-01/part-0.csv"), "id,city\n1,Oslo\n");
+    write_old(&snaps.join("2025-01/part-1.csv"), "id,city\n2,Rome\n");
+    write_old(&snaps.join("2025-01/_SUCCESS"), "");
+    // Not complete yet: no _SUCCESS.
+    write_old(
+        &snaps.join("2025-03/part-0.csv"),
+        "id,city\n1,Oslo\n3,Lima\n",
+    );
+    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
+    s.execute(&format!(
+        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', header => true) \
+         INTO people KEYS (id) STORED AS SCD TYPE 2",
+        snaps.display()
+    ))
+    .unwrap();
+    let open = |id: &str, city: &str, from: &str| {
+        vec![Some(id.into()), Some(city.into()), Some(from.into()), None]
+    };
+    assert_eq!(
+        rows(&mut s, HISTORY),
+        [open("1", "Oslo", "2025-01"), open("2", "Rome", "2025-01")]
+    );
+    write_old(&snaps.join("2025-03/_SUCCESS"), "");
+    // A late snapshot in two files.
+    write_old(&snaps.join("2025-02/a.csv"), "id,city\n1,Bergen\n");
+    write_old(&snaps.join("2025-02/b.csv"), "id,city\n2,Rome\n");
+    write_old(&snaps.join("2025-02/_SUCCESS"), "");
+    s.execute("REFRESH STREAMING TABLE people").unwrap();
+    let history = [
+        cells(&["1", "Bergen", "2025-02", "2025-03"]),
+        cells(&["1", "Oslo", "2025-01", "2025-02"]),
+        open("1", "Oslo", "2025-03"),
+        cells(&["2", "Rome", "2025-01", "2025-03"]),
+        open("3", "Lima", "2025-03"),
+    ];
+    assert_eq!(rows(&mut s, HISTORY), history);
+    // A snapshot taken cannot change: a file arriving in its subfolder is refused.
+    write_old(&snaps.join("2025-01/part-2.csv"), "id,city\n4,Pisa\n");
+    let e = s
+        .execute("REFRESH STREAMING TABLE people")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("arrived in subfolder `2025-01`"), "{e}");
+    assert_eq!(rows(&mut s, HISTORY), history);
 }

@@ -10,9 +10,10 @@ pub enum QueryError {
     /// A query that does not fit the table.
     #[error("invalid query: {0}")]
     Invalid(String),
-    /// A Delta export failed (`EXPORT ... TO DELTA`).
+    /// A Delta export failed (`EXPORT ... TO DELTA`): an [`crate::ExportError`], boxed (so that
+    /// this type does not depend on the export's).
     #[error(transparent)]
-    Export(Box<crate::delta::ExportError>),
+    Export(Box<dyn std::error::Error + Send + Sync>),
     /// Arrow failed to assemble a batch.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),

@@ -24,6 +24,7 @@ mod conform;
 mod hints;
 mod multiline;
 mod settle;
+mod snapshot_dirs;
 
 use std::fs::File;
 use std::io::{BufReader, Seek};
@@ -240,6 +241,28 @@ impl FileSource {
     /// written).
     pub fn settled(new: Vec<PathBuf>) -> (Vec<PathBuf>, usize) {
         settle::settled(new)
+    }
+
+    /// For a snapshot folder: the snapshot `file` belongs to (its subfolder, or its own name;
+    /// `snapshot_dirs.rs`).
+    pub fn snapshot_name(&self, file: &Path) -> String {
+        snapshot_dirs::snapshot_name(&self.path, file)
+    }
+
+    /// For a snapshot folder: of the `new` files, those whose snapshot is complete (a subfolder
+    /// with `_SUCCESS`); an error for a file that arrived in a subfolder taken before.
+    pub fn snapshots_ready(
+        &self,
+        new: Vec<PathBuf>,
+        loaded: &std::collections::BTreeSet<String>,
+    ) -> Result<Vec<PathBuf>> {
+        snapshot_dirs::ready(&self.path, new, loaded)
+    }
+
+    /// For a snapshot folder: `settled` without the subfolders some of whose `wanted` files are
+    /// still being written.
+    pub fn whole_snapshots(&self, settled: Vec<PathBuf>, wanted: &[PathBuf]) -> Vec<PathBuf> {
+        snapshot_dirs::whole(&self.path, settled, wanted)
     }
 
     /// The files this source covers, in path order.

@@ -429,8 +429,17 @@ impl SqlSession {
             .into_iter()
             .filter(|p| !loaded.contains(&p.display().to_string()))
             .collect();
+        // A snapshot subfolder is taken once complete, and whole.
+        let new = match files.snapshot_column {
+            Some(_) => files.snapshots_ready(new, &loaded)?,
+            None => new,
+        };
         // A file still being written waits for the next refresh.
-        let (new, _still_written) = FileSource::settled(new);
+        let (settled, _still_written) = FileSource::settled(new.clone());
+        let new = match files.snapshot_column {
+            Some(_) => files.whole_snapshots(settled, &new),
+            None => settled,
+        };
         let bytes: u64 = new
             .iter()
             .filter_map(|p| std::fs::metadata(p).ok())
@@ -470,14 +479,11 @@ impl SqlSession {
                 }
             }
             let mut batch = match &files.snapshot_column {
-                // A snapshot's rows, and its file's name (relative to the folder) as its column.
+                // A snapshot's rows, and its name (its file's path under the folder, or its
+                // subfolder's name) as its column.
                 Some(column) => {
                     let (read, at) = read_without(&files, path, &schema, column)?;
-                    let name = path
-                        .strip_prefix(&files.path)
-                        .unwrap_or(path)
-                        .display()
-                        .to_string();
+                    let name = files.snapshot_name(path);
                     let mut cols = read.columns().to_vec();
                     cols.insert(
                         at,

@@ -74,7 +74,7 @@ impl SqlSession {
             *v = self.store.latest_version(name)?;
         }
         for (name, v) in pins.sources.iter_mut() {
-            *v = self.store.source_latest_version(name)?;
+            *v = self.store.source_latest_version(name)?.unwrap_or(0);
         }
         let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;
@@ -192,7 +192,8 @@ impl SqlSession {
             }
         }
         for name in self.store.sources()? {
-            if let Ok(v) = self.store.source_latest_version(&name) {
+            // One written before source commit records is read as it is.
+            if let Ok(Some(v)) = self.store.source_latest_version(&name) {
                 pins.sources.insert(name, v);
             }
         }

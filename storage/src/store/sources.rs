@@ -387,7 +387,14 @@ impl Store {
                 "source table `{source}` has no version {version}"
             )));
         }
-        Ok((src.schema.clone(), src.rows_at(version)))
+        // The latest version is the rows there now (read so, a table written before source
+        // commit records included).
+        let rows = if src.history.last().is_some_and(|c| c.version == version) {
+            src.rows_now()
+        } else {
+            src.rows_at(version)
+        };
+        Ok((src.schema.clone(), rows))
     }
 
     /// The rows of a source table there now, each batch with the positions of its rows (what
@@ -525,14 +532,15 @@ impl Store {
         Ok(self.read_inner()?.source(source)?.generated.clone())
     }
 
-    /// The latest commit version of a source table (without reading its rows).
-    pub fn source_latest_version(&self, source: &str) -> Result<u64> {
+    /// The latest commit version of a source table (without reading its rows); `None` for a
+    /// table written before source tables had commit records.
+    pub fn source_latest_version(&self, source: &str) -> Result<Option<u64>> {
         let g = self.read_inner()?;
         let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: source.to_string(),
         })?;
-        Ok(src.history.last().map_or(0, |c| c.version))
+        Ok(src.history.last().map(|c| c.version))
     }
 
     /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
