@@ -1,16 +1,67 @@
 //! `EXPORT [TABLE] t TO DELTA 'folder' [VERSION AS OF n]`: the table written as a Delta table
 //! ([`crate::export_delta`]; docs/EXPORT.md).
 
+use sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::parse::{syntax, P};
 use super::{Output, SqlSession};
 use crate::delta::{export_delta, DeltaExport};
 use crate::error::{QueryError, Result};
 
+/// An `EXPORT` statement.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ExportAst {
+    pub name: String,
+    pub dir: String,
+    pub version: Option<u64>,
+}
+
+/// The statement after `EXPORT`.
+pub(super) fn parse(p: &mut P<'_>) -> Result<ExportAst> {
+    p.eat("TABLE");
+    let name = p.table_name("a table name")?;
+    p.expect("TO")?;
+    p.expect("DELTA")?;
+    let dir = match p.next() {
+        Some(TokenWithSpan {
+            token: Token::SingleQuotedString(s),
+            ..
+        }) => s.clone(),
+        t => {
+            return Err(syntax(
+                t,
+                "expected the Delta table's folder, quoted: 'path'",
+            ))
+        }
+    };
+    let version = if p.eat("VERSION") {
+        p.expect("AS")?;
+        p.expect("OF")?;
+        match p.next() {
+            Some(TokenWithSpan {
+                token: Token::Number(n, _),
+                ..
+            }) if n.parse::<u64>().is_ok() => n.parse::<u64>().ok(),
+            t => return Err(syntax(t, "VERSION AS OF takes a commit version")),
+        }
+    } else {
+        None
+    };
+    if let Some(t) = p.peek() {
+        return Err(syntax(
+            Some(t),
+            "expected VERSION AS OF n or the end of the statement",
+        ));
+    }
+    Ok(ExportAst { name, dir, version })
+}
+
 impl SqlSession {
-    pub(super) fn export(&self, table: &str, dir: &str, version: Option<u64>) -> Result<Output> {
+    pub(super) fn export(&self, e: &ExportAst) -> Result<Output> {
         let req = DeltaExport {
-            table: table.to_string(),
-            dir: dir.into(),
-            version,
+            table: e.name.clone(),
+            dir: e.dir.clone().into(),
+            version: e.version,
         };
         let report =
             export_delta(&self.store, &req).map_err(|e| QueryError::Export(Box::new(e)))?;

@@ -273,7 +273,7 @@ impl SqlSession {
             | Kind::DescribeHistory(n)
             | Kind::Vacuum { name: n, .. }
             | Kind::Erase { name: n, .. }
-            | Kind::Export { name: n, .. }
+            | Kind::Export(export::ExportAst { name: n, .. })
             | Kind::Dml { name: n } => name(n)?,
             Kind::Sql | Kind::Receipt { .. } | Kind::VerifyReceipt(_) | Kind::Namespace(_) => {}
         }
@@ -396,7 +396,7 @@ impl SqlSession {
                 condition,
                 reason,
             } => self.erase(&name, &condition, &reason),
-            Kind::Export { name, dir, version } => self.export(&name, &dir, version),
+            Kind::Export(e) => self.export(&e),
             Kind::Receipt { pinned, query } => self.receipt_statement(&query, pinned),
             Kind::VerifyReceipt(token) => self.verify_receipt_statement(&token),
             Kind::Dml { name } => {

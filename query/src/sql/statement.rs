@@ -157,11 +157,7 @@ pub(crate) enum Kind {
         reason: String,
     },
     /// `EXPORT [TABLE] t TO DELTA 'folder' [VERSION AS OF n]`.
-    Export {
-        name: String,
-        dir: String,
-        version: Option<u64>,
-    },
+    Export(super::export::ExportAst),
     /// `UPDATE t ...`, `DELETE FROM t ...`, `MERGE INTO t ...` (`INSERT` goes by the table it
     /// names: [`super::tables`]).
     Dml { name: String },
@@ -641,42 +637,7 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
         }
         ["EXPORT", ..] => {
             p.i = 1;
-            p.eat("TABLE");
-            let name = p.table_name("a table name")?;
-            p.expect("TO")?;
-            p.expect("DELTA")?;
-            let dir = match p.next() {
-                Some(TokenWithSpan {
-                    token: Token::SingleQuotedString(s),
-                    ..
-                }) => s.clone(),
-                t => {
-                    return Err(syntax(
-                        t,
-                        "expected the Delta table's folder, quoted: 'path'",
-                    ))
-                }
-            };
-            let version = if p.eat("VERSION") {
-                p.expect("AS")?;
-                p.expect("OF")?;
-                match p.next() {
-                    Some(TokenWithSpan {
-                        token: Token::Number(n, _),
-                        ..
-                    }) if n.parse::<u64>().is_ok() => n.parse::<u64>().ok(),
-                    t => return Err(syntax(t, "VERSION AS OF takes a commit version")),
-                }
-            } else {
-                None
-            };
-            if let Some(t) = p.peek() {
-                return Err(syntax(
-                    Some(t),
-                    "expected VERSION AS OF n or the end of the statement",
-                ));
-            }
-            Ok(Kind::Export { name, dir, version })
+            Ok(Kind::Export(super::export::parse(&mut p)?))
         }
         ["ERASE", "FROM", ..] => {
             p.i = 2;
