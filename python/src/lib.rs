@@ -33,13 +33,22 @@ struct Database {
 }
 
 impl Database {
-    fn with<T>(&self, f: impl FnOnce(&mut SqlSession) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = self
-            .session
-            .lock()
-            .map_err(|_| err("an earlier call failed while it ran; reopen the store"))?;
-        let session = guard.as_mut().ok_or_else(|| err("the store is closed"))?;
-        f(session)
+    /// Runs `f` on the session with the GIL released: the lock is taken without it, so that a
+    /// thread waiting for the session never holds the GIL the thread using it needs back.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut SqlSession) -> Result<T, String> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut guard = self
+                .session
+                .lock()
+                .map_err(|_| "an earlier call failed while it ran; reopen the store".to_string())?;
+            let session = guard.as_mut().ok_or("the store is closed")?;
+            f(session)
+        })
+        .map_err(err)
     }
 }
 
@@ -62,7 +71,7 @@ impl Database {
     /// Runs `;`-separated statements, as `asof sql` does; returns the last query's rows, or the
     /// lines `asof sql` prints for statements that changed something.
     fn sql<'py>(&self, py: Python<'py>, statements: &str) -> PyResult<Bound<'py, PyAny>> {
-        let outputs = self.with(|s| py.detach(|| s.execute(statements)).map_err(err))?;
+        let outputs = self.with(py, |s| s.execute(statements).map_err(|e| e.to_string()))?;
         let mut last = None;
         let mut lines = Vec::new();
         for out in outputs {
@@ -101,31 +110,28 @@ impl Database {
     /// Appends rows to source table `source` as one commit; returns the table's row count after it.
     fn append(&self, py: Python<'_>, source: &str, data: &Bound<'_, PyAny>) -> PyResult<u64> {
         let batches = batches_of(py, data)?;
-        self.with(|s| {
-            let store = s.store().clone();
-            py.detach(|| {
-                let mut w = store.begin_append(source)?;
-                for b in &batches {
-                    w.push(b)?;
-                }
-                store.commit_write(w, None)
-            })
-            .map_err(err)
+        self.with(py, |s| {
+            let store = s.store();
+            let mut w = store.begin_append(source).map_err(|e| e.to_string())?;
+            for b in &batches {
+                w.push(b).map_err(|e| e.to_string())?;
+            }
+            store.commit_write(w, None).map_err(|e| e.to_string())
         })
     }
 
     /// The streaming tables.
-    fn tables(&self) -> PyResult<Vec<String>> {
-        self.with(|s| s.store().tables().map_err(err))
+    fn tables(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        self.with(py, |s| s.store().tables().map_err(|e| e.to_string()))
     }
 
     /// Closes the store.
-    fn close(&self) -> PyResult<()> {
-        let mut guard = self
-            .session
-            .lock()
-            .map_err(|_| err("an earlier call failed while it ran"))?;
-        guard.take();
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        // Closes even after a call failed while it ran (a poisoned lock).
+        py.detach(|| {
+            let mut guard = self.session.lock().unwrap_or_else(|e| e.into_inner());
+            guard.take();
+        });
         Ok(())
     }
 
@@ -135,11 +141,12 @@ impl Database {
 
     fn __exit__(
         &self,
+        py: Python<'_>,
         _kind: &Bound<'_, PyAny>,
         _value: &Bound<'_, PyAny>,
         _traceback: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        self.close()
+        self.close(py)
     }
 }
 

@@ -90,3 +90,26 @@ def test_a_closed_store_opens_again_with_everything_committed(tmp_path):
         db.sql("SELECT 1")
     with asof.connect(path) as again:
         assert again.sql("SELECT sum(x) AS s FROM t").column("s").to_pylist() == [3]
+
+
+def test_threads_sharing_a_store_take_turns_without_deadlock(db):
+    import threading
+
+    db.sql("INSERT INTO moves VALUES (1, 1, 1, TIMESTAMP '2025-01-01'); REFRESH STREAMING TABLE accounts")
+    failures = []
+
+    def work():
+        try:
+            for _ in range(20):
+                assert db.sql("SELECT count(*) AS n FROM accounts").column("n").to_pylist() == [1]
+                db.tables()
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck"
+    assert failures == []

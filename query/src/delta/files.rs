@@ -39,7 +39,7 @@ pub(super) fn holding_keys(
             if found {
                 return Ok::<_, ExportError>(true);
             }
-            Ok(rk.keys(b)?.iter().any(|k| keys.contains(k.as_ref())))
+            Ok(rk.keys_only(b)?.iter().any(|k| keys.contains(k.as_ref())))
         })?;
         if holds {
             touched.push(path.to_string());

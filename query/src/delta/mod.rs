@@ -181,8 +181,10 @@ pub enum ExportError {
 pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, ExportError> {
     let table = req.table.as_str();
     let storage = |e| ExportError::Query(QueryError::Storage(e));
+    // One read of the log: the latest version is its last commit's (a commit landing meanwhile
+    // is not half seen).
     let history = store.history(table).map_err(storage)?;
-    let latest = store.latest_version(table).map_err(storage)?;
+    let latest = history.last().map_or(0, |c| c.version);
     let version = req.version.unwrap_or(latest);
     // The table's rows, read only by an export that writes them all.
     let rows = || {
@@ -213,7 +215,11 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
     };
     let mut written = 0u64;
     let Some(snap) = dir.snapshot()? else {
-        if std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.next().is_some()) {
+        // Data files an interrupted export left may be there; anything else is not ours.
+        let foreign = |e: std::fs::DirEntry| {
+            !(e.path().extension().is_some_and(|x| x == "parquet") && e.path().is_file())
+        };
+        if std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.any(|e| e.map_or(true, foreign))) {
             return Err(ExportError::NotAnExport {
                 dir: req.dir.clone(),
                 table: table.to_string(),
@@ -239,7 +245,8 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
         });
     }
     let delta_version = snap.version();
-    if held == version {
+    let erased = erased_since(&history, held);
+    if held == version && erased.is_none() {
         return Ok(report(delta_version, ExportKind::UpToDate, (0, 0, 0)));
     }
     let key_columns = schema
@@ -247,7 +254,9 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
         .iter()
         .filter_map(|k| target.index_of(k).ok())
         .collect::<Vec<_>>();
-    let plan = carry_over(&history, held, version)
+    let plan = erased
+        .map_or(Ok(()), Err)
+        .and_then(|()| carry_over(&history, held, version))
         .and_then(|()| RowKeys::new(&target, key_columns).map_err(|e| e.to_string()));
     let files = dir.data_files(&snap)?;
     match plan {
@@ -311,6 +320,15 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
             ))
         }
     }
+}
+
+/// An erasure after version `held`, which changes every version, `held` too (an erased key
+/// leaves every version of the table): the reason to rewrite.
+fn erased_since(history: &[CommitInfo], held: u64) -> Option<String> {
+    history
+        .iter()
+        .find(|c| c.version > held && c.operation == asof_storage::ERASE)
+        .map(|c| format!("version {} erased keys from every version", c.version))
 }
 
 /// Whether the changes of commits `held+1..=version` can be carried over from the change feed;

@@ -41,17 +41,19 @@ impl RowKeys {
         Ok(self.rows.convert_columns(batch.columns())?)
     }
 
-    /// The keys of `batch`, which holds the target's columns or only its key columns.
+    /// The keys of `batch`, which holds the target's columns.
     pub(super) fn keys(&self, batch: &RecordBatch) -> Result<arrow::row::Rows, ExportError> {
-        let columns: Vec<_> = if batch.num_columns() == self.key_columns.len() {
-            batch.columns().to_vec()
-        } else {
-            self.key_columns
-                .iter()
-                .map(|&i| batch.column(i).clone())
-                .collect()
-        };
+        let columns: Vec<_> = self
+            .key_columns
+            .iter()
+            .map(|&i| batch.column(i).clone())
+            .collect();
         Ok(self.keys.convert_columns(&columns)?)
+    }
+
+    /// The keys of `batch`, which holds only the key columns, in the order of `key_columns`.
+    pub(super) fn keys_only(&self, batch: &RecordBatch) -> Result<arrow::row::Rows, ExportError> {
+        Ok(self.keys.convert_columns(batch.columns())?)
     }
 }
 

@@ -249,14 +249,10 @@ impl FileSource {
         snapshot_dirs::snapshot_name(&self.path, file)
     }
 
-    /// For a snapshot folder: of the `new` files, those whose snapshot is complete (a subfolder
-    /// with `_SUCCESS`); an error for a file that arrived in a subfolder taken before.
-    pub fn snapshots_ready(
-        &self,
-        new: Vec<PathBuf>,
-        loaded: &std::collections::BTreeSet<String>,
-    ) -> Result<Vec<PathBuf>> {
-        snapshot_dirs::ready(&self.path, new, loaded)
+    /// For a snapshot folder: of the `new` files, those whose snapshot is complete (files of
+    /// the folder itself, and of subfolders that hold `_SUCCESS`).
+    pub fn snapshots_ready(&self, new: Vec<PathBuf>) -> Vec<PathBuf> {
+        snapshot_dirs::ready(&self.path, new)
     }
 
     /// For a snapshot folder: `settled` without the subfolders some of whose `wanted` files are

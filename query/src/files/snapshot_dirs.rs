@@ -2,13 +2,12 @@
 //! file directly in the folder is one snapshot, named by its file name; each subfolder is one
 //! snapshot, named by the subfolder, made of every file under it. A subfolder is taken once it
 //! holds a `_SUCCESS` file (what Spark and Hadoop jobs write when they have written every other
-//! file), and whole: all its files in one refresh. A file arriving in a subfolder taken already
-//! is refused (a snapshot taken cannot change).
+//! file), and whole: all its files in one refresh. A file arriving later in a subfolder taken
+//! already joins its snapshot, which the next refresh applies again (a correction of that
+//! snapshot, as a late snapshot corrects history).
 
 use std::collections::BTreeSet;
 use std::path::{Component, Path, PathBuf};
-
-use crate::error::{QueryError, Result};
 
 /// The file a subfolder snapshot is complete with.
 pub const DONE_MARKER: &str = "_SUCCESS";
@@ -37,29 +36,13 @@ pub fn snapshot_name(root: &Path, file: &Path) -> String {
 }
 
 /// Of the `new` files of snapshot folder `root`, those to take now: the folder's own files, and
-/// the files of each subfolder that holds [`DONE_MARKER`]. `loaded` are the files taken before;
-/// a new file in a subfolder one of them came from is an error.
-pub fn ready(root: &Path, new: Vec<PathBuf>, loaded: &BTreeSet<String>) -> Result<Vec<PathBuf>> {
-    let taken: BTreeSet<String> = loaded
-        .iter()
-        .filter_map(|p| subfolder(root, Path::new(p)))
-        .collect();
-    let mut out = Vec::with_capacity(new.len());
-    for file in new {
-        match subfolder(root, &file) {
-            None => out.push(file),
-            Some(sub) if taken.contains(&sub) => {
-                return Err(QueryError::Invalid(format!(
-                    "snapshot folder {}: {} arrived in subfolder `{sub}` after its snapshot was taken; a snapshot is taken whole, so write a later snapshot to a new subfolder (or remove the file)",
-                    root.display(),
-                    file.display()
-                )))
-            }
-            Some(sub) if root.join(&sub).join(DONE_MARKER).exists() => out.push(file),
-            Some(_) => {}
-        }
-    }
-    Ok(out)
+/// the files of each subfolder that holds [`DONE_MARKER`].
+pub fn ready(root: &Path, new: Vec<PathBuf>) -> Vec<PathBuf> {
+    new.into_iter()
+        .filter(|file| {
+            subfolder(root, file).is_none_or(|sub| root.join(sub).join(DONE_MARKER).exists())
+        })
+        .collect()
 }
 
 /// `settled` (the files of `wanted` that are not being written) without the subfolders some of

@@ -261,8 +261,13 @@ impl SqlSession {
             .canonical()
             .map_err(|e| QueryError::Invalid(format!("flow `{flow}`: {e}")))?;
         // Files still being written neither shape the schema nor count as there already.
-        let (list, _) = FileSource::settled(files.list()?);
+        let (mut list, _) = FileSource::settled(files.list()?);
         let mut schema = files.infer(&list)?;
+        // A snapshot subfolder not complete yet is not there yet (`includeExistingFiles => false`
+        // skips only what is).
+        if files.snapshot_column.is_some() {
+            list = files.snapshots_ready(list);
+        }
         if let Some(column) = &files.snapshot_column {
             let mut fields: Vec<arrow::datatypes::FieldRef> = schema.fields().to_vec();
             fields.push(std::sync::Arc::new(arrow::datatypes::Field::new(
@@ -431,7 +436,7 @@ impl SqlSession {
             .collect();
         // A snapshot subfolder is taken once complete, and whole.
         let new = match files.snapshot_column {
-            Some(_) => files.snapshots_ready(new, &loaded)?,
+            Some(_) => files.snapshots_ready(new),
             None => new,
         };
         // A file still being written waits for the next refresh.

@@ -74,7 +74,11 @@ impl SqlSession {
             *v = self.store.latest_version(name)?;
         }
         for (name, v) in pins.sources.iter_mut() {
-            *v = self.store.source_latest_version(name)?.unwrap_or(0);
+            *v = self
+                .store
+                .source_history(name)?
+                .last()
+                .map_or(0, |c| c.version);
         }
         let (schema, batches) = self.run_pinned(&pins, &stmt)?;
         let (rows, hash) = result_hash(&schema, &batches)?;

@@ -533,14 +533,16 @@ impl Store {
     }
 
     /// The latest commit version of a source table (without reading its rows); `None` for a
-    /// table written before source tables had commit records.
+    /// table whose history is not whole (written, or partly written, before source tables had
+    /// commit records: its versions do not name its rows).
     pub fn source_latest_version(&self, source: &str) -> Result<Option<u64>> {
         let g = self.read_inner()?;
         let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: source.to_string(),
         })?;
-        Ok(src.history.last().map(|c| c.version))
+        let whole = src.history.first().is_some_and(|c| c.version == 0);
+        Ok(src.history.last().filter(|_| whole).map(|c| c.version))
     }
 
     /// The commits of a source table (`CREATE TABLE`, then one `WRITE` per append, with the rows
