@@ -308,7 +308,9 @@ impl SqlSession {
             let start = bound(args.get(1))?.ok_or_else(|| {
                 QueryError::Invalid("table_changes needs a start version or timestamp".into())
             })?;
-            let end = bound(args.get(2))?;
+            // Open-ended: up to the version the statement reads the table at.
+            let end = bound(args.get(2))?
+                .or_else(|| self.pinned_version(&table).map(ChangeBound::Version));
             let (schema, batches) =
                 crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
             let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
@@ -570,7 +572,8 @@ impl SqlSession {
         let key_column = schema.columns[*k].0.clone();
         let from = change_bound(args.get(2), "explain_changes")?
             .ok_or_else(|| QueryError::Invalid(usage.into()))?;
-        let to = change_bound(args.get(3), "explain_changes")?;
+        let to = change_bound(args.get(3), "explain_changes")?
+            .or_else(|| self.pinned_version(&table).map(ChangeBound::Version));
         let (schema, batches) =
             crate::scan::table_changes(&self.store, &table, &from, to.as_ref())?;
         let changes = self.register_scratch(
