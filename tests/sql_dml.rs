@@ -578,3 +578,47 @@ proptest! {
         prop_assert_eq!(&snapshot(&mut a, mode), &expected, "vacuumed and reopened");
     }
 }
+
+/// A DML commit reads no events. A store closed without a checkpoint after one (a crash, a full
+/// disk) is checkpointed by the next process that reads it, so that later opens read keys from
+/// their pages instead of the whole table every time.
+#[test]
+fn a_dml_commit_left_without_a_checkpoint_is_checkpointed_by_the_next_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+        s.execute(
+            "CREATE TABLE ev (id INT, name STRING, seq INT);
+             INSERT INTO ev VALUES (1, 'a', 1), (2, 'b', 1);
+             CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id)
+               SEQUENCE BY seq STORED AS SCD TYPE 2",
+        )
+        .unwrap();
+    }
+    {
+        let store = Store::open_with(dir.path(), options(8)).unwrap();
+        let mut s = SqlSession::new(store).unwrap();
+        s.execute("UPDATE t SET name = 'c' WHERE id = 1").unwrap();
+    }
+    let current = |store: &Store| {
+        store
+            .key_span(
+                "t",
+                (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
+                16,
+            )
+            .unwrap()
+            .is_some()
+    };
+    {
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!current(&store), "the UPDATE is only in the log");
+        let mut s = SqlSession::new(store).unwrap();
+        assert_eq!(rows(&mut s, "SELECT count(*) FROM t"), [cells(&["2"])]);
+    }
+    let store = Store::open(dir.path()).unwrap();
+    assert!(
+        current(&store),
+        "the reader wrote the checkpoint as it closed"
+    );
+}

@@ -168,10 +168,15 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
         };
         replay_log(kv, t.id, &mut state, &t.commits, range, &mut |_| Ok(()))
             .map_err(|e| in_table(&t.name, e))?;
-        replayed = t.commits[at + 1..]
+        // At least one per commit: DML commits read no events, and a replay of them alone must
+        // still count as unsaved, so that closing writes the checkpoint (else every later open
+        // finds its records behind and reads the table whole).
+        let after = &t.commits[at + 1..];
+        replayed = after
             .iter()
             .map(|c| c.metrics.num_events_read)
-            .sum();
+            .sum::<u64>()
+            .max(after.len() as u64);
     }
     Ok(Some((state, replayed)))
 }
