@@ -25,6 +25,7 @@ use asof_storage::{CommitInfo, Store};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::QueryError;
 use crate::scan::{scan, table_changes, ChangeBound, ScanRequest};
+use delta_kernel::SnapshotRef;
 use kernel::{Change, DeltaDir};
 use net::{NetChanges, RowKeys};
 
@@ -185,140 +186,190 @@ pub fn export_delta(store: &Store, req: &DeltaExport) -> Result<ExportReport, Ex
     // is not half seen).
     let history = store.history(table).map_err(storage)?;
     let latest = history.last().map_or(0, |c| c.version);
-    let version = req.version.unwrap_or(latest);
-    // The table's rows, read only by an export that writes them all.
-    let rows = || {
-        let req = ScanRequest {
-            version: Some(version),
-            batch_size: 64 * 1024,
-            ..Default::default()
-        };
-        scan(store, table, &req).map(|s| s.map(|b| b.map_err(ExportError::from)))
-    };
     let schema = store.schema(table).map_err(storage)?;
-    let target = types::delta_schema(table, &table_arrow_schema(&schema))?;
-    let dir = DeltaDir::open(&req.dir)?;
-    let app_id = format!("asof {table}");
-    let change = Change {
-        schema: &target,
-        app_id: &app_id,
-        asof_version: version,
+    let run = Run {
+        store,
+        req,
+        version: req.version.unwrap_or(latest),
+        target: types::delta_schema(table, &table_arrow_schema(&schema))?,
+        dir: DeltaDir::open(&req.dir)?,
+        app_id: format!("asof {table}"),
     };
-    let report = |delta_version, kind, (files_written, files_removed, rows_written)| ExportReport {
-        table: table.to_string(),
-        asof_version: version,
-        delta_version,
-        kind,
-        files_written,
-        files_removed,
-        rows_written,
+    let Some(snap) = run.dir.snapshot()? else {
+        return run.create();
     };
-    let mut written = 0u64;
-    let Some(snap) = dir.snapshot()? else {
-        // Data files an interrupted export left may be there; anything else is not ours.
-        let foreign = |e: std::fs::DirEntry| {
-            !(e.path().extension().is_some_and(|x| x == "parquet") && e.path().is_file())
-        };
-        if std::fs::read_dir(&req.dir).is_ok_and(|mut d| d.any(|e| e.map_or(true, foreign))) {
-            return Err(ExportError::NotAnExport {
-                dir: req.dir.clone(),
-                table: table.to_string(),
-            });
-        }
-        let mut pending = dir.create(change)?;
-        for file in in_files(rows()?, &target, &mut written) {
-            pending.write(file?)?;
-        }
-        let (d, n) = pending.commit()?;
-        return Ok(report(d, ExportKind::Created, (n, 0, written)));
+    let Some(held) = run.dir.asof_version(&snap, &run.app_id)? else {
+        return Err(run.not_an_export());
     };
-    let Some(held) = dir.asof_version(&snap, &app_id)? else {
-        return Err(ExportError::NotAnExport {
-            dir: req.dir.clone(),
-            table: table.to_string(),
-        });
-    };
-    if !dir.same_columns(&snap, &target)? {
+    if !run.dir.same_columns(&snap, &run.target)? {
         return Err(ExportError::ColumnsChanged {
             dir: req.dir.clone(),
             table: table.to_string(),
         });
     }
-    let delta_version = snap.version();
     let erased = erased_since(&history, held);
-    if held == version && erased.is_none() {
-        return Ok(report(delta_version, ExportKind::UpToDate, (0, 0, 0)));
+    if held == run.version && erased.is_none() {
+        return Ok(run.report(snap.version(), ExportKind::UpToDate, (0, 0, 0)));
     }
     let key_columns = schema
         .key_names()
         .iter()
-        .filter_map(|k| target.index_of(k).ok())
+        .filter_map(|k| run.target.index_of(k).ok())
         .collect::<Vec<_>>();
     let plan = erased
         .map_or(Ok(()), Err)
-        .and_then(|()| carry_over(&history, held, version))
-        .and_then(|()| RowKeys::new(&target, key_columns).map_err(|e| e.to_string()));
-    let files = dir.data_files(&snap)?;
+        .and_then(|()| carry_over(&history, held, run.version))
+        .and_then(|()| RowKeys::new(&run.target, key_columns).map_err(|e| e.to_string()));
     match plan {
-        Ok(rk) => {
-            let feed = table_changes(
-                store,
-                table,
-                &ChangeBound::Version(held + 1),
-                Some(&ChangeBound::Version(version)),
-            )?
-            .1;
-            let mut net = NetChanges::of_feed(&feed, &target, &rk)?;
-            drop(feed);
-            let touched = files::holding_keys(&dir, &files, &target, &rk, &net.removed_keys)?;
-            let chosen: HashSet<&str> = touched.iter().map(String::as_str).collect();
-            let remove = dir.select(files, &chosen)?;
-            let mut pending = dir.update(&snap, change, remove)?;
-            // The touched files again, without the rows taken away: one file read at a time.
-            let survivors = touched
-                .iter()
-                .map(|path| files::read(&dir, path, &target))
-                .flat_map(|file| match file {
-                    Ok(batches) => batches.into_iter().map(Ok).collect(),
-                    Err(e) => vec![Err(e)],
-                })
-                .map(|batch| batch.and_then(|b| net.take_away(&b, &rk)));
-            for file in in_files(survivors, &target, &mut written) {
-                pending.write(file?)?;
-            }
-            if net.missing() > 0 {
-                return Err(ExportError::OutOfStep {
-                    dir: req.dir.clone(),
-                    table: table.to_string(),
-                    since: held,
-                    missing: net.missing(),
-                });
-            }
-            for file in in_files(net.added.take().into_iter().map(Ok), &target, &mut written) {
-                pending.write(file?)?;
-            }
-            let (d, n) = pending.commit()?;
-            Ok(report(
-                d,
-                ExportKind::Incremental { since: held },
-                (n, touched.len(), written),
-            ))
+        Ok(rk) => run.carry(&snap, held, &rk),
+        Err(reason) => run.rewrite(&snap, reason),
+    }
+}
+
+/// One export under way: what it reads, and the Delta table it writes.
+struct Run<'a> {
+    store: &'a Store,
+    req: &'a DeltaExport,
+    /// The asof version exported.
+    version: u64,
+    /// The Arrow schema of the Delta table.
+    target: SchemaRef,
+    dir: DeltaDir,
+    /// The application id whose `txn` records the asof version.
+    app_id: String,
+}
+
+impl Run<'_> {
+    fn change(&self) -> Change<'_> {
+        Change {
+            schema: &self.target,
+            app_id: &self.app_id,
+            asof_version: self.version,
         }
-        Err(reason) => {
-            let all: HashSet<String> = files.paths().map(str::to_string).collect();
-            let chosen: HashSet<&str> = all.iter().map(String::as_str).collect();
-            let remove = dir.select(files, &chosen)?;
-            let mut pending = dir.update(&snap, change, remove)?;
-            for file in in_files(rows()?, &target, &mut written) {
-                pending.write(file?)?;
-            }
-            let (d, n) = pending.commit()?;
-            Ok(report(
-                d,
-                ExportKind::Rewritten { reason },
-                (n, all.len(), written),
-            ))
+    }
+
+    fn report(
+        &self,
+        delta_version: u64,
+        kind: ExportKind,
+        (files_written, files_removed, rows_written): (usize, usize, u64),
+    ) -> ExportReport {
+        ExportReport {
+            table: self.req.table.clone(),
+            asof_version: self.version,
+            delta_version,
+            kind,
+            files_written,
+            files_removed,
+            rows_written,
         }
+    }
+
+    fn not_an_export(&self) -> ExportError {
+        ExportError::NotAnExport {
+            dir: self.req.dir.clone(),
+            table: self.req.table.clone(),
+        }
+    }
+
+    /// The table's rows at the version exported.
+    fn rows(
+        &self,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, ExportError>> + '_, ExportError> {
+        let req = ScanRequest {
+            version: Some(self.version),
+            batch_size: 64 * 1024,
+            ..Default::default()
+        };
+        Ok(scan(self.store, &self.req.table, &req)?.map(|b| b.map_err(ExportError::from)))
+    }
+
+    /// Creates the Delta table with every row.
+    fn create(&self) -> Result<ExportReport, ExportError> {
+        // Data files an interrupted export left may be there; anything else is not ours.
+        let foreign = |e: std::fs::DirEntry| {
+            !(e.path().extension().is_some_and(|x| x == "parquet") && e.path().is_file())
+        };
+        if std::fs::read_dir(&self.req.dir).is_ok_and(|mut d| d.any(|e| e.map_or(true, foreign))) {
+            return Err(self.not_an_export());
+        }
+        let mut written = 0u64;
+        let mut pending = self.dir.create(self.change())?;
+        for file in in_files(self.rows()?, &self.target, &mut written) {
+            pending.write(file?)?;
+        }
+        let (d, n) = pending.commit()?;
+        Ok(self.report(d, ExportKind::Created, (n, 0, written)))
+    }
+
+    /// Carries the change feed since `held` over: the files holding rows it takes away are
+    /// written again without them, and the rows it adds go to new files.
+    fn carry(
+        &self,
+        snap: &SnapshotRef,
+        held: u64,
+        rk: &RowKeys,
+    ) -> Result<ExportReport, ExportError> {
+        let (dir, target) = (&self.dir, &self.target);
+        let files = dir.data_files(snap)?;
+        let feed = table_changes(
+            self.store,
+            &self.req.table,
+            &ChangeBound::Version(held + 1),
+            Some(&ChangeBound::Version(self.version)),
+        )?
+        .1;
+        let mut net = NetChanges::of_feed(&feed, target, rk)?;
+        drop(feed);
+        let touched = files::holding_keys(dir, &files, target, rk, &net.removed_keys)?;
+        let chosen: HashSet<&str> = touched.iter().map(String::as_str).collect();
+        let remove = dir.select(files, &chosen)?;
+        let mut pending = dir.update(snap, self.change(), remove)?;
+        let mut written = 0u64;
+        // The touched files again, without the rows taken away: one file read at a time.
+        let survivors = touched
+            .iter()
+            .map(|path| files::read(dir, path, target))
+            .flat_map(|file| match file {
+                Ok(batches) => batches.into_iter().map(Ok).collect(),
+                Err(e) => vec![Err(e)],
+            })
+            .map(|batch| batch.and_then(|b| net.take_away(&b, rk)));
+        for file in in_files(survivors, target, &mut written) {
+            pending.write(file?)?;
+        }
+        if net.missing() > 0 {
+            return Err(ExportError::OutOfStep {
+                dir: self.req.dir.clone(),
+                table: self.req.table.clone(),
+                since: held,
+                missing: net.missing(),
+            });
+        }
+        for file in in_files(net.added.take().into_iter().map(Ok), target, &mut written) {
+            pending.write(file?)?;
+        }
+        let (d, n) = pending.commit()?;
+        Ok(self.report(
+            d,
+            ExportKind::Incremental { since: held },
+            (n, touched.len(), written),
+        ))
+    }
+
+    /// Takes every file out and writes every row again, for `reason`.
+    fn rewrite(&self, snap: &SnapshotRef, reason: String) -> Result<ExportReport, ExportError> {
+        let files = self.dir.data_files(snap)?;
+        let all: HashSet<String> = files.paths().map(str::to_string).collect();
+        let chosen: HashSet<&str> = all.iter().map(String::as_str).collect();
+        let remove = self.dir.select(files, &chosen)?;
+        let mut pending = self.dir.update(snap, self.change(), remove)?;
+        let mut written = 0u64;
+        for file in in_files(self.rows()?, &self.target, &mut written) {
+            pending.write(file?)?;
+        }
+        let (d, n) = pending.commit()?;
+        Ok(self.report(d, ExportKind::Rewritten { reason }, (n, all.len(), written)))
     }
 }
 
