@@ -197,7 +197,7 @@ fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
 }
 
 #[test]
-fn a_snapshot_flow_run_again_refreshes_and_another_definition_is_refused() {
+fn a_snapshot_flow_run_again_refreshes_takes_other_clauses_and_refuses_other_keys() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     let flow = "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT people_snapshots INTO people \
@@ -215,16 +215,40 @@ fn a_snapshot_flow_run_again_refreshes_and_another_definition_is_refused() {
         rows(&mut s, "SELECT city FROM people WHERE __END_AT IS NULL"),
         [cells(&["Rome"])]
     );
+    // Other AUTO CDC clauses redefine it as an AUTO CDC flow is: the table is rebuilt from all
+    // the snapshots, or the redefinition says what it may not change.
+    let out = s
+        .execute(&flow.replace("COLUMNS * EXCEPT (snap)", "COLUMNS (id, city)"))
+        .unwrap();
+    let Some(asof::SqlOutput::Done(line)) = out.last() else {
+        panic!("a line")
+    };
+    assert!(
+        line.starts_with("flow people_cdc redefined: commit 3 rebuilt people"),
+        "{line}"
+    );
     let e = s
-        .execute(&flow.replace("SCD TYPE 2", "SCD TYPE 1"))
+        .execute(&format!("{flow} TRACK HISTORY ON * EXCEPT (city)"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("another definition"), "{e}");
+    assert!(
+        e.contains("cannot be redefined with another TRACK HISTORY"),
+        "{e}"
+    );
+    assert_eq!(
+        rows(&mut s, "SELECT city, __START_AT, __END_AT FROM people"),
+        [
+            cells(&["Oslo", "1", "2"]),
+            vec![Some("Rome".to_string()), Some("2".to_string()), None]
+        ]
+    );
+    // Other keys are other snapshots' events: refused, with nothing changed.
     let e = s
         .execute(&flow.replace("KEYS (id)", "KEYS (city)"))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("another definition"), "{e}");
+    assert!(e.contains("other snapshots, keys or version"), "{e}");
+    assert_eq!(rows(&mut s, "SELECT count(*) FROM people"), [cells(&["2"])]);
 }
 
 #[test]

@@ -8,6 +8,7 @@ use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 use super::hidden::files_source;
 use super::parse::{self, expr_sql, Cols, FlowAst, Source};
+use super::snapshot::SnapshotChange;
 use super::{names, Declared, Output, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
@@ -305,8 +306,8 @@ impl SqlSession {
     pub(super) fn rerun_flow(&mut self, f: FlowAst) -> Result<Output> {
         let source = match &f.source {
             Some(Source::Table(t)) => t.clone(),
-            // Taking new snapshots is its refresh; another definition is refused (redefining a
-            // snapshot flow is not supported yet).
+            // Taking new snapshots is its refresh; other AUTO CDC clauses redefine it; other
+            // snapshots, keys or version are refused.
             Some(Source::Snapshots(_) | Source::SnapshotFiles(_)) => {
                 let (f, snapshots) = match f.source.clone() {
                     Some(Source::SnapshotFiles(files)) => {
@@ -319,13 +320,14 @@ impl SqlSession {
                     }
                     _ => return Err(QueryError::Invalid("a flow needs a source".into())),
                 };
-                if !self.snapshot_flow_unchanged(&f, &snapshots)? {
-                    return Err(QueryError::Invalid(format!(
-                        "flow `{}` reads snapshots and exists with another definition; asof cannot redefine a snapshot flow yet: drop `{}` and create it again",
+                return match self.snapshot_flow_change(&f, &snapshots)? {
+                    SnapshotChange::None => self.refresh(&f.target, false),
+                    SnapshotChange::Clauses(spec) => self.redefine(&f, *spec),
+                    SnapshotChange::Origin => Err(QueryError::Invalid(format!(
+                        "flow `{}` reads snapshots and exists with other snapshots, keys or version; asof can redefine a snapshot flow's AUTO CDC clauses, not those: drop `{}` and create it again",
                         f.name, f.target
-                    )));
-                }
-                return self.refresh(&f.target, false);
+                    ))),
+                };
             }
             Some(Source::Files(files)) => self.same_files(&f.name, &f.target, files.clone())?,
             None => return Err(QueryError::Invalid("a flow needs a source".into())),
@@ -340,6 +342,12 @@ impl SqlSession {
         {
             return self.refresh(&f.target, false);
         }
+        self.redefine(&f, spec)
+    }
+
+    /// Flow `f` redefined as `spec`, its table rebuilt from all its sources (or refreshed, if
+    /// `spec` is its definition).
+    fn redefine(&mut self, f: &FlowAst, spec: asof_storage::Flow) -> Result<Output> {
         match self.store.redefine_flow(spec)? {
             Some(c) => Ok(Output::Done(format!(
                 "flow {} redefined: commit {} rebuilt {} from all its sources ({} events read, {} rows upserted, {} deleted)",

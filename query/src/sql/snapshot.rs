@@ -99,9 +99,14 @@ impl SqlSession {
         Ok(())
     }
 
-    /// Whether snapshot flow `f` (over the snapshots of `snapshots`) is defined as the flow of
-    /// its name is: the same snapshots, keys, version and AUTO CDC clauses.
-    pub(super) fn snapshot_flow_unchanged(&mut self, f: &FlowAst, snapshots: &str) -> Result<bool> {
+    /// How snapshot flow `f` (over the snapshots of `snapshots`) differs from the flow of its
+    /// name: not at all, in its AUTO CDC clauses only (the flow over its events table, as it would
+    /// be defined now), or in its snapshots, keys or version.
+    pub(super) fn snapshot_flow_change(
+        &mut self,
+        f: &FlowAst,
+        snapshots: &str,
+    ) -> Result<SnapshotChange> {
         let events = events_table(&f.name);
         let origin = self
             .store
@@ -113,15 +118,31 @@ impl SqlSession {
                 && o.keys == f.keys
                 && f.sequence_by.first() == Some(&o.version)
         });
+        if !same_origin {
+            return Ok(SnapshotChange::Origin);
+        }
         let fields = self.generated_fields_of(&f.target)?;
         let spec = self.flow_spec(&events_flow(f.clone())?, &events, &fields)?;
-        let same_flow = self
+        if self
             .store
             .flows(&f.target)?
             .iter()
-            .any(|e| e == spec.spec());
-        Ok(same_origin && same_flow)
+            .any(|e| e == spec.spec())
+        {
+            return Ok(SnapshotChange::None);
+        }
+        Ok(SnapshotChange::Clauses(Box::new(spec)))
     }
+}
+
+/// How a snapshot flow run again differs from the one of its name.
+pub(super) enum SnapshotChange {
+    /// It is the same flow.
+    None,
+    /// Its AUTO CDC clauses differ: the flow over its events table, as defined now.
+    Clauses(Box<asof_storage::Flow>),
+    /// Its snapshots, keys or version differ.
+    Origin,
 }
 
 fn arrow_err(e: arrow::error::ArrowError) -> QueryError {
