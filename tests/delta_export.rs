@@ -130,6 +130,16 @@ fn delta_log_reads(dir: &Path, like: &SchemaRef) -> Rows {
     rows_like(&batches, like)
 }
 
+/// Checks that the Delta table at `dir` holds `table` as of `version`, row for row.
+fn assert_delta_holds(store: &Store, table: &str, dir: &Path, version: u64) {
+    let (schema, rows) = table_at(store, table, version);
+    assert_eq!(
+        delta_log_reads(dir, &schema),
+        rows,
+        "{table} at version {version}"
+    );
+}
+
 fn export(store: &Store, table: &str, dir: &Path, version: Option<u64>) -> asof::ExportReport {
     let req = DeltaExport {
         table: table.to_string(),
@@ -291,8 +301,7 @@ fn a_vacuum_since_the_last_export_rewrites_the_files() {
         "{reason}"
     );
     let latest = s.store().latest_version("accounts").unwrap();
-    let (schema, rows) = table_at(s.store(), "accounts", latest);
-    assert_eq!(delta_log_reads(&delta, &schema), rows);
+    assert_delta_holds(s.store(), "accounts", &delta, latest);
 }
 
 #[test]
@@ -483,8 +492,7 @@ fn a_first_export_interrupted_after_its_data_files_can_run_again() {
     .unwrap();
     let r = export(s.store(), "accounts", &delta, None);
     assert_eq!(r.kind, ExportKind::Created);
-    let (schema, rows) = table_at(s.store(), "accounts", r.asof_version);
-    assert_eq!(delta_log_reads(&delta, &schema), rows);
+    assert_delta_holds(s.store(), "accounts", &delta, r.asof_version);
 }
 
 #[test]

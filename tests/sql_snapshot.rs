@@ -159,13 +159,7 @@ fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
     let write = |name: &str, body: &str| write_old(&snaps.join(name), body);
     write("2025-01-01.csv", "id,city\n1,Oslo\n2,Rome\n");
     write("2025-03-01.csv", "id,city\n1,Oslo\n3,Lima\n");
-    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
-    s.execute(&format!(
-        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', header => true) \
-         INTO people KEYS (id) STORED AS SCD TYPE 2",
-        snaps.display()
-    ))
-    .unwrap();
+    let mut s = snapshot_folder_flow(dir.path(), &snaps);
     let history = "SELECT id, city, __START_AT, __END_AT FROM people";
     let open = |id: &str, city: &str, from: &str| {
         vec![Some(id.into()), Some(city.into()), Some(from.into()), None]
@@ -268,6 +262,18 @@ fn snapshot_files_take_no_schema_evolution() {
     assert!(e.contains("schemaEvolutionMode"), "{e}");
 }
 
+/// A store in `dir` whose SCD TYPE 2 table `people` takes the snapshots of folder `snaps`.
+fn snapshot_folder_flow(dir: &std::path::Path, snaps: &std::path::Path) -> SqlSession {
+    let mut s = SqlSession::new(Store::open(dir.join("db")).unwrap()).unwrap();
+    s.execute(&format!(
+        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', header => true) \
+         INTO people KEYS (id) STORED AS SCD TYPE 2",
+        snaps.display()
+    ))
+    .unwrap();
+    s
+}
+
 /// Writes `body` to `path` (making its folder), dated 5 s ago so that it counts as written
 /// whole (files still being written wait).
 fn write_old(path: &std::path::Path, body: &str) {
@@ -294,13 +300,7 @@ fn a_subfolder_is_one_snapshot_taken_whole_once_it_holds_success_and_a_late_file
         &snaps.join("2025-03/part-0.csv"),
         "id,city\n1,Oslo\n3,Lima\n",
     );
-    let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
-    s.execute(&format!(
-        "CREATE FLOW people_cdc AS AUTO CDC FROM SNAPSHOT read_files('{}', format => 'csv', header => true) \
-         INTO people KEYS (id) STORED AS SCD TYPE 2",
-        snaps.display()
-    ))
-    .unwrap();
+    let mut s = snapshot_folder_flow(dir.path(), &snaps);
     let open = |id: &str, city: &str, from: &str| {
         vec![Some(id.into()), Some(city.into()), Some(from.into()), None]
     };
