@@ -29,6 +29,17 @@ const ACCOUNTS: &str =
       APPLY AS DELETE WHEN op = 'D' SEQUENCE BY seq SYSTEM SEQUENCE BY sys
       COLUMNS * EXCEPT (seq, sys, op) STORED AS BITEMPORAL";
 
+/// A store at `dir` with the table `accounts`, refreshed after `rows` were appended to `moves`.
+fn accounts(dir: &Path, rows: &str) -> SqlSession {
+    let mut s = session(dir);
+    s.execute(ACCOUNTS).unwrap();
+    s.execute(&format!(
+        "INSERT INTO moves VALUES {rows}; REFRESH STREAMING TABLE accounts"
+    ))
+    .unwrap();
+    s
+}
+
 /// The rows of `batches` as text, each column cast to the type of `like`'s (so that a reader's
 /// `large_string` and asof's `string` print alike), sorted.
 fn rows_like(batches: &[RecordBatch], like: &SchemaRef) -> Rows {
@@ -277,13 +288,10 @@ fn nested_columns_export_and_carry_over_as_struct_array_and_map() {
 fn a_vacuum_since_the_last_export_rewrites_the_files() {
     let db = tempfile::tempdir().unwrap();
     let delta = db.path().join("d");
-    let mut s = session(&db.path().join("store"));
-    s.execute(ACCOUNTS).unwrap();
-    s.execute(
-        "INSERT INTO moves VALUES (1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U');
-         REFRESH STREAMING TABLE accounts",
-    )
-    .unwrap();
+    let mut s = accounts(
+        &db.path().join("store"),
+        "(1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U')",
+    );
     export(s.store(), "accounts", &delta, None);
     s.execute(
         "INSERT INTO moves VALUES (1, 2, 'b', 2, TIMESTAMP '2025-01-02', 'U');
@@ -453,14 +461,11 @@ proptest! {
 fn an_erasure_after_the_exported_version_rewrites_it_without_the_key() {
     let db = tempfile::tempdir().unwrap();
     let delta = db.path().join("d");
-    let mut s = session(&db.path().join("store"));
-    s.execute(ACCOUNTS).unwrap();
-    s.execute(
-        "INSERT INTO moves VALUES (1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U'),
-           (2, 2, 'b', 1, TIMESTAMP '2025-01-01', 'U');
-         REFRESH STREAMING TABLE accounts",
-    )
-    .unwrap();
+    let mut s = accounts(
+        &db.path().join("store"),
+        "(1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U'),
+           (2, 2, 'b', 1, TIMESTAMP '2025-01-01', 'U')",
+    );
     let held = export(s.store(), "accounts", &delta, None).asof_version;
     s.execute("ERASE FROM accounts WHERE acct = 2 REASON 'request 7'")
         .unwrap();
@@ -483,13 +488,10 @@ fn a_first_export_interrupted_after_its_data_files_can_run_again() {
         b"PAR1 half written",
     )
     .unwrap();
-    let mut s = session(&db.path().join("store"));
-    s.execute(ACCOUNTS).unwrap();
-    s.execute(
-        "INSERT INTO moves VALUES (1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U');
-         REFRESH STREAMING TABLE accounts",
-    )
-    .unwrap();
+    let s = accounts(
+        &db.path().join("store"),
+        "(1, 1, 'a', 1, TIMESTAMP '2025-01-01', 'U')",
+    );
     let r = export(s.store(), "accounts", &delta, None);
     assert_eq!(r.kind, ExportKind::Created);
     assert_delta_holds(s.store(), "accounts", &delta, r.asof_version);

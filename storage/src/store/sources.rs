@@ -537,10 +537,7 @@ impl Store {
     /// commit records: its versions do not name its rows).
     pub fn source_latest_version(&self, source: &str) -> Result<Option<u64>> {
         let g = self.read_inner()?;
-        let src = g.sources.get(source).ok_or_else(|| Error::NotFound {
-            kind: "table",
-            name: source.to_string(),
-        })?;
+        let src = g.source(source)?;
         let whole = src.history.first().is_some_and(|c| c.version == 0);
         Ok(src.history.last().filter(|_| whole).map(|c| c.version))
     }
