@@ -137,9 +137,9 @@ fn child(dir: &str, mode: StoredAs) {
         println!("FLOW {}", c.version);
     }
     let mut n = store
-        .source_data("src")
+        .source_rows("src", asof::SourceRead::Now)
+        .and_then(|r| r.collect_batches())
         .unwrap()
-        .1
         .iter()
         .map(|b| b.num_rows())
         .sum::<usize>() as u64
@@ -340,7 +340,10 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             );
             continue;
         }
-        let (_, src) = store.source_data("src").unwrap();
+        let src = store
+            .source_rows("src", asof::SourceRead::Now)
+            .and_then(|r| r.collect_batches())
+            .unwrap();
         let src_rows: u64 = src.iter().map(|b| b.num_rows() as u64).sum();
         assert!(
             src_rows >= acked_rows,
@@ -383,7 +386,10 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
         );
         // Files: each one loaded whole, with its name, or not at all.
         if let Ok((_, loaded)) = store.source_origin("__asof_files_ft") {
-            let (_, rows) = store.source_data("__asof_files_ft").unwrap();
+            let rows = store
+                .source_rows("__asof_files_ft", asof::SourceRead::Now)
+                .and_then(|r| r.collect_batches())
+                .unwrap();
             let rows: usize = rows.iter().map(|b| b.num_rows()).sum();
             assert_eq!(
                 rows,
@@ -397,7 +403,10 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             );
         }
         // A scratch table left by a kill between its create and its drop is whole.
-        if let Ok((_, rows)) = store.source_data("scratch") {
+        if let Ok(rows) = store
+            .source_rows("scratch", asof::SourceRead::Now)
+            .and_then(|r| r.collect_batches())
+        {
             let rows: usize = rows.iter().map(|b| b.num_rows()).sum();
             assert!(rows == 0 || rows == ROWS_PER_APPEND, "kill {kill}: {rows}");
         }

@@ -75,7 +75,10 @@ fn refresh_reads_only_what_is_new_and_survives_restarts() {
     drop(store);
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(table_strings(&store, "company_points").1, expected(4));
-    let (_, src) = store.source_data("company_events").unwrap();
+    let src = store
+        .source_rows("company_events", asof::SourceRead::Now)
+        .and_then(|r| r.collect_batches())
+        .unwrap();
     assert_eq!(src.iter().map(|b| b.num_rows()).sum::<usize>(), 4);
 }
 
@@ -133,4 +136,83 @@ fn views_persist_and_drop_removes_everything() {
     );
     // The names are free again.
     setup(&store);
+}
+
+/// A source table of `n` rows `(id BIGINT, payload STRING)`, in one append, so that its rows
+/// span many stored chunks.
+fn wide_source(store: &Store, name: &str, n: i64) {
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = std::sync::Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("payload", DataType::Utf8, true),
+    ]));
+    store.create_source(name, &schema).unwrap();
+    let batch = arrow::array::RecordBatch::try_new(
+        schema,
+        vec![
+            std::sync::Arc::new(Int64Array::from_iter_values(0..n)),
+            std::sync::Arc::new(StringArray::from_iter_values(
+                (0..n).map(|i| format!("row {i} {}", "x".repeat(100))),
+            )),
+        ],
+    )
+    .unwrap();
+    store.append(name, &batch).unwrap();
+}
+
+#[test]
+fn a_source_read_streams_as_of_its_start_while_rows_are_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    wide_source(&store, "big", 20_000);
+    let mut read = store.source_rows("big", asof::SourceRead::Now).unwrap();
+    assert_eq!(read.written(), 20_000);
+    let first = read.next().unwrap().unwrap();
+    assert!(
+        first.num_rows() < 20_000,
+        "the read gives the table a chunk at a time, not whole"
+    );
+    // Rows appended (and a DELETE-free table) after the read began are not part of it.
+    wide_source_append(&store, "big", 5);
+    let mut ids: Vec<i64> = Vec::new();
+    for b in std::iter::once(Ok(first)).chain(read) {
+        let b = b.unwrap();
+        let col = b.column(0).as_any();
+        let col = col.downcast_ref::<arrow::array::Int64Array>().unwrap();
+        ids.extend(col.values().iter());
+    }
+    assert_eq!(ids, (0..20_000).collect::<Vec<_>>());
+    let now = store.source_rows("big", asof::SourceRead::Now).unwrap();
+    assert_eq!(now.written(), 20_005);
+}
+
+/// Appends `n` more rows to a [`wide_source`] table.
+fn wide_source_append(store: &Store, name: &str, n: i64) {
+    use arrow::array::{Int64Array, StringArray};
+    let schema = store.source_schema(name).unwrap();
+    let batch = arrow::array::RecordBatch::try_new(
+        schema,
+        vec![
+            std::sync::Arc::new(Int64Array::from_iter_values(100_000..100_000 + n)),
+            std::sync::Arc::new(StringArray::from_iter_values((0..n).map(|i| i.to_string()))),
+        ],
+    )
+    .unwrap();
+    store.append(name, &batch).unwrap();
+}
+
+#[test]
+fn a_source_dropped_while_it_is_read_stops_the_read_with_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    wide_source(&store, "big", 20_000);
+    let mut read = store.source_rows("big", asof::SourceRead::Now).unwrap();
+    read.next().unwrap().unwrap();
+    store.drop_table("big").unwrap();
+    let rest: Result<Vec<_>, _> = read.collect();
+    match rest {
+        Err(asof::Error::SourceRewritten { table }) => assert_eq!(table, "big"),
+        other => panic!("expected SourceRewritten, got {other:?}"),
+    }
 }

@@ -508,9 +508,9 @@ fn two_runs_of_one_flow_from_the_same_checkpoint_commit_once() {
     // Two runs read from the same checkpoint; the first to commit wins.
     let store = s.store().clone();
     let checkpoint = store.append_offset("copy", "copy").unwrap();
-    let (_, new_rows) = store
+    let new_rows = store
         .source_rows_after("src", "copy", 1, asof::ChangeCommits::Read, 0)
-        .map(|(a, b, _)| (a, b))
+        .and_then(|r| r.collect_batches())
         .unwrap();
     let write = |store: &Store| {
         let mut w = store.begin_append("copy").unwrap();
@@ -579,11 +579,13 @@ fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
         cells(&["2", "b", "eu"]),
     ];
     assert_eq!(rows(&mut s, "SELECT id, v, region FROM bronze"), want);
-    // The AUTO CDC target keeps its columns and goes on.
+    // The AUTO CDC target gained `region` when it was refreshed after file 2 (not `zip`: it has
+    // not been refreshed since file 3).
     assert_eq!(
-        rows(&mut s, "SELECT id, v FROM latest"),
-        [cells(&["1", "c"]), cells(&["2", "b"])]
+        rows(&mut s, "SELECT id, v, region FROM latest"),
+        [cells(&["1", "c", "us"]), cells(&["2", "b", "eu"])]
     );
+    assert!(s.execute("SELECT zip FROM latest").is_err());
     drop(s);
     let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();
     assert_eq!(rows(&mut s, "SELECT id, v, region FROM bronze"), want);
@@ -594,6 +596,93 @@ fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
             .iter()
             .any(|r| r[op].as_deref() == Some("ADD COLUMNS")),
         "{history:?}"
+    );
+}
+
+#[test]
+fn an_scd2_target_gains_the_column_its_files_add_and_older_versions_read_null() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = dir.path().join("landing");
+    std::fs::create_dir(&landing).unwrap();
+    let write = |name: &str, body: &str| {
+        let path = landing.join(name);
+        std::fs::write(&path, body).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    };
+    write("1.csv", "id,v,seq\n1,a,10\n2,x,10\n");
+    let db = dir.path().join("db");
+    let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE hist FLOW AUTO CDC FROM stream(read_files('{}', \
+         format => 'csv', header => true, schemaEvolutionMode => 'addNewColumns')) KEYS (id) \
+         SEQUENCE BY seq COLUMNS * EXCEPT (seq) STORED AS SCD TYPE 2",
+        landing.display()
+    ))
+    .unwrap();
+    // Key 1 gets a region (a change of a tracked column: a new version); key 3 arrives.
+    write("2.csv", "id,v,seq,region\n1,a,20,eu\n3,y,10,us\n");
+    s.execute("REFRESH STREAMING TABLE hist").unwrap();
+    // A late event on key 2, with the new column.
+    write("3.csv", "id,v,seq,region\n2,z,5,eu\n");
+    s.execute("REFRESH STREAMING TABLE hist").unwrap();
+    let history = "SELECT id, v, region, __START_AT, __END_AT FROM hist";
+    let want = vec![
+        vec![
+            Some("1".into()),
+            Some("a".into()),
+            None,
+            Some("10".into()),
+            Some("20".into()),
+        ],
+        vec![
+            Some("1".into()),
+            Some("a".into()),
+            Some("eu".into()),
+            Some("20".into()),
+            None,
+        ],
+        vec![
+            Some("2".into()),
+            Some("x".into()),
+            None,
+            Some("10".into()),
+            None,
+        ],
+        cells(&["2", "z", "eu", "5", "10"]),
+        vec![
+            Some("3".into()),
+            Some("y".into()),
+            Some("us".into()),
+            Some("10".into()),
+            None,
+        ],
+    ];
+    assert_eq!(rows(&mut s, history), want);
+    let (names, log) = common::sql_rows(&mut s, "DESCRIBE HISTORY hist");
+    let op = names.iter().position(|n| n == "operation").unwrap();
+    let ops: Vec<&str> = log.iter().filter_map(|r| r[op].as_deref()).collect();
+    assert_eq!(
+        ops.iter().filter(|o| **o == "ADD COLUMNS").count(),
+        1,
+        "{ops:?}"
+    );
+    // Reopened, and replayed from its log (its events from before read NULL in `region`).
+    drop(s);
+    let store = Store::open(&db).unwrap();
+    let report = store.verify().unwrap();
+    assert!(report.ok(), "{report:?}");
+    let mut s = SqlSession::new(store).unwrap();
+    assert_eq!(rows(&mut s, history), want);
+    // The table as of its first commit has the column too, NULL.
+    assert_eq!(
+        rows(&mut s, "SELECT id, region FROM hist VERSION AS OF 1"),
+        [vec![Some("1".into()), None], vec![Some("2".into()), None]]
     );
 }
 
@@ -642,7 +731,10 @@ fn rows_written_while_columns_were_added_are_refused_not_misread() {
     s.execute("CREATE TABLE t (id BIGINT); INSERT INTO t VALUES (1)")
         .unwrap();
     let store = s.store().clone();
-    let (_, before) = store.source_data("t").unwrap();
+    let before = store
+        .source_rows("t", asof::SourceRead::Now)
+        .and_then(|r| r.collect_batches())
+        .unwrap();
     let mut w = store.begin_append("t").unwrap();
     for b in &before {
         w.push(b).unwrap();

@@ -294,7 +294,10 @@ fn rows_computed_from_a_source_that_a_statement_changed_meanwhile_are_not_writte
         .unwrap();
     let store = s.store().clone();
     let read_at = store.source_history("src").unwrap().last().unwrap().version;
-    let (_, rows) = store.source_data("src").unwrap();
+    let rows = store
+        .source_rows("src", asof::SourceRead::Now)
+        .and_then(|r| r.collect_batches())
+        .unwrap();
     // A flow computed its rows from `src` as of `read_at`; a DELETE lands before it commits.
     let mut w = store.begin_append("copy").unwrap();
     for b in &rows {

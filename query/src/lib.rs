@@ -19,6 +19,7 @@ mod plot;
 mod receipt;
 mod scan;
 mod schedule;
+mod spill;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};

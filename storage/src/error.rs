@@ -78,6 +78,13 @@ pub enum Error {
         /// Its source.
         source_table: String,
     },
+    /// An ERASE or a DROP TABLE rewrote the chunks of a source table while a read of it was under
+    /// way; the read stopped before returning rows that mix two states (run it again).
+    #[error("source table `{table}` was erased from or dropped while it was read; run the statement again")]
+    SourceRewritten {
+        /// The source table.
+        table: String,
+    },
     /// A flow's run was based on a checkpoint (or a table) that another run changed meanwhile;
     /// nothing was written (refresh again).
     #[error("flow `{flow}` of `{table}` ran elsewhere while this run did; nothing was written (refresh again)")]

@@ -1,6 +1,6 @@
 //! Source tables: durable, append-only Arrow tables that flows read from (`CREATE TABLE`,
 //! `INSERT INTO`). Each append is one commit: its rows are stored as Arrow IPC, LZ4-compressed,
-//! in chunks of bounded size; the whole table is kept in memory as record batches.
+//! in chunks of bounded size, and read back a few chunks at a time (`store::source_rows`).
 
 use std::sync::Arc;
 
@@ -115,8 +115,6 @@ pub(crate) struct SourceTable {
     pub name: String,
     pub schema: SchemaRef,
     pub columns: Vec<SourceColumn>,
-    /// Its rows, once read (they stay on disk until a reader needs them).
-    pub batches: Option<Vec<RecordBatch>>,
     pub rows: u64,
     /// Number of appends (the next chunk sequence).
     pub appends: u64,
@@ -157,7 +155,6 @@ impl SourceTable {
             name,
             schema,
             columns,
-            batches: Some(Vec::new()),
             rows: 0,
             appends: 0,
             origin: None,
@@ -241,7 +238,6 @@ impl SourceTable {
         src.origin = rec.origin;
         src.append_flows = rec.append_flows;
         src.generated = rec.generated;
-        src.batches = None;
         src
     }
 
@@ -331,34 +327,6 @@ impl SourceTable {
         })
     }
 
-    /// The rows at positions `from..upto` (counting every row ever appended) that are still
-    /// there (not erased) and that `keep` keeps, as batches.
-    fn live(&self, from: u64, upto: u64, keep: impl Fn(u64) -> bool) -> Vec<RecordBatch> {
-        let mut out = Vec::new();
-        let mut erased = self.erased.iter().peekable();
-        let mut pos = 0u64;
-        for b in self.batches.iter().flatten() {
-            if pos >= upto {
-                break;
-            }
-            let mut mask = Vec::with_capacity(b.num_rows());
-            for _ in 0..b.num_rows() {
-                while erased.next_if(|&&e| e == pos).is_some() {
-                    pos += 1;
-                }
-                mask.push(pos >= from && pos < upto && keep(pos));
-                pos += 1;
-            }
-            if mask.iter().all(|k| *k) {
-                out.push(b.clone());
-            } else if mask.iter().any(|k| *k) {
-                let mask = arrow::array::BooleanArray::from(mask);
-                out.push(arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch"));
-            }
-        }
-        out
-    }
-
     /// How many rows are there now: written, less those erased or removed.
     pub fn rows_there(&self) -> u64 {
         let removed = self
@@ -367,63 +335,6 @@ impl SourceTable {
             .filter(|p| self.erased.binary_search(p).is_err())
             .count();
         self.rows - self.erased.len() as u64 - removed as u64
-    }
-
-    /// The rows there now: not erased, not removed by a DML statement.
-    pub fn rows_now(&self) -> Vec<RecordBatch> {
-        self.live(0, self.rows, |p| !self.deleted.contains_key(&p))
-    }
-
-    /// The table as of its commit `version`: the rows its appends up to then had written, less
-    /// those removed by then.
-    pub fn rows_at(&self, version: u64) -> Vec<RecordBatch> {
-        let upto = self
-            .history
-            .iter()
-            .filter(|c| c.version <= version && crate::source_dml::appends_rows(c, WRITE))
-            .map(|c| c.metrics.num_upserted_rows)
-            .sum();
-        self.live(0, upto, |p| {
-            self.deleted.get(&p).is_none_or(|v| *v > version)
-        })
-    }
-
-    /// Rows `from..` of the table (`from` counts every row ever appended), as they are now; with
-    /// [`ChangeCommits::Skip`], without the rows DML statements appended.
-    pub fn rows_from(&self, from: u64, change_commits: ChangeCommits) -> Vec<RecordBatch> {
-        let changed = |p: u64| self.changed.iter().any(|&(a, b)| (a..b).contains(&p));
-        let skip = change_commits == ChangeCommits::Skip;
-        self.live(from, self.rows, |p| {
-            let gone = self.deleted.contains_key(&p);
-            let left_out = skip && changed(p);
-            !gone && !left_out
-        })
-    }
-
-    /// The rows there now, each batch with the positions of its rows.
-    pub fn rows_now_positioned(&self) -> Vec<PositionedRows> {
-        let mut out = Vec::new();
-        let mut erased = self.erased.iter().peekable();
-        let mut pos = 0u64;
-        for b in self.batches.iter().flatten() {
-            let mut positions = Vec::with_capacity(b.num_rows());
-            let mut mask = Vec::with_capacity(b.num_rows());
-            for _ in 0..b.num_rows() {
-                while erased.next_if(|&&e| e == pos).is_some() {
-                    pos += 1;
-                }
-                let keep = !self.deleted.contains_key(&pos);
-                if keep {
-                    positions.push(pos);
-                }
-                mask.push(keep);
-                pos += 1;
-            }
-            let mask = arrow::array::BooleanArray::from(mask);
-            let rows = arrow::compute::filter_record_batch(b, &mask).expect("mask of the batch");
-            out.push(PositionedRows { rows, positions });
-        }
-        out
     }
 }
 

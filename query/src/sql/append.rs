@@ -4,15 +4,18 @@
 //! `t` the query's rows over what the source received since the flow's checkpoint, in one commit
 //! that also records the new checkpoint.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use asof_storage::{
-    append_offset_parameter, source_version_parameter, AppendFlow, ChangeCommits, StreamRead,
+    append_offset_parameter, source_version_parameter, AppendFlow, ChangeCommits, SourceRead,
+    StreamRead,
 };
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::parse::{quote_ident, read_files_args, split, stream_options, upper};
+use super::provider::RowsTable;
 use super::statement::AppendAst;
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
@@ -457,7 +460,7 @@ impl SqlSession {
     fn whole_stream(
         &mut self,
         f: &AppendFlow,
-    ) -> Result<(Arc<dyn datafusion::catalog::TableProvider>, u64, String)> {
+    ) -> Result<(Arc<dyn datafusion::catalog::TableProvider>, u64, Read)> {
         if let StreamRead::ChangeFeed {
             starting_version,
             change_commits,
@@ -474,15 +477,18 @@ impl SqlSession {
                 f.source
             );
             let t = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
-            return Ok((Arc::new(t), latest + 1, read));
+            return Ok((Arc::new(t), latest + 1, Read::Said(read)));
         }
         self.load_new_files(Some(&f.source))?;
-        let (schema, rows) = self.store.source_data(&f.source)?;
         // The checkpoint counts every row ever appended to the source.
-        let total = self.store.source_rows_written(&f.source)?;
-        let n: usize = rows.iter().map(|b| b.num_rows()).sum();
-        let t = MemTable::try_new(schema, vec![rows]).map_err(super::df)?;
-        Ok((Arc::new(t), total, format!("all {n} rows of {}", f.source)))
+        let rows = self.store.source_rows(&f.source, SourceRead::Now)?;
+        let total = rows.written();
+        let t = RowsTable::new(&f.source, rows);
+        let read = Read::Rows {
+            counted: t.counted(),
+            all_of: Some(f.source.clone()),
+        };
+        Ok((Arc::new(t), total, read))
     }
 
     fn run_append_flows(&mut self, target: &str) -> Result<Output> {
@@ -521,7 +527,7 @@ impl SqlSession {
             let run = Run {
                 checkpoint: offset,
                 offset: latest + 1,
-                read,
+                read: Read::Said(read),
                 first_read: None,
                 source_version: None,
             };
@@ -554,19 +560,22 @@ impl SqlSession {
             .source_history(&f.source)?
             .last()
             .map_or(0, |c| c.version);
-        let (schema, new_rows, total) = self.store.source_rows_after(
+        let new_rows = self.store.source_rows_after(
             &f.source,
             &f.name,
             from,
             f.source_change_commits,
             since,
         )?;
+        let total = new_rows.written();
         if total <= from {
             return Ok(format!("{}: nothing new", f.name));
         }
-        let n: usize = new_rows.iter().map(|b| b.num_rows()).sum();
-        let read = format!("{n} new source rows");
-        let stream = MemTable::try_new(schema, vec![new_rows]).map_err(super::df)?;
+        let stream = RowsTable::new(&f.source, new_rows);
+        let read = Read::Rows {
+            counted: stream.counted(),
+            all_of: None,
+        };
         let run = Run {
             checkpoint: offset,
             offset: total,
@@ -714,6 +723,32 @@ impl SqlSession {
     }
 }
 
+/// What a run read, said once it has run (the rows of a source table are counted as they
+/// stream).
+enum Read {
+    Said(String),
+    Rows {
+        counted: Arc<AtomicU64>,
+        /// `Some(source)`: the whole of it.
+        all_of: Option<String>,
+    },
+}
+
+impl std::fmt::Display for Read {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Read::Said(s) => f.write_str(s),
+            Read::Rows { counted, all_of } => {
+                let n = counted.load(Ordering::Relaxed);
+                match all_of {
+                    None => write!(f, "{n} new source rows"),
+                    Some(source) => write!(f, "all {n} rows of {source}"),
+                }
+            }
+        }
+    }
+}
+
 /// What one run of an append flow read.
 struct Run {
     /// The flow's checkpoint it started from (`None`: its first run).
@@ -721,7 +756,7 @@ struct Run {
     /// The flow's checkpoint after it.
     offset: u64,
     /// What it read, in words.
-    read: String,
+    read: Read,
     /// On a flow's first read of a source table: the parameter that records the version read.
     first_read: Option<(String, String)>,
     /// The version of the source table read, if the flow reads one's rows.

@@ -323,8 +323,8 @@ impl SqlSession {
                 return match self.snapshot_flow_change(&f, &snapshots)? {
                     SnapshotChange::None => self.refresh(&f.target, false),
                     SnapshotChange::Clauses(spec) => self.redefine(&f, *spec),
-                    SnapshotChange::Origin => Err(QueryError::Invalid(format!(
-                        "flow `{}` reads snapshots and exists with other snapshots, keys or version; asof can redefine a snapshot flow's AUTO CDC clauses, not those: drop `{}` and create it again",
+                    SnapshotChange::Origin(what) => Err(QueryError::Invalid(format!(
+                        "flow `{}` reads snapshots and exists with other {what}; asof can redefine a snapshot flow's other AUTO CDC clauses, not that: drop `{}` and create it again (nothing was changed)",
                         f.name, f.target
                     ))),
                 };

@@ -16,7 +16,7 @@ pub enum ExternalAccess {
 }
 
 /// Options of a [`crate::sql::SqlSession`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct SessionOptions {
     /// See [`ExternalAccess`].
@@ -25,9 +25,32 @@ pub struct SessionOptions {
     /// replaced by its value before the statement is read, as Databricks substitutes pipeline
     /// parameters; a `${name}` with no value is an error naming it.
     pub variables: std::collections::BTreeMap<String, String>,
+    /// How many bytes a statement's sort may hold in memory before it spills sorted runs to
+    /// temporary files (the snapshot diff of `AUTO CDC FROM SNAPSHOT`); default
+    /// [`SessionOptions::DEFAULT_SORT_MEMORY`].
+    pub sort_memory: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            external_access: ExternalAccess::default(),
+            variables: Default::default(),
+            sort_memory: Self::DEFAULT_SORT_MEMORY,
+        }
+    }
 }
 
 impl SessionOptions {
+    /// The default of [`SessionOptions::sort_memory`]: 64 MiB.
+    pub const DEFAULT_SORT_MEMORY: usize = 64 << 20;
+
+    /// Options with `sort_memory` set.
+    pub fn with_sort_memory(mut self, bytes: usize) -> Self {
+        self.sort_memory = bytes;
+        self
+    }
+
     /// Options with the variable `name` set to `value`.
     pub fn with_variable(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.variables.insert(name.into(), value.into());

@@ -1,11 +1,12 @@
 //! DataFusion glue: target tables as table providers (their scans run in the store, with key
 //! equality and the temporal selections pushed down), and SQL conditions for flows.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
-use asof_storage::{ConditionEvaluator, Store, Value};
+use asof_storage::{ConditionEvaluator, SourceRead, SourceRows, Store, Value};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DFSchema, ScalarValue};
@@ -76,15 +77,205 @@ impl TableProvider for SourceProvider {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let store = &self.store.0;
-        let (schema, batches) = match self.version {
-            Some(v) => store.source_rows_at(&self.name, v),
-            None => store.source_data(&self.name),
+        // The read starts when the plan runs, pinned to the receipt's version if there is one.
+        let store = self.store.0.clone();
+        let name = self.name.clone();
+        let read = match self.version {
+            Some(v) => SourceRead::AsOf(v),
+            None => SourceRead::Now,
+        };
+        let open = move || store.source_rows(&name, read);
+        let _ = (state, filters, limit);
+        Ok(Arc::new(SourceScanExec::new(
+            &self.name,
+            self.schema.clone(),
+            projection.cloned(),
+            Box::new(open),
+        )?))
+    }
+}
+
+/// Opens a read of a source table's rows.
+pub(crate) type OpenRows = Box<dyn Fn() -> asof_storage::Result<SourceRows> + Send + Sync>;
+
+/// The physical plan of a source table scan: streams its rows a few stored chunks at a time,
+/// projected, never holding the table in memory (filters and limits run above it).
+pub(crate) struct SourceScanExec {
+    name: String,
+    projection: Option<Vec<usize>>,
+    schema: SchemaRef,
+    open: OpenRows,
+    /// Counts the rows it returns, if set.
+    counted: Option<Arc<AtomicU64>>,
+    properties: Arc<PlanProperties>,
+}
+
+impl SourceScanExec {
+    /// A scan of `name` (whose schema is `schema`) that reads the rows `open` opens.
+    pub(crate) fn new(
+        name: &str,
+        schema: SchemaRef,
+        projection: Option<Vec<usize>>,
+        open: OpenRows,
+    ) -> datafusion::error::Result<Self> {
+        let schema = match &projection {
+            Some(p) => Arc::new(schema.project(p)?),
+            None => schema,
+        };
+        let properties = Arc::new(PlanProperties::new(
+            EquivalenceProperties::new(schema.clone()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        ));
+        Ok(SourceScanExec {
+            name: name.to_string(),
+            projection,
+            schema,
+            open,
+            counted: None,
+            properties,
+        })
+    }
+}
+
+impl std::fmt::Debug for SourceScanExec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceScanExec")
+            .field("table", &self.name)
+            .finish()
+    }
+}
+
+impl DisplayAs for SourceScanExec {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "SourceScanExec: table={}", self.name)
+    }
+}
+
+impl ExecutionPlan for SourceScanExec {
+    fn name(&self) -> &str {
+        "SourceScanExec"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
+    ) -> datafusion::error::Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(
+        self: Arc<Self>,
+        _children: Vec<Arc<dyn ExecutionPlan>>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        Ok(self)
+    }
+
+    fn execute(
+        &self,
+        _partition: usize,
+        _context: Arc<TaskContext>,
+    ) -> datafusion::error::Result<SendableRecordBatchStream> {
+        let rows = (self.open)().map_err(store_external)?;
+        let projection = self.projection.clone();
+        let counted = self.counted.clone();
+        let batches = rows.map(move |b| {
+            let b = b.map_err(store_external)?;
+            if let Some(c) = &counted {
+                c.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
+            }
+            match &projection {
+                Some(p) => Ok(b.project(p)?),
+                None => Ok(b),
+            }
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(
+            self.schema.clone(),
+            futures::stream::iter(batches),
+        )))
+    }
+}
+
+fn store_external(e: asof_storage::Error) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
+}
+
+/// One read of a source table's rows ([`SourceRows`], pinned when it was opened) as a table
+/// that a query scans once, streaming; it counts the rows it gave.
+pub(crate) struct RowsTable {
+    name: String,
+    schema: SchemaRef,
+    rows: Arc<Mutex<Option<SourceRows>>>,
+    counted: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for RowsTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowsTable").field("of", &self.name).finish()
+    }
+}
+
+impl RowsTable {
+    /// The rows of `rows`, a read of source `name`.
+    pub(crate) fn new(name: &str, rows: SourceRows) -> RowsTable {
+        RowsTable {
+            name: name.to_string(),
+            schema: rows.schema(),
+            rows: Arc::new(Mutex::new(Some(rows))),
+            counted: Arc::default(),
         }
-        .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
-        datafusion::datasource::MemTable::try_new(schema, vec![batches])?
-            .scan(state, projection, filters, limit)
-            .await
+    }
+
+    /// How many rows the scan has given so far.
+    pub(crate) fn counted(&self) -> Arc<AtomicU64> {
+        self.counted.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl TableProvider for RowsTable {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
+        let rows = self.rows.clone();
+        let name = self.name.clone();
+        let open = move || {
+            let taken = rows.lock().map(|mut r| r.take()).ok().flatten();
+            taken.ok_or_else(|| {
+                asof_storage::Error::InvalidQuery(format!(
+                    "the rows read from `{name}` for this run were scanned already"
+                ))
+            })
+        };
+        let mut exec = SourceScanExec::new(
+            &self.name,
+            self.schema.clone(),
+            projection.cloned(),
+            Box::new(open),
+        )?;
+        exec.counted = Some(self.counted.clone());
+        Ok(Arc::new(exec))
     }
 }
 

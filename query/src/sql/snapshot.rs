@@ -10,15 +10,18 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, StringArray, UInt32Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
-use asof_storage::{append_offset_parameter, RETENTION_PROPERTY};
+use asof_storage::{
+    append_offset_parameter, SourceRead, SourceRows, SourceWrite, RETENTION_PROPERTY,
+};
 use serde::{Deserialize, Serialize};
 
 use super::parse::{split, Cols, FlowAst};
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
+use crate::spill::{Record, Sorted, Sorter};
 
 /// The column of the hidden events table that says upsert (`U`) or delete (`D`).
 const OP: &str = "__asof_op";
@@ -113,13 +116,20 @@ impl SqlSession {
             .source_origin(&events)?
             .0
             .and_then(|o| SnapshotOrigin::parse(&o));
-        let same_origin = origin.is_some_and(|o| {
-            o.snapshot_of == snapshots
-                && o.keys == f.keys
-                && f.sequence_by.first() == Some(&o.version)
-        });
-        if !same_origin {
-            return Ok(SnapshotChange::Origin);
+        let Some(o) = origin else {
+            return Ok(SnapshotChange::Origin("snapshots".into()));
+        };
+        if o.keys != f.keys || f.sequence_by.first() != Some(&o.version) {
+            return Ok(SnapshotChange::Origin(format!(
+                "keys or version: they are the shape of `{}` (its KEYS and SEQUENCE BY), which an AUTO CDC flow may not change either",
+                f.target
+            )));
+        }
+        if o.snapshot_of != snapshots {
+            return Ok(SnapshotChange::Origin(format!(
+                "snapshots (`{snapshots}`, not `{}`)",
+                o.snapshot_of
+            )));
         }
         let fields = self.generated_fields_of(&f.target)?;
         let spec = self.flow_spec(&events_flow(f.clone())?, &events, &fields)?;
@@ -141,8 +151,8 @@ pub(super) enum SnapshotChange {
     None,
     /// Its AUTO CDC clauses differ: the flow over its events table, as defined now.
     Clauses(Box<asof_storage::Flow>),
-    /// Its snapshots, keys or version differ.
-    Origin,
+    /// Its snapshots, keys or version differ: which, in words.
+    Origin(String),
 }
 
 fn arrow_err(e: arrow::error::ArrowError) -> QueryError {
@@ -206,6 +216,17 @@ impl SqlSession {
     /// Appends to hidden events table `events` the events of the snapshots that arrived since
     /// its checkpoint, with the new checkpoint, in one commit; `None` if `events` is not a
     /// snapshot flow's. Snapshots must arrive whole: the rows of one version in one append.
+    ///
+    /// The snapshots are read from the store a few chunks at a time, three times, and what is
+    /// held in memory is the list of versions and a sort bounded by
+    /// [`super::SessionOptions::sort_memory`] (it spills to temporary files), whatever the
+    /// size of a snapshot:
+    /// 1. the versions there are, and which arrived since the checkpoint;
+    /// 2. the rows of each new snapshot become upserts, and the `(key, version, position)` of
+    ///    every row of a new snapshot or of one next to it in version order are sorted by key;
+    ///    each key's versions then give its deletes (a row, and the version it is deleted at),
+    ///    sorted by position;
+    /// 3. the rows the deletes name are read in position order.
     pub(super) fn feed_snapshots(&mut self, events: &str) -> Result<Option<u64>> {
         let Some(origin) = self
             .store
@@ -217,88 +238,266 @@ impl SqlSession {
         };
         // A folder of snapshots takes the files that arrived since first.
         self.load_new_files(Some(&origin.snapshot_of))?;
-        let offset = self.store.append_offset(events, FEED)?.unwrap_or(0) as usize;
-        let (schema, batches) = self.store.source_data(&origin.snapshot_of)?;
-        let all = arrow::compute::concat_batches(&schema, &batches).map_err(arrow_err)?;
-        if all.num_rows() <= offset {
+        let offset = self.store.append_offset(events, FEED)?.unwrap_or(0);
+        // Every pass reads the snapshots as of one version of their table.
+        let Some(version) = self.store.source_latest_version(&origin.snapshot_of)? else {
+            return Err(QueryError::Invalid(format!(
+                "`{}` has no history to read snapshots from",
+                origin.snapshot_of
+            )));
+        };
+        let read = SourceRead::AsOf(version);
+        let first = self.store.source_rows(&origin.snapshot_of, read)?;
+        let schema = first.schema();
+        let written = first.written();
+        if written <= offset {
             return Ok(Some(0));
         }
-        let column = |name: &str| -> Result<ArrayRef> {
-            all.column_by_name(name).cloned().ok_or_else(|| {
+        let diff = SnapshotDiff::new(&schema, &origin)?;
+        let versions = diff.versions(first, offset)?;
+        let mut w = self.store.begin_append(events)?;
+        let mut sorter = Sorter::new(self.options.sort_memory);
+        let second = self.store.source_rows(&origin.snapshot_of, read)?;
+        let upserts = diff.upserts(second, &versions, &mut w, &mut sorter)?;
+        let deletes = diff.deletes(sorter.finish()?, &versions, self.options.sort_memory)?;
+        let third = self.store.source_rows(&origin.snapshot_of, read)?;
+        let deleted = diff.write_deletes(third, deletes, &mut w)?;
+        w.set_parameter(append_offset_parameter(FEED), written.to_string());
+        self.store.commit_write(w, None)?;
+        Ok(Some(upserts + deleted))
+    }
+}
+
+/// The snapshots, in version order, each with whether it arrived since the checkpoint.
+type Versions = BTreeMap<Vec<u8>, bool>;
+
+/// The row encodings the snapshot diff compares by (Arrow's row format: byte order is value
+/// order).
+struct SnapshotDiff {
+    schema: SchemaRef,
+    keys: Vec<usize>,
+    version: usize,
+    /// Keys, then version: sorting by it groups a key's rows, in version order.
+    key_version: RowConverter,
+    versions: RowConverter,
+}
+
+impl SnapshotDiff {
+    fn new(schema: &SchemaRef, origin: &SnapshotOrigin) -> Result<SnapshotDiff> {
+        let index = |name: &str| {
+            schema.index_of(name).map_err(|_| {
                 QueryError::Invalid(format!("`{}` has no column `{name}`", origin.snapshot_of))
             })
         };
-        let rows_of = |cols: Vec<ArrayRef>| -> Result<Vec<Vec<u8>>> {
-            let fields = cols
-                .iter()
-                .map(|c| SortField::new(c.data_type().clone()))
-                .collect();
-            let conv = RowConverter::new(fields).map_err(arrow_err)?;
-            let rows = conv.convert_columns(&cols).map_err(arrow_err)?;
-            Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
-        };
-        let keys = rows_of(
-            origin
+        let keys = origin
+            .keys
+            .iter()
+            .map(|k| index(k))
+            .collect::<Result<Vec<_>>>()?;
+        let version = index(&origin.version)?;
+        let field = |i: usize| SortField::new(schema.field(i).data_type().clone());
+        let key_version =
+            RowConverter::new(keys.iter().chain([&version]).map(|&i| field(i)).collect())
+                .map_err(arrow_err)?;
+        let versions = RowConverter::new(vec![field(version)]).map_err(arrow_err)?;
+        Ok(SnapshotDiff {
+            schema: schema.clone(),
+            keys,
+            version,
+            key_version,
+            versions,
+        })
+    }
+
+    /// The version of each row of `b`, encoded.
+    fn version_rows(&self, b: &RecordBatch) -> Result<arrow::row::Rows> {
+        self.versions
+            .convert_columns(&[b.column(self.version).clone()])
+            .map_err(arrow_err)
+    }
+
+    /// Pass 1: the versions of the snapshots, new if a row of it is past `offset`.
+    fn versions(&self, mut rows: SourceRows, offset: u64) -> Result<Versions> {
+        let mut out = Versions::new();
+        while let Some(b) = rows.next_positioned()? {
+            let v = self.version_rows(&b.rows)?;
+            for (i, &p) in b.positions.iter().enumerate() {
+                let new = out.entry(v.row(i).as_ref().to_vec()).or_insert(false);
+                *new |= p >= offset;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Pass 2: appends to `w` an upsert of every row of a new snapshot, and gives `sorter` the
+    /// key, version and position of every row of a snapshot a new one is diffed with. The
+    /// number of upserts.
+    fn upserts(
+        &self,
+        mut rows: SourceRows,
+        versions: &Versions,
+        w: &mut SourceWrite,
+        sorter: &mut Sorter,
+    ) -> Result<u64> {
+        let mut diffed = BTreeSet::new();
+        let all: Vec<&Vec<u8>> = versions.keys().collect();
+        for (i, (v, new)) in versions.iter().enumerate() {
+            if *new {
+                diffed.insert(v);
+                diffed.extend(i.checked_sub(1).map(|p| all[p]));
+                diffed.extend(all.get(i + 1).copied());
+            }
+        }
+        let mut n = 0;
+        while let Some(b) = rows.next_positioned()? {
+            let v = self.version_rows(&b.rows)?;
+            let cols: Vec<ArrayRef> = self
                 .keys
                 .iter()
-                .map(|k| column(k))
-                .collect::<Result<_>>()?,
-        )?;
-        // Order-preserving bytes of each row's version: snapshots sort by them.
-        let versions = rows_of(vec![column(&origin.version)?])?;
-        // Per version (in order), its keys and the row that holds each.
-        let mut snapshots: BTreeMap<&[u8], BTreeMap<&[u8], usize>> = BTreeMap::new();
-        for (i, (v, k)) in versions.iter().zip(&keys).enumerate() {
-            snapshots.entry(v).or_default().insert(k, i);
-        }
-        let new: BTreeSet<&[u8]> = versions[offset..].iter().map(Vec::as_slice).collect();
-        // Each event: the row its values come from, the row its version comes from, upsert.
-        let mut out: Vec<(usize, usize, bool)> = Vec::new();
-        for &v in &new {
-            let rows = &snapshots[v];
-            let first_of = |s: &BTreeMap<&[u8], usize>| *s.values().next().expect("a row");
-            out.extend(rows.values().map(|&r| (r, r, true)));
-            let before = snapshots.range(..v).next_back();
-            if let Some((_, prev)) = before {
-                let at = first_of(rows);
-                out.extend(
-                    prev.iter()
-                        .filter(|(k, _)| !rows.contains_key(*k))
-                        .map(|(_, &r)| (r, at, false)),
-                );
+                .chain([&self.version])
+                .map(|&i| b.rows.column(i).clone())
+                .collect();
+            let kv = self.key_version.convert_columns(&cols).map_err(arrow_err)?;
+            let mut upsert = Vec::with_capacity(b.rows.num_rows());
+            for (i, &p) in b.positions.iter().enumerate() {
+                let version = v.row(i);
+                upsert.push(versions.get(version.as_ref()) == Some(&true));
+                if diffed.contains(&version.as_ref().to_vec()) {
+                    let mut payload = Vec::with_capacity(version.as_ref().len() + 8);
+                    payload.extend_from_slice(&p.to_be_bytes());
+                    payload.extend_from_slice(version.as_ref());
+                    sorter.push(Record {
+                        key: kv.row(i).as_ref().to_vec(),
+                        payload,
+                    })?;
+                }
             }
-            let after = snapshots
-                .range::<[u8], _>((std::ops::Bound::Excluded(v), std::ops::Bound::Unbounded))
-                .next();
-            if let Some((_, next)) = after {
-                let at = first_of(next);
-                out.extend(
-                    rows.iter()
-                        .filter(|(k, _)| !next.contains_key(*k))
-                        .map(|(_, &r)| (r, at, false)),
-                );
+            let upsert = BooleanArray::from(upsert);
+            let rows = arrow::compute::filter_record_batch(&b.rows, &upsert).map_err(arrow_err)?;
+            if rows.num_rows() > 0 {
+                n += rows.num_rows() as u64;
+                let op = StringArray::from_iter_values(std::iter::repeat_n("U", rows.num_rows()));
+                w.push(&self.with_op(rows.columns().to_vec(), Arc::new(op))?)?;
             }
         }
-        let take = |idx: Vec<u32>| -> Result<Vec<ArrayRef>> {
-            let idx = arrow::array::UInt32Array::from(idx);
-            all.columns()
+        Ok(n)
+    }
+
+    /// The rows of the events table: `cols`, then the operation column.
+    fn with_op(&self, mut cols: Vec<ArrayRef>, op: ArrayRef) -> Result<RecordBatch> {
+        let mut fields: Vec<Field> = self
+            .schema
+            .fields()
+            .iter()
+            .map(|c| c.as_ref().clone())
+            .collect();
+        fields.push(Field::new(OP, DataType::Utf8, false));
+        cols.push(op);
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(arrow_err)
+    }
+
+    /// The deletes of the sorted `(key, version, position)` records: for each new snapshot `v`,
+    /// a delete at `v` of each key of the snapshot before it that `v` lacks, and a delete at the
+    /// snapshot after it of each key of `v` that one lacks; sorted by the position of the row
+    /// deleted (its values), each with the version it is deleted at.
+    fn deletes(&self, sorted: Sorted, versions: &Versions, budget: usize) -> Result<Sorted> {
+        let mut out = Sorter::new(budget);
+        let all: Vec<&Vec<u8>> = versions.keys().collect();
+        // One key's records: its versions (among those diffed) and the row of each.
+        let mut key: Option<Vec<u8>> = None;
+        let mut rows: BTreeMap<Vec<u8>, [u8; 8]> = BTreeMap::new();
+        let mut flush = |rows: &mut BTreeMap<Vec<u8>, [u8; 8]>| -> Result<()> {
+            for (i, (v, new)) in versions.iter().enumerate() {
+                if !*new {
+                    continue;
+                }
+                let mut delete = |at: &[u8], row: &[u8; 8]| {
+                    out.push(Record {
+                        key: row.to_vec(),
+                        payload: at.to_vec(),
+                    })
+                };
+                if let Some(prev) = i.checked_sub(1).map(|p| all[p]) {
+                    if let (Some(row), None) = (rows.get(prev), rows.get(v)) {
+                        delete(v, row)?;
+                    }
+                }
+                if let Some(next) = all.get(i + 1) {
+                    if let (Some(row), None) = (rows.get(v), rows.get(*next)) {
+                        delete(next, row)?;
+                    }
+                }
+            }
+            rows.clear();
+            Ok(())
+        };
+        for r in sorted {
+            let r = r?;
+            let (p, version) = r.payload.split_at(8);
+            // The key's part of the record's sort key: all but the version's encoding.
+            let k = &r.key[..r.key.len() - version.len()];
+            if key.as_deref() != Some(k) {
+                flush(&mut rows)?;
+                key = Some(k.to_vec());
+            }
+            rows.insert(version.to_vec(), p.try_into().expect("8 bytes"));
+        }
+        flush(&mut rows)?;
+        out.finish()
+    }
+
+    /// Pass 3: appends to `w` the deletes (sorted by position): each the row at its position,
+    /// its version replaced by the one it is deleted at. The number of deletes.
+    fn write_deletes(
+        &self,
+        mut rows: SourceRows,
+        deletes: Sorted,
+        w: &mut SourceWrite,
+    ) -> Result<u64> {
+        let mut deletes = deletes.peekable();
+        let mut n = 0;
+        let mut last: Option<Record> = None;
+        while let Some(b) = rows.next_positioned()? {
+            let mut take = Vec::new();
+            let mut at = Vec::new();
+            for (i, &p) in b.positions.iter().enumerate() {
+                while let Some(d) = deletes.next_if(|d| {
+                    d.as_ref().map_or(true, |d| {
+                        u64::from_be_bytes(d.key[..].try_into().unwrap_or_default()) <= p
+                    })
+                }) {
+                    let d = d?;
+                    // The same delete may come from two diffs (two new snapshots in a row).
+                    if last.as_ref() == Some(&d) {
+                        continue;
+                    }
+                    if u64::from_be_bytes(d.key[..].try_into().unwrap_or_default()) == p {
+                        take.push(i as u32);
+                        at.push(d.payload.clone());
+                    }
+                    last = Some(d);
+                }
+            }
+            if take.is_empty() {
+                continue;
+            }
+            let idx = UInt32Array::from(take);
+            let mut cols = b
+                .rows
+                .columns()
                 .iter()
                 .map(|c| arrow::compute::take(c, &idx, None).map_err(arrow_err))
-                .collect()
-        };
-        let mut cols = take(out.iter().map(|e| e.0 as u32).collect())?;
-        let version_at = schema.index_of(&origin.version).map_err(arrow_err)?;
-        cols[version_at] = take(out.iter().map(|e| e.1 as u32).collect())?.swap_remove(version_at);
-        cols.push(Arc::new(StringArray::from_iter_values(
-            out.iter().map(|e| if e.2 { "U" } else { "D" }),
-        )));
-        let mut fields: Vec<Field> = schema.fields().iter().map(|c| c.as_ref().clone()).collect();
-        fields.push(Field::new(OP, DataType::Utf8, false));
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(arrow_err)?;
-        let mut w = self.store.begin_append(events)?;
-        w.push(&batch)?;
-        w.set_parameter(append_offset_parameter(FEED), all.num_rows().to_string());
-        self.store.commit_write(w, None)?;
-        Ok(Some(out.len() as u64))
+                .collect::<Result<Vec<_>>>()?;
+            let parser = self.versions.parser();
+            let versions = self
+                .versions
+                .convert_rows(at.iter().map(|v| parser.parse(v)))
+                .map_err(arrow_err)?;
+            cols[self.version] = versions[0].clone();
+            n += idx.len() as u64;
+            let op = StringArray::from_iter_values(std::iter::repeat_n("D", idx.len()));
+            w.push(&self.with_op(cols, Arc::new(op))?)?;
+        }
+        Ok(n)
     }
 }

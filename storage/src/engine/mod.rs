@@ -105,6 +105,9 @@ pub(crate) struct KeyContents {
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
+    /// The fewest output columns an event of the table's log may have: its width when it was
+    /// created (the log's events before it gained columns read NULL in them).
+    pub log_narrowest: usize,
     pub tracked: Vec<bool>,
     pub ignore_null: Vec<bool>,
     pub tombstone_gc_us: i64,
@@ -166,6 +169,7 @@ impl TableState {
     ) -> Self {
         TableState {
             types: schema.columns.iter().map(|(_, t)| t.clone()).collect(),
+            log_narrowest: schema.columns.len(),
             pages: Pages::new(cold.pages),
             dirty: Dirty::Keys(BTreeSet::new()),
             hot_tail: cold.hot_tail.max(1),

@@ -104,21 +104,30 @@ impl EventBlock {
 
     /// The events of the block; `width` is the table's number of output columns.
     pub fn events(&self, width: usize) -> Result<Vec<Incoming>> {
-        if self.columns.len() != width {
+        self.events_from(width, width)
+    }
+
+    /// The events of a block of a table that has `width` output columns now and had
+    /// `narrowest` when it was created: a block written before the table gained columns has
+    /// fewer, and its events read NULL in the columns it lacks.
+    pub fn events_from(&self, narrowest: usize, width: usize) -> Result<Vec<Incoming>> {
+        if self.columns.len() < narrowest.min(width) || self.columns.len() > width {
             return Err(corrupt(format!(
                 "block has {} columns, the table {width}",
                 self.columns.len()
             )));
         }
+        let missing = width - self.columns.len();
         let n = self.flags.len();
         let mut out = Vec::with_capacity(n);
         let mut upd = 0usize;
         for i in 0..n {
-            let values: Vec<Value> = self
+            let mut values: Vec<Value> = self
                 .columns
                 .iter()
                 .map(|c| c.get(i))
                 .collect::<Result<_>>()?;
+            values.extend(std::iter::repeat_n(Value::Null, missing));
             let update = if self.flags[i] & 2 != 0 {
                 let (a, b) = match (
                     self.update_offsets.get(upd),

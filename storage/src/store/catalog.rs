@@ -138,6 +138,7 @@ impl Store {
                     properties: properties.clone(),
                     expectations: expectations.clone(),
                     generated: generated.clone(),
+                    widened_from: None,
                 };
                 let ts = now_us();
                 let mut parameters = BTreeMap::from([
@@ -179,6 +180,7 @@ impl Store {
                         properties,
                         expectations,
                         generated,
+                        widened_from: None,
                         generation: 0,
                         cold: inner.cold_config(id),
                         unsaved: 0,
@@ -277,6 +279,7 @@ impl Store {
                 b.delete(kv?.0);
             }
         }
+        inner.rewrites.bump();
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.tables.remove(name);
         inner.sources.remove(name);
@@ -372,13 +375,16 @@ impl Inner {
                 .map(|s| Flow::new(s).map_err(|e| corrupt(format!("stored flow: {e}"))))
                 .collect::<Result<_>>()?;
             let first = flows.first().ok_or_else(|| corrupt("table without flow"))?;
-            let state = TableState::new(
+            let mut state = TableState::new(
                 rec.schema,
                 first.tracked.clone(),
                 first.ignore_null.clone(),
                 first.spec.tombstone_gc_threshold_secs,
                 self.cold_config(id),
             );
+            if let Some(n) = rec.widened_from {
+                state.log_narrowest = n;
+            }
             let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
             self.next_table_id = self.next_table_id.max(id + 1);
             let name = rec.name.clone();
@@ -393,6 +399,7 @@ impl Inner {
                     properties: rec.properties,
                     expectations: rec.expectations,
                     generated: rec.generated,
+                    widened_from: rec.widened_from,
                     generation: 0,
                     cold: self.cold_config(id),
                     load: Load::Pending,
@@ -424,7 +431,7 @@ impl Inner {
                 src.loaded
                     .insert(String::from_utf8(v).map_err(|_| corrupt("loaded name is not UTF-8"))?);
             }
-            // The rows stay on disk until they are read (`Inner::ensure_rows`); the commit records
+            // The rows stay on disk, read by each reader (`source_rows`); the commit records
             // say how many there are: one `WRITE` commit per append.
             for kv in self
                 .kv
@@ -447,19 +454,16 @@ impl Inner {
                 src.erased = crate::source::erased_positions(&src.history)?;
             } else {
                 // Written before source tables had commit records (or partly so): count the rows
-                // and appends from the chunks and names themselves, reading the rows now.
+                // and appends from the chunks and names themselves.
                 src.rows = 0;
                 src.appends = 0;
-                src.batches = Some(Vec::new());
                 let mut last = None;
                 for kv in self.kv.scan_prefix(&key(keys::APPEND, id, None, None)) {
                     let (k, v) = kv?;
                     let append = parse_version(&k)?;
                     last = Some(append);
                     for b in SourceTable::decode_chunk(&v)? {
-                        let b = src.fit(b)?;
                         src.rows += b.num_rows() as u64;
-                        src.batches.get_or_insert_with(Vec::new).push(b);
                     }
                 }
                 let named = self

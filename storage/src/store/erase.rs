@@ -152,6 +152,7 @@ impl Inner {
                 ..plan.report
             });
         }
+        inner.rewrites.bump();
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
         let report = plan.report;
         // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an
@@ -172,7 +173,6 @@ impl Inner {
         }
         for (name, positions) in plan.sources {
             let src = inner.sources.get_mut(&name).expect("planned");
-            src.batches = None;
             src.erased.extend(positions);
             src.erased.sort_unstable();
             src.history = source_history(inner.kv.as_ref(), src.id)
@@ -428,7 +428,7 @@ fn rewrite_events(
         let mut truncates = Vec::new();
         for (_, bytes) in &blocks {
             let block = decode_block(bytes)?;
-            events.extend(block.events(width)?);
+            events.extend(block.events_from(t.state.log_narrowest, width)?);
             truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
         }
         let before = events.len();

@@ -74,7 +74,7 @@ impl Store {
             let (k, v) = pair?;
             let version = parse_version(&k)?.max(base);
             let block = crate::format::event_block::decode_block(&v)?;
-            for e in block.events(width)? {
+            for e in block.events_from(t.state.log_narrowest, width)? {
                 if e.key[..] != wanted[..] {
                     continue;
                 }

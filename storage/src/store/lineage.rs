@@ -5,8 +5,10 @@
 use std::ops::Range;
 
 use super::key_log::LoggedEvent;
+use super::source_rows::{SourceRead, SourceRows};
 use super::Store;
 use crate::error::Result;
+use crate::flow::ChangeCommits;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 
@@ -42,7 +44,7 @@ impl Store {
                 None => return Ok(None),
             }
         };
-        let g = self.read_with_rows(&source)?;
+        let g = self.read_inner()?;
         let t = g.table(table)?;
         let f = t.flow(flow)?;
         let Some(src) = g.sources.get(&source) else {
@@ -53,26 +55,19 @@ impl Store {
             .iter()
             .find(|c| c.version == event.version)
             .map_or(0, |c| c.timestamp_us);
-        let holes = &src.erased;
-        let mut hole = holes.partition_point(|&p| p < rows.start);
-        let mut skip = rows.start - hole as u64;
-        let mut position = rows.start;
+        let read = SourceRead::After {
+            from: rows.start,
+            change_commits: ChangeCommits::Read,
+        };
+        // Rows a DML statement removed since were read by the commit all the same.
+        let mut read = SourceRows::new(g.kv.clone(), src, read, &g.rewrites)?.with_removed();
         let (k, s, y) = &event.logged;
-        for batch in src.batches.iter().flatten() {
-            let n = batch.num_rows() as u64;
-            if skip >= n {
-                skip -= n;
-                continue;
-            }
-            for i in skip..n {
-                while holes.get(hole) == Some(&position) {
-                    position += 1;
-                    hole += 1;
-                }
+        while let Some(batch) = read.next_positioned()? {
+            for (i, &position) in batch.positions.iter().enumerate() {
                 if position >= rows.end {
                     return Ok(None);
                 }
-                let row = batch.slice(i as usize, 1);
+                let row = batch.rows.slice(i, 1);
                 if let Ok((events, _)) = prepare(f, &row, g.evaluator.as_ref(), ts) {
                     let same = events
                         .iter()
@@ -81,9 +76,7 @@ impl Store {
                         return Ok(Some(g.source_row_at(&source, position)?));
                     }
                 }
-                position += 1;
             }
-            skip = 0;
         }
         Ok(None)
     }

@@ -1,15 +1,14 @@
 //! Loading on first use. Opening a store reads its catalog and its commit records, nothing
 //! proportional to its data: a table's state is read from its derived records (`pages`; replayed
-//! from its log if they are not current) the first time a query or a commit needs it, and a
-//! source table's rows are decoded the first time they are read ([`super::OpenMode`]).
+//! from its log if they are not current) the first time a query or a commit needs it.
+//! A source table's rows are read by each reader, chunk by chunk (`source_rows`). See
+//! [`super::OpenMode`].
 
 use std::sync::RwLockReadGuard;
 
 use super::pages;
 use super::{in_table, table_mut, Inner, Store};
 use crate::error::{corrupt, Error, Result};
-use crate::format::keys::{self, key};
-use crate::source::SourceTable;
 
 /// Whether a table's state was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,37 +53,6 @@ impl Inner {
             }
         }
     }
-
-    /// Decodes the rows of source table `name`, unless that was done.
-    pub(super) fn ensure_rows(&mut self, name: &str) -> Result<()> {
-        let kv = self.kv.as_ref();
-        let src = self.sources.get_mut(name).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: name.to_string(),
-        })?;
-        if src.batches.is_some() {
-            return Ok(());
-        }
-        let mut batches = Vec::new();
-        let mut rows = 0u64;
-        for kv in kv.scan_prefix(&key(keys::APPEND, src.id, None, None)) {
-            let (_, v) = kv?;
-            for b in SourceTable::decode_chunk(&v)? {
-                let b = src.fit(b)?;
-                rows += b.num_rows() as u64;
-                batches.push(b);
-            }
-        }
-        if rows + src.erased.len() as u64 != src.rows {
-            return Err(corrupt(format!(
-                "source `{name}`: its commits record {} rows ({} erased), its chunks hold {rows}",
-                src.rows,
-                src.erased.len()
-            )));
-        }
-        src.batches = Some(batches);
-        Ok(())
-    }
 }
 
 impl Store {
@@ -97,18 +65,6 @@ impl Store {
             }
         }
         self.write_inner()?.ensure_replayed(table)?;
-        self.read_inner()
-    }
-
-    /// A read guard on the store in which the rows of source table `source` are decoded.
-    pub(super) fn read_with_rows(&self, source: &str) -> Result<RwLockReadGuard<'_, Inner>> {
-        {
-            let g = self.read_inner()?;
-            if g.sources.get(source).is_some_and(|s| s.batches.is_some()) {
-                return Ok(g);
-            }
-        }
-        self.write_inner()?.ensure_rows(source)?;
         self.read_inner()
     }
 }

@@ -34,11 +34,13 @@ mod refresh;
 mod replay;
 mod retention;
 mod schemas;
+mod source_rows;
 mod sources;
 #[cfg(test)]
 mod tests;
 mod vacuum;
 mod verify;
+mod widen;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -69,6 +71,7 @@ pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use retention::RETENTION_PROPERTY;
+pub use source_rows::{SourceRead, SourceRows};
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
 };
@@ -181,6 +184,8 @@ struct Table {
     expectations: Vec<Expectation>,
     /// Its generated columns, computed from the rows its flows apply (`TableRecord::generated`).
     generated: Vec<crate::GeneratedColumn>,
+    /// See `TableRecord::widened_from`.
+    widened_from: Option<usize>,
     /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
     generation: u64,
     /// Where the table's cold history goes.
@@ -206,6 +211,8 @@ struct Inner {
     hot_tail: usize,
     open: OpenMode,
     checkpoints: Checkpoints,
+    /// Moves when ERASE or DROP TABLE rewrites source chunks (reads under way stop).
+    rewrites: source_rows::ChunkRewrites,
 }
 
 /// An asof store: a folder with target tables and the flows that feed them.
@@ -306,6 +313,7 @@ impl Store {
             hot_tail: options.hot_events_per_key,
             open: options.open,
             checkpoints: options.checkpoints,
+            rewrites: Default::default(),
         };
         inner.load()?;
         Ok(Store {
@@ -367,13 +375,17 @@ impl Table {
 
     fn state_with(&self, cold: ColdConfig) -> TableState {
         let first = &self.flows[0];
-        TableState::new(
+        let mut state = TableState::new(
             self.state.schema.clone(),
             first.tracked.clone(),
             first.ignore_null.clone(),
             first.spec.tombstone_gc_threshold_secs,
             cold,
-        )
+        );
+        if let Some(n) = self.widened_from {
+            state.log_narrowest = n;
+        }
+        state
     }
 }
 
@@ -387,6 +399,7 @@ impl Table {
             properties: self.properties.clone(),
             expectations: self.expectations.clone(),
             generated: self.generated.clone(),
+            widened_from: self.widened_from,
         }
     }
 }

@@ -33,6 +33,10 @@ pub(super) struct TableRecord {
     /// Its generated columns (`GENERATED ALWAYS AS (expr)`): computed from each event's values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) generated: Vec<crate::GeneratedColumn>,
+    /// How many output columns it had before it first gained some (`ADD COLUMNS`): the events
+    /// its log holds from before read NULL in the others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) widened_from: Option<usize>,
 }
 
 /// The table property that sets the SCD1 tombstone GC threshold (docs/SEMANTICS.md §6).

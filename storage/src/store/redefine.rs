@@ -19,12 +19,16 @@ impl Store {
     /// Replaces the definition of the flow named `flow.spec().name` and rebuilds its target from
     /// all the source data of all its flows, in one commit (operation `FLOW <names>`, parameters
     /// `full_refresh` and [`crate::REDEFINED`]). A definition equal to the current one changes nothing
-    /// and returns `None`. An error names what the new definition may not change; nothing is
+    /// and returns `None` (or the `ADD COLUMNS` commit of a table whose source gained columns,
+    /// see [`Store::refresh`]). An error names what the new definition may not change; nothing is
     /// changed then.
     pub fn redefine_flow(&self, flow: Flow) -> Result<Option<CommitInfo>> {
         let mut g = self.write_inner()?;
         let name = flow.spec.name.clone();
         let table = g.flow_table(&name)?;
+        // A table whose source gained columns gains them first: the definition run again over
+        // that source is then the one it has.
+        let widened = g.widen_to_source(&table)?;
         g.ensure_replayed(&table)?;
         let t = g.tables.get_mut(&table).expect("the flow's table");
         let refuse = |what: &str| {
@@ -42,7 +46,7 @@ impl Store {
             .expect("the flow of its table");
         let old = &t.flows[at];
         if old.spec == flow.spec {
-            return Ok(None);
+            return Ok(widened);
         }
         if flow.target_schema() != t.state.schema {
             return refuse("target shape (columns, keys, storage mode or sequence types)");

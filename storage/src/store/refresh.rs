@@ -9,6 +9,7 @@ use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, REDEFINED, SOURCE_OFFSET};
+use super::source_rows::{SourceRead, SourceRows};
 use super::{Inner, Store, Table};
 use crate::engine::CommitEffects;
 use crate::error::{Error, Result};
@@ -35,21 +36,27 @@ impl Store {
     /// describes is. Returns `None` when there was nothing new, or when an `AUTO CDC ONCE` flow
     /// has already run.
     ///
+    /// If the source gained columns that the flow's `COLUMNS` selection takes, the target gains
+    /// them first, in an `ADD COLUMNS` commit (`store/widen.rs`); that commit is returned if
+    /// the refresh has nothing new.
+    ///
     /// With `full`, the flow's whole target is rebuilt from all the data of all its flows: see
     /// [`Store::refresh_table`].
     pub fn refresh(&self, flow: &str, full: bool) -> Result<Option<CommitInfo>> {
         let mut g = self.write_inner()?;
         let table = g.flow_table(flow)?;
+        let widened = g.widen_to_source(&table)?;
         if full {
             return g.refresh_full(&table).map(Some);
         }
-        g.refresh_flow(&table, flow)
+        Ok(g.refresh_flow(&table, flow)?.or(widened))
     }
 
     /// Refreshes every flow of target `table`: without `full`, one commit per flow that has new
     /// source rows; with `full`, one commit that empties the table and applies all the source
     /// data of all its flows (`AUTO CDC ONCE` flows included), so readers never see it half
-    /// rebuilt.
+    /// rebuilt. An `ADD COLUMNS` commit comes first if the table gains columns (see
+    /// [`Store::refresh`]).
     pub fn refresh_table(&self, table: &str, full: bool) -> Result<Vec<CommitInfo>> {
         let mut g = self.write_inner()?;
         if !g.tables.contains_key(table) {
@@ -58,15 +65,16 @@ impl Store {
                 name: table.to_string(),
             });
         }
+        let mut out: Vec<CommitInfo> = g.widen_to_source(table)?.into_iter().collect();
         if full {
-            return Ok(vec![g.refresh_full(table)?]);
+            out.push(g.refresh_full(table)?);
+            return Ok(out);
         }
         let flows: Vec<String> = g.tables[table]
             .flows
             .iter()
             .map(|f| f.spec.name.clone())
             .collect();
-        let mut out = Vec::new();
         for f in flows {
             out.extend(g.refresh_flow(table, &f)?);
         }
@@ -199,14 +207,12 @@ impl Inner {
             .is_none()
             .then(|| src.history.last().map(|c| c.version))
             .flatten();
-        let change_commits = spec.change_commits;
-        let source = src.name.clone();
-        self.ensure_rows(&source)?;
-        let (src, _) = self.flow_source(table, flow)?;
+        let read = SourceRead::After {
+            from,
+            change_commits: spec.change_commits,
+        };
         let total = src.rows;
-        let batch =
-            arrow::compute::concat_batches(&src.schema, &src.rows_from(from, change_commits))
-                .map_err(|e| Error::InvalidQuery(e.to_string()))?;
+        let batch = self.read_source(src, read)?;
         let mut params = BTreeMap::from([(SOURCE_OFFSET.to_string(), total.to_string())]);
         if let Some(v) = first_read {
             params.insert(format!("{SOURCE_VERSION}.{flow}"), v.to_string());
@@ -214,6 +220,15 @@ impl Inner {
         self.apply(&[(flow, &batch)], params, Apply::Increment)
             .map(Some)
             .map_err(|e| rejected(table, flow, e))
+    }
+
+    /// The rows `read` reads of source `src`, as one batch (what one commit applies).
+    fn read_source(&self, src: &SourceTable, read: SourceRead) -> Result<RecordBatch> {
+        let rows = SourceRows::new(self.kv.clone(), src, read, &self.rewrites)?;
+        let schema = rows.schema();
+        let batches = rows.collect_batches()?;
+        arrow::compute::concat_batches(&schema, &batches)
+            .map_err(|e| Error::InvalidQuery(e.to_string()))
     }
 
     pub(super) fn refresh_full(&mut self, table: &str) -> Result<CommitInfo> {
@@ -231,17 +246,12 @@ impl Inner {
         let mut params = BTreeMap::new();
         let mut batches = Vec::new();
         for f in &flows {
-            let source = self.flow_source(table, f)?.0.name.clone();
-            self.ensure_rows(&source)?;
             let (src, _) = self.flow_source(table, f)?;
             params.insert(format!("{SOURCE_OFFSET}.{f}"), src.rows.to_string());
             if let Some(last) = src.history.last() {
                 params.insert(format!("{SOURCE_VERSION}.{f}"), last.version.to_string());
             }
-            batches.push(
-                arrow::compute::concat_batches(&src.schema, &src.rows_now())
-                    .map_err(|e| Error::InvalidQuery(e.to_string()))?,
-            );
+            batches.push(self.read_source(src, SourceRead::Now)?);
         }
         let parts: Vec<(&str, &RecordBatch)> =
             flows.iter().map(String::as_str).zip(&batches).collect();

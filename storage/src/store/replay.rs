@@ -142,7 +142,7 @@ pub(crate) fn replay_log(
         }
         let blk = crate::format::event_block::decode_block(&v)?;
         let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
-        p.1.extend(blk.events(width)?);
+        p.1.extend(blk.events_from(state.log_narrowest, width)?);
         p.2.extend(blk.truncates.into_iter().map(Bytes::from));
     }
     if let Some(p) = pending.take() {

@@ -6,9 +6,10 @@ use arrow::record_batch::RecordBatch;
 
 use super::chain::{put_commit, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::source_rows::{positioned_table, SourceRead, SourceRows};
 use super::Store;
 use crate::engine::CommitMetrics;
-use crate::error::{corrupt, Error, Result};
+use crate::error::{Error, Result};
 use crate::flow::ChangeCommits;
 use crate::format::keys::{self, key};
 use crate::kv::WriteBatch;
@@ -188,7 +189,6 @@ impl Store {
                 });
             }
         }
-        let mut new_batches = Vec::new();
         let breaks = match &w.change {
             Some(change) => flows_that_read(inner, &w.table.name, &change.deleted),
             None => Vec::new(),
@@ -205,9 +205,6 @@ impl Store {
                     key(keys::APPEND, id, Some(src.appends), Some(i as u32)),
                     chunk.clone(),
                 );
-                if src.batches.is_some() {
-                    new_batches.extend(SourceTable::decode_chunk(chunk)?);
-                }
             }
             if let Some(n) = name {
                 b.put(
@@ -284,13 +281,6 @@ impl Store {
         if let Some(n) = name {
             src.loaded.insert(n.to_string());
         }
-        for batch in new_batches {
-            let batch = RecordBatch::try_new(src.schema.clone(), batch.columns().to_vec())
-                .map_err(|e| corrupt(e.to_string()))?;
-            if let Some(batches) = src.batches.as_mut() {
-                batches.push(batch);
-            }
-        }
         Ok(src.rows_there())
     }
 
@@ -330,21 +320,18 @@ impl Store {
         self.commit_write(w, name)
     }
 
-    /// The schema and rows of a source table.
-    pub fn source_data(
-        &self,
-        source: &str,
-    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
-        let g = self.read_with_rows(source)?;
-        let src = g.source(source)?;
-        Ok((src.schema.clone(), src.rows_now()))
+    /// A read of a source table's rows, pinned to now and streamed from the store a few chunks
+    /// at a time ([`SourceRows`]).
+    pub fn source_rows(&self, source: &str, read: SourceRead) -> Result<SourceRows> {
+        let g = self.read_inner()?;
+        SourceRows::new(g.kv.clone(), g.source(source)?, read, &g.rewrites)
     }
 
     /// The rows of a source table after the first `from` ever appended (a flow's checkpoint, in
-    /// which erased rows still count), as they are now, and how many rows were ever appended:
-    /// what append flow `flow` reads next. With [`ChangeCommits::Read`], a DML statement after
-    /// source version `since` (what the flow last read whole, or first read) that removed rows
-    /// the flow had read stops it (an error naming the statement's commit).
+    /// which erased rows still count), as they are now: what append flow `flow` reads next
+    /// ([`SourceRows::written`] is its next checkpoint). With [`ChangeCommits::Read`], a DML
+    /// statement after source version `since` (what the flow last read whole, or first read)
+    /// that removed rows the flow had read stops it (an error naming the statement's commit).
     pub fn source_rows_after(
         &self,
         source: &str,
@@ -352,20 +339,19 @@ impl Store {
         from: u64,
         change_commits: ChangeCommits,
         since: u64,
-    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>, u64)> {
-        let g = self.read_with_rows(source)?;
+    ) -> Result<SourceRows> {
+        let g = self.read_inner()?;
         let src = g.source(source)?;
         if change_commits == ChangeCommits::Read {
             if let Some(c) = source_dml::breaking_commit(&src.history, flow, since) {
                 return Err(source_dml::broken_flow(flow, &src.name, c));
             }
         }
-        let rows = if from >= src.rows {
-            Vec::new()
-        } else {
-            src.rows_from(from, change_commits)
+        let read = SourceRead::After {
+            from,
+            change_commits,
         };
-        Ok((src.schema.clone(), rows, src.rows))
+        SourceRows::new(g.kv.clone(), src, read, &g.rewrites)
     }
 
     /// How many rows were ever written to a source table (those erased or removed since
@@ -374,39 +360,10 @@ impl Store {
         Ok(self.read_inner()?.source(source)?.rows)
     }
 
-    /// A source table as of its commit `version`.
-    pub fn source_rows_at(
-        &self,
-        source: &str,
-        version: u64,
-    ) -> Result<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
-        let g = self.read_with_rows(source)?;
-        let src = g.source(source)?;
-        if src.history.last().is_some_and(|c| c.version < version) {
-            return Err(Error::InvalidQuery(format!(
-                "source table `{source}` has no version {version}"
-            )));
-        }
-        // The latest version is the rows there now (read so, a table written before source
-        // commit records included).
-        let rows = if src.history.last().is_some_and(|c| c.version == version) {
-            src.rows_now()
-        } else {
-            src.rows_at(version)
-        };
-        Ok((src.schema.clone(), rows))
-    }
-
     /// The rows of a source table there now, each batch with the positions of its rows (what
-    /// [`Store::begin_source_dml`] names rows by).
+    /// [`Store::begin_source_dml`] names rows by), read into memory.
     pub fn source_rows_positioned(&self, source: &str) -> Result<crate::source::PositionedTable> {
-        let g = self.read_with_rows(source)?;
-        let src = g.source(source)?;
-        Ok(crate::source::PositionedTable {
-            schema: src.schema.clone(),
-            rows: src.rows_now_positioned(),
-            written: src.rows,
-        })
+        positioned_table(self.source_rows(source, SourceRead::Now)?)
     }
 
     /// Starts a DML statement on a source table: it removes the rows at `deleted` (positions from
@@ -505,18 +462,6 @@ impl Store {
         let mut widened = SourceTable::from_record(src.id, rec);
         widened.history = src.history.clone();
         widened.history.push(commit);
-        // The rows read already, under the new columns (computed before anything changes: the
-        // commit is written, and an error here must leave the table as it was in memory).
-        let batches = match &src.batches {
-            Some(bs) => Some(
-                bs.iter()
-                    .map(|b| widened.fit(b.clone()))
-                    .collect::<Result<Vec<_>>>()
-                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?,
-            ),
-            None => None,
-        };
-        widened.batches = batches;
         widened.rows = src.rows;
         widened.appends = src.appends;
         widened.loaded = std::mem::take(&mut src.loaded);
