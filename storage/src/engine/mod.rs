@@ -288,6 +288,18 @@ impl TableState {
         crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 
+    /// The frozen rows of `key` in the pages whose zone `keep` accepts, their values not decoded
+    /// (read one row at a time with [`crate::format::cold_page::ColdBatch::stored_row`]).
+    pub fn frozen_batch(
+        &self,
+        key: &Bytes,
+        ks: &KeyState,
+        keep: impl Fn(PageZone<'_>) -> bool,
+    ) -> Result<crate::format::cold_page::ColdBatch> {
+        let blocks = ks.frozen_rows(key, &self.pages, keep)?;
+        crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
+    }
+
     /// The key numbered `no` ([`KeyState::no`]).
     pub fn key_by_no(&self, no: u32) -> Option<(&Bytes, &KeyState)> {
         let key = self.key_list.get(no as usize)?;

@@ -238,6 +238,28 @@ impl ColdBatch {
         Ok(())
     }
 
+    /// Row `id` as a stored row (its values built), if the batch has it.
+    pub fn stored_row(&self, id: RowId) -> Result<Option<StoredRow>> {
+        let pos = self.first_at_or_after(id);
+        if self.id_at(pos) != Some(id) {
+            return Ok(None);
+        }
+        let mut values = Vec::new();
+        self.values(pos, &mut values)?;
+        let r = self.at(pos);
+        let [start, end, sys_start, sys_end] = r.bounds.map(|b| b.map(Bytes::from));
+        Ok(Some(StoredRow {
+            key: self.key.clone(),
+            values: values.into(),
+            start,
+            end,
+            sys_start,
+            sys_end,
+            added: r.added,
+            retired: r.retired,
+        }))
+    }
+
     /// The position, in id order, of the first row whose id is `id` or more.
     pub fn first_at_or_after(&self, id: RowId) -> usize {
         self.index.partition_point(|e| e.0 < id)

@@ -9,12 +9,13 @@ use std::rc::Rc;
 use super::commit::{format_us, CommitInfo};
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
-use crate::engine::cold::{ColdRows, ColdStats};
+use crate::engine::cold::ColdStats;
 use crate::engine::fold::RowId;
 use crate::engine::lookup::PointIndex;
 use crate::engine::{StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
+use crate::format::cold_page::ColdBatch;
 use crate::format::zone::{Extent, Extents, PageZone};
 use crate::value::Value;
 
@@ -177,26 +178,44 @@ impl ScanCursor {
     }
 }
 
-/// Row `id` among a key's frozen rows (sorted by id).
-pub(crate) fn find_row(cold: &[(RowId, StoredRow)], id: RowId) -> Option<&StoredRow> {
-    cold.binary_search_by_key(&id, |c| c.0)
-        .ok()
-        .map(|i| &cold[i].1)
-}
-
 /// Reads frozen rows back by id, keeping the last few keys' decoded rows.
 pub(crate) struct ColdReader<'a> {
     name: &'a str,
     state: &'a TableState,
-    keys: RefCell<VecDeque<(u32, Rc<ColdRows>)>>,
+    /// The last few keys' frozen rows, their values decoded only for the rows asked for.
+    keys: RefCell<std::collections::HashMap<u32, Rc<ColdBatch>>>,
+    /// The keys kept, in the order they were read.
+    order: RefCell<VecDeque<u32>>,
+    /// How many keys it keeps (the oldest read goes first).
+    capacity: usize,
+    /// Only rows written or retired by these commits are asked for: pages whose rows were all
+    /// written after them, or all retired before them, are not read.
+    commits: Option<(u64, u64)>,
 }
+
+/// How many commits the change feed reads with one [`ColdReader`]: each key's pages that hold
+/// their rows are read once for all of them.
+const CHANGE_WINDOW: u64 = 8;
 
 impl<'a> ColdReader<'a> {
     fn new(name: &'a str, state: &'a TableState) -> Self {
         ColdReader {
             name,
             state,
-            keys: RefCell::new(VecDeque::new()),
+            keys: RefCell::default(),
+            order: RefCell::default(),
+            capacity: 8,
+            commits: None,
+        }
+    }
+
+    /// A reader of the rows that commits `from..=to` wrote or retired, which keeps every key it
+    /// reads (only the pages of each that hold such rows).
+    fn of_commits(name: &'a str, state: &'a TableState, from: u64, to: u64) -> Self {
+        ColdReader {
+            commits: Some((from, to)),
+            capacity: usize::MAX,
+            ..ColdReader::new(name, state)
         }
     }
 
@@ -204,27 +223,33 @@ impl<'a> ColdReader<'a> {
     fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
         let no = self.state.rows.key_of(id);
         let mut keys = self.keys.borrow_mut();
-        let rows = match keys.iter().find(|k| k.0 == no) {
-            Some((_, rows)) => rows.clone(),
+        let rows = match keys.get(&no) {
+            Some(rows) => rows.clone(),
             None => {
                 let (key, ks) = self
                     .state
                     .key_by_no(no)
                     .ok_or_else(|| corrupt(format!("row {id} belongs to no key")))?;
-                let rows = Rc::new(
-                    self.state
-                        .cold_rows(key, ks)
-                        .map_err(|e| in_table(self.name, e))?,
-                );
-                if keys.len() == 8 {
-                    keys.pop_front();
+                let rows = match self.commits {
+                    None => self.state.frozen_batch(key, ks, |_| true),
+                    Some((from, to)) => self
+                        .state
+                        .frozen_batch(key, ks, |z| z.added() <= to && z.retired() >= from),
+                };
+                let rows = Rc::new(rows.map_err(|e| in_table(self.name, e))?);
+                let mut order = self.order.borrow_mut();
+                if keys.len() == self.capacity {
+                    if let Some(oldest) = order.pop_front() {
+                        keys.remove(&oldest);
+                    }
                 }
-                keys.push_back((no, rows.clone()));
+                keys.insert(no, rows.clone());
+                order.push_back(no);
                 rows
             }
         };
-        find_row(&rows, id)
-            .cloned()
+        rows.stored_row(id)
+            .map_err(|e| in_table(self.name, e))?
             .map(Cow::Owned)
             .ok_or_else(|| corrupt(format!("row {id} is in no cold page of its key")))
     }
@@ -397,15 +422,22 @@ impl TableReader<'_> {
             });
         }
         let rows = &self.state.rows;
-        let cold = ColdReader::new(&self.table.name, self.state);
-        let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
-            match rows.get(id) {
-                Some(r) => Ok(Cow::Borrowed(r)),
-                None => cold.row(id),
-            }
-        };
         let mode = self.state.schema.mode;
+        let mut cold = ColdReader::new(&self.table.name, self.state);
         for v in from..=to {
+            // A window of commits reads only the pages that hold rows they wrote or retired,
+            // each once.
+            if (v - from) % CHANGE_WINDOW == 0 {
+                let last = (v + CHANGE_WINDOW - 1).min(to);
+                cold = ColdReader::of_commits(&self.table.name, self.state, v, last);
+            }
+            let cold = &cold;
+            let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
+                match rows.get(id) {
+                    Some(r) => Ok(Cow::Borrowed(r)),
+                    None => cold.row(id),
+                }
+            };
             // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
             // retired rows in key order read each key's pages once, not once per row.
             let mut retired: Vec<RowId> = rows.retired_by(v).into_iter().flatten().collect();
