@@ -427,7 +427,7 @@ impl TableReader<'_> {
         for v in from..=to {
             // A window of commits reads only the pages that hold rows they wrote or retired,
             // each once.
-            if (v - from) % CHANGE_WINDOW == 0 {
+            if (v - from).is_multiple_of(CHANGE_WINDOW) {
                 let last = (v + CHANGE_WINDOW - 1).min(to);
                 cold = ColdReader::of_commits(&self.table.name, self.state, v, last);
             }
