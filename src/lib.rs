@@ -67,11 +67,11 @@ pub use asof_query::sql::{
     SessionOptions, SqlSession, Steps,
 };
 pub use asof_query::{
-    export_delta, history_batch, key_history, key_history_svg, lookup, result_hash, scan, scan_all,
-    sequence_type, table_arrow_schema, table_changes, ChangeBound, CronSchedule, DeltaExport,
-    ExistingFiles, ExportError, ExportKind, ExportReport, FileFormat, FileSource, JsonLayout,
-    KeySelection, LookupRow, PlotRequest, QueryError, Receipt, ScanRequest, Schedule, TableScan,
-    TimeSelection, SCHEDULE_PROPERTY,
+    change_feed, export_delta, history_batch, key_history, key_history_svg, lookup, result_hash,
+    scan, scan_all, sequence_type, table_arrow_schema, table_changes, ChangeBound, ChangeFeed,
+    CronSchedule, DeltaExport, ExistingFiles, ExportError, ExportKind, ExportReport, FileFormat,
+    FileSource, JsonLayout, KeySelection, LookupRow, PlotRequest, QueryError, Receipt, ScanRequest,
+    Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{
     append_offset_parameter, keycodec, source_version_parameter, AppendFlow, ChangeCommits,

@@ -181,6 +181,21 @@ fn table_changes_by_version_and_by_timestamp() {
     assert!(e.contains("no version 7"), "{e}");
     let e = err(&mut s, "SELECT * FROM table_changes('nope', 1)");
     assert!(e.contains("nope"), "{e}");
+    // The feed streams a window of commits at a time; a query that reads it twice reads the
+    // same rows twice.
+    let (_, once) = query(
+        &mut s,
+        "SELECT count(*) FROM table_changes('company_points', 1)",
+    );
+    let (_, twice) = query(
+        &mut s,
+        "WITH c AS (SELECT * FROM table_changes('company_points', 1)) \
+         SELECT (SELECT count(*) FROM c) AS n, count(*) AS pairs FROM c a JOIN c b \
+           ON a._commit_version = b._commit_version AND a._change_type = b._change_type \
+           AND a.DataPoint = b.DataPoint AND a.__SYSTEM_START_AT = b.__SYSTEM_START_AT",
+    );
+    assert_eq!(twice[0][0], once[0][0]);
+    assert!(twice[0][1] >= once[0][0], "{twice:?}");
 }
 
 #[test]

@@ -30,7 +30,7 @@ pub use history::history_batch;
 pub use plot::{key_history_svg, PlotRequest};
 pub use receipt::{result_hash, Receipt};
 pub use scan::{
-    key_history, lookup, scan, scan_all, table_changes, ChangeBound, KeySelection, LookupRow,
-    ScanRequest, TableScan, TimeSelection,
+    change_feed, key_history, lookup, scan, scan_all, table_changes, ChangeBound, ChangeFeed,
+    KeySelection, LookupRow, ScanRequest, TableScan, TimeSelection,
 };
 pub use schedule::{CronSchedule, Schedule, SCHEDULE_PROPERTY};

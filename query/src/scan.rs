@@ -1,6 +1,7 @@
 //! Temporal scans of target tables into Arrow record batches (docs/SEMANTICS.md §8), with key, time and
 //! projection selection pushed into the storage scan.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -386,15 +387,29 @@ pub enum ChangeBound {
 
 /// The change data feed of `table` between two commits, both included (docs/SEMANTICS.md §7): the changed
 /// rows with `_change_type` (`insert`, `delete`, `update_preimage`, `update_postimage`),
-/// `_commit_version` and `_commit_timestamp`. `end = None` means the latest commit.
+/// `_commit_version` and `_commit_timestamp`. `end = None` means the latest commit. Read into
+/// memory whole: [`change_feed`] streams it.
 pub fn table_changes(
     store: &Store,
     table: &str,
     start: &ChangeBound,
     end: Option<&ChangeBound>,
 ) -> Result<(SchemaRef, Vec<RecordBatch>)> {
-    store.read(table, |r| {
-        let schema = r.schema();
+    let feed = change_feed(store, table, start, end)?;
+    let schema = feed.schema();
+    Ok((schema, feed.collect::<Result<_>>()?))
+}
+
+/// [`table_changes`], read a few commits at a time: the commits between `start` and `end` are
+/// fixed when it is made, and each window of commits (about [`CHANGE_WINDOW_ROWS`] changed rows,
+/// at least one commit) is read under one short read of the table.
+pub fn change_feed(
+    store: &Store,
+    table: &str,
+    start: &ChangeBound,
+    end: Option<&ChangeBound>,
+) -> Result<ChangeFeed> {
+    let (from, to, sizes, schema) = store.read(table, |r| {
         let history = r.history();
         let from = match start {
             ChangeBound::Version(v) => *v,
@@ -421,69 +436,168 @@ pub fn table_changes(
                 }
             }
         };
-        let full = table_arrow_schema(schema);
-        let columns: Vec<usize> = (0..full.fields().len()).collect();
-        let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
-        fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
-        fields.push(Arc::new(Field::new(
-            "_commit_version",
-            DataType::Int64,
-            false,
-        )));
-        fields.push(Arc::new(Field::new(
-            "_commit_timestamp",
-            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
-            false,
-        )));
-        let out: SchemaRef = Arc::new(Schema::new(fields));
-        const BATCH: usize = 8192;
-        let mut batches = Vec::new();
-        let mut cols = make_cols(schema, &columns, BATCH, &Clamps::default());
-        let mut kinds = StringBuilder::new();
-        let mut versions = Int64Builder::new();
-        let mut stamps = TimestampMicrosecondBuilder::new();
-        let mut n = 0;
-        let mut flush = |cols: &mut Vec<Col>,
-                         kinds: &mut StringBuilder,
-                         versions: &mut Int64Builder,
-                         stamps: &mut TimestampMicrosecondBuilder|
-         -> Result<()> {
-            let mut arrays = cols
-                .iter_mut()
-                .map(Col::finish)
-                .collect::<Result<Vec<ArrayRef>>>()?;
-            arrays.push(Arc::new(kinds.finish()));
-            arrays.push(Arc::new(versions.finish()));
-            arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
-            batches.push(RecordBatch::try_new(out.clone(), arrays)?);
-            Ok(())
-        };
-        let mut failed = None;
-        r.changes(from, to, |v, kind, row| {
-            if failed.is_some() {
-                return;
-            }
-            for c in cols.iter_mut() {
-                c.append(&row);
-            }
-            kinds.append_value(kind.as_str());
-            versions.append_value(v as i64);
-            stamps.append_value(r.commit(v).map_or(0, |c| c.timestamp_us));
-            n += 1;
-            if n % BATCH == 0 {
-                if let Err(e) = flush(&mut cols, &mut kinds, &mut versions, &mut stamps) {
-                    failed = Some(e);
-                }
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
+        // A reversed range is refused here; a vacuumed or missing commit when its window is read.
+        if from > to {
+            r.changes(from, to, |_, _, _| {})?;
         }
-        if n % BATCH != 0 {
-            flush(&mut cols, &mut kinds, &mut versions, &mut stamps)?;
+        // About how many rows each commit changed: an update lists two.
+        let sizes: BTreeMap<u64, u64> = history
+            .iter()
+            .filter(|c| (from..=to).contains(&c.version))
+            .map(|c| {
+                let m = &c.metrics;
+                (c.version, 2 * (m.num_upserted_rows + m.num_deleted_rows))
+            })
+            .collect();
+        Ok((from, to, sizes, r.schema().clone()))
+    })??;
+    let full = table_arrow_schema(&schema);
+    let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
+    fields.push(Arc::new(Field::new(
+        "_commit_version",
+        DataType::Int64,
+        false,
+    )));
+    fields.push(Arc::new(Field::new(
+        "_commit_timestamp",
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    )));
+    Ok(ChangeFeed {
+        store: store.clone(),
+        table: table.to_string(),
+        out: Arc::new(Schema::new(fields)),
+        next: from,
+        to,
+        sizes,
+        pending: VecDeque::new(),
+        failed: false,
+    })
+}
+
+/// About how many changed rows [`ChangeFeed`] reads at a time.
+pub const CHANGE_WINDOW_ROWS: u64 = 262_144;
+
+/// A change feed read a window of commits at a time ([`change_feed`]).
+pub struct ChangeFeed {
+    store: Store,
+    table: String,
+    out: SchemaRef,
+    /// The first commit not read yet.
+    next: u64,
+    to: u64,
+    /// About how many rows each commit in the range changed.
+    sizes: BTreeMap<u64, u64>,
+    pending: VecDeque<RecordBatch>,
+    failed: bool,
+}
+
+impl ChangeFeed {
+    /// The schema of its batches: the table's columns, then `_change_type`, `_commit_version`,
+    /// `_commit_timestamp`.
+    pub fn schema(&self) -> SchemaRef {
+        self.out.clone()
+    }
+
+    /// The commits it reads, `(first, last)`, both included.
+    pub fn commits(&self) -> (u64, u64) {
+        (self.next, self.to)
+    }
+
+    /// Reads the next window of commits into `pending`.
+    fn read_window(&mut self) -> Result<()> {
+        let from = self.next;
+        let mut to = from;
+        let mut rows = self.sizes.get(&from).copied().unwrap_or(0);
+        while to < self.to {
+            let more = self.sizes.get(&(to + 1)).copied().unwrap_or(0);
+            if rows + more > CHANGE_WINDOW_ROWS {
+                break;
+            }
+            rows += more;
+            to += 1;
         }
-        Ok((out, batches))
-    })?
+        let out = self.out.clone();
+        let batches = self
+            .store
+            .read(&self.table, |r| changes_batches(r, from, to, &out))??;
+        self.pending.extend(batches);
+        self.next = to + 1;
+        Ok(())
+    }
+}
+
+impl Iterator for ChangeFeed {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        while self.pending.is_empty() && self.next <= self.to && !self.failed {
+            if let Err(e) = self.read_window() {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+        self.pending.pop_front().map(Ok)
+    }
+}
+
+/// The changes of commits `from..=to` of the table `r` reads, as batches of schema `out`.
+fn changes_batches(
+    r: &asof_storage::TableReader<'_>,
+    from: u64,
+    to: u64,
+    out: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let schema = r.schema();
+    let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
+    const BATCH: usize = 8192;
+    let mut batches = Vec::new();
+    let mut cols = make_cols(schema, &columns, BATCH, &Clamps::default());
+    let mut kinds = StringBuilder::new();
+    let mut versions = Int64Builder::new();
+    let mut stamps = TimestampMicrosecondBuilder::new();
+    let mut n = 0;
+    let mut flush = |cols: &mut Vec<Col>,
+                     kinds: &mut StringBuilder,
+                     versions: &mut Int64Builder,
+                     stamps: &mut TimestampMicrosecondBuilder|
+     -> Result<()> {
+        let mut arrays = cols
+            .iter_mut()
+            .map(Col::finish)
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        arrays.push(Arc::new(kinds.finish()));
+        arrays.push(Arc::new(versions.finish()));
+        arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
+        batches.push(RecordBatch::try_new(out.clone(), arrays)?);
+        Ok(())
+    };
+    let mut failed = None;
+    r.changes(from, to, |v, kind, row| {
+        if failed.is_some() {
+            return;
+        }
+        for c in cols.iter_mut() {
+            c.append(&row);
+        }
+        kinds.append_value(kind.as_str());
+        versions.append_value(v as i64);
+        stamps.append_value(r.commit(v).map_or(0, |c| c.timestamp_us));
+        n += 1;
+        if n % BATCH == 0 {
+            if let Err(e) = flush(&mut cols, &mut kinds, &mut versions, &mut stamps) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if n % BATCH != 0 {
+        flush(&mut cols, &mut kinds, &mut versions, &mut stamps)?;
+    }
+    Ok(batches)
 }
 
 /// How many keys of a table that is not in memory a scan holds at a time (see

@@ -84,9 +84,12 @@ impl TableProvider for SourceProvider {
             Some(v) => SourceRead::AsOf(v),
             None => SourceRead::Now,
         };
-        let open = move || store.source_rows(&name, read);
+        let open = move || {
+            let rows = store.source_rows(&name, read).map_err(store_external)?;
+            Ok(Box::new(rows.map(|b| b.map_err(store_external))) as Batches)
+        };
         let _ = (state, filters, limit);
-        Ok(Arc::new(SourceScanExec::new(
+        Ok(Arc::new(StreamExec::new(
             &self.name,
             self.schema.clone(),
             projection.cloned(),
@@ -95,28 +98,32 @@ impl TableProvider for SourceProvider {
     }
 }
 
-/// Opens a read of a source table's rows.
-pub(crate) type OpenRows = Box<dyn Fn() -> asof_storage::Result<SourceRows> + Send + Sync>;
+/// Batches a plan streams.
+pub(crate) type Batches = Box<dyn Iterator<Item = datafusion::error::Result<RecordBatch>> + Send>;
 
-/// The physical plan of a source table scan: streams its rows a few stored chunks at a time,
-/// projected, never holding the table in memory (filters and limits run above it).
-pub(crate) struct SourceScanExec {
+/// Opens what a plan streams, when it runs.
+pub(crate) type OpenBatches = Box<dyn Fn() -> datafusion::error::Result<Batches> + Send + Sync>;
+
+/// The physical plan of a scan that streams batches read from the store (a source table's rows
+/// a few stored chunks at a time, a change feed a window of commits at a time), projected, never
+/// holding the whole in memory (filters and limits run above it).
+pub(crate) struct StreamExec {
     name: String,
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
-    open: OpenRows,
+    open: OpenBatches,
     /// Counts the rows it returns, if set.
     counted: Option<Arc<AtomicU64>>,
     properties: Arc<PlanProperties>,
 }
 
-impl SourceScanExec {
-    /// A scan of `name` (whose schema is `schema`) that reads the rows `open` opens.
+impl StreamExec {
+    /// A scan of `name` (whose schema is `schema`) that streams the batches `open` opens.
     pub(crate) fn new(
         name: &str,
         schema: SchemaRef,
         projection: Option<Vec<usize>>,
-        open: OpenRows,
+        open: OpenBatches,
     ) -> datafusion::error::Result<Self> {
         let schema = match &projection {
             Some(p) => Arc::new(schema.project(p)?),
@@ -128,7 +135,7 @@ impl SourceScanExec {
             EmissionType::Incremental,
             Boundedness::Bounded,
         ));
-        Ok(SourceScanExec {
+        Ok(StreamExec {
             name: name.to_string(),
             projection,
             schema,
@@ -139,23 +146,23 @@ impl SourceScanExec {
     }
 }
 
-impl std::fmt::Debug for SourceScanExec {
+impl std::fmt::Debug for StreamExec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SourceScanExec")
+        f.debug_struct("StreamExec")
             .field("table", &self.name)
             .finish()
     }
 }
 
-impl DisplayAs for SourceScanExec {
+impl DisplayAs for StreamExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "SourceScanExec: table={}", self.name)
+        write!(f, "StreamExec: table={}", self.name)
     }
 }
 
-impl ExecutionPlan for SourceScanExec {
+impl ExecutionPlan for StreamExec {
     fn name(&self) -> &str {
-        "SourceScanExec"
+        "StreamExec"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -185,11 +192,11 @@ impl ExecutionPlan for SourceScanExec {
         _partition: usize,
         _context: Arc<TaskContext>,
     ) -> datafusion::error::Result<SendableRecordBatchStream> {
-        let rows = (self.open)().map_err(store_external)?;
+        let rows = (self.open)()?;
         let projection = self.projection.clone();
         let counted = self.counted.clone();
         let batches = rows.map(move |b| {
-            let b = b.map_err(store_external)?;
+            let b = b?;
             if let Some(c) = &counted {
                 c.fetch_add(b.num_rows() as u64, Ordering::Relaxed);
             }
@@ -209,13 +216,21 @@ fn store_external(e: asof_storage::Error) -> datafusion::error::DataFusionError 
     datafusion::error::DataFusionError::External(Box::new(e))
 }
 
-/// One read of a source table's rows ([`SourceRows`], pinned when it was opened) as a table
-/// that a query scans once, streaming; it counts the rows it gave.
+/// One read of the store (a source table's rows, pinned when the read was opened; a change
+/// feed) as a table that a query scans once, streaming; it counts the rows it gave.
 pub(crate) struct RowsTable {
     name: String,
     schema: SchemaRef,
-    rows: Arc<Mutex<Option<SourceRows>>>,
+    rows: Rows,
     counted: Arc<AtomicU64>,
+}
+
+/// What a [`RowsTable`] reads.
+enum Rows {
+    /// One read, scanned once.
+    Once(Arc<Mutex<Option<Batches>>>),
+    /// A read opened again by each scan (it reads the same rows every time).
+    Each(Arc<OpenBatches>),
 }
 
 impl std::fmt::Debug for RowsTable {
@@ -227,10 +242,28 @@ impl std::fmt::Debug for RowsTable {
 impl RowsTable {
     /// The rows of `rows`, a read of source `name`.
     pub(crate) fn new(name: &str, rows: SourceRows) -> RowsTable {
+        let schema = rows.schema();
+        let batches = Box::new(rows.map(|b| b.map_err(store_external)));
+        RowsTable::of_batches(name, schema, batches)
+    }
+
+    /// The batches `batches` (of schema `schema`), read from `name`.
+    pub(crate) fn of_batches(name: &str, schema: SchemaRef, batches: Batches) -> RowsTable {
         RowsTable {
             name: name.to_string(),
-            schema: rows.schema(),
-            rows: Arc::new(Mutex::new(Some(rows))),
+            schema,
+            rows: Rows::Once(Arc::new(Mutex::new(Some(batches)))),
+            counted: Arc::default(),
+        }
+    }
+
+    /// The batches `open` opens (of schema `schema`, the same each time), read from `name`:
+    /// a query may scan it more than once.
+    pub(crate) fn reopened(name: &str, schema: SchemaRef, open: OpenBatches) -> RowsTable {
+        RowsTable {
+            name: name.to_string(),
+            schema,
+            rows: Rows::Each(Arc::new(open)),
             counted: Arc::default(),
         }
     }
@@ -258,22 +291,25 @@ impl TableProvider for RowsTable {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        let rows = self.rows.clone();
-        let name = self.name.clone();
-        let open = move || {
-            let taken = rows.lock().map(|mut r| r.take()).ok().flatten();
-            taken.ok_or_else(|| {
-                asof_storage::Error::InvalidQuery(format!(
-                    "the rows read from `{name}` for this run were scanned already"
-                ))
-            })
+        let open: OpenBatches = match &self.rows {
+            Rows::Once(rows) => {
+                let rows = rows.clone();
+                let name = self.name.clone();
+                Box::new(move || {
+                    let taken = rows.lock().map(|mut r| r.take()).ok().flatten();
+                    taken.ok_or_else(|| {
+                        datafusion::error::DataFusionError::Execution(format!(
+                            "the rows read from `{name}` for this statement were scanned already"
+                        ))
+                    })
+                })
+            }
+            Rows::Each(open) => {
+                let open = open.clone();
+                Box::new(move || open())
+            }
         };
-        let mut exec = SourceScanExec::new(
-            &self.name,
-            self.schema.clone(),
-            projection.cloned(),
-            Box::new(open),
-        )?;
+        let mut exec = StreamExec::new(&self.name, self.schema.clone(), projection.cloned(), open)?;
         exec.counted = Some(self.counted.clone());
         Ok(Arc::new(exec))
     }

@@ -311,9 +311,20 @@ impl SqlSession {
             // Open-ended: up to the version the statement reads the table at.
             let end = bound(args.get(2))?
                 .or_else(|| self.pinned_version(&table).map(ChangeBound::Version));
-            let (schema, batches) =
-                crate::scan::table_changes(&self.store, &table, &start, end.as_ref())?;
-            let t = MemTable::try_new(schema, vec![batches]).map_err(df)?;
+            // Streamed a window of commits at a time, as the query reads it (each scan reads
+            // the commits the range names now).
+            let feed = crate::scan::change_feed(&self.store, &table, &start, end.as_ref())?;
+            let schema = feed.schema();
+            let (from, to) = feed.commits();
+            let store = self.store.clone();
+            let name = table.clone();
+            let open: super::provider::OpenBatches = Box::new(move || {
+                let (from, to) = (ChangeBound::Version(from), ChangeBound::Version(to));
+                let feed =
+                    crate::scan::change_feed(&store, &name, &from, Some(&to)).map_err(to_df)?;
+                Ok(Box::new(feed.map(|b| b.map_err(to_df))))
+            });
+            let t = super::provider::RowsTable::reopened(&table, schema, open);
             (
                 quote_ident(&self.register_scratch("changes", Arc::new(t))?),
                 next,
@@ -789,4 +800,9 @@ fn temporal(toks: &[TokenWithSpan], sig: &[usize], mut j: usize) -> Result<(Time
         )))
         }
     })
+}
+
+/// A query error inside a DataFusion plan.
+fn to_df(e: QueryError) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::External(Box::new(e))
 }
