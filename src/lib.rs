@@ -63,8 +63,8 @@ pub use memory::tune_process_memory;
 pub use asof_server::{serve, ServeError, ServeOptions, TlsFiles};
 
 pub use asof_query::sql::{
-    DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ReceiptCheck, ScriptError,
-    SessionOptions, SqlSession, Steps,
+    BatchStream, DataFusionEvaluator, ExternalAccess, Output as SqlOutput, ReceiptCheck, Results,
+    ScriptError, SessionOptions, SqlSession, Steps,
 };
 pub use asof_query::{
     change_feed, export_delta, history_batch, key_history, key_history_svg, lookup, result_hash,

@@ -307,11 +307,11 @@ fn run(cli: Cli) -> Res<()> {
             if matches!(format, Format::Arrow | Format::Parquet) && output.is_none() {
                 return Err("--format arrow and --format parquet need --output FILE".into());
             }
-            let options = vars
-                .into_iter()
-                .fold(asof::SessionOptions::default(), |o, (k, v)| {
-                    o.with_variable(k, v)
-                });
+            // Results stream to their output as the query computes them.
+            let options = vars.into_iter().fold(
+                asof::SessionOptions::default().with_results(asof::Results::Streamed),
+                |o, (k, v)| o.with_variable(k, v),
+            );
             let mut session = asof::SqlSession::with_options(store, options)?;
             if let Some(bar) = Bar::for_terminal() {
                 session.set_progress(bar);
@@ -586,57 +586,65 @@ fn print_history(store: &Store, table: &str) -> Res<()> {
 }
 
 fn print_batches(batches: &[RecordBatch], format: Format) -> Res<()> {
-    write_batches(batches, format, &mut std::io::stdout())
+    let schema = match batches.first() {
+        Some(b) => b.schema(),
+        None => return Ok(()),
+    };
+    let batches = batches.iter().cloned().map(Ok);
+    write_batches(schema, batches, format, &mut std::io::stdout())
 }
 
-fn write_batches(batches: &[RecordBatch], format: Format, out: &mut dyn std::io::Write) -> Res<()> {
+/// Writes a query's batches in `format` as they come (a table is laid out once it has them
+/// all): a result larger than memory streams to a file.
+fn write_batches(
+    schema: arrow::datatypes::SchemaRef,
+    batches: impl Iterator<Item = Res<RecordBatch>>,
+    format: Format,
+    out: &mut (dyn std::io::Write + Send),
+) -> Res<()> {
+    // An empty result still writes its header (CSV) or schema (Arrow, Parquet).
+    let mut batches = batches.peekable();
+    let empty = std::iter::once(Ok(RecordBatch::new_empty(schema.clone())));
+    let batches: Box<dyn Iterator<Item = Res<RecordBatch>>> = match batches.peek() {
+        None => Box::new(empty),
+        Some(_) => Box::new(batches),
+    };
     match format {
-        Format::Table => writeln!(
-            out,
-            "{}",
-            arrow::util::pretty::pretty_format_batches(batches)?
-        )?,
+        Format::Table => {
+            let all = batches.collect::<Res<Vec<_>>>()?;
+            writeln!(out, "{}", arrow::util::pretty::pretty_format_batches(&all)?)?
+        }
         Format::Csv => {
             let mut w = arrow::csv::WriterBuilder::new()
                 .with_header(true)
                 .build(out);
             for b in batches {
-                w.write(b)?;
+                w.write(&b?)?;
             }
         }
         Format::Json => {
             let mut w = arrow::json::LineDelimitedWriter::new(out);
             for b in batches {
-                w.write(b)?;
+                w.write(&b?)?;
             }
             w.finish()?;
         }
         Format::Arrow => {
-            let schema = batches
-                .first()
-                .map(|b| b.schema())
-                .ok_or("no result to write")?;
             let mut w = arrow::ipc::writer::FileWriter::try_new(out, &schema)?;
             for b in batches {
-                w.write(b)?;
+                w.write(&b?)?;
             }
             w.finish()?;
         }
         Format::Parquet => {
-            let schema = batches
-                .first()
-                .map(|b| b.schema())
-                .ok_or("no result to write")?;
             let props = parquet::file::properties::WriterProperties::builder()
                 .set_compression(parquet::basic::Compression::SNAPPY)
                 .build();
-            let mut buf = Vec::new();
-            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, schema, Some(props))?;
+            let mut w = parquet::arrow::ArrowWriter::try_new(out, schema, Some(props))?;
             for b in batches {
-                w.write(b)?;
+                w.write(&b?)?;
             }
             w.close()?;
-            out.write_all(&buf)?;
         }
     }
     Ok(())
@@ -668,27 +676,27 @@ fn run_script(
 /// Prints one statement's output: a query result in `format` (to `file` if given), and the
 /// line of another statement on stdout for tables, stderr otherwise.
 fn print_output(out: asof::SqlOutput, format: Format, file: Option<&mut File>) -> Res<()> {
-    match out {
+    let (schema, batches): (_, Box<dyn Iterator<Item = Res<RecordBatch>>>) = match out {
         asof::SqlOutput::Batches(schema, batches) => {
-            let batches = if batches.is_empty() {
-                vec![RecordBatch::new_empty(schema)]
-            } else {
-                batches
-            };
-            match file {
-                Some(f) => write_batches(&batches, format, f)?,
-                None => print_batches(&batches, format)?,
-            }
+            (schema, Box::new(batches.into_iter().map(Ok)))
         }
+        asof::SqlOutput::Stream(schema, stream) => (
+            schema,
+            Box::new(stream.map(|b| b.map_err(|e| -> Box<dyn std::error::Error> { e.into() }))),
+        ),
         asof::SqlOutput::Done(line) => {
             if matches!(format, Format::Table) && file.is_none() {
                 println!("{line}")
             } else {
                 eprintln!("{line}")
             }
+            return Ok(());
         }
+    };
+    match file {
+        Some(f) => write_batches(schema, batches, format, f),
+        None => write_batches(schema, batches, format, &mut std::io::stdout()),
     }
-    Ok(())
 }
 
 /// The interactive prompt; a script when standard input is not a terminal.

@@ -252,3 +252,94 @@ fn the_databricks_surface_runs_through_asof_sql() {
         "{out}"
     );
 }
+
+#[test]
+fn a_large_result_streams_to_its_file_and_an_empty_one_keeps_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    // 30,000 rows: several batches, written as the query computes them.
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "CREATE TABLE t AS SELECT CAST(value AS BIGINT) AS id, concat('row ', CAST(value AS STRING)) AS name \
+             FROM generate_series(1, 30000)",
+        ],
+    );
+    assert!(ok, "{err}");
+    let read = |path: &std::path::Path| {
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let schema = arrow::array::RecordBatchReader::schema(&reader);
+        let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
+        (schema, batches)
+    };
+    let big = dir.path().join("big.parquet");
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "parquet",
+            "--output",
+            big.to_str().unwrap(),
+            "SELECT id, name FROM t WHERE id % 2 = 0",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (_, batches) = read(&big);
+    let ids: Vec<i64> = batches
+        .iter()
+        .flat_map(|b| {
+            let c = b
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>();
+            c.unwrap().values().to_vec()
+        })
+        .collect();
+    assert_eq!(ids.len(), 15_000);
+    assert_eq!(
+        ids.iter().sum::<i64>(),
+        (1..=15_000).map(|i| 2 * i).sum::<i64>()
+    );
+    // No row: the file still says what the columns are.
+    let empty = dir.path().join("empty.parquet");
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "parquet",
+            "--output",
+            empty.to_str().unwrap(),
+            "SELECT id, name FROM t WHERE id < 0",
+        ],
+    );
+    assert!(ok, "{err}");
+    let (schema, batches) = read(&empty);
+    assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    assert_eq!(names, ["id", "name"]);
+    // CSV: one header, every row.
+    let (ok, out, err) = asof(
+        &db,
+        &[
+            "sql",
+            "--format",
+            "csv",
+            "SELECT id FROM t WHERE id > 29990 ORDER BY id",
+        ],
+    );
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "id");
+    assert_eq!(
+        lines[1..],
+        (29991..=30000).map(|i| i.to_string()).collect::<Vec<_>>()
+    );
+}

@@ -77,6 +77,9 @@ impl Database {
         for out in outputs {
             match out {
                 Output::Batches(schema, batches) => last = Some((schema, batches)),
+                Output::Stream(schema, stream) => {
+                    last = Some((schema, stream.collect::<Result<_, _>>().map_err(err)?));
+                }
                 Output::Done(line) => {
                     last = None;
                     lines.extend(line.lines().map(str::to_string));

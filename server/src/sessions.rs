@@ -100,6 +100,10 @@ fn run_blocking(store: Store, sql: &str, params: Option<&RecordBatch>) -> Result
         for out in session.execute(&text).map_err(|e| status(&e))? {
             match out {
                 SqlOutput::Batches(schema, batches) => last = Some((schema, batches)),
+                SqlOutput::Stream(schema, stream) => {
+                    let batches = stream.collect::<Result<_, _>>().map_err(|e| status(&e))?;
+                    last = Some((schema, batches));
+                }
                 SqlOutput::Done(line) => {
                     last = None;
                     lines.extend(line.lines().map(str::to_string));

@@ -47,7 +47,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{QueryError, Result};
 pub use namespace::{full_name, full_schema_name};
-pub use options::{ExternalAccess, SessionOptions};
+pub use options::{ExternalAccess, Results, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 pub use receipts::ReceiptCheck;
@@ -59,8 +59,45 @@ use statement::{classify, Kind};
 pub enum Output {
     /// A query's result.
     Batches(SchemaRef, Vec<RecordBatch>),
+    /// A query's result as a stream ([`Results::Streamed`]).
+    Stream(SchemaRef, BatchStream),
     /// A statement that changed something, with a line saying what.
     Done(String),
+}
+
+/// A query's batches, computed as they are read ([`Output::Stream`]).
+pub struct BatchStream {
+    runtime: tokio::runtime::Handle,
+    stream: datafusion::physical_plan::SendableRecordBatchStream,
+}
+
+impl std::fmt::Debug for BatchStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BatchStream")
+    }
+}
+
+impl Iterator for BatchStream {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        use futures::StreamExt;
+        self.runtime
+            .block_on(self.stream.next())
+            .map(|b| b.map_err(df))
+    }
+}
+
+impl Output {
+    /// The output with a streamed result read whole.
+    pub fn collected(self) -> Result<Output> {
+        match self {
+            Output::Stream(schema, stream) => {
+                Ok(Output::Batches(schema, stream.collect::<Result<_>>()?))
+            }
+            out => Ok(out),
+        }
+    }
 }
 
 /// A SQL session over a store.
@@ -143,12 +180,14 @@ impl SqlSession {
         self.progress = Some(progress);
     }
 
-    /// Runs `;`-separated statements in order; stops at the first error.
+    /// Runs `;`-separated statements in order; stops at the first error. Results are read whole
+    /// (a streamed one before the next statement runs): [`SqlSession::execute_script`] hands
+    /// each statement's output over as it is done.
     pub fn execute(&mut self, sql: &str) -> Result<Vec<Output>> {
         let sql = self.substitute(sql)?;
         let mut out = Vec::new();
         for stmt in split(&sql)? {
-            out.push(self.statement(&stmt)?);
+            out.push(self.statement(&stmt)?.collected()?);
         }
         Ok(out)
     }
@@ -466,6 +505,11 @@ impl SqlSession {
                 }
                 self.deregister_named(&name)?;
                 Ok(Output::Done(format!("{name} dropped")))
+            }
+            _ if self.options.results == Results::Streamed => {
+                let (schema, stream) = self.query_stream(stmt)?;
+                let runtime = self.runtime.handle().clone();
+                Ok(Output::Stream(schema, BatchStream { runtime, stream }))
             }
             _ => {
                 let (schema, batches) = self.query(stmt)?;

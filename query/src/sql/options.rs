@@ -29,6 +29,21 @@ pub struct SessionOptions {
     /// temporary files (the snapshot diff of `AUTO CDC FROM SNAPSHOT`); default
     /// [`SessionOptions::DEFAULT_SORT_MEMORY`].
     pub sort_memory: usize,
+    /// How a query's result is handed over: whole, or as a stream read as it is consumed.
+    pub results: Results,
+}
+
+/// How [`crate::sql::SqlSession`] hands over a query's result ([`SessionOptions::results`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Results {
+    /// Every batch, read before the statement returns (`Output::Batches`).
+    #[default]
+    Collected,
+    /// A stream of batches, computed as the caller reads them (`Output::Stream`): a query over
+    /// a large table costs the memory of a few batches, not of its result. The caller reads it
+    /// before the session runs its next statement.
+    Streamed,
 }
 
 impl Default for SessionOptions {
@@ -37,6 +52,7 @@ impl Default for SessionOptions {
             external_access: ExternalAccess::default(),
             variables: Default::default(),
             sort_memory: Self::DEFAULT_SORT_MEMORY,
+            results: Results::default(),
         }
     }
 }
@@ -44,6 +60,12 @@ impl Default for SessionOptions {
 impl SessionOptions {
     /// The default of [`SessionOptions::sort_memory`]: 64 MiB.
     pub const DEFAULT_SORT_MEMORY: usize = 64 << 20;
+
+    /// Options with `results` set.
+    pub fn with_results(mut self, results: Results) -> Self {
+        self.results = results;
+        self
+    }
 
     /// Options with `sort_memory` set.
     pub fn with_sort_memory(mut self, bytes: usize) -> Self {
