@@ -588,6 +588,11 @@ fn print_history(store: &Store, table: &str) -> Res<()> {
 fn print_batches(batches: &[RecordBatch], format: Format) -> Res<()> {
     let schema = match batches.first() {
         Some(b) => b.schema(),
+        // Nothing, and no schema to lay out: an empty table, as before streaming.
+        None if matches!(format, Format::Table) => {
+            println!("{}", arrow::util::pretty::pretty_format_batches(&[])?);
+            return Ok(());
+        }
         None => return Ok(()),
     };
     let batches = batches.iter().cloned().map(Ok);

@@ -342,4 +342,18 @@ fn a_large_result_streams_to_its_file_and_an_empty_one_keeps_its_schema() {
         lines[1..],
         (29991..=30000).map(|i| i.to_string()).collect::<Vec<_>>()
     );
+    // A query that fails while its rows are read stops the script there: what follows does not
+    // run.
+    let (ok, _, err) = asof(
+        &db,
+        &[
+            "sql",
+            "SELECT CAST(name AS INT) FROM t; CREATE TABLE after_failure (x INT)",
+        ],
+    );
+    assert!(!ok, "{err}");
+    assert!(err.contains("statement 1"), "{err}");
+    let (ok, out, err) = asof(&db, &["tables"]);
+    assert!(ok, "{err}");
+    assert!(!out.contains("after_failure"), "{out}");
 }

@@ -625,9 +625,31 @@ fn an_scd2_target_gains_the_column_its_files_add_and_older_versions_read_null() 
         landing.display()
     ))
     .unwrap();
+    // A table fed by its change feed, downstream.
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE feed AS SELECT id, v, _change_type FROM STREAM(hist) \
+         WITH (readChangeFeed = true)",
+    )
+    .unwrap();
+    s.execute(
+        "CREATE OR REFRESH STREAMING TABLE wide_feed AS SELECT * FROM STREAM(hist) \
+         WITH (readChangeFeed = true)",
+    )
+    .unwrap();
     // Key 1 gets a region (a change of a tracked column: a new version); key 3 arrives.
     write("2.csv", "id,v,seq,region\n1,a,20,eu\n3,y,10,us\n");
     s.execute("REFRESH STREAMING TABLE hist").unwrap();
+    // Downstream, a query that names its columns goes on; one that takes them all gains `region`.
+    s.execute("REFRESH STREAMING TABLE feed; REFRESH STREAMING TABLE wide_feed")
+        .unwrap();
+    assert_eq!(
+        rows(
+            &mut s,
+            "SELECT id, region, _change_type FROM wide_feed WHERE region IS NOT NULL"
+        ),
+        // (In SCD TYPE 2 key 1's new version is a row of its own: an insert; §7.3.)
+        [cells(&["1", "eu", "insert"]), cells(&["3", "us", "insert"])]
+    );
     // A late event on key 2, with the new column.
     write("3.csv", "id,v,seq,region\n2,z,5,eu\n");
     s.execute("REFRESH STREAMING TABLE hist").unwrap();

@@ -179,6 +179,12 @@ fn table_changes_by_version_and_by_timestamp() {
         "SELECT * FROM table_changes('company_points', 1, 7)",
     );
     assert!(e.contains("no version 7"), "{e}");
+    // An end far past the last commit is refused at once, nothing read.
+    let e = err(
+        &mut s,
+        "SELECT * FROM table_changes('company_points', 1, 9000000000000000000)",
+    );
+    assert!(e.contains("no version 9000000000000000000"), "{e}");
     let e = err(&mut s, "SELECT * FROM table_changes('nope', 1)");
     assert!(e.contains("nope"), "{e}");
     // The feed streams a window of commits at a time; a query that reads it twice reads the

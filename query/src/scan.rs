@@ -409,7 +409,7 @@ pub fn change_feed(
     start: &ChangeBound,
     end: Option<&ChangeBound>,
 ) -> Result<ChangeFeed> {
-    let (from, to, sizes, schema) = store.read(table, |r| {
+    let (from, to, sizes, schema, generation) = store.read(table, |r| {
         let history = r.history();
         let from = match start {
             ChangeBound::Version(v) => *v,
@@ -436,8 +436,9 @@ pub fn change_feed(
                 }
             }
         };
-        // A reversed range is refused here; a vacuumed or missing commit when its window is read.
-        if from > to {
+        // A reversed range, or one past the last commit, is refused here (before anything is
+        // read); a vacuumed start when its window is read.
+        if from > to || to > r.latest_version() {
             r.changes(from, to, |_, _, _| {})?;
         }
         // About how many rows each commit changed: an update lists two.
@@ -449,7 +450,7 @@ pub fn change_feed(
                 (c.version, 2 * (m.num_upserted_rows + m.num_deleted_rows))
             })
             .collect();
-        Ok((from, to, sizes, r.schema().clone()))
+        Ok((from, to, sizes, r.schema().clone(), r.generation()))
     })??;
     let full = table_arrow_schema(&schema);
     let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
@@ -471,6 +472,7 @@ pub fn change_feed(
         next: from,
         to,
         sizes,
+        generation,
         pending: VecDeque::new(),
         failed: false,
     })
@@ -489,6 +491,8 @@ pub struct ChangeFeed {
     to: u64,
     /// About how many rows each commit in the range changed.
     sizes: BTreeMap<u64, u64>,
+    /// The rows it reads: every window must read the same.
+    generation: asof_storage::TableGeneration,
     pending: VecDeque<RecordBatch>,
     failed: bool,
 }
@@ -519,9 +523,16 @@ impl ChangeFeed {
             to += 1;
         }
         let out = self.out.clone();
-        let batches = self
-            .store
-            .read(&self.table, |r| changes_batches(r, from, to, &out))??;
+        let (table, generation) = (&self.table, self.generation);
+        let batches = self.store.read(table, |r| {
+            // ERASE, VACUUM, a widening or a new table of the name would mix two tables' rows.
+            if r.generation() != generation {
+                return Err(QueryError::Invalid(format!(
+                    "`{table}` was rewritten (ERASE, VACUUM, new columns) or made again while its change feed was read; run the statement again"
+                )));
+            }
+            changes_batches(r, from, to, &out)
+        })??;
         self.pending.extend(batches);
         self.next = to + 1;
         Ok(())

@@ -644,29 +644,36 @@ impl SqlSession {
     }
 
     /// Columns of a run's rows (`schema`) that `target` lacks, added to it when `f` reads files
-    /// with `schemaEvolutionMode => 'addNewColumns'` (otherwise the write refuses them).
+    /// with `schemaEvolutionMode => 'addNewColumns'`, or the change feed of a target that gained
+    /// them (its source's files brought them); otherwise the write refuses them.
     fn add_new_columns(
         &mut self,
         target: &str,
         f: &AppendFlow,
         schema: &arrow::datatypes::SchemaRef,
     ) -> Result<()> {
-        // Only a source table's rows (not a change feed) come from files.
-        if f.reads != StreamRead::Rows {
-            return Ok(());
-        }
-        let evolves = self
-            .store
-            .source_origin(&f.source)?
-            .0
-            .and_then(|o| serde_json::from_str::<FileSource>(&o).ok())
-            .is_some_and(|files| files.evolution == crate::files::SchemaEvolution::AddNewColumns);
-        if !evolves {
-            return Ok(());
-        }
+        let upstream = match f.reads {
+            StreamRead::Rows => {
+                let evolves = self
+                    .store
+                    .source_origin(&f.source)?
+                    .0
+                    .and_then(|o| serde_json::from_str::<FileSource>(&o).ok())
+                    .is_some_and(|files| {
+                        files.evolution == crate::files::SchemaEvolution::AddNewColumns
+                    });
+                if !evolves {
+                    return Ok(());
+                }
+                self.store.source_schema(&f.source)?
+            }
+            StreamRead::ChangeFeed { .. } => {
+                crate::arrow_conv::table_arrow_schema(&self.store.schema(&f.source)?)
+            }
+        };
+        let from_files = upstream;
         let have = self.store.source_schema(target)?;
-        let from_files = self.store.source_schema(&f.source)?;
-        // Columns the files brought (not one the query computes).
+        // Columns the files (or the target upstream) brought, not one the query computes.
         let added: Vec<arrow::datatypes::FieldRef> = schema
             .fields()
             .iter()

@@ -236,13 +236,19 @@ impl SqlSession {
             })?;
         let n = stmts.len();
         for (i, stmt) in stmts.iter().enumerate() {
-            let out = self.statement(stmt).map_err(|error| ScriptError {
-                statement: i + 1,
-                line: stmt.line(),
-                statements: n,
-                error: Box::new(error),
-                steps: self.steps_of(stmt),
-            })?;
+            // A streamed result is handed over as a stream only by the last statement: an error
+            // while an earlier one is read must stop the script before the next statement runs.
+            let last = i + 1 == n;
+            let out = self
+                .statement(stmt)
+                .and_then(|out| if last { Ok(out) } else { out.collected() })
+                .map_err(|error| ScriptError {
+                    statement: i + 1,
+                    line: stmt.line(),
+                    statements: n,
+                    error: Box::new(error),
+                    steps: self.steps_of(stmt),
+                })?;
             each(out);
         }
         Ok(())

@@ -84,9 +84,15 @@ impl TableProvider for SourceProvider {
             Some(v) => SourceRead::AsOf(v),
             None => SourceRead::Now,
         };
+        // Columns added between planning and the read come at the end: the plan's are the first.
+        let width = self.schema.fields().len();
         let open = move || {
             let rows = store.source_rows(&name, read).map_err(store_external)?;
-            Ok(Box::new(rows.map(|b| b.map_err(store_external))) as Batches)
+            let planned = move |b: RecordBatch| match b.num_columns() > width {
+                true => Ok(b.project(&(0..width).collect::<Vec<_>>())?),
+                false => Ok(b),
+            };
+            Ok(Box::new(rows.map(move |b| b.map_err(store_external).and_then(planned))) as Batches)
         };
         let _ = (state, filters, limit);
         Ok(Arc::new(StreamExec::new(

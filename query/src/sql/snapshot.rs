@@ -239,22 +239,21 @@ impl SqlSession {
         // A folder of snapshots takes the files that arrived since first.
         self.load_new_files(Some(&origin.snapshot_of))?;
         let offset = self.store.append_offset(events, FEED)?.unwrap_or(0);
-        // Every pass reads the snapshots as of one version of their table.
-        let Some(version) = self.store.source_latest_version(&origin.snapshot_of)? else {
-            return Err(QueryError::Invalid(format!(
-                "`{}` has no history to read snapshots from",
-                origin.snapshot_of
-            )));
+        // Every pass reads the snapshots as of one version of their table (a table written
+        // before source tables kept their history is read as it is: rows of a snapshot that
+        // arrives between the passes are not among the versions the first found, and wait).
+        let read = match self.store.source_latest_version(&origin.snapshot_of)? {
+            Some(version) => SourceRead::AsOf(version),
+            None => SourceRead::Now,
         };
-        let read = SourceRead::AsOf(version);
-        let first = self.store.source_rows(&origin.snapshot_of, read)?;
+        let mut first = self.store.source_rows(&origin.snapshot_of, read)?;
         let schema = first.schema();
         let written = first.written();
         if written <= offset {
             return Ok(Some(0));
         }
         let diff = SnapshotDiff::new(&schema, &origin)?;
-        let versions = diff.versions(first, offset)?;
+        let versions = diff.versions(&mut first, offset)?;
         let mut w = self.store.begin_append(events)?;
         let mut sorter = Sorter::new(self.options.sort_memory);
         let second = self.store.source_rows(&origin.snapshot_of, read)?;
@@ -262,6 +261,8 @@ impl SqlSession {
         let deletes = diff.deletes(sorter.finish()?, &versions, self.options.sort_memory)?;
         let third = self.store.source_rows(&origin.snapshot_of, read)?;
         let deleted = diff.write_deletes(third, deletes, &mut w)?;
+        // The three passes read the same rows: no ERASE or DROP rewrote chunks since the first.
+        first.check_unchanged()?;
         w.set_parameter(append_offset_parameter(FEED), written.to_string());
         self.store.commit_write(w, None)?;
         Ok(Some(upserts + deleted))
@@ -317,7 +318,7 @@ impl SnapshotDiff {
     }
 
     /// Pass 1: the versions of the snapshots, new if a row of it is past `offset`.
-    fn versions(&self, mut rows: SourceRows, offset: u64) -> Result<Versions> {
+    fn versions(&self, rows: &mut SourceRows, offset: u64) -> Result<Versions> {
         let mut out = Versions::new();
         while let Some(b) = rows.next_positioned()? {
             let v = self.version_rows(&b.rows)?;
@@ -339,13 +340,13 @@ impl SnapshotDiff {
         w: &mut SourceWrite,
         sorter: &mut Sorter,
     ) -> Result<u64> {
-        let mut diffed = BTreeSet::new();
+        let mut diffed: BTreeSet<&[u8]> = BTreeSet::new();
         let all: Vec<&Vec<u8>> = versions.keys().collect();
         for (i, (v, new)) in versions.iter().enumerate() {
             if *new {
                 diffed.insert(v);
-                diffed.extend(i.checked_sub(1).map(|p| all[p]));
-                diffed.extend(all.get(i + 1).copied());
+                diffed.extend(i.checked_sub(1).map(|p| all[p].as_slice()));
+                diffed.extend(all.get(i + 1).map(|n| n.as_slice()));
             }
         }
         let mut n = 0;
@@ -362,7 +363,7 @@ impl SnapshotDiff {
             for (i, &p) in b.positions.iter().enumerate() {
                 let version = v.row(i);
                 upsert.push(versions.get(version.as_ref()) == Some(&true));
-                if diffed.contains(&version.as_ref().to_vec()) {
+                if diffed.contains(version.as_ref()) {
                     let mut payload = Vec::with_capacity(version.as_ref().len() + 8);
                     payload.extend_from_slice(&p.to_be_bytes());
                     payload.extend_from_slice(version.as_ref());
@@ -403,14 +404,18 @@ impl SnapshotDiff {
     fn deletes(&self, sorted: Sorted, versions: &Versions, budget: usize) -> Result<Sorted> {
         let mut out = Sorter::new(budget);
         let all: Vec<&Vec<u8>> = versions.keys().collect();
+        // The new snapshots, by their place among all: only they are diffed.
+        let new: Vec<(usize, &Vec<u8>)> = versions
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, new))| **new)
+            .map(|(i, (v, _))| (i, v))
+            .collect();
         // One key's records: its versions (among those diffed) and the row of each.
         let mut key: Option<Vec<u8>> = None;
         let mut rows: BTreeMap<Vec<u8>, [u8; 8]> = BTreeMap::new();
         let mut flush = |rows: &mut BTreeMap<Vec<u8>, [u8; 8]>| -> Result<()> {
-            for (i, (v, new)) in versions.iter().enumerate() {
-                if !*new {
-                    continue;
-                }
+            for &(i, v) in &new {
                 let mut delete = |at: &[u8], row: &[u8; 8]| {
                     out.push(Record {
                         key: row.to_vec(),
@@ -471,10 +476,12 @@ impl SnapshotDiff {
                     if last.as_ref() == Some(&d) {
                         continue;
                     }
-                    if u64::from_be_bytes(d.key[..].try_into().unwrap_or_default()) == p {
-                        take.push(i as u32);
-                        at.push(d.payload.clone());
+                    let row = u64::from_be_bytes(d.key[..].try_into().unwrap_or_default());
+                    if row != p {
+                        return Err(missing_row(row));
                     }
+                    take.push(i as u32);
+                    at.push(d.payload.clone());
                     last = Some(d);
                 }
             }
@@ -498,6 +505,20 @@ impl SnapshotDiff {
             let op = StringArray::from_iter_values(std::iter::repeat_n("D", idx.len()));
             w.push(&self.with_op(cols, Arc::new(op))?)?;
         }
+        // Every delete names a row the passes read.
+        if let Some(d) = deletes.next() {
+            let d = d?;
+            return Err(missing_row(u64::from_be_bytes(
+                d.key[..].try_into().unwrap_or_default(),
+            )));
+        }
         Ok(n)
     }
+}
+
+/// The error of a delete whose row the diff's last pass did not read.
+fn missing_row(position: u64) -> QueryError {
+    QueryError::Invalid(format!(
+        "the snapshot diff names row {position} of the snapshots, which its last read did not find; nothing was written (refresh again)"
+    ))
 }

@@ -279,7 +279,10 @@ impl Store {
                 b.delete(kv?.0);
             }
         }
-        inner.rewrites.bump();
+        // Reads of a source table under way stop rather than find its chunks gone.
+        if inner.sources.contains_key(name) {
+            inner.rewrites.bump();
+        }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.tables.remove(name);
         inner.sources.remove(name);

@@ -152,7 +152,10 @@ impl Inner {
                 ..plan.report
             });
         }
-        inner.rewrites.bump();
+        // Reads of the source tables under way stop rather than mix chunks before and after.
+        if plan.report.source_rows > 0 {
+            inner.rewrites.bump();
+        }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
         let report = plan.report;
         // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an

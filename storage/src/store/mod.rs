@@ -66,7 +66,9 @@ pub use key_log::{EventKind, LoggedEvent, Origin};
 pub use lineage::SourceRow;
 use load::Load;
 use reader::ReadScope;
-pub use reader::{ChangeType, RowView, ScanCursor, ScanSpec, TableReader, TimeFilter, Values};
+pub use reader::{
+    ChangeType, RowView, ScanCursor, ScanSpec, TableGeneration, TableReader, TimeFilter, Values,
+};
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };

@@ -293,6 +293,14 @@ pub struct TableReader<'a> {
     pub(super) scope: ReadScope,
 }
 
+/// Which table, and which generation of its rows, a reader reads ([`TableReader::generation`]):
+/// two reads with the same one read the same rows for the same commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableGeneration {
+    id: u32,
+    generation: u64,
+}
+
 /// The version a scan reads: the latest (`current`: rows not retired), or `version`.
 #[derive(Clone, Copy, Debug)]
 struct ReadAt {
@@ -449,6 +457,15 @@ impl TableReader<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The table and the generation of its rows: it changes when ERASE, VACUUM or a widening
+    /// rewrites them, or when the table was dropped and made again under its name.
+    pub fn generation(&self) -> TableGeneration {
+        TableGeneration {
+            id: self.table.id,
+            generation: self.table.generation,
+        }
     }
 
     /// The commit log.

@@ -21,7 +21,7 @@ impl Store {
     /// `full_refresh` and [`crate::REDEFINED`]). A definition equal to the current one changes nothing
     /// and returns `None` (or the `ADD COLUMNS` commit of a table whose source gained columns,
     /// see [`Store::refresh`]). An error names what the new definition may not change; nothing is
-    /// changed then.
+    /// changed then, but for that `ADD COLUMNS` commit, which comes first and stands.
     pub fn redefine_flow(&self, flow: Flow) -> Result<Option<CommitInfo>> {
         let mut g = self.write_inner()?;
         let name = flow.spec.name.clone();

@@ -193,6 +193,17 @@ impl SourceRows {
         self
     }
 
+    /// An error if an ERASE or a DROP TABLE rewrote source chunks since the read began: for a
+    /// caller that reads a table several times and needs each read to see the same rows.
+    pub fn check_unchanged(&self) -> Result<()> {
+        if self.rewrites.now() != self.pinned {
+            return Err(Error::SourceRewritten {
+                table: self.table.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Reads all the rows into memory: for tables known to be small.
     pub fn collect_batches(self) -> Result<Vec<RecordBatch>> {
         self.collect()
