@@ -114,7 +114,12 @@ pub(crate) type OpenBatches = Box<dyn Fn() -> datafusion::error::Result<Batches>
 /// a few stored chunks at a time, a change feed a window of commits at a time), projected, never
 /// holding the whole in memory (filters and limits run above it).
 pub(crate) struct StreamExec {
+    /// What the plan is called (`SourceScanExec`, `StoreScanExec`, ...).
+    label: &'static str,
+    /// The table it reads.
     name: String,
+    /// What EXPLAIN shows after the table (a target scan's request).
+    detail: String,
     projection: Option<Vec<usize>>,
     schema: SchemaRef,
     open: OpenBatches,
@@ -131,6 +136,25 @@ impl StreamExec {
         projection: Option<Vec<usize>>,
         open: OpenBatches,
     ) -> datafusion::error::Result<Self> {
+        Self::labelled(
+            "SourceScanExec",
+            name,
+            String::new(),
+            schema,
+            projection,
+            open,
+        )
+    }
+
+    /// [`StreamExec::new`], called `label` in plans, with `detail` after the table.
+    fn labelled(
+        label: &'static str,
+        name: &str,
+        detail: String,
+        schema: SchemaRef,
+        projection: Option<Vec<usize>>,
+        open: OpenBatches,
+    ) -> datafusion::error::Result<Self> {
         let schema = match &projection {
             Some(p) => Arc::new(schema.project(p)?),
             None => schema,
@@ -142,7 +166,9 @@ impl StreamExec {
             Boundedness::Bounded,
         ));
         Ok(StreamExec {
+            label,
             name: name.to_string(),
+            detail,
             projection,
             schema,
             open,
@@ -154,21 +180,24 @@ impl StreamExec {
 
 impl std::fmt::Debug for StreamExec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamExec")
+        f.debug_struct(self.label)
             .field("table", &self.name)
             .finish()
     }
 }
 
 impl DisplayAs for StreamExec {
-    fn fmt_as(&self, _t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        write!(f, "StreamExec: table={}", self.name)
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match t {
+            DisplayFormatType::TreeRender => write!(f, "table={}", self.name),
+            _ => write!(f, "{}: table={}{}", self.label, self.name, self.detail),
+        }
     }
 }
 
 impl ExecutionPlan for StreamExec {
     fn name(&self) -> &str {
-        "StreamExec"
+        self.label
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -473,113 +502,28 @@ impl TableProvider for TargetTable {
         // Planning checks the request (and pins nothing yet); the scan itself starts when the
         // plan runs and streams one batch at a time.
         scan(&self.store, &self.table, &req).map_err(external)?;
-        Ok(Arc::new(StoreScanExec::new(
-            self.store.clone(),
-            self.table.clone(),
-            req,
+        let detail = format!(
+            ", keys={:?}, business={:?}, system={:?}, version={:?}, business_bounds={:?}, system_bounds={:?}",
+            req.keys, req.business, req.system, req.version, req.business_bounds, req.system_bounds
+        );
+        let (store, table) = (self.store.clone(), self.table.clone());
+        let open: OpenBatches = Box::new(move || {
+            let scan = scan(&store, &table, &req).map_err(external)?;
+            Ok(Box::new(scan.map(|b| b.map_err(external))) as Batches)
+        });
+        Ok(Arc::new(StreamExec::labelled(
+            "StoreScanExec",
+            &self.table,
+            detail,
             out,
-        )))
+            None,
+            open,
+        )?))
     }
 }
 
 fn external(e: crate::error::QueryError) -> datafusion::error::DataFusionError {
     datafusion::error::DataFusionError::External(Box::new(e))
-}
-
-/// The physical plan of a target table scan: streams the storage scan's batches, never holding
-/// more than one in memory (issue: a query over a large history must not materialise it).
-struct StoreScanExec {
-    store: Store,
-    table: String,
-    req: ScanRequest,
-    schema: SchemaRef,
-    properties: Arc<PlanProperties>,
-}
-
-impl StoreScanExec {
-    fn new(store: Store, table: String, req: ScanRequest, schema: SchemaRef) -> Self {
-        let properties = Arc::new(PlanProperties::new(
-            EquivalenceProperties::new(schema.clone()),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        ));
-        StoreScanExec {
-            store,
-            table,
-            req,
-            schema,
-            properties,
-        }
-    }
-}
-
-impl std::fmt::Debug for StoreScanExec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreScanExec")
-            .field("table", &self.table)
-            .finish()
-    }
-}
-
-impl DisplayAs for StoreScanExec {
-    fn fmt_as(&self, t: DisplayFormatType, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => write!(
-                f,
-                "StoreScanExec: table={}, keys={:?}, business={:?}, system={:?}, version={:?}, business_bounds={:?}, system_bounds={:?}",
-                self.table,
-                self.req.keys,
-                self.req.business,
-                self.req.system,
-                self.req.version,
-                self.req.business_bounds,
-                self.req.system_bounds
-            ),
-            DisplayFormatType::TreeRender => write!(f, "table={}", self.table),
-        }
-    }
-}
-
-impl ExecutionPlan for StoreScanExec {
-    fn name(&self) -> &str {
-        "StoreScanExec"
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> datafusion::error::Result<TreeNodeRecursion>,
-    ) -> datafusion::error::Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        _children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
-        Ok(self)
-    }
-
-    fn execute(
-        &self,
-        _partition: usize,
-        _context: Arc<TaskContext>,
-    ) -> datafusion::error::Result<SendableRecordBatchStream> {
-        let scan = scan(&self.store, &self.table, &self.req).map_err(external)?;
-        let batches = scan.map(|b| b.map_err(external));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(
-            self.schema.clone(),
-            futures::stream::iter(batches),
-        )))
-    }
 }
 
 /// Evaluates flow conditions (`APPLY AS DELETE WHEN ...`) as SQL expressions with DataFusion,
