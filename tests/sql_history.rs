@@ -384,3 +384,64 @@ fn commit_metrics_count_the_rows_the_change_feed_lists() {
         assert_eq!(count(&["delete"]), deleted, "{t}");
     }
 }
+
+/// What a session reported as progress, in order.
+#[derive(Default)]
+struct Recorded(std::sync::Mutex<Vec<String>>);
+
+impl asof::Progress for Recorded {
+    fn begin(&self, task: &str, total: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("begin {task} of {total}"));
+    }
+    fn advance(&self, done: u64) {
+        self.0.lock().unwrap().push(format!("at {done}"));
+    }
+    fn end(&self) {
+        self.0.lock().unwrap().push("end".into());
+    }
+}
+
+#[test]
+fn a_long_change_feed_reports_its_progress_window_by_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    // 150,000 inserts in one commit and 150,000 updates in the next: more than one window.
+    s.execute(
+        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
+         FROM generate_series(1, 150000); \
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           STORED AS SCD TYPE 1; \
+         INSERT INTO ev SELECT id, CAST(2 AS BIGINT) AS seq FROM ev; \
+         REFRESH STREAMING TABLE t",
+    )
+    .unwrap();
+    let recorded = std::sync::Arc::new(Recorded::default());
+    s.set_progress(recorded.clone());
+    let (_, n) = query(&mut s, "SELECT count(*) FROM table_changes('t', 1, 2)");
+    assert_eq!(n, [vec![Some("450000".to_string())]]);
+    let calls = recorded.0.lock().unwrap().clone();
+    let feed: Vec<&String> = calls
+        .iter()
+        .skip_while(|c| !c.starts_with("begin reading the change feed of t"))
+        .collect();
+    // The total is an estimate from the commits' metrics: twice the rows each upserted or
+    // deleted (an update lists two), so 2 x (150,000 + 150,000).
+    assert_eq!(
+        feed.first().map(|c| c.as_str()),
+        Some("begin reading the change feed of t of 600000")
+    );
+    assert!(feed.contains(&&"at 600000".to_string()), "{calls:?}");
+    assert_eq!(feed.last().map(|c| c.as_str()), Some("end"));
+    assert_eq!(
+        feed.iter().filter(|c| c.starts_with("begin")).count(),
+        1,
+        "{calls:?}"
+    );
+    assert!(
+        feed.iter().filter(|c| c.starts_with("at ")).count() >= 2,
+        "{calls:?}"
+    );
+}

@@ -475,6 +475,7 @@ pub fn change_feed(
         generation,
         pending: VecDeque::new(),
         failed: false,
+        progress: None,
     })
 }
 
@@ -495,9 +496,22 @@ pub struct ChangeFeed {
     generation: asof_storage::TableGeneration,
     pending: VecDeque<RecordBatch>,
     failed: bool,
+    /// Where a feed longer than one window reports how far it is: the rows read so far, of
+    /// about how many.
+    progress: Option<(Arc<dyn asof_storage::Progress>, u64)>,
 }
 
 impl ChangeFeed {
+    /// The feed, reporting to `progress` as it reads, if it is longer than one window.
+    pub fn with_progress(mut self, progress: Arc<dyn asof_storage::Progress>) -> ChangeFeed {
+        let total: u64 = self.sizes.values().sum();
+        if total > CHANGE_WINDOW_ROWS {
+            progress.begin(&format!("reading the change feed of {}", self.table), total);
+            self.progress = Some((progress, 0));
+        }
+        self
+    }
+
     /// The schema of its batches: the table's columns, then `_change_type`, `_commit_version`,
     /// `_commit_timestamp`.
     pub fn schema(&self) -> SchemaRef {
@@ -534,8 +548,25 @@ impl ChangeFeed {
             changes_batches(r, from, to, &out)
         })??;
         self.pending.extend(batches);
+        if let Some((p, done)) = &mut self.progress {
+            *done += self.sizes.range(from..=to).map(|(_, n)| n).sum::<u64>();
+            p.advance(*done);
+            if to >= self.to {
+                p.end();
+                self.progress = None;
+            }
+        }
         self.next = to + 1;
         Ok(())
+    }
+}
+
+impl Drop for ChangeFeed {
+    /// A feed left before its end (a `LIMIT`, an error) ends its report.
+    fn drop(&mut self) {
+        if let Some((p, _)) = self.progress.take() {
+            p.end();
+        }
     }
 }
 

@@ -318,10 +318,14 @@ impl SqlSession {
             let (from, to) = feed.commits();
             let store = self.store.clone();
             let name = table.clone();
+            let progress = self.progress.clone();
             let open: super::provider::OpenBatches = Box::new(move || {
                 let (from, to) = (ChangeBound::Version(from), ChangeBound::Version(to));
-                let feed =
+                let mut feed =
                     crate::scan::change_feed(&store, &name, &from, Some(&to)).map_err(to_df)?;
+                if let Some(p) = &progress {
+                    feed = feed.with_progress(p.clone());
+                }
                 Ok(Box::new(feed.map(|b| b.map_err(to_df))))
             });
             let t = super::provider::RowsTable::reopened(&table, schema, open);

@@ -29,6 +29,9 @@ const OP: &str = "__asof_op";
 /// The checkpoint name of the feed (`append_offset.snapshots`: snapshot rows read).
 const FEED: &str = "snapshots";
 
+/// From how many snapshot rows a refresh reports its progress.
+const PROGRESS_ROWS: u64 = 1_000_000;
+
 /// The hidden events table of snapshot flow `flow`.
 fn events_table(flow: &str) -> String {
     super::hidden::snapshot_events(flow)
@@ -253,14 +256,36 @@ impl SqlSession {
             return Ok(Some(0));
         }
         let diff = SnapshotDiff::new(&schema, &origin)?;
-        let versions = diff.versions(&mut first, offset)?;
-        let mut w = self.store.begin_append(events)?;
-        let mut sorter = Sorter::new(self.options.sort_memory);
-        let second = self.store.source_rows(&origin.snapshot_of, read)?;
-        let upserts = diff.upserts(second, &versions, &mut w, &mut sorter)?;
-        let deletes = diff.deletes(sorter.finish()?, &versions, self.options.sort_memory)?;
-        let third = self.store.source_rows(&origin.snapshot_of, read)?;
-        let deleted = diff.write_deletes(third, deletes, &mut w)?;
+        // A large table of snapshots reports its three reads (each reads all of it).
+        let bar = self.progress.clone().filter(|_| written >= PROGRESS_ROWS);
+        let pass = |done: u64| {
+            if let Some(b) = &bar {
+                match done {
+                    0 => b.begin(
+                        &format!("diffing the snapshots of {}", origin.snapshot_of),
+                        3,
+                    ),
+                    3 => b.end(),
+                    n => b.advance(n),
+                }
+            }
+        };
+        pass(0);
+        let diffed = (|| {
+            let versions = diff.versions(&mut first, offset)?;
+            pass(1);
+            let mut w = self.store.begin_append(events)?;
+            let mut sorter = Sorter::new(self.options.sort_memory);
+            let second = self.store.source_rows(&origin.snapshot_of, read)?;
+            let upserts = diff.upserts(second, &versions, &mut w, &mut sorter)?;
+            pass(2);
+            let deletes = diff.deletes(sorter.finish()?, &versions, self.options.sort_memory)?;
+            let third = self.store.source_rows(&origin.snapshot_of, read)?;
+            let deleted = diff.write_deletes(third, deletes, &mut w)?;
+            Ok::<_, QueryError>((w, upserts, deleted))
+        })();
+        pass(3);
+        let (mut w, upserts, deleted) = diffed?;
         // The three passes read the same rows: no ERASE or DROP rewrote chunks since the first.
         first.check_unchanged()?;
         w.set_parameter(append_offset_parameter(FEED), written.to_string());
