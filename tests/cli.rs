@@ -278,20 +278,18 @@ fn a_large_result_streams_to_its_file_and_an_empty_one_keeps_its_schema() {
         let batches: Vec<_> = reader.map(|b| b.unwrap()).collect();
         (schema, batches)
     };
-    let big = dir.path().join("big.parquet");
-    let (ok, _, err) = asof(
-        &db,
-        &[
-            "sql",
-            "--format",
-            "parquet",
-            "--output",
-            big.to_str().unwrap(),
-            "SELECT id, name FROM t WHERE id % 2 = 0",
-        ],
-    );
-    assert!(ok, "{err}");
-    let (_, batches) = read(&big);
+    // `query` written to file `name` as Parquet, read back.
+    let to_parquet = |name: &str, query: &str| {
+        let path = dir.path().join(name);
+        let file = path.to_str().unwrap();
+        let (ok, _, err) = asof(
+            &db,
+            &["sql", "--format", "parquet", "--output", file, query],
+        );
+        assert!(ok, "{err}");
+        read(&path)
+    };
+    let (_, batches) = to_parquet("big.parquet", "SELECT id, name FROM t WHERE id % 2 = 0");
     let ids: Vec<i64> = batches
         .iter()
         .flat_map(|b| {
@@ -308,20 +306,7 @@ fn a_large_result_streams_to_its_file_and_an_empty_one_keeps_its_schema() {
         (1..=15_000).map(|i| 2 * i).sum::<i64>()
     );
     // No row: the file still says what the columns are.
-    let empty = dir.path().join("empty.parquet");
-    let (ok, _, err) = asof(
-        &db,
-        &[
-            "sql",
-            "--format",
-            "parquet",
-            "--output",
-            empty.to_str().unwrap(),
-            "SELECT id, name FROM t WHERE id < 0",
-        ],
-    );
-    assert!(ok, "{err}");
-    let (schema, batches) = read(&empty);
+    let (schema, batches) = to_parquet("empty.parquet", "SELECT id, name FROM t WHERE id < 0");
     assert_eq!(batches.iter().map(|b| b.num_rows()).sum::<usize>(), 0);
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     assert_eq!(names, ["id", "name"]);

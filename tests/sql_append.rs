@@ -427,7 +427,7 @@ fn a_read_files_append_flow_run_again_takes_only_new_files() {
     let dir = tempfile::tempdir().unwrap();
     let landing = dir.path().join("landing");
     std::fs::create_dir(&landing).unwrap();
-    let write = |name: &str, body: &str| settled_file(&landing.join(name), body);
+    let write = |name: &str, body: &str| common::write_settled(&landing.join(name), body);
     write("b.csv", "id,v\n1,a\n2,b\n");
     let mut s = SqlSession::new(Store::open(dir.path().join("db")).unwrap()).unwrap();
     let create = format!(
@@ -521,25 +521,12 @@ fn two_runs_of_one_flow_from_the_same_checkpoint_commit_once() {
     );
 }
 
-/// Writes `body` to `path`, dated 5 s ago: a file `read_files` takes at once (not one still
-/// being written).
-fn settled_file(path: &std::path::Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-}
-
 #[test]
 fn a_column_a_later_file_adds_joins_the_tables_with_add_new_columns() {
     let dir = tempfile::tempdir().unwrap();
     let landing = dir.path().join("landing");
     std::fs::create_dir(&landing).unwrap();
-    let write = |name: &str, body: &str| settled_file(&landing.join(name), body);
+    let write = |name: &str, body: &str| common::write_settled(&landing.join(name), body);
     write("1.csv", "id,v,seq\n1,a,1\n");
     let db = dir.path().join("db");
     let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();
@@ -597,7 +584,7 @@ fn an_scd2_target_gains_the_column_its_files_add_and_older_versions_read_null() 
     let dir = tempfile::tempdir().unwrap();
     let landing = dir.path().join("landing");
     std::fs::create_dir(&landing).unwrap();
-    let write = |name: &str, body: &str| settled_file(&landing.join(name), body);
+    let write = |name: &str, body: &str| common::write_settled(&landing.join(name), body);
     write("1.csv", "id,v,seq\n1,a,10\n2,x,10\n");
     let db = dir.path().join("db");
     let mut s = SqlSession::new(Store::open(&db).unwrap()).unwrap();

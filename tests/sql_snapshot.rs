@@ -238,7 +238,7 @@ fn a_folder_of_snapshot_files_becomes_history_in_file_name_order() {
     let dir = tempfile::tempdir().unwrap();
     let snaps = dir.path().join("snaps");
     std::fs::create_dir(&snaps).unwrap();
-    let write = |name: &str, body: &str| write_old(&snaps.join(name), body);
+    let write = |name: &str, body: &str| common::write_settled(&snaps.join(name), body);
     write("2025-01-01.csv", "id,city\n1,Oslo\n2,Rome\n");
     write("2025-03-01.csv", "id,city\n1,Oslo\n3,Lima\n");
     let mut s = snapshot_folder_flow(dir.path(), &snaps);
@@ -368,29 +368,15 @@ fn snapshot_folder_flow(dir: &std::path::Path, snaps: &std::path::Path) -> SqlSe
     s
 }
 
-/// Writes `body` to `path` (making its folder), dated 5 s ago so that it counts as written
-/// whole (files still being written wait).
-fn write_old(path: &std::path::Path, body: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(path, body).unwrap();
-    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
-    std::fs::File::options()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
-}
-
 #[test]
 fn a_subfolder_is_one_snapshot_taken_whole_once_it_holds_success_and_a_late_file_amends_it() {
     let dir = tempfile::tempdir().unwrap();
     let snaps = dir.path().join("snaps");
-    write_old(&snaps.join("2025-01/part-0.csv"), "id,city\n1,Oslo\n");
-    write_old(&snaps.join("2025-01/part-1.csv"), "id,city\n2,Rome\n");
-    write_old(&snaps.join("2025-01/_SUCCESS"), "");
+    common::write_settled(&snaps.join("2025-01/part-0.csv"), "id,city\n1,Oslo\n");
+    common::write_settled(&snaps.join("2025-01/part-1.csv"), "id,city\n2,Rome\n");
+    common::write_settled(&snaps.join("2025-01/_SUCCESS"), "");
     // Not complete yet: no _SUCCESS.
-    write_old(
+    common::write_settled(
         &snaps.join("2025-03/part-0.csv"),
         "id,city\n1,Oslo\n3,Lima\n",
     );
@@ -402,11 +388,11 @@ fn a_subfolder_is_one_snapshot_taken_whole_once_it_holds_success_and_a_late_file
         rows(&mut s, HISTORY),
         [open("1", "Oslo", "2025-01"), open("2", "Rome", "2025-01")]
     );
-    write_old(&snaps.join("2025-03/_SUCCESS"), "");
+    common::write_settled(&snaps.join("2025-03/_SUCCESS"), "");
     // A late snapshot in two files.
-    write_old(&snaps.join("2025-02/a.csv"), "id,city\n1,Bergen\n");
-    write_old(&snaps.join("2025-02/b.csv"), "id,city\n2,Rome\n");
-    write_old(&snaps.join("2025-02/_SUCCESS"), "");
+    common::write_settled(&snaps.join("2025-02/a.csv"), "id,city\n1,Bergen\n");
+    common::write_settled(&snaps.join("2025-02/b.csv"), "id,city\n2,Rome\n");
+    common::write_settled(&snaps.join("2025-02/_SUCCESS"), "");
     s.execute("REFRESH STREAMING TABLE people").unwrap();
     let history = [
         cells(&["1", "Bergen", "2025-02", "2025-03"]),
@@ -418,7 +404,7 @@ fn a_subfolder_is_one_snapshot_taken_whole_once_it_holds_success_and_a_late_file
     assert_eq!(rows(&mut s, HISTORY), history);
     // A file arriving later in a subfolder taken already joins its snapshot: 2025-01 now holds
     // key 4 too, which 2025-02 does not.
-    write_old(&snaps.join("2025-01/part-2.csv"), "id,city\n4,Pisa\n");
+    common::write_settled(&snaps.join("2025-01/part-2.csv"), "id,city\n4,Pisa\n");
     s.execute("REFRESH STREAMING TABLE people").unwrap();
     let mut amended = history.to_vec();
     amended.push(cells(&["4", "Pisa", "2025-01", "2025-02"]));

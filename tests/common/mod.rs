@@ -290,3 +290,18 @@ pub fn python() -> String {
     );
     String::from_utf8(setup.stdout).unwrap().trim().to_string()
 }
+
+/// Writes `body` to `path` (making its folder), dated 5 s ago so that `read_files` takes it as
+/// written whole (files still being written wait).
+#[allow(dead_code)]
+pub fn write_settled(path: &std::path::Path, body: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, body).unwrap();
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+}
