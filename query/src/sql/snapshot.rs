@@ -29,6 +29,28 @@ const OP: &str = "__asof_op";
 /// The checkpoint name of the feed (`append_offset.snapshots`: snapshot rows read).
 const FEED: &str = "snapshots";
 
+/// The version column of a snapshot flow over a table that holds one snapshot, replaced or
+/// re-loaded in place (no `SEQUENCE BY`): the table's commit version each refresh took it at.
+pub(super) const TABLE_VERSION: &str = "__asof_snapshot";
+
+/// `f` with the version column of a flow over a whole table (`TABLE_VERSION`) if it names none:
+/// the events flow sequences by it and leaves it out of the target.
+pub(super) fn versioned(mut f: FlowAst) -> FlowAst {
+    if !f.sequence_by.is_empty() {
+        return f;
+    }
+    f.sequence_by = vec![TABLE_VERSION.into()];
+    f.columns = Some(match f.columns.take() {
+        None | Some(Cols::All) => Cols::Except(vec![TABLE_VERSION.into()]),
+        Some(Cols::Except(mut v)) => {
+            v.push(TABLE_VERSION.into());
+            Cols::Except(v)
+        }
+        Some(only) => only,
+    });
+    f
+}
+
 /// From how many snapshot rows a refresh reports its progress.
 const PROGRESS_ROWS: u64 = 1_000_000;
 
@@ -77,7 +99,7 @@ impl SqlSession {
             let origin = self.store.source_origin(&s)?.0;
             if origin
                 .and_then(|o| SnapshotOrigin::parse(&o))
-                .is_some_and(|o| o.snapshot_of == table)
+                .is_some_and(|o| o.snapshot_of == table && o.version != TABLE_VERSION)
             {
                 return Err(QueryError::Invalid(format!(
                     "`{table}` holds the snapshots of a snapshot flow: {what} on it are not supported (its snapshots are its appends); nothing was changed"
@@ -113,6 +135,7 @@ impl SqlSession {
         f: &FlowAst,
         snapshots: &str,
     ) -> Result<SnapshotChange> {
+        let f = &versioned(f.clone());
         let events = events_table(&f.name);
         let origin = self
             .store
@@ -166,6 +189,7 @@ impl SqlSession {
     /// Creates snapshot flow `f` over `snapshots`: its hidden events table, fed with the
     /// snapshots there are, and the AUTO CDC flow from it into `f.target`.
     pub(super) fn create_snapshot_flow(&mut self, f: FlowAst, snapshots: String) -> Result<Output> {
+        let f = versioned(f);
         let [version] = f.sequence_by.as_slice() else {
             return Err(QueryError::Invalid(format!(
                 "flow `{}` reads snapshots: SEQUENCE BY names the one column that tells them apart (their version)",
@@ -190,12 +214,17 @@ impl SqlSession {
             )));
         }
         let schema = self.store.source_schema(&snapshots)?;
-        if schema.fields().iter().any(|c| c.name() == OP) {
-            return Err(QueryError::Invalid(format!(
-                "`{snapshots}` has a column `{OP}`, which asof uses"
-            )));
+        for used in [OP, TABLE_VERSION] {
+            if schema.fields().iter().any(|c| c.name() == used) {
+                return Err(QueryError::Invalid(format!(
+                    "`{snapshots}` has a column `{used}`, which asof uses"
+                )));
+            }
         }
         let mut fields: Vec<Field> = schema.fields().iter().map(|c| c.as_ref().clone()).collect();
+        if version == TABLE_VERSION {
+            fields.push(Field::new(TABLE_VERSION, DataType::Int64, false));
+        }
         fields.push(Field::new(OP, DataType::Utf8, false));
         let origin = SnapshotOrigin {
             snapshot_of: snapshots.clone(),
@@ -239,6 +268,9 @@ impl SqlSession {
         else {
             return Ok(None);
         };
+        if origin.version == TABLE_VERSION {
+            return self.feed_whole_table(events, &origin).map(Some);
+        }
         // A folder of snapshots takes the files that arrived since first.
         self.load_new_files(Some(&origin.snapshot_of))?;
         let offset = self.store.append_offset(events, FEED)?.unwrap_or(0);
@@ -546,4 +578,157 @@ fn missing_row(position: u64) -> QueryError {
     QueryError::Invalid(format!(
         "the snapshot diff names row {position} of the snapshots, which its last read did not find; nothing was written (refresh again)"
     ))
+}
+
+impl SqlSession {
+    /// Feeds a snapshot flow over a table that holds one snapshot, replaced or re-loaded in
+    /// place: if the table changed since the version taken last, its rows now are the next
+    /// snapshot, at version `TABLE_VERSION` = the table's commit version. Each of its rows is
+    /// an upsert, and each key of the snapshot taken last (the table as of that version) that
+    /// it lacks is deleted. The checkpoint is the version taken, plus one. Memory is bounded as
+    /// for the other snapshots: the keys are sorted within `sort_memory`.
+    fn feed_whole_table(&mut self, events: &str, origin: &SnapshotOrigin) -> Result<u64> {
+        let table = &origin.snapshot_of;
+        let taken = self.store.append_offset(events, FEED)?.unwrap_or(0);
+        let Some(now) = self.store.source_latest_version(table)? else {
+            return Err(QueryError::Invalid(format!(
+                "`{table}` has no history to take snapshots of"
+            )));
+        };
+        if now < taken {
+            return Ok(0);
+        }
+        let mut current = self.store.source_rows(table, SourceRead::AsOf(now))?;
+        let schema = current.schema();
+        let keys = origin
+            .keys
+            .iter()
+            .map(|k| {
+                schema
+                    .index_of(k)
+                    .map_err(|_| QueryError::Invalid(format!("`{table}` has no column `{k}`")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let conv = RowConverter::new(
+            keys.iter()
+                .map(|&i| SortField::new(schema.field(i).data_type().clone()))
+                .collect(),
+        )
+        .map_err(arrow_err)?;
+        let key_rows = |b: &RecordBatch| {
+            let cols: Vec<ArrayRef> = keys.iter().map(|&i| b.column(i).clone()).collect();
+            conv.convert_columns(&cols).map_err(arrow_err)
+        };
+        let event = |cols: Vec<ArrayRef>, op: &str| -> Result<RecordBatch> {
+            let n = cols.first().map_or(0, |c| c.len());
+            let mut cols = cols;
+            cols.push(Arc::new(arrow::array::Int64Array::from(vec![
+                now as i64;
+                n
+            ])));
+            cols.push(Arc::new(StringArray::from_iter_values(
+                std::iter::repeat_n(op, n),
+            )));
+            let mut fields: Vec<Field> =
+                schema.fields().iter().map(|c| c.as_ref().clone()).collect();
+            fields.push(Field::new(TABLE_VERSION, DataType::Int64, false));
+            fields.push(Field::new(OP, DataType::Utf8, false));
+            RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).map_err(arrow_err)
+        };
+        let mut w = self.store.begin_append(events)?;
+        // Every row now is an upsert; its key is sorted (tag 1) against the last snapshot's (0).
+        let mut sorter = Sorter::new(self.options.sort_memory);
+        let mut n = 0;
+        while let Some(b) = current.next_positioned()? {
+            let k = key_rows(&b.rows)?;
+            for i in 0..b.rows.num_rows() {
+                let mut key = k.row(i).as_ref().to_vec();
+                key.push(1);
+                sorter.push(Record {
+                    key,
+                    payload: Vec::new(),
+                })?;
+            }
+            n += b.rows.num_rows() as u64;
+            w.push(&event(b.rows.columns().to_vec(), "U")?)?;
+        }
+        let previous = taken.checked_sub(1);
+        if let Some(v) = previous {
+            let mut last = self.store.source_rows(table, SourceRead::AsOf(v))?;
+            while let Some(b) = last.next_positioned()? {
+                let k = key_rows(&b.rows)?;
+                for (i, p) in b.positions.iter().enumerate() {
+                    let mut key = k.row(i).as_ref().to_vec();
+                    key.push(0);
+                    sorter.push(Record {
+                        key,
+                        payload: p.to_be_bytes().to_vec(),
+                    })?;
+                }
+            }
+        }
+        // The rows of keys the last snapshot had and this one lacks, by position.
+        let mut gone = Sorter::new(self.options.sort_memory);
+        let mut group: Option<(Vec<u8>, Vec<Vec<u8>>, bool)> = None;
+        let mut close = |g: Option<(Vec<u8>, Vec<Vec<u8>>, bool)>| -> Result<()> {
+            if let Some((_, positions, false)) = g {
+                // A key twice in the last snapshot: its last row stands for it.
+                if let Some(p) = positions.into_iter().last() {
+                    gone.push(Record {
+                        key: p,
+                        payload: Vec::new(),
+                    })?;
+                }
+            }
+            Ok(())
+        };
+        for r in sorter.finish()? {
+            let r = r?;
+            let (key, tag) = r.key.split_at(r.key.len() - 1);
+            if group.as_ref().is_none_or(|g| g.0 != key) {
+                close(group.take())?;
+                group = Some((key.to_vec(), Vec::new(), false));
+            }
+            let g = group.as_mut().expect("a group");
+            match tag {
+                [0] => g.1.push(r.payload),
+                _ => g.2 = true,
+            }
+        }
+        close(group.take())?;
+        let mut gone = gone.finish()?.peekable();
+        if let (Some(v), true) = (previous, gone.peek().is_some()) {
+            let mut last = self.store.source_rows(table, SourceRead::AsOf(v))?;
+            while let Some(b) = last.next_positioned()? {
+                let mut take = Vec::new();
+                for (i, &p) in b.positions.iter().enumerate() {
+                    let at = |d: &Result<Record>| {
+                        d.as_ref()
+                            .map_or(true, |d| d.key[..] <= p.to_be_bytes()[..])
+                    };
+                    while let Some(d) = gone.next_if(at) {
+                        if d?.key[..] == p.to_be_bytes()[..] {
+                            take.push(i as u32);
+                        }
+                    }
+                }
+                if take.is_empty() {
+                    continue;
+                }
+                let idx = UInt32Array::from(take);
+                let cols = b
+                    .rows
+                    .columns()
+                    .iter()
+                    .map(|c| arrow::compute::take(c, &idx, None).map_err(arrow_err))
+                    .collect::<Result<Vec<_>>>()?;
+                n += idx.len() as u64;
+                w.push(&event(cols, "D")?)?;
+            }
+            current.check_unchanged()?;
+        }
+        w.set_parameter(append_offset_parameter(FEED), (now + 1).to_string());
+        self.store.commit_write(w, None)?;
+        Ok(n)
+    }
 }
