@@ -573,14 +573,7 @@ fn snapshot_files_flow(mut f: FlowAst) -> FlowAst {
     if f.sequence_by.is_empty() {
         f.sequence_by = vec![SNAPSHOT_FILE.into()];
     }
-    f.columns = Some(match f.columns.take() {
-        None | Some(Cols::All) => Cols::Except(vec![SNAPSHOT_FILE.into()]),
-        Some(Cols::Except(mut v)) => {
-            v.push(SNAPSHOT_FILE.into());
-            Cols::Except(v)
-        }
-        Some(only) => only,
-    });
+    f.columns = Some(super::snapshot::leave_out(f.columns.take(), SNAPSHOT_FILE));
     f
 }
 

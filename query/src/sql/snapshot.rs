@@ -40,15 +40,21 @@ pub(super) fn versioned(mut f: FlowAst) -> FlowAst {
         return f;
     }
     f.sequence_by = vec![TABLE_VERSION.into()];
-    f.columns = Some(match f.columns.take() {
-        None | Some(Cols::All) => Cols::Except(vec![TABLE_VERSION.into()]),
+    f.columns = Some(leave_out(f.columns.take(), TABLE_VERSION));
+    f
+}
+
+/// A `COLUMNS` selection that also leaves out `column` (a list naming the columns it keeps
+/// stays as it is).
+pub(super) fn leave_out(columns: Option<Cols>, column: &str) -> Cols {
+    match columns {
+        None | Some(Cols::All) => Cols::Except(vec![column.into()]),
         Some(Cols::Except(mut v)) => {
-            v.push(TABLE_VERSION.into());
+            v.push(column.into());
             Cols::Except(v)
         }
         Some(only) => only,
-    });
-    f
+    }
 }
 
 /// From how many snapshot rows a refresh reports its progress.
@@ -80,14 +86,7 @@ impl SnapshotOrigin {
 fn events_flow(mut f: FlowAst) -> Result<FlowAst> {
     let delete = split(&format!("`{OP}` = 'D'"))?.remove(0).tokens;
     f.delete_when = Some(delete);
-    f.columns = Some(match f.columns.take() {
-        None | Some(Cols::All) => Cols::Except(vec![OP.into()]),
-        Some(Cols::Except(mut v)) => {
-            v.push(OP.into());
-            Cols::Except(v)
-        }
-        Some(only) => only,
-    });
+    f.columns = Some(leave_out(f.columns.take(), OP));
     Ok(f)
 }
 
