@@ -116,7 +116,13 @@ impl SourceRows {
         };
         let mut table = SourceTable::new(src.id, src.name.clone(), src.columns.clone());
         table.schema = src.schema.clone();
-        table.history = src.history.clone();
+        // Only what `fit` asks of the history (whether columns were added): not a copy of it.
+        table.history = src
+            .history
+            .iter()
+            .filter(|c| c.operation == crate::source::ADD_COLUMNS)
+            .cloned()
+            .collect();
         table.erased = src.erased.clone();
         table.deleted = src.deleted.clone();
         table.changed = src.changed.clone();
