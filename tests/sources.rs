@@ -141,19 +141,24 @@ fn views_persist_and_drop_removes_everything() {
 /// A source table of `n` rows `(id BIGINT, payload STRING)`, in one append, so that its rows
 /// span many stored chunks.
 fn wide_source(store: &Store, name: &str, n: i64) {
-    use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{DataType, Field, Schema};
-    let schema = std::sync::Arc::new(Schema::new(vec![
+    let schema = Schema::new(vec![
         Field::new("id", DataType::Int64, true),
         Field::new("payload", DataType::Utf8, true),
-    ]));
+    ]);
     store.create_source(name, &schema).unwrap();
+    append_ids(store, name, 0..n);
+}
+
+/// Appends to a [`wide_source`] table one row per id of `ids`, in one append.
+fn append_ids(store: &Store, name: &str, ids: std::ops::Range<i64>) {
+    use arrow::array::{Int64Array, StringArray};
     let batch = arrow::array::RecordBatch::try_new(
-        schema,
+        store.source_schema(name).unwrap(),
         vec![
-            std::sync::Arc::new(Int64Array::from_iter_values(0..n)),
+            std::sync::Arc::new(Int64Array::from_iter_values(ids.clone())),
             std::sync::Arc::new(StringArray::from_iter_values(
-                (0..n).map(|i| format!("row {i} {}", "x".repeat(100))),
+                ids.map(|i| format!("row {i} {}", "x".repeat(100))),
             )),
         ],
     )
@@ -174,7 +179,7 @@ fn a_source_read_streams_as_of_its_start_while_rows_are_appended() {
         "the read gives the table a chunk at a time, not whole"
     );
     // Rows appended (and a DELETE-free table) after the read began are not part of it.
-    wide_source_append(&store, "big", 5);
+    append_ids(&store, "big", 100_000..100_005);
     let mut ids: Vec<i64> = Vec::new();
     for b in std::iter::once(Ok(first)).chain(read) {
         let b = b.unwrap();
@@ -185,21 +190,6 @@ fn a_source_read_streams_as_of_its_start_while_rows_are_appended() {
     assert_eq!(ids, (0..20_000).collect::<Vec<_>>());
     let now = store.source_rows("big", asof::SourceRead::Now).unwrap();
     assert_eq!(now.written(), 20_005);
-}
-
-/// Appends `n` more rows to a [`wide_source`] table.
-fn wide_source_append(store: &Store, name: &str, n: i64) {
-    use arrow::array::{Int64Array, StringArray};
-    let schema = store.source_schema(name).unwrap();
-    let batch = arrow::array::RecordBatch::try_new(
-        schema,
-        vec![
-            std::sync::Arc::new(Int64Array::from_iter_values(100_000..100_000 + n)),
-            std::sync::Arc::new(StringArray::from_iter_values((0..n).map(|i| i.to_string()))),
-        ],
-    )
-    .unwrap();
-    store.append(name, &batch).unwrap();
 }
 
 #[test]
