@@ -32,6 +32,9 @@ struct Options {
     /// `StoreOptions::hot_events_per_key`: with one or two, nearly every commit freezes some
     /// key history to frozen pages and many thaw it again.
     hot_tail: usize,
+    /// `StoreOptions::commit_part_rows`: a commit of more rows is applied in parts, parted by
+    /// key (one or three rows: nearly every commit is).
+    part_rows: u64,
 }
 
 fn options() -> impl Strategy<Value = Options> {
@@ -46,8 +49,9 @@ fn options() -> impl Strategy<Value = Options> {
             Just(2),
             Just(asof::DEFAULT_HOT_EVENTS_PER_KEY)
         ],
+        prop_oneof![Just(1u64), Just(3), Just(asof::DEFAULT_COMMIT_PART_ROWS)],
     )
-        .prop_map(|(m, ig, tr, ctu, trunc, hot_tail)| {
+        .prop_map(|(m, ig, tr, ctu, trunc, hot_tail, part_rows)| {
             let mode = [StoredAs::Scd1, StoredAs::Scd2, StoredAs::Bitemporal][m as usize];
             let ctu = ctu && mode != StoredAs::Bitemporal;
             Options {
@@ -57,6 +61,7 @@ fn options() -> impl Strategy<Value = Options> {
                 ctu,
                 truncate: trunc && mode == StoredAs::Scd1,
                 hot_tail,
+                part_rows,
             }
         })
 }
@@ -65,6 +70,7 @@ fn options() -> impl Strategy<Value = Options> {
 fn open(dir: &std::path::Path, o: &Options) -> Store {
     let options = StoreOptions {
         hot_events_per_key: o.hot_tail,
+        commit_part_rows: o.part_rows,
         ..Default::default()
     };
     Store::open_with(dir, options).unwrap()
@@ -458,6 +464,7 @@ fn a_system_replay_reads_frozen_versions_for_ignored_nulls() {
         ctu: false,
         truncate: false,
         hot_tail: 2,
+        part_rows: asof::DEFAULT_COMMIT_PART_ROWS,
     };
     let r = Run {
         opts: opts.clone(),
@@ -469,4 +476,43 @@ fn a_system_replay_reads_frozen_versions_for_ignored_nulls() {
     let dir = tempfile::tempdir().unwrap();
     let store = apply_run(&r, dir.path());
     assert_eq!(common::engine_rows(&store, "t"), model_of(&opts, &events));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// A commit of more rows than `commit_part_rows` is applied in parts, parted by key: the
+    /// table at every version, the change feed, each commit's metrics, a replay of the log
+    /// (`verify`) and a reopen all equal a store that applies every commit whole.
+    #[test]
+    fn a_commit_applied_in_parts_equals_one_applied_whole(r in run(), part_rows in 1u64..4) {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let whole = open(d1.path(), &Options { part_rows: u64::MAX, ..r.opts.clone() });
+        let parted_opts = Options { part_rows, ..r.opts.clone() };
+        let parted = open(d2.path(), &parted_opts);
+        whole.create_flow(flow(&r.opts)).unwrap();
+        parted.create_flow(flow(&r.opts)).unwrap();
+        let a = apply_commits(&r, &whole);
+        let b = apply_commits(&r, &parted);
+        prop_assert_eq!(a.len(), b.len());
+        let last = a.last().map_or(0, |c| c.0);
+        for v in 0..=last {
+            let (x, y) = (whole.history("t").unwrap(), parted.history("t").unwrap());
+            prop_assert_eq!(&x[v as usize].metrics, &y[v as usize].metrics, "metrics of version {}", v);
+            prop_assert_eq!(
+                common::engine_rows_at(&parted, "t", Some(v)),
+                common::engine_rows_at(&whole, "t", Some(v)),
+                "version {}", v
+            );
+        }
+        prop_assert_eq!(
+            common::engine_changes(&parted, "t", 1, last).unwrap(),
+            common::engine_changes(&whole, "t", 1, last).unwrap()
+        );
+        let report = parted.verify().unwrap();
+        prop_assert!(report.ok(), "{:?}", report);
+        drop(parted);
+        let parted = open(d2.path(), &parted_opts);
+        prop_assert_eq!(common::engine_rows(&parted, "t"), common::engine_rows(&whole, "t"));
+    }
 }

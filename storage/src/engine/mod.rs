@@ -12,6 +12,7 @@ mod rows;
 mod scd;
 pub(crate) mod statement;
 
+use roaring::RoaringBitmap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
 use std::sync::OnceLock;
@@ -53,6 +54,20 @@ pub struct CommitMetrics {
     /// ROW` (absent from records written before expectations existed: 0).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub num_dropped_rows: u64,
+}
+
+impl CommitMetrics {
+    /// Adds the metrics of another part of the same commit.
+    pub(crate) fn add(&mut self, part: &CommitMetrics) {
+        self.num_upserted_rows += part.num_upserted_rows;
+        self.num_deleted_rows += part.num_deleted_rows;
+        self.num_events_read += part.num_events_read;
+        self.num_late_events += part.num_late_events;
+        self.num_duplicates_ignored += part.num_duplicates_ignored;
+        self.num_conflicts_resolved += part.num_conflicts_resolved;
+        self.num_tombstones_collected += part.num_tombstones_collected;
+        self.num_dropped_rows += part.num_dropped_rows;
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -360,6 +375,12 @@ impl TableState {
     /// Keys whose change reaches into their frozen history are thawed first, and keys that grew
     /// past their hot tail are frozen after ([`cold`]). An error comes from reading a page; the
     /// state may then be half-applied, and the caller must stop using it.
+    ///
+    /// A commit may be applied in parts, each a call with the same `version` and `ts`: the table
+    /// is the same as after one call with all the events. With `record`, each part's metrics
+    /// count the rows it wrote and retired, so they add up to the commit's when no key's events
+    /// are in two parts (and no part but the first has truncates): a row one part wrote and a
+    /// later part retired would count in both.
     pub fn apply(
         &mut self,
         mut incoming: Vec<Incoming>,
@@ -370,6 +391,11 @@ impl TableState {
         tick: &mut dyn FnMut(u64),
     ) -> Result<CommitEffects> {
         incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        // The rows earlier parts of this commit retired: this part's count leaves them out.
+        let retired_before = match record {
+            true => self.rows.retired_by(version).cloned().unwrap_or_default(),
+            false => RoaringBitmap::new(),
+        };
         self.thaw_for(&incoming, !truncates.is_empty())?;
         let touched: Vec<Bytes> = {
             let mut keys: Vec<Bytes> = incoming.iter().map(|e| e.key.clone()).collect();
@@ -382,7 +408,7 @@ impl TableState {
         }
         if record {
             // Counted as the change feed lists them, before any row of the commit is frozen.
-            let (upserted, deleted) = self.change_counts(version, fx.first_row)?;
+            let (upserted, deleted) = self.change_counts(version, fx.first_row, &retired_before)?;
             fx.metrics.num_upserted_rows = upserted;
             fx.metrics.num_deleted_rows = deleted;
         }
@@ -402,9 +428,20 @@ impl TableState {
     }
 
     /// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed
-    /// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, none of them frozen yet.
-    fn change_counts(&self, version: u64, first_row: RowId) -> Result<(u64, u64)> {
-        let retired = self.rows.retired_by(version).into_iter().flatten();
+    /// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, and those it retired
+    /// but `before`, none of them frozen yet.
+    fn change_counts(
+        &self,
+        version: u64,
+        first_row: RowId,
+        before: &RoaringBitmap,
+    ) -> Result<(u64, u64)> {
+        let retired = self
+            .rows
+            .retired_by(version)
+            .into_iter()
+            .flatten()
+            .filter(|id| !before.contains(*id));
         let written = first_row..self.rows.len() as RowId;
         let row = |id: RowId| {
             self.rows

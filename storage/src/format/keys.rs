@@ -135,3 +135,11 @@ pub(crate) fn parse_version(k: &[u8]) -> Result<u64> {
         .map(u64::from_be_bytes)
         .ok_or_else(|| corrupt("short key"))
 }
+
+/// The chunk number of a chunked key (`E`, `A`).
+pub(crate) fn parse_chunk(k: &[u8]) -> Result<u32> {
+    k.get(13..17)
+        .and_then(|b| b.try_into().ok())
+        .map(u32::from_be_bytes)
+        .ok_or_else(|| corrupt("short key"))
+}

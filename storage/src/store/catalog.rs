@@ -10,7 +10,7 @@ use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::load::Load;
 use super::pages;
 use super::records::{gc_property, TableRecord};
-use super::replay::load_commits;
+use super::replay::{load_commits, remove_unfinished};
 use super::retention::{check_retention_source, retention_period};
 use super::sources::WRITE;
 use super::OpenMode;
@@ -389,6 +389,9 @@ impl Inner {
                 state.log_narrowest = n;
             }
             let commits = load_commits(self.kv.as_ref(), id, &rec.name)?;
+            if let Some(last) = commits.last() {
+                remove_unfinished(self.kv.as_ref(), id, last.version)?;
+            }
             self.next_table_id = self.next_table_id.max(id + 1);
             let name = rec.name.clone();
             self.tables.insert(

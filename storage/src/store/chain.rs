@@ -60,21 +60,36 @@ pub(crate) fn digest<'a>(
     commit: &CommitInfo,
     content: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<[u8; 32]> {
-    let bare = CommitInfo {
-        chain: None,
-        ..commit.clone()
-    };
-    let mut h = Sha256::new();
-    let mut part = |b: &[u8]| {
-        h.update((b.len() as u64).to_le_bytes());
-        h.update(b);
-    };
-    part(&serde_json::to_vec(&bare).map_err(corrupt)?);
+    let mut h = Hashing::new(commit)?;
     for (k, v) in content {
-        part(k);
-        part(v);
+        h.part(k);
+        h.part(v);
     }
-    Ok(h.finalize().into())
+    Ok(h.finish())
+}
+
+/// A [`digest`] being computed: the record, then each part of the content.
+struct Hashing(Sha256);
+
+impl Hashing {
+    fn new(commit: &CommitInfo) -> Result<Hashing> {
+        let bare = CommitInfo {
+            chain: None,
+            ..commit.clone()
+        };
+        let mut h = Hashing(Sha256::new());
+        h.part(&serde_json::to_vec(&bare).map_err(corrupt)?);
+        Ok(h)
+    }
+
+    fn part(&mut self, b: &[u8]) {
+        self.0.update((b.len() as u64).to_le_bytes());
+        self.0.update(b);
+    }
+
+    fn finish(self) -> [u8; 32] {
+        self.0.finalize().into()
+    }
 }
 
 /// The link after `prev` (`None`: the first commit of a chain) for a commit of `digest`, as
@@ -158,7 +173,39 @@ pub(crate) fn put_commit(b: &mut WriteBatch, at: Link<'_>, commit: &mut CommitIn
         commit,
         content.into_iter().filter_map(|(k, v)| Some((k, v?))),
     )?;
-    commit.chain = Some(link(prev, &d));
+    put_linked(b, (tag, id), prev, commit, &d)
+}
+
+/// Like [`put_commit`], for a commit whose content the store holds already and `b` does not
+/// touch (a commit applied in parts wrote its event blocks ahead): read back in key order, a
+/// block at a time.
+pub(crate) fn put_commit_stored(
+    kv: &dyn KvStore,
+    b: &mut WriteBatch,
+    at: Link<'_>,
+    commit: &mut CommitInfo,
+) -> Result<()> {
+    let prefixes = at.wrote.prefixes(at.id, commit.version);
+    let mut h = Hashing::new(commit)?;
+    for p in &prefixes {
+        for pair in kv.scan_prefix(p) {
+            let (k, v) = pair?;
+            h.part(&k);
+            h.part(&v);
+        }
+    }
+    put_linked(b, (at.tag, at.id), at.prev, commit, &h.finish())
+}
+
+/// Sets `commit`'s chain from the previous link and its digest, and puts the record into `b`.
+fn put_linked(
+    b: &mut WriteBatch,
+    (tag, id): (u8, u32),
+    prev: Option<&str>,
+    commit: &mut CommitInfo,
+    digest: &[u8; 32],
+) -> Result<()> {
+    commit.chain = Some(link(prev, digest));
     b.put(
         key(tag, id, Some(commit.version), None),
         serde_json::to_vec(commit).map_err(corrupt)?,

@@ -39,6 +39,31 @@ pub(crate) fn put_event_blocks(
     Ok(())
 }
 
+/// Puts the event blocks of one part of a commit applied in parts (no truncates), numbered from
+/// `first`; returns the number after the last. A later part that logs no event puts nothing:
+/// block 0 is the one every `FLOW` commit has.
+pub(crate) fn put_event_blocks_from(
+    b: &mut WriteBatch,
+    (table_id, version): (u32, u64),
+    first: u32,
+    schema: &TableSchema,
+    events: &[Incoming],
+) -> Result<u32> {
+    if first > 0 && events.is_empty() {
+        return Ok(first);
+    }
+    let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
+    let mut next = first;
+    for blk in crate::format::event_block::event_blocks(events, &[], &types) {
+        b.put(
+            key(keys::EVENTS, table_id, Some(version), Some(next)),
+            crate::format::event_block::encode_block(&blk)?,
+        );
+        next += 1;
+    }
+    Ok(next)
+}
+
 /// Writes a batch; a failure poisons the store (memory may be ahead of disk until it is reopened).
 pub(crate) fn write_or_poison(
     kv: &dyn KvStore,

@@ -9,7 +9,7 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, CommitInfo};
-use super::refresh::{write_applied, Applied};
+use super::flow_commit::{write_applied, Applied, Log};
 use super::{table_mut, Store};
 use crate::engine::fold::Bytes;
 use crate::engine::statement::{Patch, Planned};
@@ -152,7 +152,10 @@ impl Store {
         };
         let every = inner.checkpoints.every_events;
         let applied = Applied {
-            fx: &fx,
+            log: Log::InBatch {
+                events: &fx.events,
+                truncates: &fx.truncates,
+            },
             commit,
             events: n_events,
             started,

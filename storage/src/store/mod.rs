@@ -21,6 +21,8 @@ mod commit;
 mod dml;
 mod erase;
 mod erase_sources;
+mod event_spill;
+mod flow_commit;
 mod key_cache;
 mod key_log;
 mod lineage;
@@ -106,7 +108,15 @@ pub struct StoreOptions {
     pub open: OpenMode,
     /// When a table writes a checkpoint (its key heads and summary: docs/FORMAT.md §6).
     pub checkpoints: Checkpoints,
+    /// A refresh that applies more source rows than this (default 262,144) applies them in
+    /// parts of about this many, parted by key, writing each part ahead of the commit record:
+    /// still one commit, all or nothing, in memory bounded by the part instead of the refresh
+    /// (docs/SEMANTICS.md §2.7).
+    pub commit_part_rows: u64,
 }
+
+/// The default of [`StoreOptions::commit_part_rows`].
+pub const DEFAULT_COMMIT_PART_ROWS: u64 = 1 << 18;
 
 /// When a table writes a checkpoint: the heads of the keys changed since the last one, which an
 /// open reads instead of replaying the log. Each commit writes its pages and row directory
@@ -169,6 +179,7 @@ impl Default for StoreOptions {
             manifest: ManifestCheck::Verify,
             open: OpenMode::Lazy,
             checkpoints: Checkpoints::default(),
+            commit_part_rows: DEFAULT_COMMIT_PART_ROWS,
         }
     }
 }
@@ -213,6 +224,8 @@ struct Inner {
     hot_tail: usize,
     open: OpenMode,
     checkpoints: Checkpoints,
+    /// See [`StoreOptions::commit_part_rows`].
+    commit_part_rows: u64,
     /// Moves when ERASE or DROP TABLE rewrites source chunks (reads under way stop).
     rewrites: source_rows::ChunkRewrites,
 }
@@ -315,6 +328,7 @@ impl Store {
             hot_tail: options.hot_events_per_key,
             open: options.open,
             checkpoints: options.checkpoints,
+            commit_part_rows: options.commit_part_rows.max(1),
             rewrites: Default::default(),
         };
         inner.load()?;

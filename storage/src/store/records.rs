@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::expectation::Expectation;
 use crate::flow::{FlowSpec, TableSchema};
 
@@ -13,6 +13,25 @@ pub const SOURCE_OFFSET: &str = "source_offset";
 
 /// The commit parameter that marks a full refresh (the target was rebuilt).
 pub const FULL_REFRESH: &str = "full_refresh";
+
+/// The commit parameter of a commit applied in parts (`store/flow_commit.rs`): the first event
+/// block of each part, comma-separated. A replay applies each part alone, as it was applied.
+pub(crate) const PARTS: &str = "parts";
+
+/// The first event block of each part of commit `c`, if it was applied in parts.
+pub(crate) fn parts_of(c: &super::commit::CommitInfo) -> Result<Option<Vec<u32>>> {
+    c.parameters
+        .get(PARTS)
+        .map(|p| {
+            p.split(',')
+                .map(|n| {
+                    n.parse()
+                        .map_err(|_| corrupt(format!("commit {}: parts `{p}`", c.version)))
+                })
+                .collect()
+        })
+        .transpose()
+}
 
 /// The commit parameter of a full refresh that rebuilt the target because a flow was redefined:
 /// the flow's name ([`crate::Store::redefine_flow`]).

@@ -10,7 +10,7 @@
 //! commit with the table's current rules, so a change of those would rewrite the past.
 
 use super::commit::CommitInfo;
-use super::refresh::Apply;
+use super::flow_commit::Apply;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::flow::Flow;

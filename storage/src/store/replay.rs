@@ -1,13 +1,13 @@
 //! Rebuilding a table from its log: commit records in order, and their events replayed.
 
 use super::commit::CommitInfo;
-use super::records::FULL_REFRESH;
 use super::records::{gc_property, SET_PROPERTIES};
+use super::records::{parts_of, FULL_REFRESH};
 use crate::engine::fold::Bytes;
 use crate::engine::{Incoming, TableState};
 use crate::error::{corrupt, Result};
-use crate::format::keys::{self, key, parse_version};
-use crate::kv::KvStore;
+use crate::format::keys::{self, key, parse_chunk, parse_version};
+use crate::kv::{KvStore, WriteBatch};
 
 /// A commit whose events are the compacted log of everything up to it (written by VACUUM).
 pub(crate) const VACUUM_BASE: &str = "vacuum_base";
@@ -57,6 +57,23 @@ pub(crate) fn gc_secs_in(commits: &[CommitInfo], default: u64) -> Result<u64> {
 pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
 
 /// Which commits a replay applies.
+/// Deletes the event blocks of commit `last + 1` and after, which no commit record claims: a
+/// commit applied in parts (`store/flow_commit.rs`) that a crash stopped before its last batch.
+/// The pages it wrote ahead are left: no head lists them, so nothing reads them, and a later
+/// freeze of the same numbers overwrites them.
+pub(crate) fn remove_unfinished(kv: &dyn KvStore, id: u32, last: u64) -> Result<()> {
+    let prefix = key(keys::EVENTS, id, None, None);
+    let from = key(keys::EVENTS, id, Some(last + 1), None);
+    let mut b = WriteBatch::default();
+    for pair in kv.scan_prefix_from(&prefix, &from) {
+        b.delete(pair?.0);
+    }
+    if !b.is_empty() {
+        kv.write(b)?;
+    }
+    Ok(())
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ReplayRange {
     /// Only those after this one (the state holds the table at it: a checkpoint).
@@ -120,6 +137,14 @@ pub(crate) fn replay_log(
         .first()
         .filter(|c| c.parameters.contains_key(VACUUM_BASE))
         .map_or(0, |c| c.version);
+    // Commits applied in parts, with the first block of each part (not a VACUUM base: its
+    // blocks are those of every commit up to it).
+    let mut parted = std::collections::HashMap::new();
+    for c in commits.iter().filter(|c| c.version > base) {
+        if let Some(starts) = parts_of(c)? {
+            parted.insert(c.version, starts);
+        }
+    }
     let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
     for kv in kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
         let (k, v) = kv?;
@@ -130,15 +155,23 @@ pub(crate) fn replay_log(
         if after.is_some_and(|a| version <= a) {
             continue;
         }
-        // A commit is replayed in parts of about REPLAY_PART events: a VACUUM base holds every
-        // event up to it, and one apply would hold them all in memory at once. Parts of one
-        // commit give the same table: rows written by one part and replaced by a later one are
-        // written and retired by the same version, so no version ever shows them.
-        if pending
-            .as_ref()
-            .is_some_and(|p| p.0 != version || p.1.len() >= REPLAY_PART)
-        {
-            replay(state, pending.take().expect("pending"))?;
+        // A commit applied in parts is replayed in the same parts, so that its rows and keys
+        // are numbered as when it was applied. Another is replayed in parts of about
+        // REPLAY_PART events: a VACUUM base holds every event up to it, and one apply would hold
+        // them all in memory at once. Parts of one commit give the same table: rows written by
+        // one part and replaced by a later one are written and retired by the same version, so
+        // no version ever shows them.
+        let ends_part = |p: &(u64, Vec<Incoming>, Vec<Bytes>)| -> Result<bool> {
+            Ok(p.0 != version
+                || match parted.get(&version) {
+                    Some(starts) => starts.contains(&parse_chunk(&k)?),
+                    None => p.1.len() >= REPLAY_PART,
+                })
+        };
+        if let Some(p) = &pending {
+            if ends_part(p)? {
+                replay(state, pending.take().expect("pending"))?;
+            }
         }
         let blk = crate::format::event_block::decode_block(&v)?;
         let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));

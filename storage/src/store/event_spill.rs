@@ -1,0 +1,177 @@
+//! A large commit's events, parted by key: each event goes to one of a number of buckets by a
+//! hash of its key, and a bucket's events are kept in a temporary file, in event blocks
+//! (docs/FORMAT.md §3.5), until the bucket is read back whole. No key's events are in two
+//! buckets, so a commit applied bucket by bucket counts its changes exactly
+//! (`TableState::apply`), and what it holds in memory is one bucket and a small buffer per
+//! bucket, whatever the number of events.
+
+use std::fs::File;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+
+use crate::error::{Error, Result};
+use crate::format::event_block::{decode_block, encode_block, event_blocks};
+use crate::record::Incoming;
+use crate::value::ColumnType;
+
+/// Events buffered per bucket before they go to its file, at most.
+const BUFFER_EVENTS: usize = 4096;
+
+/// The buckets of a commit's events ([`EventSpill::push`], then [`EventSpill::buckets`]).
+pub(crate) struct EventSpill {
+    types: Vec<ColumnType>,
+    buckets: Vec<Bucket>,
+    /// Events a bucket buffers before writing them out.
+    buffer: usize,
+    events: u64,
+}
+
+struct Bucket {
+    buffered: Vec<Incoming>,
+    /// Written lazily: a bucket that never fills its buffer needs no file.
+    file: Option<BufWriter<File>>,
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::Io(format!("temporary file of a large commit: {e}"))
+}
+
+impl EventSpill {
+    /// Buckets for about `events` events of a table whose output columns have `types`, each to
+    /// hold about `part` of them.
+    pub(crate) fn new(events: u64, part: u64, types: Vec<ColumnType>) -> EventSpill {
+        let n = events.div_ceil(part.max(1)).max(1) as usize;
+        EventSpill {
+            types,
+            buckets: (0..n)
+                .map(|_| Bucket {
+                    buffered: Vec::new(),
+                    file: None,
+                })
+                .collect(),
+            buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
+            events: 0,
+        }
+    }
+
+    /// How many events were pushed.
+    pub(crate) fn len(&self) -> u64 {
+        self.events
+    }
+
+    /// Adds events (in any order).
+    pub(crate) fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
+        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        let n = self.buckets.len() as u64;
+        for e in events {
+            self.events += 1;
+            let b = (hasher.hash_one(&e.key[..]) % n) as usize;
+            let bucket = &mut self.buckets[b];
+            bucket.buffered.push(e);
+            if bucket.buffered.len() >= self.buffer {
+                bucket.write_out(&self.types)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The buckets' events, one bucket at a time (in no particular order within one).
+    pub(crate) fn buckets(self) -> impl Iterator<Item = Result<Vec<Incoming>>> {
+        let width = self.types.len();
+        self.buckets.into_iter().map(move |b| b.read_back(width))
+    }
+}
+
+impl Bucket {
+    fn write_out(&mut self, types: &[ColumnType]) -> Result<()> {
+        if self.file.is_none() {
+            self.file = Some(BufWriter::new(tempfile::tempfile().map_err(io)?));
+        }
+        let f = self.file.as_mut().expect("just made");
+        for blk in event_blocks(&std::mem::take(&mut self.buffered), &[], types) {
+            let bytes = encode_block(&blk)?;
+            f.write_all(&(bytes.len() as u64).to_le_bytes())
+                .and_then(|()| f.write_all(&bytes))
+                .map_err(io)?;
+        }
+        Ok(())
+    }
+
+    fn read_back(self, width: usize) -> Result<Vec<Incoming>> {
+        let mut events = Vec::new();
+        if let Some(f) = self.file {
+            let mut f = f.into_inner().map_err(|e| io(e.into_error()))?;
+            f.rewind().map_err(io)?;
+            let mut r = BufReader::new(f);
+            let mut len = [0u8; 8];
+            loop {
+                match r.read_exact(&mut len) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                    Err(e) => return Err(io(e)),
+                }
+                let mut bytes = vec![0; u64::from_le_bytes(len) as usize];
+                r.read_exact(&mut bytes).map_err(io)?;
+                events.extend(decode_block(&bytes)?.events(width)?);
+            }
+        }
+        events.extend(self.buffered);
+        Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Event, EventKind, Origin};
+    use bytes::Bytes;
+    use std::collections::BTreeMap;
+
+    fn event(key: u8, seq: u8) -> Incoming {
+        Incoming {
+            key: Bytes::from(vec![key]),
+            seq: Bytes::from(vec![seq]),
+            sys: Bytes::new(),
+            event: Event {
+                kind: EventKind::Upsert,
+                values: vec![crate::value::Value::Int(i64::from(seq))].into(),
+                update: None,
+                origin: Origin::Feed,
+            },
+        }
+    }
+
+    #[test]
+    fn every_event_comes_back_once_and_no_key_is_in_two_buckets() {
+        let types = vec![ColumnType::Int64];
+        let mut spill = EventSpill::new(1000, 100, types);
+        let events: Vec<Incoming> = (0..1000u32)
+            .map(|i| event((i % 37) as u8, (i / 37) as u8))
+            .collect();
+        spill.push(events.clone()).unwrap();
+        assert_eq!(spill.len(), 1000);
+        let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        let mut back = Vec::new();
+        for (b, bucket) in spill.buckets().enumerate() {
+            for e in bucket.unwrap() {
+                assert_eq!(
+                    *seen.entry(e.key.to_vec()).or_insert(b),
+                    b,
+                    "key in two buckets"
+                );
+                back.push((e.key.to_vec(), e.seq.to_vec()));
+            }
+        }
+        let mut want: Vec<_> = events
+            .iter()
+            .map(|e| (e.key.to_vec(), e.seq.to_vec()))
+            .collect();
+        back.sort();
+        want.sort();
+        assert_eq!(back, want);
+        assert!(
+            seen.values().max().unwrap() > &1,
+            "the events went to several buckets"
+        );
+    }
+}

@@ -1,0 +1,497 @@
+//! The commit of a flow: source rows checked, turned into events, applied to the table's state
+//! and written as one commit (docs/FORMAT.md §7.1).
+//!
+//! A commit of more source rows than [`super::StoreOptions::commit_part_rows`] is applied in
+//! parts, so that neither its events nor the rows they write are ever all in memory: its events
+//! are parted by key into temporary files ([`EventSpill`]), then each part is applied and its
+//! event blocks and frozen pages are written ahead, in batches of their own. Nothing reads them
+//! until the last batch writes the commit's row directory, a checkpoint and the commit record; an
+//! open removes the event blocks of a commit that has no record (`store/catalog.rs`), and pages
+//! no head lists are never read. So the commit is still all or nothing, and one version.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use arrow::record_batch::RecordBatch;
+
+use super::chain::{put_commit, put_commit_stored, Link, Wrote};
+use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
+use super::event_spill::EventSpill;
+use super::pages;
+use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
+use super::{Inner, Table};
+use crate::engine::fold::Bytes;
+use crate::engine::CommitMetrics;
+use crate::error::{Error, Result};
+use crate::expectation;
+use crate::flow::Flow;
+use crate::format::keys::{self, key};
+use crate::ingest::prepare;
+use crate::kv::{KvStore, WriteBatch};
+use crate::record::Incoming;
+
+/// What a commit that applies source rows does besides applying them.
+#[derive(Debug, PartialEq)]
+pub(super) enum Apply {
+    /// Nothing: the rows go on from the table as it is.
+    Increment,
+    /// Empties the table first (a full refresh).
+    Full,
+    /// Empties the table first and writes its catalog record, in the same batch: a flow was
+    /// redefined (`store/redefine.rs`).
+    Redefine(Box<TableRecord>),
+}
+
+/// The source rows one flow applies in a commit: how many there are, and their batches, read
+/// one at a time.
+pub(super) struct FlowRows {
+    pub flow: String,
+    pub rows: u64,
+    pub batches: Box<dyn Iterator<Item = Result<RecordBatch>>>,
+}
+
+impl FlowRows {
+    /// Rows already in memory.
+    pub(super) fn batch(flow: &str, batch: &RecordBatch) -> FlowRows {
+        FlowRows {
+            flow: flow.to_string(),
+            rows: batch.num_rows() as u64,
+            batches: Box::new(std::iter::once(Ok(batch.clone()))),
+        }
+    }
+}
+
+/// A commit's events as they are gathered: in memory, or parted by key into temporary files.
+enum Gathered {
+    Whole(Vec<Incoming>),
+    Parted(EventSpill),
+}
+
+impl Gathered {
+    fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
+        match self {
+            Gathered::Whole(all) => {
+                all.extend(events);
+                Ok(())
+            }
+            Gathered::Parted(spill) => spill.push(events),
+        }
+    }
+
+    fn len(&self) -> u64 {
+        match self {
+            Gathered::Whole(all) => all.len() as u64,
+            Gathered::Parted(spill) => spill.len(),
+        }
+    }
+}
+
+/// What the checks of a commit's source rows found, over all its batches.
+#[derive(Default)]
+struct Checks {
+    dropped: u64,
+    /// Rows that failed each expectation: its action and how many.
+    failed: BTreeMap<String, (crate::expectation::OnViolation, u64)>,
+    /// The first problem that rejects the commit, its rows counted over every batch that has it.
+    rejection: Option<Error>,
+}
+
+impl Checks {
+    /// Notes a batch's error: the first one rejects the commit, and the same problem in a later
+    /// batch adds its rows. Errors that are not about rows end the commit at once.
+    fn reject(&mut self, e: Error) -> Result<()> {
+        match (&mut self.rejection, e) {
+            (None, e @ (Error::InvalidBatch { .. } | Error::ExpectationFailed { .. })) => {
+                self.rejection = Some(e);
+                Ok(())
+            }
+            (
+                Some(Error::InvalidBatch {
+                    column,
+                    problem,
+                    rows,
+                }),
+                Error::InvalidBatch {
+                    column: c,
+                    problem: p,
+                    rows: more,
+                },
+            ) if *column == c && *problem == p => {
+                *rows += more;
+                Ok(())
+            }
+            (
+                Some(Error::ExpectationFailed {
+                    expectation, rows, ..
+                }),
+                Error::ExpectationFailed {
+                    expectation: x,
+                    rows: more,
+                    ..
+                },
+            ) if *expectation == x => {
+                *rows += more;
+                Ok(())
+            }
+            (Some(_), Error::InvalidBatch { .. } | Error::ExpectationFailed { .. }) => Ok(()),
+            (_, e) => Err(e),
+        }
+    }
+}
+
+impl Inner {
+    /// Applies the source rows of flows (all of one table) as one commit; see [`Apply`] for what
+    /// else the commit does. The rows are checked as a whole first (docs/SEMANTICS.md §2): on any
+    /// error nothing is applied.
+    pub(super) fn apply(
+        &mut self,
+        inputs: Vec<FlowRows>,
+        mut params: BTreeMap<String, String>,
+        how: Apply,
+    ) -> Result<CommitInfo> {
+        let started = Instant::now();
+        let first = inputs.first().map(|p| p.flow.clone()).unwrap_or_default();
+        let name = self.flow_table(&first)?;
+        self.ensure_replayed(&name)?;
+        let part_rows = self.commit_part_rows;
+        let inner = self;
+        let table = inner.tables.get_mut(&name).expect("the flow's table");
+        let last = table.commits.last().expect("commit 0 exists");
+        let version = last.version + 1;
+        let ts = now_us().max(last.timestamp_us + 1);
+        let rows: u64 = inputs.iter().map(|i| i.rows).sum();
+        let types = table.state.schema.columns.iter().map(|(_, t)| t.clone());
+        let mut gathered = match rows > part_rows {
+            true => Gathered::Parted(EventSpill::new(rows, part_rows, types.collect())),
+            false => Gathered::Whole(Vec::new()),
+        };
+        let mut truncates = Vec::new();
+        let mut checks = Checks::default();
+        let flows = inputs.iter().map(|p| p.flow.as_str()).collect::<Vec<_>>();
+        let flow = flows.join(",");
+        for input in inputs {
+            let f = table
+                .flows
+                .iter()
+                .find(|f| f.spec.name == input.flow)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "flow",
+                    name: input.flow.clone(),
+                })?;
+            let batches: Box<dyn Iterator<Item = Result<RecordBatch>>> = match &gathered {
+                // Checked as one batch, so that an error counts every row that has it.
+                Gathered::Whole(_) => {
+                    let all = input.batches.collect::<Result<Vec<_>>>()?;
+                    Box::new(concat(all).into_iter())
+                }
+                Gathered::Parted(_) => input.batches,
+            };
+            for batch in batches {
+                let prepared = prepare_rows(table, f, &batch?, inner.evaluator.as_ref(), ts);
+                match prepared {
+                    Err(e) => checks.reject(e)?,
+                    Ok(p) => {
+                        checks.dropped += p.dropped;
+                        for (name, action, n) in p.violations {
+                            checks.failed.entry(name).or_insert((action, 0)).1 += n;
+                        }
+                        if checks.rejection.is_none() {
+                            gathered.push(p.events)?;
+                            truncates.extend(p.truncates);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(e) = checks.rejection {
+            return Err(e);
+        }
+        for (name, (action, n)) in checks.failed {
+            params.insert(
+                format!("expectation.{name}"),
+                format!("{n} rows failed ({action})"),
+            );
+        }
+        // A truncate changes every key: such a commit is applied whole.
+        let gathered = match gathered {
+            Gathered::Parted(spill) if !truncates.is_empty() => Gathered::Whole(
+                spill
+                    .buckets()
+                    .collect::<Result<Vec<_>>>()?
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+            ),
+            g => g,
+        };
+
+        if let Apply::Redefine(_) = &how {
+            params.insert(REDEFINED.to_string(), first.to_string());
+        }
+        if how != Apply::Increment {
+            params.insert(FULL_REFRESH.to_string(), "true".to_string());
+            // An error comes from reading a page, with the state half-reset: refuse everything
+            // until the store is reopened.
+            table
+                .state
+                .reset(version, ts)
+                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        }
+        let n_events = gathered.len();
+        // Only work big enough to be noticed gets a bar.
+        let progress = inner.progress.clone().filter(|_| n_events >= 100_000);
+        if let Some(p) = &progress {
+            p.begin(&format!("applying events to {}", table.name), n_events);
+        }
+        let mut tick = |done: u64| {
+            if let Some(p) = &progress {
+                p.advance(done)
+            }
+        };
+        params.insert("flow".to_string(), flow.clone());
+        let record = match &how {
+            Apply::Redefine(record) => Some(&**record),
+            _ => None,
+        };
+        let commit = CommitInfo {
+            version,
+            timestamp_us: ts,
+            operation: format!("FLOW {flow}"),
+            parameters: params,
+            metrics: CommitMetrics::default(),
+            duration_us: 0,
+            chain: None,
+        };
+        let kv = inner.kv.as_ref();
+        let every = inner.checkpoints.every_events;
+        // From here on, on an error memory is ahead of disk: refuse everything until the store
+        // is reopened.
+        let written = match gathered {
+            Gathered::Whole(events) => {
+                let fx = table
+                    .state
+                    .apply(events, truncates, version, ts, true, &mut tick)
+                    .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                let mut commit = commit;
+                commit.metrics = fx.metrics.clone();
+                commit.metrics.num_dropped_rows = checks.dropped;
+                let applied = Applied {
+                    log: Log::InBatch {
+                        events: &fx.events,
+                        truncates: &fx.truncates,
+                    },
+                    commit,
+                    events: n_events,
+                    started,
+                    record,
+                };
+                write_applied(kv, every, table, applied)
+            }
+            Gathered::Parted(spill) => {
+                let parts = Parts {
+                    version,
+                    ts,
+                    dropped: checks.dropped,
+                };
+                apply_parts(kv, table, spill, parts, &mut tick).and_then(|(metrics, starts)| {
+                    let mut commit = CommitInfo { metrics, ..commit };
+                    let starts: Vec<String> = starts.iter().map(u32::to_string).collect();
+                    commit
+                        .parameters
+                        .insert(PARTS.to_string(), starts.join(","));
+                    let applied = Applied {
+                        log: Log::WrittenAhead,
+                        commit,
+                        events: n_events,
+                        started,
+                        record,
+                    };
+                    write_applied(kv, every, table, applied)
+                })
+            }
+        };
+        if let Some(p) = &progress {
+            p.end();
+        }
+        let commit = written.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        inner.retention_after(&name, commit.version, commit.timestamp_us)?;
+        Ok(commit)
+    }
+}
+
+/// One batch of source rows, checked and turned into events.
+struct Prepared {
+    events: Vec<Incoming>,
+    truncates: Vec<Bytes>,
+    dropped: u64,
+    violations: expectation::Violations,
+}
+
+/// Computes `batch`'s generated columns, checks it against the table's expectations and turns
+/// the rows kept into events of flow `f`.
+fn prepare_rows(
+    table: &Table,
+    f: &Flow,
+    batch: &RecordBatch,
+    evaluator: Option<&std::sync::Arc<dyn crate::ConditionEvaluator>>,
+    ts: i64,
+) -> Result<Prepared> {
+    // Generated columns are computed from the rows' other values first.
+    let with_generated;
+    let batch: &RecordBatch = if table.generated.is_empty() {
+        batch
+    } else {
+        with_generated = crate::generated::add(batch, &f.spec.source, &table.generated, evaluator)?;
+        &with_generated
+    };
+    let checked = expectation::check(&table.name, &table.expectations, batch, evaluator)?;
+    let (events, truncates) = prepare(f, &checked.rows, evaluator, ts)?;
+    Ok(Prepared {
+        events,
+        truncates,
+        dropped: checked.dropped,
+        violations: checked.violations,
+    })
+}
+
+/// Batches as one (none if there are none).
+fn concat(batches: Vec<RecordBatch>) -> Option<Result<RecordBatch>> {
+    let schema = batches.first()?.schema();
+    Some(
+        arrow::compute::concat_batches(&schema, &batches)
+            .map_err(|e| Error::InvalidQuery(e.to_string())),
+    )
+}
+
+/// The commit a part belongs to.
+struct Parts {
+    version: u64,
+    ts: i64,
+    /// Source rows an expectation dropped.
+    dropped: u64,
+}
+
+/// Applies a commit's events part by part (a bucket of `spill` each), writing each part's event
+/// blocks and frozen pages ahead; returns the commit's metrics and the first block of each part
+/// that logged events ([`PARTS`]). An error leaves memory ahead of disk.
+fn apply_parts(
+    kv: &dyn KvStore,
+    table: &mut Table,
+    spill: EventSpill,
+    at: Parts,
+    tick: &mut dyn FnMut(u64),
+) -> Result<(CommitMetrics, Vec<u32>)> {
+    let mut starts = Vec::new();
+    let mut metrics = CommitMetrics {
+        num_dropped_rows: at.dropped,
+        ..Default::default()
+    };
+    let (mut chunk, mut done) = (0u32, 0u64);
+    for bucket in spill.buckets() {
+        let events = bucket?;
+        let n = events.len() as u64;
+        let fx = table
+            .state
+            .apply(events, Vec::new(), at.version, at.ts, true, &mut |d| {
+                tick(done + d)
+            })?;
+        done += n;
+        metrics.add(&fx.metrics);
+        let mut b = WriteBatch::default();
+        let at_version = (table.id, at.version);
+        let from = chunk;
+        chunk = put_event_blocks_from(&mut b, at_version, from, &table.state.schema, &fx.events)?;
+        if chunk > from {
+            starts.push(from);
+        }
+        kv.write(b)?;
+        pages::write_pending_pages(kv, table.id, &mut table.state)?;
+    }
+    Ok((metrics, starts))
+}
+
+/// Where a commit's events are logged.
+pub(super) enum Log<'a> {
+    /// In the commit's batch.
+    InBatch {
+        events: &'a [Incoming],
+        truncates: &'a [Bytes],
+    },
+    /// Written ahead, in batches of their own (a commit applied in parts): the commit writes a
+    /// checkpoint, so that an open never replays it from its log in other parts.
+    WrittenAhead,
+}
+
+/// A commit applied to a table's state, to be written.
+pub(super) struct Applied<'a> {
+    pub log: Log<'a>,
+    pub commit: CommitInfo,
+    /// How many events it applied (they count towards the next checkpoint).
+    pub events: u64,
+    pub started: Instant,
+    /// The table's record, rewritten with the commit (a redefined flow).
+    pub record: Option<&'a TableRecord>,
+}
+
+/// Writes a commit applied to `table`'s state in one batch: its events, the pages it froze (and
+/// a checkpoint, when `every` events have been applied since the last), its commit record. On an
+/// error memory is ahead of disk, and the caller must poison the store.
+pub(super) fn write_applied(
+    kv: &dyn KvStore,
+    every: u64,
+    table: &mut Table,
+    applied: Applied<'_>,
+) -> Result<CommitInfo> {
+    let Applied {
+        log,
+        mut commit,
+        events,
+        started,
+        record,
+    } = applied;
+    let version = commit.version;
+    let mut b = WriteBatch::default();
+    if let Log::InBatch { events, truncates } = log {
+        put_event_blocks(
+            &mut b,
+            table.id,
+            version,
+            &table.state.schema,
+            events,
+            truncates,
+        )?;
+    }
+    let unsaved = table.unsaved + events;
+    let checkpoint = match (&log, unsaved >= every) {
+        (Log::WrittenAhead, _) | (_, true) => pages::Checkpoint::Now,
+        _ => pages::Checkpoint::Later,
+    };
+    // The first commit after a replay also writes the pages the replay froze: many of them go
+    // ahead in batches of their own (`pages::write_pending_pages`).
+    if table.state.pending_pages() > pages::PAGE_BATCH {
+        pages::write_pending_pages(kv, table.id, &mut table.state)?;
+    }
+    pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
+    if let Some(record) = record {
+        put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
+    }
+    commit.duration_us = started.elapsed().as_micros() as u64;
+    let prev = table.commits.last().and_then(|c| c.chain.clone());
+    let at = Link {
+        tag: keys::COMMIT,
+        id: table.id,
+        prev: prev.as_deref(),
+        wrote: Wrote::Events,
+    };
+    match log {
+        Log::InBatch { .. } => put_commit(&mut b, at, &mut commit)?,
+        Log::WrittenAhead => put_commit_stored(kv, &mut b, at, &mut commit)?,
+    }
+    kv.write(b)?;
+    table.commits.push(commit.clone());
+    table.unsaved = match checkpoint {
+        pages::Checkpoint::Now => 0,
+        pages::Checkpoint::Later => unsaved,
+    };
+    Ok(commit)
+}
