@@ -74,6 +74,15 @@ pub(crate) struct Frozen {
     events: usize,
 }
 
+/// What one freeze moves out of a key's memory into a page.
+struct Cut {
+    events: super::fold::EventMap,
+    versions: super::fold::Timeline,
+    rows: Vec<RowId>,
+    hot_from: Bytes,
+    sys: Option<Bytes>,
+}
+
 impl Frozen {
     /// As a key's head lists it.
     pub fn to_head(&self) -> FrozenHead {
@@ -378,20 +387,70 @@ impl KeyState {
         if cold_events.is_empty() && cold_versions.is_empty() && cold_rows.is_empty() {
             return Ok(());
         }
+        let cut = Cut {
+            events: cold_events,
+            versions: cold_versions,
+            rows: cold_rows,
+            hot_from,
+            sys,
+        };
+        self.push_page(key, rows, pages, types, cut)
+    }
+
+    /// Freezes the rows of a key that has no events left (a full refresh reset it, retiring
+    /// them all): so that a full refresh holds one part's keys in memory at a time. Its pages
+    /// hold no event, so no event thaws them, but a scan reads their rows.
+    pub fn freeze_retired(
+        &mut self,
+        key: &Bytes,
+        rows: &mut RowStore,
+        pages: &mut Pages,
+        types: &[ColumnType],
+    ) -> Result<()> {
+        if !self.events.is_empty() || self.rows.iter().any(|&r| rows[r].retired.is_none()) {
+            return Ok(());
+        }
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let cut = Cut {
+            events: Default::default(),
+            versions: Default::default(),
+            rows: std::mem::take(&mut self.rows),
+            // As it was; for a key never frozen, empty: below every sequence, so no event
+            // thaws it.
+            hot_from: self
+                .frozen
+                .as_ref()
+                .map_or_else(|| Bytes::from(&[][..]), |f| f.hot_from.clone()),
+            sys: self.frozen.as_ref().and_then(|f| f.sys.clone()),
+        };
+        self.push_page(key, rows, pages, types, cut)
+    }
+
+    /// Writes what `cut` moves out of memory as the key's next page.
+    fn push_page(
+        &mut self,
+        key: &Bytes,
+        rows: &mut RowStore,
+        pages: &mut Pages,
+        types: &[ColumnType],
+        cut: Cut,
+    ) -> Result<()> {
         let page = crate::format::cold_page::encode_cold(
             types,
-            cold_events
+            cut.events
                 .iter()
                 .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
-            cold_versions
+            cut.versions
                 .iter()
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
-            cold_rows.iter().map(|&r| (r, &rows[r])),
+            cut.rows.iter().map(|&r| (r, &rows[r])),
         )?;
         let head = crate::format::cold_page::cold_page_head(&page.0);
         let no = self.next_page;
         let page = pages.put(key, no, page, head)?;
-        for &r in &cold_rows {
+        for &r in &cut.rows {
             rows.freeze(r);
         }
         // The lookup index keeps copies of the rows that were frozen when it was built.
@@ -399,17 +458,23 @@ impl KeyState {
         let frozen = self.frozen.get_or_insert_with(|| {
             Box::new(Frozen {
                 pages: Vec::new(),
-                hot_from: hot_from.clone(),
+                hot_from: cut.hot_from.clone(),
                 sys: None,
                 events: 0,
             })
         });
         self.next_page = no + 1;
         frozen.pages.push(page);
-        frozen.hot_from = hot_from;
-        frozen.sys = sys;
-        frozen.events += cold_events.len();
+        frozen.hot_from = cut.hot_from;
+        frozen.sys = cut.sys;
+        frozen.events += cut.events.len();
         Ok(())
+    }
+
+    /// Whether the key has no events, in memory or frozen (the tombstone GC collected them, or
+    /// a full refresh reset it).
+    pub fn eventless(&self) -> bool {
+        self.events.is_empty() && self.frozen.as_ref().is_none_or(|f| f.events == 0)
     }
 
     /// The key's frozen events, read back (for VACUUM), with empty keys.

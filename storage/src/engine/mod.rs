@@ -117,6 +117,15 @@ pub(crate) struct KeyContents {
     pub events: Vec<Incoming>,
 }
 
+/// What a reset of keys ([`TableState::reset_keys`]) leaves for the next
+/// [`TableState::apply`]: the rows it retired, which that apply counts as its own, and the keys,
+/// whose rows it freezes if it brings them no event.
+#[derive(Default)]
+struct ResetPending {
+    keys: Vec<Bytes>,
+    retired: RoaringBitmap,
+}
+
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
@@ -136,6 +145,8 @@ pub(crate) struct TableState {
     pages: Pages,
     /// The keys changed since the store last persisted them ([`persist`]).
     dirty: Dirty,
+    /// What a reset ([`TableState::reset_keys`]) left for the next apply.
+    reset_pending: ResetPending,
     /// Sequences per key kept in memory after a freeze.
     hot_tail: usize,
     types: Vec<ColumnType>,
@@ -187,6 +198,7 @@ impl TableState {
             log_narrowest: schema.columns.len(),
             pages: Pages::new(cold.pages),
             dirty: Dirty::Keys(BTreeSet::new()),
+            reset_pending: ResetPending::default(),
             hot_tail: cold.hot_tail.max(1),
             schema,
             tracked,
@@ -349,12 +361,37 @@ impl TableState {
     /// until the commit's events say otherwise. Every key is thawed first, so the error is a
     /// page's; the state must then not be used.
     pub fn reset(&mut self, version: u64, ts: i64) -> Result<()> {
-        self.thaw_all()?;
-        let live: Vec<RowId> = self.rows.live.iter().collect();
-        for &r in &live {
-            self.rows.retire(r, version);
-        }
-        for ks in self.keys.values_mut() {
+        self.reset_table();
+        self.reset_keys(version, ts, |_| true)
+    }
+
+    /// The part of [`TableState::reset`] that is not any key's: the truncates and the tombstone
+    /// GC's queue. A commit applied in parts resets the table once, then the keys of each part
+    /// before applying it ([`TableState::reset_keys`]).
+    pub fn reset_table(&mut self) {
+        self.truncates.clear();
+        self.gc_queue.clear();
+    }
+
+    /// The keys `which` selects, reset: thawed, their current rows retired by `version`, their
+    /// events forgotten, deleted since `ts`. The next [`TableState::apply`] counts the rows
+    /// retired here with its own, and freezes those of the keys it brings no event to.
+    pub fn reset_keys(
+        &mut self,
+        version: u64,
+        ts: i64,
+        which: impl Fn(&[u8]) -> bool,
+    ) -> Result<()> {
+        let width = self.types.len();
+        for (key, ks) in self.keys.iter_mut().filter(|(k, _)| which(k)) {
+            self.dirty.add(key);
+            ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
+            for &r in &ks.rows {
+                if self.rows.live.contains(r) {
+                    self.rows.retire(r, version);
+                    self.reset_pending.retired.insert(r);
+                }
+            }
             ks.events.clear();
             ks.timeline.clear();
             ks.max_sys = None;
@@ -362,9 +399,8 @@ impl TableState {
             // events to starts afresh.
             ks.deleted_since = Some(ts);
             ks.lookup = OnceLock::new();
+            self.reset_pending.keys.push(key.clone());
         }
-        self.truncates.clear();
-        self.gc_queue.clear();
         Ok(())
     }
 
@@ -391,9 +427,13 @@ impl TableState {
         tick: &mut dyn FnMut(u64),
     ) -> Result<CommitEffects> {
         incoming.sort_by(|a, b| a.key.cmp(&b.key));
-        // The rows earlier parts of this commit retired: this part's count leaves them out.
+        // The rows earlier parts of this commit retired: this part's count leaves them out
+        // (not those a reset retired just before it: they are this part's).
         let retired_before = match record {
-            true => self.rows.retired_by(version).cloned().unwrap_or_default(),
+            true => {
+                let by = self.rows.retired_by(version).cloned().unwrap_or_default();
+                by - &self.reset_pending.retired
+            }
             false => RoaringBitmap::new(),
         };
         self.thaw_for(&incoming, !truncates.is_empty())?;
@@ -422,6 +462,13 @@ impl TableState {
                     &self.types,
                     self.hot_tail,
                 )?;
+            }
+        }
+        // Keys a reset retired and this part brought no event to: their rows go back to pages.
+        let reset = std::mem::take(&mut self.reset_pending);
+        for key in reset.keys {
+            if let Some(ks) = self.keys.get_mut(&key) {
+                ks.freeze_retired(&key, &mut self.rows, &mut self.pages, &self.types)?;
             }
         }
         Ok(fx)
@@ -583,8 +630,7 @@ impl TableState {
             let ks = key_state(&mut self.keys, &mut self.key_list, &key);
             // A key with no events left (the tombstone GC collected it, or a full refresh reset
             // it) that gets some starts afresh: deleted since this commit, if it is.
-            let collected =
-                ks.deleted_since.is_some() && ks.events.is_empty() && ks.frozen.is_none();
+            let collected = ks.deleted_since.is_some() && ks.eventless();
             if collected {
                 ks.deleted_since = None;
             }
@@ -623,7 +669,7 @@ impl TableState {
             if let Some(ks) = self.keys.get_mut(&key) {
                 // A key collected already keeps its `deleted_since` (retention reads it) and has
                 // no events left.
-                let collected = ks.events.is_empty() && ks.frozen.is_none();
+                let collected = ks.eventless();
                 if ks.deleted_since == Some(ts) && !collected {
                     self.dirty.add(&key);
                     ks.thaw(&key, &mut self.rows, &mut self.pages, width)?;

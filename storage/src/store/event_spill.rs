@@ -59,13 +59,17 @@ impl EventSpill {
         self.events
     }
 
+    /// Which bucket a key's events go to.
+    pub(crate) fn parting(&self) -> Parting {
+        Parting(self.buckets.len() as u64)
+    }
+
     /// Adds events (in any order).
     pub(crate) fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
-        let hasher = BuildHasherDefault::<DefaultHasher>::default();
-        let n = self.buckets.len() as u64;
+        let parting = self.parting();
         for e in events {
             self.events += 1;
-            let b = (hasher.hash_one(&e.key[..]) % n) as usize;
+            let b = parting.bucket_of(&e.key);
             let bucket = &mut self.buckets[b];
             bucket.buffered.push(e);
             if bucket.buffered.len() >= self.buffer {
@@ -75,10 +79,22 @@ impl EventSpill {
         Ok(())
     }
 
-    /// The buckets' events, one bucket at a time (in no particular order within one).
+    /// The buckets' events, one bucket at a time, in the order of their numbers
+    /// ([`Parting::bucket_of`]); in no particular order within one.
     pub(crate) fn buckets(self) -> impl Iterator<Item = Result<Vec<Incoming>>> {
         let width = self.types.len();
         self.buckets.into_iter().map(move |b| b.read_back(width))
+    }
+}
+
+/// Which bucket of an [`EventSpill`] a key's events go to: one of `n`, by a hash of the key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Parting(u64);
+
+impl Parting {
+    pub(crate) fn bucket_of(self, key: &[u8]) -> usize {
+        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        (hasher.hash_one(key) % self.0) as usize
     }
 }
 

@@ -160,9 +160,14 @@ impl Inner {
         let version = last.version + 1;
         let ts = now_us().max(last.timestamp_us + 1);
         let rows: u64 = inputs.iter().map(|i| i.rows).sum();
+        // A full refresh also resets the table's history, a part's keys at a time.
+        let size = match how {
+            Apply::Increment => rows,
+            _ => rows.max(table.state.rows.len() as u64),
+        };
         let types = table.state.schema.columns.iter().map(|(_, t)| t.clone());
-        let mut gathered = match rows > part_rows {
-            true => Gathered::Parted(EventSpill::new(rows, part_rows, types.collect())),
+        let mut gathered = match size > part_rows {
+            true => Gathered::Parted(EventSpill::new(size, part_rows, types.collect())),
             false => Gathered::Whole(Vec::new()),
         };
         let mut truncates = Vec::new();
@@ -228,14 +233,22 @@ impl Inner {
         if let Apply::Redefine(_) = &how {
             params.insert(REDEFINED.to_string(), first.to_string());
         }
-        if how != Apply::Increment {
+        let before = match how {
+            Apply::Increment => Before::Nothing,
+            _ => Before::ResetKeys,
+        };
+        if before == Before::ResetKeys {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
             // An error comes from reading a page, with the state half-reset: refuse everything
-            // until the store is reopened.
-            table
-                .state
-                .reset(version, ts)
-                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+            // until the store is reopened. Applied in parts, each resets its keys first.
+            match &gathered {
+                Gathered::Whole(_) => table.state.reset(version, ts),
+                Gathered::Parted(_) => {
+                    table.state.reset_table();
+                    Ok(())
+                }
+            }
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         }
         let n_events = gathered.len();
         // Only work big enough to be noticed gets a bar.
@@ -292,6 +305,7 @@ impl Inner {
                     version,
                     ts,
                     dropped: checks.dropped,
+                    before,
                 };
                 apply_parts(kv, table, spill, parts, &mut tick).and_then(|(metrics, starts)| {
                     let mut commit = CommitInfo { metrics, ..commit };
@@ -369,6 +383,15 @@ struct Parts {
     ts: i64,
     /// Source rows an expectation dropped.
     dropped: u64,
+    before: Before,
+}
+
+/// What is done to a part's keys before its events are applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Before {
+    Nothing,
+    /// They are reset (a full refresh): their rows retired, their events forgotten.
+    ResetKeys,
 }
 
 /// Applies a commit's events part by part (a bucket of `spill` each), writing each part's event
@@ -387,8 +410,15 @@ fn apply_parts(
         ..Default::default()
     };
     let (mut chunk, mut done) = (0u32, 0u64);
-    for bucket in spill.buckets() {
+    let parting = spill.parting();
+    for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
+        if at.before == Before::ResetKeys {
+            let (version, ts) = (at.version, at.ts);
+            table
+                .state
+                .reset_keys(version, ts, |k| parting.bucket_of(k) == i)?;
+        }
         let n = events.len() as u64;
         let fx = table
             .state
