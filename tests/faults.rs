@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use asof::{Error, KvStore, SledKv, Store, WriteBatch};
@@ -189,7 +189,8 @@ fn a_second_process_gets_a_clear_in_use_error() {
 /// sled behind a switch that makes the next write fail.
 struct FailingKv {
     inner: SledKv,
-    fail: Arc<AtomicBool>,
+    /// Fails the write this many writes from now (1: the next), then works again; 0: never.
+    fail_in: Arc<AtomicUsize>,
 }
 
 impl KvStore for FailingKv {
@@ -203,7 +204,11 @@ impl KvStore for FailingKv {
         self.inner.scan_prefix(prefix)
     }
     fn write(&self, batch: WriteBatch) -> Result<(), Error> {
-        if self.fail.swap(false, Ordering::SeqCst) {
+        let left = self
+            .fail_in
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .unwrap_or(0);
+        if left == 1 {
             return Err(Error::Io("injected failure: disk full".into()));
         }
         self.inner.write(batch)
@@ -214,11 +219,11 @@ impl KvStore for FailingKv {
 fn after_an_io_failure_on_commit_the_store_refuses_writes_until_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    let fail = Arc::new(AtomicBool::new(false));
+    let fail = Arc::new(AtomicUsize::new(0));
     {
         let kv = FailingKv {
             inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
-            fail: fail.clone(),
+            fail_in: fail.clone(),
         };
         let store = Store::with_kv(Box::new(kv)).unwrap();
         store
@@ -227,7 +232,7 @@ fn after_an_io_failure_on_commit_the_store_refuses_writes_until_reopened() {
         store
             .apply("f", &string_batch(&header, &events[..2]))
             .unwrap();
-        fail.store(true, Ordering::SeqCst);
+        fail.store(1, Ordering::SeqCst);
         let e = store
             .apply("f", &string_batch(&header, &events[2..3]))
             .unwrap_err();
@@ -253,4 +258,69 @@ fn after_an_io_failure_on_commit_the_store_refuses_writes_until_reopened() {
         .unwrap();
     let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
     assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
+}
+
+/// The versions of the event blocks (`E` keys: tag, table id, version, block) in the store at `dir`.
+fn event_block_versions(dir: &std::path::Path) -> Vec<u64> {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let mut versions: Vec<u64> = kv
+        .scan_prefix(b"E")
+        .map(|p| u64::from_be_bytes(p.unwrap().0[5..13].try_into().unwrap()))
+        .collect();
+    versions.dedup();
+    versions
+}
+
+#[test]
+fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    let fail = Arc::new(AtomicUsize::new(0));
+    {
+        let kv = FailingKv {
+            inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
+            fail_in: fail.clone(),
+        };
+        // Every commit of more than one row is applied in parts, written ahead of its record.
+        let options = asof::StoreOptions {
+            commit_part_rows: 1,
+            ..Default::default()
+        };
+        let store = Store::with_kv_options(Box::new(kv), options).unwrap();
+        store
+            .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
+            .unwrap();
+        let c = store
+            .apply("f", &string_batch(&header, &events[..2]))
+            .unwrap();
+        assert!(c.parameters.contains_key("parts"), "{:?}", c.parameters);
+        // The part's event blocks are written; the last batch, with the record, fails.
+        fail.store(2, Ordering::SeqCst);
+        let e = store
+            .apply("f", &string_batch(&header, &events[2..]))
+            .unwrap_err();
+        assert!(e.to_string().contains("disk full"), "{e}");
+    }
+    assert_eq!(
+        event_block_versions(dir.path()),
+        [1, 2],
+        "the part was written ahead"
+    );
+    // Reopened: the blocks no record claims are gone, the table is as acknowledged, and the log
+    // replays to the derived records.
+    {
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.history("t").unwrap().len(), 2);
+        let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_2.csv"));
+        assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
+        assert!(store.verify().unwrap().ok());
+    }
+    assert_eq!(event_block_versions(dir.path()), [1]);
+    let store = Store::open(dir.path()).unwrap();
+    store
+        .apply("f", &string_batch(&header, &events[2..]))
+        .unwrap();
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
+    assert!(store.verify().unwrap().ok());
 }

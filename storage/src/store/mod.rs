@@ -261,6 +261,12 @@ impl Store {
         Self::open_kv(Arc::from(kv), &StoreOptions::default())
     }
 
+    /// [`Store::with_kv`] with options. Those about sled's files (`cache_bytes`, `lock_wait`,
+    /// `manifest`) are the key-value layer's business and are not read.
+    pub fn with_kv_options(kv: Box<dyn KvStore>, options: StoreOptions) -> Result<Store> {
+        Self::open_kv(Arc::from(kv), &options)
+    }
+
     fn open_kv(kv: Arc<dyn KvStore>, options: &StoreOptions) -> Result<Store> {
         // An ERASE whose files were not yet rewritten when the process stopped: rewrite them now.
         if kv.get(crate::format::keys::PURGE_KEY)?.is_some() {
