@@ -113,6 +113,35 @@ pub(crate) fn decode_row_dir(bytes: &[u8]) -> Result<RowDir> {
     })
 }
 
+/// The `F` record: pages (key, page number) to delete.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct FreedRecord {
+    keys: Vec<Vec<u8>>,
+    pages: Vec<u32>,
+}
+
+pub(crate) fn encode_freed(pages: &[(Vec<u8>, u32)]) -> Result<Vec<u8>> {
+    let rec = FreedRecord {
+        keys: pages.iter().map(|(k, _)| k.clone()).collect(),
+        pages: pages.iter().map(|(_, no)| *no).collect(),
+    };
+    compress(
+        &rkyv::to_bytes::<rancor::Error>(&rec)
+            .map_err(|e| corrupt(format!("cannot encode freed pages: {e}")))?,
+    )
+}
+
+pub(crate) fn decode_freed(bytes: &[u8]) -> Result<Vec<(Vec<u8>, u32)>> {
+    let rec = rkyv::from_bytes::<FreedRecord, rancor::Error>(&decompress(bytes)?)
+        .map_err(|e| corrupt(format!("freed pages fail validation: {e}")))?;
+    if rec.keys.len() != rec.pages.len() {
+        return Err(corrupt(
+            "freed pages: keys and page numbers differ in number",
+        ));
+    }
+    Ok(rec.keys.into_iter().zip(rec.pages).collect())
+}
+
 /// The `G` record (JSON): the commit at which the table's `K`, `P` and `X` records are current,
 /// and the table-wide state that is not per key.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -54,10 +54,14 @@ pub(crate) const PAGE: u8 = b'P';
 pub(crate) const ROW_DIR: u8 = b'X';
 /// A table's summary: `G` id.
 pub(crate) const SUMMARY: u8 = b'G';
+/// The pages a table's last checkpoint freed that are not deleted yet: `F` id.
+pub(crate) const FREED: u8 = b'F';
 /// Every tag of a target table's records, the catalog record first.
-pub(crate) const TABLE_TAGS: [u8; 7] = [TABLE, COMMIT, EVENTS, KEY_HEAD, PAGE, ROW_DIR, SUMMARY];
+pub(crate) const TABLE_TAGS: [u8; 8] = [
+    TABLE, COMMIT, EVENTS, KEY_HEAD, PAGE, ROW_DIR, SUMMARY, FREED,
+];
 /// The tags of a table's derived records (rewritten together: docs/FORMAT.md §9).
-pub(crate) const DERIVED_TAGS: [u8; 4] = [KEY_HEAD, PAGE, ROW_DIR, SUMMARY];
+pub(crate) const DERIVED_TAGS: [u8; 5] = [KEY_HEAD, PAGE, ROW_DIR, SUMMARY, FREED];
 
 /// The commit records the manifest follows, each with the tag of the catalog record whose deletion
 /// drops its table (the manifest lets go of a table before its data leaves the tree).

@@ -392,6 +392,7 @@ impl Inner {
             if let Some(last) = commits.last() {
                 remove_unfinished(self.kv.as_ref(), id, last.version)?;
             }
+            pages::free_pages(self.kv.as_ref(), id)?;
             self.next_table_id = self.next_table_id.max(id + 1);
             let name = rec.name.clone();
             self.tables.insert(

@@ -139,15 +139,15 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::fold::Bytes;
     use crate::record::{Event, EventKind, Origin};
-    use bytes::Bytes;
     use std::collections::BTreeMap;
 
     fn event(key: u8, seq: u8) -> Incoming {
         Incoming {
             key: Bytes::from(vec![key]),
             seq: Bytes::from(vec![seq]),
-            sys: Bytes::new(),
+            sys: Bytes::from(&[][..]),
             event: Event {
                 kind: EventKind::Upsert,
                 values: vec![crate::value::Value::Int(i64::from(seq))].into(),

@@ -517,7 +517,10 @@ pub(super) fn write_applied(
         Log::InBatch { .. } => put_commit(&mut b, at, &mut commit)?,
         Log::WrittenAhead => put_commit_stored(kv, &mut b, at, &mut commit)?,
     }
-    kv.write(b)?;
+    match checkpoint {
+        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b)?,
+        pages::Checkpoint::Later => kv.write(b)?,
+    }
     table.commits.push(commit.clone());
     table.unsaved = match checkpoint {
         pages::Checkpoint::Now => 0,

@@ -108,15 +108,15 @@ pub struct StoreOptions {
     pub open: OpenMode,
     /// When a table writes a checkpoint (its key heads and summary: docs/FORMAT.md §6).
     pub checkpoints: Checkpoints,
-    /// A refresh that applies more source rows than this (default 262,144) applies them in
-    /// parts of about this many, parted by key, writing each part ahead of the commit record:
-    /// still one commit, all or nothing, in memory bounded by the part instead of the refresh
-    /// (docs/SEMANTICS.md §2.7).
+    /// A refresh that applies more source rows than this (default 65,536), or a full refresh of
+    /// a table with more row versions, applies them in parts of about this many, parted by key,
+    /// writing each part ahead of the commit record: still one commit, all or nothing, in memory
+    /// bounded by the part instead of the refresh (docs/SEMANTICS.md §2.7).
     pub commit_part_rows: u64,
 }
 
 /// The default of [`StoreOptions::commit_part_rows`].
-pub const DEFAULT_COMMIT_PART_ROWS: u64 = 1 << 18;
+pub const DEFAULT_COMMIT_PART_ROWS: u64 = 1 << 16;
 
 /// When a table writes a checkpoint: the heads of the keys changed since the last one, which an
 /// open reads instead of replaying the log. Each commit writes its pages and row directory
@@ -442,7 +442,7 @@ impl Drop for Inner {
             let mut b = WriteBatch::default();
             if pages::write_pending_pages(self.kv.as_ref(), t.id, &mut t.state).is_ok()
                 && pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
-                && self.kv.write(b).is_ok()
+                && pages::write_checkpoint(self.kv.as_ref(), t.id, b).is_ok()
             {
                 t.unsaved = 0;
             }

@@ -13,7 +13,8 @@ use super::{in_table, Table};
 use crate::engine::{PageSource, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
-    decode_row_dir, decode_summary, encode_row_dir, encode_summary, Summary,
+    decode_freed, decode_row_dir, decode_summary, encode_freed, encode_row_dir, encode_summary,
+    Summary,
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::kv::{KvStore, WriteBatch};
@@ -35,8 +36,9 @@ impl PageSource for TablePages {
 pub(super) enum Checkpoint {
     /// Only the commit's pages and row directory.
     Later,
-    /// Those, and the heads of every key changed since the last checkpoint, the deletion of the
-    /// pages thawed since, and the summary that makes them current at this commit.
+    /// Those, and the heads of every key changed since the last checkpoint, the list of the
+    /// pages thawed since (deleted after it: [`write_checkpoint`]), and the summary that makes
+    /// them current at this commit.
     Now,
 }
 
@@ -77,8 +79,60 @@ pub(super) fn put_checkpoint(
     for (k, head) in changes.heads {
         b.put(keys::key_head(id, &k), head);
     }
-    put_pages(b, id, changes.freed);
+    // The pages it freed are deleted after it, a few at a time ([`free_pages`]): one sled batch
+    // deleting thousands of pages cost a full refresh of 1M events 620 MB (docs/PERFORMANCE.md).
+    let freed: Vec<(Vec<u8>, u32)> = changes
+        .freed
+        .into_iter()
+        .map(|((k, no), _)| (k.to_vec(), no))
+        .collect();
+    if !freed.is_empty() {
+        b.put(key(keys::FREED, id, None, None), encode_freed(&freed)?);
+    }
     put_summary(b, id, &state.summary(version))
+}
+
+/// Pages deleted per batch by [`free_pages`].
+const FREE_BATCH: usize = 512;
+
+/// Deletes the pages the last checkpoint of table `id` freed (its `F` record), a few hundred
+/// per batch, the record itself with the last. No head lists them, so a crash between the
+/// batches leaves pages nothing reads, and the record, which the next open or checkpoint
+/// finishes. A checkpoint calls this before its batch (so that it never writes a record over
+/// one not finished) and after it; an open, for every table.
+pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
+    let record = key(keys::FREED, id, None, None);
+    let Some(bytes) = kv.get(&record)? else {
+        return Ok(());
+    };
+    let freed = decode_freed(&bytes)?;
+    let mut parts = freed.chunks(FREE_BATCH).peekable();
+    while let Some(part) = parts.next() {
+        let mut b = WriteBatch::default();
+        for (k, no) in part {
+            b.delete(keys::page(id, k, *no));
+        }
+        if parts.peek().is_none() {
+            b.delete(record.clone());
+        }
+        kv.write(b)?;
+    }
+    if freed.is_empty() {
+        let mut b = WriteBatch::default();
+        b.delete(record);
+        kv.write(b)?;
+    }
+    Ok(())
+}
+
+/// Writes batch `b`, which holds a checkpoint of table `id`, and then deletes the pages it freed
+/// ([`free_pages`]): best effort, since the checkpoint is written; what is left is finished by
+/// the next checkpoint or open.
+pub(super) fn write_checkpoint(kv: &dyn KvStore, id: u32, b: WriteBatch) -> Result<()> {
+    free_pages(kv, id)?;
+    kv.write(b)?;
+    let _ = free_pages(kv, id);
+    Ok(())
 }
 
 /// Writes the pages `state` froze and has not written yet (a replay's), in batches of a few
@@ -333,7 +387,7 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
     // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
-    kv.write(b)?;
+    write_checkpoint(kv, t.id, b)?;
     t.state = state;
     Ok(())
 }
