@@ -324,3 +324,84 @@ fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen()
     assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
     assert!(store.verify().unwrap().ok());
 }
+
+/// Keys of the store at `dir` with tag `tag` (the first byte of a key).
+fn keys_tagged(dir: &std::path::Path, tag: u8) -> usize {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    kv.scan_prefix(&[tag]).count()
+}
+
+#[test]
+fn pages_a_checkpoint_freed_are_deleted_by_the_next_open_when_their_deletion_failed() {
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("v", DataType::Int64, false),
+    ]));
+    let batch = |seqs: &[i64]| {
+        let n = seqs.len();
+        arrow::record_batch::RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![1; n])),
+                Arc::new(Int64Array::from(seqs.to_vec())),
+                Arc::new(Int64Array::from(
+                    seqs.iter().map(|s| s * 10).collect::<Vec<_>>(),
+                )),
+            ],
+        )
+        .unwrap()
+    };
+    let flow = asof::FlowSpec::builder("f", "t", &schema)
+        .keys(["k"])
+        .sequence_by(["seq"])
+        .stored_as(asof::StoredAs::Scd2)
+        .build()
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fail = Arc::new(AtomicUsize::new(0));
+    let rows = {
+        let kv = FailingKv {
+            inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
+            fail_in: fail.clone(),
+        };
+        // A tail of one event and a checkpoint with every commit: the key's history freezes
+        // into pages, and a late event thaws it, so the checkpoint frees its pages.
+        let options = asof::StoreOptions {
+            hot_events_per_key: 1,
+            checkpoints: asof::Checkpoints {
+                every_events: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let store = Store::with_kv_options(Box::new(kv), options).unwrap();
+        store.create_flow(flow).unwrap();
+        store
+            .apply("f", &batch(&(10..30).collect::<Vec<_>>()))
+            .unwrap();
+        assert!(frozen_keys(&store) > 0, "the key's history is frozen");
+        // The commit's batch is written; the first deletion of its freed pages fails.
+        fail.store(2, Ordering::SeqCst);
+        store.apply("f", &batch(&[5])).unwrap();
+        common::engine_rows(&store, "t")
+    };
+    assert_eq!(
+        keys_tagged(dir.path(), b'F'),
+        1,
+        "the freed pages are still listed"
+    );
+    {
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(common::engine_rows(&store, "t"), rows);
+        assert!(store.verify().unwrap().ok());
+    }
+    assert_eq!(keys_tagged(dir.path(), b'F'), 0, "the open deleted them");
+}
+
+/// Keys of the store's table `t` with frozen history, as its cold statistics count them.
+fn frozen_keys(store: &Store) -> u64 {
+    store.read("t", |r| r.cold_stats().frozen_keys).unwrap()
+}
