@@ -445,3 +445,48 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
         "{calls:?}"
     );
 }
+
+#[test]
+fn a_large_refresh_and_the_rebuild_after_a_vacuum_report_their_progress() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let recorded = std::sync::Arc::new(Recorded::default());
+    s.set_progress(recorded.clone());
+    // 150,000 source rows in one refresh: read and parted, then applied in parts.
+    s.execute(
+        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
+         FROM generate_series(1, 150000); \
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           STORED AS SCD TYPE 1; \
+         REFRESH STREAMING TABLE t; \
+         INSERT INTO ev VALUES (1, 2); \
+         REFRESH STREAMING TABLE t; \
+         ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false'); \
+         VACUUM t RETAIN 0 HOURS",
+    )
+    .unwrap();
+    let calls = recorded.0.lock().unwrap().clone();
+    let begun: Vec<&str> = calls
+        .iter()
+        .filter(|c| c.starts_with("begin"))
+        .map(String::as_str)
+        .collect();
+    assert_eq!(begun.len(), 3, "{calls:?}");
+    assert_eq!(begun[0], "begin reading 150000 source rows for t of 150000");
+    assert_eq!(begun[1], "begin applying events to t of 150000");
+    // The rebuild counts event blocks (about 660 events each here).
+    let blocks = begun[2]
+        .strip_prefix("begin rebuilding the records of t from its log of ")
+        .unwrap_or_else(|| panic!("{calls:?}"));
+    assert!(
+        (100..400).contains(&blocks.parse::<u32>().unwrap()),
+        "{blocks}"
+    );
+    // Each piece of work ends, and reaches its total before it does.
+    for total in ["150000", "150000", blocks] {
+        let at = format!("at {total}");
+        assert!(calls.iter().any(|c| *c == at), "{at}: {calls:?}");
+    }
+    assert_eq!(calls.iter().filter(|c| *c == "end").count(), 3, "{calls:?}");
+    assert_eq!(calls.last().map(String::as_str), Some("end"));
+}

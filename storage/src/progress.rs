@@ -11,3 +11,38 @@ pub trait Progress: Send + Sync {
     /// The current work is finished.
     fn end(&self);
 }
+
+/// Reports one piece of work to a [`Progress`], if there is one and the work is long enough to
+/// be noticed; ends it when dropped, also on an error.
+pub(crate) struct Reporter(Option<std::sync::Arc<dyn Progress>>);
+
+impl Reporter {
+    /// Begins `task` of `total` units on `progress` if `total` is at least `min`.
+    pub(crate) fn begin(
+        progress: Option<&std::sync::Arc<dyn Progress>>,
+        task: &str,
+        total: u64,
+        min: u64,
+    ) -> Reporter {
+        let p = progress.filter(|_| total >= min).cloned();
+        if let Some(p) = &p {
+            p.begin(task, total);
+        }
+        Reporter(p)
+    }
+
+    /// `done` units are finished.
+    pub(crate) fn advance(&self, done: u64) {
+        if let Some(p) = &self.0 {
+            p.advance(done);
+        }
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            p.end();
+        }
+    }
+}

@@ -28,6 +28,7 @@ use crate::flow::Flow;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
+use crate::progress::Reporter;
 use crate::record::Incoming;
 
 /// What a commit that applies source rows does besides applying them.
@@ -170,47 +171,21 @@ impl Inner {
             true => Gathered::Parted(EventSpill::new(size, part_rows, types.collect())),
             false => Gathered::Whole(Vec::new()),
         };
-        let mut truncates = Vec::new();
-        let mut checks = Checks::default();
-        let flows = inputs.iter().map(|p| p.flow.as_str()).collect::<Vec<_>>();
-        let flow = flows.join(",");
-        for input in inputs {
-            let f = table
-                .flows
-                .iter()
-                .find(|f| f.spec.name == input.flow)
-                .ok_or_else(|| Error::NotFound {
-                    kind: "flow",
-                    name: input.flow.clone(),
-                })?;
-            let batches: Box<dyn Iterator<Item = Result<RecordBatch>>> = match &gathered {
-                // Checked as one batch, so that an error counts every row that has it.
-                Gathered::Whole(_) => {
-                    let all = input.batches.collect::<Result<Vec<_>>>()?;
-                    Box::new(concat(all).into_iter())
-                }
-                Gathered::Parted(_) => input.batches,
-            };
-            for batch in batches {
-                let prepared = prepare_rows(table, f, &batch?, inner.evaluator.as_ref(), ts);
-                match prepared {
-                    Err(e) => checks.reject(e)?,
-                    Ok(p) => {
-                        checks.dropped += p.dropped;
-                        for (name, action, n) in p.violations {
-                            checks.failed.entry(name).or_insert((action, 0)).1 += n;
-                        }
-                        if checks.rejection.is_none() {
-                            gathered.push(p.events)?;
-                            truncates.extend(p.truncates);
-                        }
-                    }
-                }
-            }
-        }
-        if let Some(e) = checks.rejection {
-            return Err(e);
-        }
+        let flow = inputs
+            .iter()
+            .map(|p| p.flow.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        let task = format!("reading {rows} source rows for {}", table.name);
+        let bar = Reporter::begin(inner.progress.as_ref(), &task, rows, PROGRESS_ROWS);
+        let at = Gathering {
+            table,
+            evaluator: inner.evaluator.as_ref(),
+            ts,
+            bar: &bar,
+        };
+        let (checks, truncates) = at.gather(inputs, &mut gathered)?;
+        drop(bar);
         for (name, (action, n)) in checks.failed {
             params.insert(
                 format!("expectation.{name}"),
@@ -251,16 +226,9 @@ impl Inner {
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         }
         let n_events = gathered.len();
-        // Only work big enough to be noticed gets a bar.
-        let progress = inner.progress.clone().filter(|_| n_events >= 100_000);
-        if let Some(p) = &progress {
-            p.begin(&format!("applying events to {}", table.name), n_events);
-        }
-        let mut tick = |done: u64| {
-            if let Some(p) = &progress {
-                p.advance(done)
-            }
-        };
+        let task = format!("applying events to {}", table.name);
+        let bar = Reporter::begin(inner.progress.as_ref(), &task, n_events, PROGRESS_ROWS);
+        let mut tick = |done: u64| bar.advance(done);
         params.insert("flow".to_string(), flow.clone());
         let record = match &how {
             Apply::Redefine(record) => Some(&**record),
@@ -285,6 +253,7 @@ impl Inner {
                     .state
                     .apply(events, truncates, version, ts, true, &mut tick)
                     .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+                tick(n_events);
                 let mut commit = commit;
                 commit.metrics = fx.metrics.clone();
                 commit.metrics.num_dropped_rows = checks.dropped;
@@ -324,12 +293,78 @@ impl Inner {
                 })
             }
         };
-        if let Some(p) = &progress {
-            p.end();
-        }
+        drop(bar);
         let commit = written.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         inner.retention_after(&name, commit.version, commit.timestamp_us)?;
         Ok(commit)
+    }
+}
+
+/// From how many source rows or events a commit reports its progress.
+const PROGRESS_ROWS: u64 = 100_000;
+
+/// The reading of a commit's source rows: into which table, and how.
+struct Gathering<'a> {
+    table: &'a Table,
+    evaluator: Option<&'a std::sync::Arc<dyn crate::ConditionEvaluator>>,
+    /// The commit's timestamp.
+    ts: i64,
+    bar: &'a Reporter,
+}
+
+impl Gathering<'_> {
+    /// Reads the batches of `inputs`, checks them and turns them into events in `gathered`;
+    /// returns what the checks found and the truncates. The first problem that rejects the
+    /// commit is an error once every batch was read (its rows counted over all of them).
+    fn gather(
+        &self,
+        inputs: Vec<FlowRows>,
+        gathered: &mut Gathered,
+    ) -> Result<(Checks, Vec<Bytes>)> {
+        let mut truncates = Vec::new();
+        let mut checks = Checks::default();
+        let mut read = 0u64;
+        for input in inputs {
+            let f = self
+                .table
+                .flows
+                .iter()
+                .find(|f| f.spec.name == input.flow)
+                .ok_or_else(|| Error::NotFound {
+                    kind: "flow",
+                    name: input.flow.clone(),
+                })?;
+            let batches: Box<dyn Iterator<Item = Result<RecordBatch>>> = match gathered {
+                // Checked as one batch, so that an error counts every row that has it.
+                Gathered::Whole(_) => {
+                    let all = input.batches.collect::<Result<Vec<_>>>()?;
+                    Box::new(concat(all).into_iter())
+                }
+                Gathered::Parted(_) => input.batches,
+            };
+            for batch in batches {
+                let batch = batch?;
+                read += batch.num_rows() as u64;
+                self.bar.advance(read);
+                match prepare_rows(self.table, f, &batch, self.evaluator, self.ts) {
+                    Err(e) => checks.reject(e)?,
+                    Ok(p) => {
+                        checks.dropped += p.dropped;
+                        for (name, action, n) in p.violations {
+                            checks.failed.entry(name).or_insert((action, 0)).1 += n;
+                        }
+                        if checks.rejection.is_none() {
+                            gathered.push(p.events)?;
+                            truncates.extend(p.truncates);
+                        }
+                    }
+                }
+            }
+        }
+        match checks.rejection.take() {
+            Some(e) => Err(e),
+            None => Ok((checks, truncates)),
+        }
     }
 }
 
@@ -426,6 +461,7 @@ fn apply_parts(
                 tick(done + d)
             })?;
         done += n;
+        tick(done);
         metrics.add(&fx.metrics);
         let mut b = WriteBatch::default();
         let at_version = (table.id, at.version);

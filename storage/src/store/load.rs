@@ -24,7 +24,7 @@ impl Inner {
     /// whole log and writes a checkpoint, if it has none), unless that was done. On an error the state is left empty and pending,
     /// so the store stays usable and the next use tries again.
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
-        let kv = self.kv.as_ref();
+        let (kv, progress) = (self.kv.as_ref(), self.progress.as_ref());
         let t = table_mut(&mut self.tables, name)?;
         if t.load == Load::Replayed {
             return Ok(());
@@ -34,7 +34,7 @@ impl Inner {
                 t.unsaved = replayed;
                 Ok(())
             }
-            Ok(None) => pages::rebuild(kv, t).map(|()| t.unsaved = 0),
+            Ok(None) => pages::rebuild(kv, t, progress).map(|()| t.unsaved = 0),
             Err(e) => Err(e),
         };
         match read {

@@ -18,6 +18,7 @@ use crate::format::derived::{
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::kv::{KvStore, WriteBatch};
+use crate::progress::Reporter;
 
 /// The frozen pages of table `id`, read from the key-value layer.
 pub(super) struct TablePages {
@@ -91,6 +92,12 @@ pub(super) fn put_checkpoint(
     }
     put_summary(b, id, &state.summary(version))
 }
+
+/// From how many event blocks (about 500 events each) a rebuild reports its progress.
+const REBUILD_PROGRESS_BLOCKS: u64 = 200;
+
+/// Where long work reports its progress ([`crate::Progress`]).
+pub(super) type Progressing = std::sync::Arc<dyn crate::Progress>;
 
 /// Pages deleted per batch by [`free_pages`].
 const FREE_BATCH: usize = 512;
@@ -220,7 +227,7 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
             after: Some(s.version),
             up_to: None,
         };
-        replay_log(kv, t.id, &mut state, &t.commits, range, &mut |_| Ok(()))
+        replay_log(kv, t.id, &mut state, &t.commits, range, &mut |_, _| Ok(()))
             .map_err(|e| in_table(&t.name, e))?;
         // At least one per commit: DML commits read no events, and a replay of them alone must
         // still count as unsaved, so that closing writes the checkpoint (else every later open
@@ -339,7 +346,11 @@ pub(super) const PAGE_BATCH: usize = 4096;
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories
 /// and the summary last, so that a crash at any point leaves no summary (and a later open
 /// rebuilds again), never a mixture that claims to be current.
-pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
+pub(super) fn rebuild(
+    kv: &dyn KvStore,
+    t: &mut Table,
+    progress: Option<&Progressing>,
+) -> Result<()> {
     let mut b = WriteBatch::default();
     // The summary first: from then on the table is rebuilt on its next use, whatever is left.
     // The rest in batches of a few thousand keys (one batch of a whole table's cost sled GBs).
@@ -358,13 +369,22 @@ pub(super) fn rebuild(kv: &dyn KvStore, t: &mut Table) -> Result<()> {
         }
     }
     let mut state = t.new_state();
+    // In event blocks: counted from their keys alone.
+    let total = kv
+        .scan_prefix_keys(&key(keys::EVENTS, t.id, None, None))
+        .try_fold(0u64, |n, k| k.map(|_| n + 1))?;
+    let task = format!("rebuilding the records of {} from its log", t.name);
+    let bar = Reporter::begin(progress, &task, total, REBUILD_PROGRESS_BLOCKS);
+    let mut done = 0;
     replay_log(
         kv,
         t.id,
         &mut state,
         &t.commits,
         ReplayRange::default(),
-        &mut |state| {
+        &mut |state, n| {
+            done += n;
+            bar.advance(done);
             let pages = state.take_pages();
             if pages.is_empty() {
                 return Ok(());

@@ -82,18 +82,28 @@ pub(crate) struct ReplayRange {
     pub up_to: Option<u64>,
 }
 
+/// One part of a commit's events, as the log is replayed.
+struct Part {
+    version: u64,
+    events: Vec<Incoming>,
+    truncates: Vec<Bytes>,
+    /// The event blocks it was read from.
+    blocks: u64,
+}
+
 /// Replays a table's log into `state`: every data commit's events in `range`, in commit order,
 /// through the same engine path as when they were first applied. The engine is
 /// deterministic, so this rebuilds the timelines and every row version with the commits that
 /// wrote and retired it. Property commits take effect where they are in the log. `after_part`
-/// runs after each part applied (a rebuild writes the pages frozen so far).
+/// runs after each part applied, with its number of event blocks (a rebuild writes the pages
+/// frozen so far, and reports its progress).
 pub(crate) fn replay_log(
     kv: &dyn KvStore,
     id: u32,
     state: &mut TableState,
     commits: &[CommitInfo],
     range: ReplayRange,
-    after_part: &mut dyn FnMut(&mut TableState) -> Result<()>,
+    after_part: &mut dyn FnMut(&mut TableState, u64) -> Result<()>,
 ) -> Result<()> {
     let ReplayRange { after, up_to } = range;
     let width = state.schema.columns.len();
@@ -104,9 +114,13 @@ pub(crate) fn replay_log(
         .peekable();
     // The last version replayed: a commit replayed in parts is reset (full refresh) only once.
     let mut last = None;
-    let mut replay = |state: &mut TableState,
-                      (version, events, truncates): (u64, Vec<Incoming>, Vec<Bytes>)|
-     -> Result<()> {
+    let mut replay = |state: &mut TableState, part: Part| -> Result<()> {
+        let Part {
+            version,
+            events,
+            truncates,
+            blocks,
+        } = part;
         while let Some(c) = settings.next_if(|c| {
             c.version < version || (c.version == version && c.parameters.contains_key(VACUUM_BASE))
         }) {
@@ -130,7 +144,7 @@ pub(crate) fn replay_log(
             false,
             &mut |_| {},
         )?;
-        after_part(state)
+        after_part(state, blocks)
     };
     // After a VACUUM the log starts with a base commit: every block up to it is its events.
     let base = commits
@@ -145,7 +159,7 @@ pub(crate) fn replay_log(
             parted.insert(c.version, starts);
         }
     }
-    let mut pending: Option<(u64, Vec<Incoming>, Vec<Bytes>)> = None;
+    let mut pending: Option<Part> = None;
     for kv in kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
         let (k, v) = kv?;
         let version = parse_version(&k)?.max(base);
@@ -161,11 +175,11 @@ pub(crate) fn replay_log(
         // them all in memory at once. Parts of one commit give the same table: rows written by
         // one part and replaced by a later one are written and retired by the same version, so
         // no version ever shows them.
-        let ends_part = |p: &(u64, Vec<Incoming>, Vec<Bytes>)| -> Result<bool> {
-            Ok(p.0 != version
+        let ends_part = |p: &Part| -> Result<bool> {
+            Ok(p.version != version
                 || match parted.get(&version) {
                     Some(starts) => starts.contains(&parse_chunk(&k)?),
-                    None => p.1.len() >= REPLAY_PART,
+                    None => p.events.len() >= REPLAY_PART,
                 })
         };
         if let Some(p) = &pending {
@@ -174,9 +188,17 @@ pub(crate) fn replay_log(
             }
         }
         let blk = crate::format::event_block::decode_block(&v)?;
-        let p = pending.get_or_insert_with(|| (version, Vec::new(), Vec::new()));
-        p.1.extend(blk.events_from(state.log_narrowest, width)?);
-        p.2.extend(blk.truncates.into_iter().map(Bytes::from));
+        let p = pending.get_or_insert_with(|| Part {
+            version,
+            events: Vec::new(),
+            truncates: Vec::new(),
+            blocks: 0,
+        });
+        p.events
+            .extend(blk.events_from(state.log_narrowest, width)?);
+        p.truncates
+            .extend(blk.truncates.into_iter().map(Bytes::from));
+        p.blocks += 1;
     }
     if let Some(p) = pending.take() {
         replay(state, p)?;

@@ -203,7 +203,7 @@ impl Store {
                     after: None,
                     up_to: Some(h),
                 },
-                &mut |_| Ok(()),
+                &mut |_, _| Ok(()),
             )?;
             let (events, truncates) = at_h.event_set()?;
             for kv in inner.kv.scan_prefix(&key(keys::EVENTS, id, None, None)) {
@@ -283,7 +283,7 @@ impl Store {
         let t = inner.tables.get_mut(table).expect("found");
         let rebuilt = load_commits(inner.kv.as_ref(), id, &t.name).and_then(|commits| {
             t.commits = commits;
-            pages::rebuild(inner.kv.as_ref(), t)
+            pages::rebuild(inner.kv.as_ref(), t, inner.progress.as_ref())
         });
         rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         t.load = Load::Replayed;

@@ -224,7 +224,7 @@ fn derived_check(kv: &dyn KvStore, t: &Table) -> Result<Option<String>> {
         &mut replayed,
         &t.commits,
         ReplayRange::default(),
-        &mut |_| Ok(()),
+        &mut |_, _| Ok(()),
     ) {
         return Ok(Some(format!("the log cannot be replayed: {e}")));
     }
