@@ -485,7 +485,7 @@ fn a_large_refresh_and_the_rebuild_after_a_vacuum_report_their_progress() {
     // Each piece of work ends, and reaches its total before it does.
     for total in ["150000", "150000", blocks] {
         let at = format!("at {total}");
-        assert!(calls.iter().any(|c| *c == at), "{at}: {calls:?}");
+        assert!(calls.contains(&at), "{at}: {calls:?}");
     }
     assert_eq!(calls.iter().filter(|c| *c == "end").count(), 3, "{calls:?}");
     assert_eq!(calls.last().map(String::as_str), Some("end"));
