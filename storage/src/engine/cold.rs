@@ -74,7 +74,13 @@ pub(crate) struct Frozen {
     events: usize,
 }
 
-/// What one freeze moves out of a key's memory into a page.
+/// At most this many sequences (and as many timeline versions) go to one page.
+const PAGE_SEQUENCES: usize = 128;
+/// At most this many row versions go to one page.
+const PAGE_ROWS: usize = 256;
+
+/// What one freeze moves out of a key's memory into a page (or several, of at most
+/// [`PAGE_SEQUENCES`] and [`PAGE_ROWS`]: [`KeyState::push_page`]).
 struct Cut {
     events: super::fold::EventMap,
     versions: super::fold::Timeline,
@@ -437,37 +443,67 @@ impl KeyState {
         types: &[ColumnType],
         cut: Cut,
     ) -> Result<()> {
-        let page = crate::format::cold_page::encode_cold(
-            types,
-            cut.events
-                .iter()
-                .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
-            cut.versions
-                .iter()
-                .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
-            cut.rows.iter().map(|&r| (r, &rows[r])),
-        )?;
-        let head = crate::format::cold_page::cold_page_head(&page.0);
-        let no = self.next_page;
-        let page = pages.put(key, no, page, head)?;
-        for &r in &cut.rows {
-            rows.freeze(r);
+        let Cut {
+            events,
+            versions,
+            rows: cut_rows,
+            hot_from,
+            sys,
+        } = cut;
+        let n_events = events.len();
+        // Pieces of at most PAGE_SEQUENCES sequences and versions and PAGE_ROWS rows each: a
+        // key that gathers thousands of events in one commit freezes them all at once, and one
+        // page of them was a value of hundreds of KB, which sled keeps in blob files read whole
+        // (a count over a table loaded by one refresh of 10M events took 2.1 GB).
+        let pieces = [
+            n_events.div_ceil(PAGE_SEQUENCES),
+            versions.len().div_ceil(PAGE_SEQUENCES),
+            cut_rows.len().div_ceil(PAGE_ROWS),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(1)
+        .max(1);
+        let (mut events, mut versions) = (events.into_iter(), versions.into_iter());
+        let mut row_pieces = cut_rows.chunks(cut_rows.len().div_ceil(pieces).max(1));
+        let per = |n: usize| n.div_ceil(pieces);
+        let (events_per, versions_per) = (per(n_events), per(versions.len()));
+        for _ in 0..pieces {
+            let evs: Vec<_> = events.by_ref().take(events_per).collect();
+            let vers: Vec<_> = versions.by_ref().take(versions_per).collect();
+            let piece_rows = row_pieces.next().unwrap_or(&[]);
+            let page = crate::format::cold_page::encode_cold(
+                types,
+                evs.iter().flat_map(|(seq, cands)| {
+                    cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))
+                }),
+                vers.iter()
+                    .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
+                piece_rows.iter().map(|&r| (r, &rows[r])),
+            )?;
+            let head = crate::format::cold_page::cold_page_head(&page.0);
+            let no = self.next_page;
+            let page = pages.put(key, no, page, head)?;
+            for &r in piece_rows {
+                rows.freeze(r);
+            }
+            self.next_page = no + 1;
+            let frozen = self.frozen.get_or_insert_with(|| {
+                Box::new(Frozen {
+                    pages: Vec::new(),
+                    hot_from: hot_from.clone(),
+                    sys: None,
+                    events: 0,
+                })
+            });
+            frozen.pages.push(page);
         }
         // The lookup index keeps copies of the rows that were frozen when it was built.
         self.lookup = std::sync::OnceLock::new();
-        let frozen = self.frozen.get_or_insert_with(|| {
-            Box::new(Frozen {
-                pages: Vec::new(),
-                hot_from: cut.hot_from.clone(),
-                sys: None,
-                events: 0,
-            })
-        });
-        self.next_page = no + 1;
-        frozen.pages.push(page);
-        frozen.hot_from = cut.hot_from;
-        frozen.sys = cut.sys;
-        frozen.events += cut.events.len();
+        let frozen = self.frozen.as_mut().expect("a page was pushed");
+        frozen.hot_from = hot_from;
+        frozen.sys = sys;
+        frozen.events += n_events;
         Ok(())
     }
 
