@@ -412,12 +412,29 @@ impl TableState {
     /// past their hot tail are frozen after ([`cold`]). An error comes from reading a page; the
     /// state may then be half-applied, and the caller must stop using it.
     ///
-    /// A commit may be applied in parts, each a call with the same `version` and `ts`: the table
-    /// is the same as after one call with all the events. With `record`, each part's metrics
-    /// count the rows it wrote and retired, so they add up to the commit's when no key's events
-    /// are in two parts (and no part but the first has truncates): a row one part wrote and a
-    /// later part retired would count in both.
+    /// Last, SCD1 tombstones due at `ts` are collected (a commit applied in parts calls
+    /// [`TableState::apply_part`] for each part, then [`TableState::collect_tombstones_at`]).
     pub fn apply(
+        &mut self,
+        incoming: Vec<Incoming>,
+        truncates: Vec<Bytes>,
+        version: u64,
+        ts: i64,
+        record: bool,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<CommitEffects> {
+        let mut fx = self.apply_part(incoming, truncates, version, ts, record, tick)?;
+        fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
+        Ok(fx)
+    }
+
+    /// [`TableState::apply`] without the tombstone collection: one part of a commit applied in
+    /// parts, each a call with the same `version` and `ts`, the collection after the last. The
+    /// table is the same as after one apply of all the events. With `record`, each part's
+    /// metrics count the rows it wrote and retired, so they add up to the commit's when no key's
+    /// events are in two parts (and no part but the first has truncates): a row one part wrote
+    /// and a later part retired would count in both.
+    pub fn apply_part(
         &mut self,
         mut incoming: Vec<Incoming>,
         truncates: Vec<Bytes>,
@@ -443,9 +460,6 @@ impl TableState {
             keys
         };
         let mut fx = self.apply_thawed(incoming, truncates, version, ts, record, tick);
-        if self.mode() == StoredAs::Scd1 {
-            self.collect_tombstones(ts, &mut fx)?;
-        }
         if record {
             // Counted as the change feed lists them, before any row of the commit is frozen.
             let (upserted, deleted) = self.change_counts(version, fx.first_row, &retired_before)?;
@@ -659,6 +673,16 @@ impl TableState {
 
     /// SCD1: forgets the events of keys deleted for longer than the GC threshold (their rows
     /// stay, as history). A frozen key is thawed first, since its pages hold rows too.
+    /// SCD1: collects the tombstones due at commit timestamp `now` ([`TableState::apply`] does,
+    /// after its events); returns how many keys it collected. Other modes collect none.
+    pub fn collect_tombstones_at(&mut self, now: i64) -> Result<u64> {
+        let mut fx = CommitEffects::default();
+        if self.mode() == StoredAs::Scd1 {
+            self.collect_tombstones(now, &mut fx)?;
+        }
+        Ok(fx.metrics.num_tombstones_collected)
+    }
+
     fn collect_tombstones(&mut self, now: i64, fx: &mut CommitEffects) -> Result<()> {
         let width = self.types.len();
         while let Some((ts, _)) = self.gc_queue.front() {

@@ -2,12 +2,12 @@
 //! hash of its key, and a bucket's events are kept in a temporary file, in event blocks
 //! (docs/FORMAT.md §3.5), until the bucket is read back whole. No key's events are in two
 //! buckets, so a commit applied bucket by bucket counts its changes exactly
-//! (`TableState::apply`), and what it holds in memory is one bucket and a small buffer per
-//! bucket, whatever the number of events.
+//! (`TableState::apply_part`), and what it holds in memory is one bucket and a small buffer per
+//! bucket, whatever the number of events. All buckets share one temporary file.
 
 use std::fs::File;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
-use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 
 use crate::error::{Error, Result};
 use crate::format::event_block::{decode_block, encode_block, event_blocks};
@@ -24,12 +24,17 @@ pub(crate) struct EventSpill {
     /// Events a bucket buffers before writing them out.
     buffer: usize,
     events: u64,
+    /// One temporary file for every bucket (a file each would need thousands open at once for a
+    /// refresh of a few hundred million rows), made when a first buffer fills.
+    file: Option<BufWriter<File>>,
+    /// Bytes written to it.
+    written: u64,
 }
 
 struct Bucket {
     buffered: Vec<Incoming>,
-    /// Written lazily: a bucket that never fills its buffer needs no file.
-    file: Option<BufWriter<File>>,
+    /// Where its blocks are in the file: offset and length.
+    blocks: Vec<(u64, usize)>,
 }
 
 fn io(e: std::io::Error) -> Error {
@@ -46,11 +51,13 @@ impl EventSpill {
             buckets: (0..n)
                 .map(|_| Bucket {
                     buffered: Vec::new(),
-                    file: None,
+                    blocks: Vec::new(),
                 })
                 .collect(),
             buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
             events: 0,
+            file: None,
+            written: 0,
         }
     }
 
@@ -70,11 +77,26 @@ impl EventSpill {
         for e in events {
             self.events += 1;
             let b = parting.bucket_of(&e.key);
-            let bucket = &mut self.buckets[b];
-            bucket.buffered.push(e);
-            if bucket.buffered.len() >= self.buffer {
-                bucket.write_out(&self.types)?;
+            self.buckets[b].buffered.push(e);
+            if self.buckets[b].buffered.len() >= self.buffer {
+                self.write_out(b)?;
             }
+        }
+        Ok(())
+    }
+
+    /// Writes bucket `b`'s buffered events to the file, as event blocks.
+    fn write_out(&mut self, b: usize) -> Result<()> {
+        if self.file.is_none() {
+            self.file = Some(BufWriter::new(tempfile::tempfile().map_err(io)?));
+        }
+        let f = self.file.as_mut().expect("just made");
+        let bucket = &mut self.buckets[b];
+        for blk in event_blocks(&std::mem::take(&mut bucket.buffered), &[], &self.types) {
+            let bytes = encode_block(&blk)?;
+            f.write_all(&bytes).map_err(io)?;
+            bucket.blocks.push((self.written, bytes.len()));
+            self.written += bytes.len() as u64;
         }
         Ok(())
     }
@@ -83,7 +105,32 @@ impl EventSpill {
     /// ([`Parting::bucket_of`]); in no particular order within one.
     pub(crate) fn buckets(self) -> impl Iterator<Item = Result<Vec<Incoming>>> {
         let width = self.types.len();
-        self.buckets.into_iter().map(move |b| b.read_back(width))
+        let file = self
+            .file
+            .map(|f| f.into_inner().map_err(|e| io(e.into_error())))
+            .transpose();
+        let mut file = match file {
+            Ok(f) => Ok(f.map(BufReader::new)),
+            Err(e) => Err(e),
+        };
+        self.buckets.into_iter().map(move |b| {
+            let mut events = Vec::new();
+            if !b.blocks.is_empty() {
+                let f = match &mut file {
+                    Ok(Some(f)) => f,
+                    Ok(None) => return Err(io(std::io::ErrorKind::NotFound.into())),
+                    Err(e) => return Err(Error::Io(e.to_string())),
+                };
+                for (at, len) in b.blocks {
+                    let mut bytes = vec![0; len];
+                    f.seek(SeekFrom::Start(at)).map_err(io)?;
+                    f.read_exact(&mut bytes).map_err(io)?;
+                    events.extend(decode_block(&bytes)?.events(width)?);
+                }
+            }
+            events.extend(b.buffered);
+            Ok(events)
+        })
     }
 }
 
@@ -95,44 +142,6 @@ impl Parting {
     pub(crate) fn bucket_of(self, key: &[u8]) -> usize {
         let hasher = BuildHasherDefault::<DefaultHasher>::default();
         (hasher.hash_one(key) % self.0) as usize
-    }
-}
-
-impl Bucket {
-    fn write_out(&mut self, types: &[ColumnType]) -> Result<()> {
-        if self.file.is_none() {
-            self.file = Some(BufWriter::new(tempfile::tempfile().map_err(io)?));
-        }
-        let f = self.file.as_mut().expect("just made");
-        for blk in event_blocks(&std::mem::take(&mut self.buffered), &[], types) {
-            let bytes = encode_block(&blk)?;
-            f.write_all(&(bytes.len() as u64).to_le_bytes())
-                .and_then(|()| f.write_all(&bytes))
-                .map_err(io)?;
-        }
-        Ok(())
-    }
-
-    fn read_back(self, width: usize) -> Result<Vec<Incoming>> {
-        let mut events = Vec::new();
-        if let Some(f) = self.file {
-            let mut f = f.into_inner().map_err(|e| io(e.into_error()))?;
-            f.rewind().map_err(io)?;
-            let mut r = BufReader::new(f);
-            let mut len = [0u8; 8];
-            loop {
-                match r.read_exact(&mut len) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                    Err(e) => return Err(io(e)),
-                }
-                let mut bytes = vec![0; u64::from_le_bytes(len) as usize];
-                r.read_exact(&mut bytes).map_err(io)?;
-                events.extend(decode_block(&bytes)?.events(width)?);
-            }
-        }
-        events.extend(self.buffered);
-        Ok(events)
     }
 }
 

@@ -59,14 +59,18 @@ pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
 /// Which commits a replay applies.
 /// Deletes the event blocks of commit `last + 1` and after, which no commit record claims: a
 /// commit applied in parts (`store/flow_commit.rs`) that a crash stopped before its last batch.
-/// The pages it wrote ahead are left: no head lists them, so nothing reads them, and a later
-/// freeze of the same numbers overwrites them.
+/// The pages it wrote ahead are left: no head lists them, so nothing reads them; a later freeze
+/// of the same numbers overwrites them, and a rebuild or a drop of the table deletes them.
 pub(crate) fn remove_unfinished(kv: &dyn KvStore, id: u32, last: u64) -> Result<()> {
     let prefix = key(keys::EVENTS, id, None, None);
     let from = key(keys::EVENTS, id, Some(last + 1), None);
     let mut b = WriteBatch::default();
     for pair in kv.scan_prefix_from(&prefix, &from) {
         b.delete(pair?.0);
+        // A few thousand per batch: one sled batch of many deletes costs it a lot of memory.
+        if b.len() >= 4096 {
+            kv.write(std::mem::take(&mut b))?;
+        }
     }
     if !b.is_empty() {
         kv.write(b)?;
@@ -114,6 +118,8 @@ pub(crate) fn replay_log(
         .peekable();
     // The last version replayed: a commit replayed in parts is reset (full refresh) only once.
     let mut last = None;
+    // The timestamp of the last version replayed, whose tombstones are still to collect.
+    let mut gc_due: Option<i64> = None;
     let mut replay = |state: &mut TableState, part: Part| -> Result<()> {
         let Part {
             version,
@@ -132,11 +138,16 @@ pub(crate) fn replay_log(
             .binary_search_by_key(&version, |c| c.version)
             .map(|i| &commits[i])
             .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
+        // A commit's tombstones are collected after all its parts, as when it was applied.
+        if let Some(ts) = gc_due.take_if(|_| last != Some(version)) {
+            state.collect_tombstones_at(ts)?;
+        }
         if c.parameters.contains_key(FULL_REFRESH) && last != Some(version) {
             state.reset(version, c.timestamp_us)?;
         }
         last = Some(version);
-        state.apply(
+        gc_due = Some(c.timestamp_us);
+        state.apply_part(
             events,
             truncates,
             version,
@@ -202,6 +213,9 @@ pub(crate) fn replay_log(
     }
     if let Some(p) = pending.take() {
         replay(state, p)?;
+    }
+    if let Some(ts) = gc_due {
+        state.collect_tombstones_at(ts)?;
     }
     // Settings after the last data commit.
     for c in settings.filter(|c| up_to.is_none_or(|h| c.version <= h)) {
