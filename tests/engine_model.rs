@@ -500,29 +500,47 @@ proptest! {
         let gc = flow_builder(&r.opts).tombstone_gc_threshold_secs(0);
         whole.create_flow(gc.clone().build().unwrap()).unwrap();
         parted.create_flow(gc.build().unwrap()).unwrap();
-        let a = apply_commits(&r, &whole);
-        let b = apply_commits(&r, &parted);
-        prop_assert_eq!(a.len(), b.len());
-        let last = a.last().map_or(0, |c| c.0);
-        for v in 0..=last {
-            let (x, y) = (whole.history("t").unwrap(), parted.history("t").unwrap());
-            prop_assert_eq!(&x[v as usize].metrics, &y[v as usize].metrics, "metrics of version {}", v);
-            prop_assert_eq!(
-                common::engine_rows_at(&parted, "t", Some(v)),
-                common::engine_rows_at(&whole, "t", Some(v)),
-                "version {}", v
-            );
-        }
-        prop_assert_eq!(
-            common::engine_changes(&parted, "t", 1, last).unwrap(),
-            common::engine_changes(&whole, "t", 1, last).unwrap()
-        );
-        let report = parted.verify().unwrap();
-        prop_assert!(report.ok(), "{:?}", report);
-        drop(parted);
-        let parted = open(d2.path(), &parted_opts);
-        prop_assert_eq!(common::engine_rows(&parted, "t"), common::engine_rows(&whole, "t"));
+        apply_commits(&r, &whole);
+        apply_commits(&r, &parted);
+        reads_like_whole(&whole, parted, (d2.path(), &parted_opts))?;
     }
+}
+
+/// Checks that the store `parted` (at `dir`, opened with `opts`) reads like `whole`: each
+/// commit's metrics, the table at every version, the change feed, a replay of its log
+/// (`verify`) and a reopen.
+fn reads_like_whole(
+    whole: &Store,
+    parted: Store,
+    (dir, opts): (&std::path::Path, &Options),
+) -> Result<(), TestCaseError> {
+    let (x, y) = (whole.history("t").unwrap(), parted.history("t").unwrap());
+    prop_assert_eq!(x.len(), y.len());
+    for (a, b) in x.iter().zip(&y) {
+        prop_assert_eq!(&a.metrics, &b.metrics, "metrics of version {}", a.version);
+    }
+    let last = x.last().map_or(0, |c| c.version);
+    for v in 0..=last {
+        prop_assert_eq!(
+            common::engine_rows_at(&parted, "t", Some(v)),
+            common::engine_rows_at(whole, "t", Some(v)),
+            "version {}",
+            v
+        );
+    }
+    prop_assert_eq!(
+        common::engine_changes(&parted, "t", 1, last).unwrap(),
+        common::engine_changes(whole, "t", 1, last).unwrap()
+    );
+    let report = parted.verify().unwrap();
+    prop_assert!(report.ok(), "{:?}", report);
+    drop(parted);
+    let parted = open(dir, opts);
+    prop_assert_eq!(
+        common::engine_rows(&parted, "t"),
+        common::engine_rows(whole, "t")
+    );
+    Ok(())
 }
 
 proptest! {
@@ -553,25 +571,10 @@ proptest! {
                 }
             }
         }
-        let full: Vec<_> = stores.iter().map(|s| s.refresh("f", true).unwrap().unwrap()).collect();
-        prop_assert_eq!(&full[0].metrics, &full[1].metrics);
-        let [whole, parted] = stores;
-        let last = full[0].version;
-        for v in 0..=last {
-            prop_assert_eq!(
-                common::engine_rows_at(&parted, "t", Some(v)),
-                common::engine_rows_at(&whole, "t", Some(v)),
-                "version {}", v
-            );
+        for s in &stores {
+            s.refresh("f", true).unwrap().unwrap();
         }
-        prop_assert_eq!(
-            common::engine_changes(&parted, "t", 1, last).unwrap(),
-            common::engine_changes(&whole, "t", 1, last).unwrap()
-        );
-        let report = parted.verify().unwrap();
-        prop_assert!(report.ok(), "{:?}", report);
-        drop(parted);
-        let parted = open(d2.path(), &parted_opts);
-        prop_assert_eq!(common::engine_rows(&parted, "t"), common::engine_rows(&whole, "t"));
+        let [whole, parted] = stores;
+        reads_like_whole(&whole, parted, (d2.path(), &parted_opts))?;
     }
 }
