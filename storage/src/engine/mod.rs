@@ -362,7 +362,8 @@ impl TableState {
     /// page's; the state must then not be used.
     pub fn reset(&mut self, version: u64, ts: i64) -> Result<()> {
         self.reset_table();
-        self.reset_keys(version, ts, |_| true)
+        let keys: Vec<Bytes> = self.keys.keys().cloned().collect();
+        self.reset_keys(version, ts, &keys)
     }
 
     /// The part of [`TableState::reset`] that is not any key's: the truncates and the tombstone
@@ -373,17 +374,15 @@ impl TableState {
         self.gc_queue.clear();
     }
 
-    /// The keys `which` selects, reset: thawed, their current rows retired by `version`, their
-    /// events forgotten, deleted since `ts`. The next [`TableState::apply`] counts the rows
-    /// retired here with its own, and freezes those of the keys it brings no event to.
-    pub fn reset_keys(
-        &mut self,
-        version: u64,
-        ts: i64,
-        which: impl Fn(&[u8]) -> bool,
-    ) -> Result<()> {
+    /// `keys` reset: thawed, their current rows retired by `version`, their events forgotten,
+    /// deleted since `ts`. The next [`TableState::apply_part`] counts the rows retired here
+    /// with its own, and freezes those of the keys it brings no event to.
+    pub fn reset_keys(&mut self, version: u64, ts: i64, keys: &[Bytes]) -> Result<()> {
         let width = self.types.len();
-        for (key, ks) in self.keys.iter_mut().filter(|(k, _)| which(k)) {
+        for key in keys {
+            let Some(ks) = self.keys.get_mut(key) else {
+                continue;
+            };
             self.dirty.add(key);
             ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
             for &r in &ks.rows {

@@ -139,6 +139,11 @@ impl EventSpill {
 pub(crate) struct Parting(u64);
 
 impl Parting {
+    /// How many buckets there are.
+    pub(crate) fn parts(self) -> usize {
+        self.0 as usize
+    }
+
     pub(crate) fn bucket_of(self, key: &[u8]) -> usize {
         let hasher = BuildHasherDefault::<DefaultHasher>::default();
         (hasher.hash_one(key) % self.0) as usize

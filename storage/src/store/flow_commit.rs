@@ -445,14 +445,21 @@ fn apply_parts(
         ..Default::default()
     };
     let (mut chunk, mut done) = (0u32, 0u64);
+    // The table's keys by part, for a reset (read once, not looked for among all the keys at
+    // every part).
     let parting = spill.parting();
+    let mut reset: Vec<Vec<Bytes>> = Vec::new();
+    if at.before == Before::ResetKeys {
+        reset.resize_with(parting.parts(), Vec::new);
+        for k in table.state.keys.keys() {
+            reset[parting.bucket_of(k)].push(k.clone());
+        }
+    }
     for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
-        if at.before == Before::ResetKeys {
-            let (version, ts) = (at.version, at.ts);
-            table
-                .state
-                .reset_keys(version, ts, |k| parting.bucket_of(k) == i)?;
+        if let Some(keys) = reset.get_mut(i) {
+            let keys = std::mem::take(keys);
+            table.state.reset_keys(at.version, at.ts, &keys)?;
         }
         let n = events.len() as u64;
         let fx = table
