@@ -215,17 +215,23 @@ impl KvStore for FailingKv {
     }
 }
 
+/// A store at `dir` whose writes fail when told: the write `n` writes after `fail` is set to
+/// `n` fails once.
+fn failing_store(dir: &std::path::Path, options: asof::StoreOptions) -> (Store, Arc<AtomicUsize>) {
+    let fail = Arc::new(AtomicUsize::new(0));
+    let kv = FailingKv {
+        inner: SledKv::open(dir, 1 << 20).unwrap(),
+        fail_in: fail.clone(),
+    };
+    (Store::with_kv_options(Box::new(kv), options).unwrap(), fail)
+}
+
 #[test]
 fn after_an_io_failure_on_commit_the_store_refuses_writes_until_reopened() {
     let dir = tempfile::tempdir().unwrap();
     let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    let fail = Arc::new(AtomicUsize::new(0));
     {
-        let kv = FailingKv {
-            inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
-            fail_in: fail.clone(),
-        };
-        let store = Store::with_kv(Box::new(kv)).unwrap();
+        let (store, fail) = failing_store(dir.path(), asof::StoreOptions::default());
         store
             .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
             .unwrap();
@@ -275,18 +281,13 @@ fn event_block_versions(dir: &std::path::Path) -> Vec<u64> {
 fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
-    let fail = Arc::new(AtomicUsize::new(0));
     {
-        let kv = FailingKv {
-            inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
-            fail_in: fail.clone(),
-        };
         // Every commit of more than one row is applied in parts, written ahead of its record.
         let options = asof::StoreOptions {
             commit_part_rows: 1,
             ..Default::default()
         };
-        let store = Store::with_kv_options(Box::new(kv), options).unwrap();
+        let (store, fail) = failing_store(dir.path(), options);
         store
             .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
             .unwrap();
@@ -361,12 +362,7 @@ fn pages_a_checkpoint_freed_are_deleted_by_the_next_open_when_their_deletion_fai
         .build()
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let fail = Arc::new(AtomicUsize::new(0));
     let rows = {
-        let kv = FailingKv {
-            inner: SledKv::open(dir.path(), 1 << 20).unwrap(),
-            fail_in: fail.clone(),
-        };
         // A tail of one event and a checkpoint with every commit: the key's history freezes
         // into pages, and a late event thaws it, so the checkpoint frees its pages.
         let options = asof::StoreOptions {
@@ -377,7 +373,7 @@ fn pages_a_checkpoint_freed_are_deleted_by_the_next_open_when_their_deletion_fai
             },
             ..Default::default()
         };
-        let store = Store::with_kv_options(Box::new(kv), options).unwrap();
+        let (store, fail) = failing_store(dir.path(), options);
         store.create_flow(flow).unwrap();
         store
             .apply("f", &batch(&(10..30).collect::<Vec<_>>()))

@@ -152,10 +152,7 @@ impl Store {
         };
         let every = inner.checkpoints.every_events;
         let applied = Applied {
-            log: Log::InBatch {
-                events: &fx.events,
-                truncates: &fx.truncates,
-            },
+            log: Log::of(&fx),
             commit,
             events: n_events,
             started,

@@ -21,7 +21,7 @@ use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::{Inner, Table};
 use crate::engine::fold::Bytes;
-use crate::engine::CommitMetrics;
+use crate::engine::{CommitEffects, CommitMetrics};
 use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
@@ -258,10 +258,7 @@ impl Inner {
                 commit.metrics = fx.metrics.clone();
                 commit.metrics.num_dropped_rows = checks.dropped;
                 let applied = Applied {
-                    log: Log::InBatch {
-                        events: &fx.events,
-                        truncates: &fx.truncates,
-                    },
+                    log: Log::of(&fx),
                     commit,
                     events: n_events,
                     started,
@@ -497,6 +494,16 @@ pub(super) enum Log<'a> {
     /// Written ahead, in batches of their own (a commit applied in parts): the commit writes a
     /// checkpoint, so that an open never replays it from its log in other parts.
     WrittenAhead,
+}
+
+impl<'a> Log<'a> {
+    /// The events a commit applied whole logs, in its batch.
+    pub(super) fn of(fx: &'a CommitEffects) -> Log<'a> {
+        Log::InBatch {
+            events: &fx.events,
+            truncates: &fx.truncates,
+        }
+    }
 }
 
 /// A commit applied to a table's state, to be written.
