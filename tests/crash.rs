@@ -12,8 +12,9 @@
 //!
 //! Besides appends and refreshes, the child runs full refreshes, VACUUMs, `read_files` loads and
 //! DROPs, so kills land in each; in the BITEMPORAL runs it applies commits in parts (written in
-//! several batches before the commit record), so kills land between them too. The run fails unless it checked at least one acknowledged commit
-//! per kill on average.
+//! several batches before the commit record), so kills land between them too. Each kill waits
+//! for a random number of acknowledgements (zero to two) and then a random delay, so the run
+//! checks acknowledged commits however slow the machine is.
 //!
 //! `ASOF_CRASH_KILLS` sets the number of kills (default 12 in CI; try 500 for a long run):
 //! `ASOF_CRASH_KILLS=500 cargo test --release --test crash -- --nocapture`.
@@ -263,13 +264,23 @@ fn crash_child() {
 /// starts a fresh store now and then instead of growing one without end.
 const KILLS_PER_STORE: usize = 25;
 
-fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
+/// What a run of kills did: the kills, the acknowledged commits the child reported before them,
+/// and how many acknowledgements the kills waited for (a floor for the second).
+#[derive(Default)]
+struct Run {
+    kills: usize,
+    checked: u64,
+    wanted: u64,
+}
+
+fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> Run {
     let mut dir = tempfile::tempdir().unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     let mut acked_rows = 0u64;
     let mut acked_version = 0u64;
     let mut acked_files = 0usize;
     let mut checked = 0u64;
+    let mut wanted = 0u64;
     for kill in 0..kills {
         if kill > 0 && kill % KILLS_PER_STORE == 0 {
             dir = tempfile::tempdir().unwrap();
@@ -299,31 +310,29 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             let _ = std::io::Read::read_to_string(&mut BufReader::new(stderr), &mut text);
             text
         });
-        // Let it make progress, then kill it at a random moment (sometimes during open).
+        // Let it make progress, then kill it at a random moment: after a random number of
+        // acknowledgements (none: sometimes during open) and a random delay. Counting
+        // acknowledgements instead of only waiting makes the run check commits however slow
+        // the machine is.
+        let acks_wanted: u64 = rng.gen_range(0..=2);
         let wait = Duration::from_millis(rng.gen_range(5..250));
+        wanted += acks_wanted;
         let stdout = child.stdout.take().unwrap();
+        let (lines, heard) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            let mut lines = Vec::new();
             for l in BufReader::new(stdout).lines() {
                 match l {
-                    Ok(l) => lines.push(l),
+                    Ok(l) => {
+                        if lines.send(l).is_err() {
+                            break;
+                        }
+                    }
                     Err(_) => break,
                 }
             }
-            lines
         });
-        let start = Instant::now();
-        while start.elapsed() < wait {
-            if let Ok(Some(status)) = child.try_wait() {
-                let said = errors.join().unwrap_or_default();
-                panic!("the child stopped by itself ({status}) after kill {kill}:\n{said}");
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        child.kill().unwrap(); // SIGKILL
-        child.wait().unwrap();
-        drop(errors);
-        for l in reader.join().unwrap() {
+        let mut acks = 0u64;
+        let mut hear = |l: String| {
             if let Some(v) = l.strip_prefix("APPEND ") {
                 acked_rows = acked_rows.max(v.parse().unwrap());
             } else if let Some(v) = l.strip_prefix("FLOW ") {
@@ -331,14 +340,38 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             } else if let Some(v) = l.strip_prefix("FILES ") {
                 acked_files = acked_files.max(v.parse().unwrap());
             }
-            if l.starts_with("APPEND ")
+            let ack = l.starts_with("APPEND ")
                 || l.starts_with("FLOW ")
                 || l.starts_with("FILES ")
-                || l == "DROP"
-            {
-                checked += 1;
+                || l == "DROP";
+            u64::from(ack)
+        };
+        let started = Instant::now();
+        let mut since: Option<Instant> = (acks_wanted == 0).then(Instant::now);
+        while since.is_none_or(|t| t.elapsed() < wait) {
+            if let Ok(Some(status)) = child.try_wait() {
+                let said = errors.join().unwrap_or_default();
+                panic!("the child stopped by itself ({status}) after kill {kill}:\n{said}");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(120),
+                "kill {kill}: the child acknowledged {acks} of {acks_wanted} commits in 120 s"
+            );
+            if let Ok(l) = heard.recv_timeout(Duration::from_millis(1)) {
+                acks += hear(l);
+                if since.is_none() && acks >= acks_wanted {
+                    since = Some(Instant::now());
+                }
             }
         }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        drop(errors);
+        reader.join().unwrap();
+        for l in heard.try_iter() {
+            acks += hear(l);
+        }
+        checked += acks;
 
         // Reopen and check.
         let store =
@@ -424,7 +457,11 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> (usize, u64) {
             assert!(rows == 0 || rows == ROWS_PER_APPEND, "kill {kill}: {rows}");
         }
     }
-    (kills, checked)
+    Run {
+        kills,
+        checked,
+        wanted,
+    }
 }
 
 #[test]
@@ -436,24 +473,27 @@ fn killed_at_random_moments_the_store_keeps_every_acknowledged_commit() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(12);
-    let mut total = (0, 0);
+    let mut total = Run::default();
     for (i, mode) in [StoredAs::Bitemporal, StoredAs::Scd2]
         .into_iter()
         .enumerate()
     {
-        let (k, c) = crash_run(mode, kills.div_ceil(2), 7 + i as u64);
-        total.0 += k;
-        total.1 += c;
+        let run = crash_run(mode, kills.div_ceil(2), 7 + i as u64);
+        total.kills += run.kills;
+        total.checked += run.checked;
+        total.wanted += run.wanted;
     }
     println!(
         "crash test: {} kills survived, {} acknowledged commits checked",
-        total.0, total.1
+        total.kills, total.checked
     );
-    // A run whose kills all land before the first commit proves nothing.
+    // A run whose kills all land before the first commit proves nothing: each kill waited for
+    // a random number of acknowledgements, so the run checked at least that many.
     assert!(
-        total.1 >= total.0 as u64,
-        "only {} acknowledged commits over {} kills",
-        total.1,
-        total.0
+        total.checked >= total.wanted.max(1),
+        "only {} acknowledged commits over {} kills, which waited for {}",
+        total.checked,
+        total.kills,
+        total.wanted
     );
 }
