@@ -436,6 +436,9 @@ fn run(cli: Cli) -> Res<()> {
             delta,
             version,
         } => {
+            if let Some(bar) = Bar::for_terminal() {
+                store.set_progress(bar);
+            }
             let report = asof::export_delta(
                 &store,
                 &asof::DeltaExport {

@@ -521,3 +521,47 @@ fn a_table_of_key_columns_only_in_another_order_carries_over() {
     assert_eq!(rows.len(), 3);
     assert_eq!(delta_log_reads(&delta, &schema), rows);
 }
+
+#[test]
+fn an_export_of_a_table_read_span_by_span_reports_the_keys_it_has_written() {
+    let db = tempfile::tempdir().unwrap();
+    let (store_dir, delta) = (db.path().join("store"), db.path().join("d"));
+    let mut s = session(&store_dir);
+    s.execute(ACCOUNTS).unwrap();
+    s.execute(
+        "INSERT INTO moves SELECT CAST(value AS INT) AS acct, CAST(value AS BIGINT) AS b, 'n', 1, \
+           TIMESTAMP '2025-01-01', 'U' FROM generate_series(1, 600);
+         REFRESH STREAMING TABLE accounts",
+    )
+    .unwrap();
+    drop(s);
+    // A new process: the table is not in memory, so the export reads it 256 keys at a time.
+    let store = Store::open(&store_dir).unwrap();
+    let recorded = std::sync::Arc::new(common::Recorded::default());
+    store.set_progress(recorded.clone());
+    let r = export(&store, "accounts", &delta, None);
+    assert_eq!(r.kind, ExportKind::Created);
+    assert_eq!(r.rows_written, 600);
+    assert_eq!(
+        recorded.calls(),
+        [
+            "begin exporting accounts to Delta of 600",
+            "at 256",
+            "at 512",
+            "at 600",
+            "end"
+        ]
+    );
+    assert_delta_holds(&store, "accounts", &delta, 1);
+    // A small carry-over reads a change feed of one window: nothing to report.
+    let mut s = SqlSession::new(store).unwrap();
+    s.execute(
+        "INSERT INTO moves VALUES (7, 70, 'm', 2, TIMESTAMP '2025-01-02', 'U');
+         REFRESH STREAMING TABLE accounts",
+    )
+    .unwrap();
+    let r = export(s.store(), "accounts", &delta, None);
+    assert_eq!(r.kind, ExportKind::Incremental { since: 1 });
+    assert_eq!(recorded.calls().len(), 5);
+    assert_delta_holds(s.store(), "accounts", &delta, 2);
+}

@@ -385,25 +385,6 @@ fn commit_metrics_count_the_rows_the_change_feed_lists() {
     }
 }
 
-/// What a session reported as progress, in order.
-#[derive(Default)]
-struct Recorded(std::sync::Mutex<Vec<String>>);
-
-impl asof::Progress for Recorded {
-    fn begin(&self, task: &str, total: u64) {
-        self.0
-            .lock()
-            .unwrap()
-            .push(format!("begin {task} of {total}"));
-    }
-    fn advance(&self, done: u64) {
-        self.0.lock().unwrap().push(format!("at {done}"));
-    }
-    fn end(&self) {
-        self.0.lock().unwrap().push("end".into());
-    }
-}
-
 #[test]
 fn a_long_change_feed_reports_its_progress_window_by_window() {
     let dir = tempfile::tempdir().unwrap();
@@ -418,7 +399,7 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
          REFRESH STREAMING TABLE t",
     )
     .unwrap();
-    let recorded = std::sync::Arc::new(Recorded::default());
+    let recorded = std::sync::Arc::new(common::Recorded::default());
     s.set_progress(recorded.clone());
     let (_, n) = query(&mut s, "SELECT count(*) FROM table_changes('t', 1, 2)");
     assert_eq!(n, [vec![Some("450000".to_string())]]);
@@ -450,7 +431,7 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
 fn a_large_refresh_and_the_rebuild_after_a_vacuum_report_their_progress() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
-    let recorded = std::sync::Arc::new(Recorded::default());
+    let recorded = std::sync::Arc::new(common::Recorded::default());
     s.set_progress(recorded.clone());
     // 150,000 source rows in one refresh: read and parted, then applied in parts.
     s.execute(

@@ -324,12 +324,29 @@ pub struct TableScan {
     whole_table: bool,
     /// The windows `ONLY FROM a TO b` trims intervals to.
     clamps: Clamps,
+    /// Where a scan read span by span reports the keys it has read ([`TableScan::with_progress`]).
+    progress: Option<(asof_storage::Reporter, u64)>,
 }
 
 impl TableScan {
     /// The Arrow schema of the batches.
     pub fn schema(&self) -> SchemaRef {
         self.out.clone()
+    }
+
+    /// The scan, reporting to `progress` as `task` the keys it has read, if it reads the table
+    /// span by span (the table is not in memory) and it has more keys than one span.
+    pub fn with_progress(
+        mut self,
+        progress: &Arc<dyn asof_storage::Progress>,
+        task: &str,
+    ) -> Result<TableScan> {
+        if let Some(keys) = self.store.key_count(&self.table)? {
+            let report =
+                asof_storage::Reporter::begin(Some(progress), task, keys, SPAN_KEYS as u64 + 1);
+            self.progress = Some((report, 0));
+        }
+        Ok(self)
     }
 
     fn make_cols(&self) -> Vec<Col> {
@@ -498,17 +515,17 @@ pub struct ChangeFeed {
     failed: bool,
     /// Where a feed longer than one window reports how far it is: the rows read so far, of
     /// about how many.
-    progress: Option<(Arc<dyn asof_storage::Progress>, u64)>,
+    progress: Option<(asof_storage::Reporter, u64)>,
 }
 
 impl ChangeFeed {
     /// The feed, reporting to `progress` as it reads, if it is longer than one window.
     pub fn with_progress(mut self, progress: Arc<dyn asof_storage::Progress>) -> ChangeFeed {
         let total: u64 = self.sizes.values().sum();
-        if total > CHANGE_WINDOW_ROWS {
-            progress.begin(&format!("reading the change feed of {}", self.table), total);
-            self.progress = Some((progress, 0));
-        }
+        let task = format!("reading the change feed of {}", self.table);
+        let report =
+            asof_storage::Reporter::begin(Some(&progress), &task, total, CHANGE_WINDOW_ROWS + 1);
+        self.progress = Some((report, 0));
         self
     }
 
@@ -548,25 +565,15 @@ impl ChangeFeed {
             changes_batches(r, from, to, &out)
         })??;
         self.pending.extend(batches);
-        if let Some((p, done)) = &mut self.progress {
+        if let Some((report, done)) = &mut self.progress {
             *done += self.sizes.range(from..=to).map(|(_, n)| n).sum::<u64>();
-            p.advance(*done);
-            if to >= self.to {
-                p.end();
-                self.progress = None;
-            }
+            report.advance(*done);
+        }
+        if to >= self.to {
+            self.progress = None; // ends the report
         }
         self.next = to + 1;
         Ok(())
-    }
-}
-
-impl Drop for ChangeFeed {
-    /// A feed left before its end (a `LIMIT`, an error) ends its report.
-    fn drop(&mut self) {
-        if let Some((p, _)) = self.progress.take() {
-            p.end();
-        }
     }
 }
 
@@ -683,6 +690,10 @@ impl TableScan {
         }
         if self.cursor.is_done() {
             if let Some(span) = self.span.take() {
+                if let Some((report, done)) = &mut self.progress {
+                    *done += span.keys() as u64;
+                    report.advance(*done);
+                }
                 if let Some(last) = span.last_key() {
                     self.spec.key_lo = Bound::Excluded(last.to_vec());
                     self.cursor.next_span();
@@ -698,6 +709,7 @@ impl Iterator for TableScan {
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.cursor.is_done() {
+            self.progress = None; // ends the report
             return None;
         }
         let mut cols = self.make_cols();
@@ -813,6 +825,7 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         span: None,
         whole_table: false,
         clamps,
+        progress: None,
     })
 }
 

@@ -43,7 +43,7 @@ pub use generated::{Generated, GeneratedColumn};
 pub use ingest::ConditionEvaluator;
 pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
 pub use nested::NestedBuilder;
-pub use progress::Progress;
+pub use progress::{Progress, Reporter};
 pub use source::{AppendFlow, PositionedRows, PositionedTable, SourceWrite, StreamRead};
 pub use source_dml::SourceDmlOperation;
 pub use store::{

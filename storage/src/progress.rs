@@ -13,12 +13,12 @@ pub trait Progress: Send + Sync {
 }
 
 /// Reports one piece of work to a [`Progress`], if there is one and the work is long enough to
-/// be noticed; ends it when dropped, also on an error.
-pub(crate) struct Reporter(Option<std::sync::Arc<dyn Progress>>);
+/// be noticed; ends it when dropped, also on an error (or when the work is left unfinished).
+pub struct Reporter(Option<std::sync::Arc<dyn Progress>>);
 
 impl Reporter {
     /// Begins `task` of `total` units on `progress` if `total` is at least `min`.
-    pub(crate) fn begin(
+    pub fn begin(
         progress: Option<&std::sync::Arc<dyn Progress>>,
         task: &str,
         total: u64,
@@ -32,7 +32,7 @@ impl Reporter {
     }
 
     /// `done` units are finished.
-    pub(crate) fn advance(&self, done: u64) {
+    pub fn advance(&self, done: u64) {
         if let Some(p) = &self.0 {
             p.advance(done);
         }

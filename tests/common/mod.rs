@@ -305,3 +305,30 @@ pub fn write_settled(path: &std::path::Path, body: &str) {
         .set_modified(old)
         .unwrap();
 }
+
+/// What a store or session reported as progress ([`asof::Progress`]), in order: `begin TASK of
+/// TOTAL`, `at DONE`, `end`.
+#[derive(Default)]
+pub struct Recorded(pub std::sync::Mutex<Vec<String>>);
+
+impl Recorded {
+    /// The calls so far.
+    pub fn calls(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl asof::Progress for Recorded {
+    fn begin(&self, task: &str, total: u64) {
+        self.0
+            .lock()
+            .unwrap()
+            .push(format!("begin {task} of {total}"));
+    }
+    fn advance(&self, done: u64) {
+        self.0.lock().unwrap().push(format!("at {done}"));
+    }
+    fn end(&self) {
+        self.0.lock().unwrap().push("end".into());
+    }
+}

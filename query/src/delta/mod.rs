@@ -24,7 +24,7 @@ use asof_storage::{CommitInfo, Store};
 
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::QueryError;
-use crate::scan::{scan, table_changes, ChangeBound, ScanRequest};
+use crate::scan::{change_feed, scan, ChangeBound, ScanRequest};
 use delta_kernel::SnapshotRef;
 use kernel::{Change, DeltaDir};
 use net::{NetChanges, RowKeys};
@@ -281,7 +281,12 @@ impl Run<'_> {
             batch_size: 64 * 1024,
             ..Default::default()
         };
-        Ok(scan(self.store, &self.req.table, &req)?.map(|b| b.map_err(ExportError::from)))
+        let mut rows = scan(self.store, &self.req.table, &req)?;
+        if let Some(p) = self.store.progress() {
+            let task = format!("exporting {} to Delta", self.req.table);
+            rows = rows.with_progress(&p, &task)?;
+        }
+        Ok(rows.map(|b| b.map_err(ExportError::from)))
     }
 
     /// Creates the Delta table with every row.
@@ -312,13 +317,16 @@ impl Run<'_> {
     ) -> Result<ExportReport, ExportError> {
         let (dir, target) = (&self.dir, &self.target);
         let files = dir.data_files(snap)?;
-        let feed = table_changes(
+        let mut feed = change_feed(
             self.store,
             &self.req.table,
             &ChangeBound::Version(held + 1),
             Some(&ChangeBound::Version(self.version)),
-        )?
-        .1;
+        )?;
+        if let Some(p) = self.store.progress() {
+            feed = feed.with_progress(p);
+        }
+        let feed = feed.collect::<Result<Vec<_>, _>>()?;
         let mut net = NetChanges::of_feed(&feed, target, rk)?;
         drop(feed);
         let touched = files::holding_keys(dir, &files, target, rk, &net.removed_keys)?;

@@ -372,6 +372,12 @@ impl Store {
         }
     }
 
+    /// Where the progress of long work is reported, if [`Store::set_progress`] registered it:
+    /// readers built on the store (a scan, an export) report there too.
+    pub fn progress(&self) -> Option<Arc<dyn Progress>> {
+        self.inner.read().ok().and_then(|g| g.progress.clone())
+    }
+
     /// Registers the evaluator of [`crate::Condition::Expr`] conditions.
     pub fn set_condition_evaluator(&self, evaluator: Arc<dyn ConditionEvaluator>) {
         if let Ok(mut g) = self.inner.write() {
@@ -594,6 +600,18 @@ impl Store {
         )
     }
 
+    /// The number of keys of `table`, read from its summary, when a scan would read it span by
+    /// span ([`Store::key_span`]); `None` when the table is in memory or its derived records are
+    /// not current.
+    pub fn key_count(&self, table: &str) -> Result<Option<u64>> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        if t.load != Load::Pending {
+            return Ok(None);
+        }
+        pages::key_count(g.kv.as_ref(), t)
+    }
+
     /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans of those
     /// keys read them as [`Store::read`] would (at any version up to the one current when the
     /// span was read); counts (`live_rows`, `cold_stats`) do not cover its keys (their hot rows
@@ -622,6 +640,11 @@ impl KeySpan {
     /// after it); `None` when the span reaches the end of the range.
     pub fn last_key(&self) -> Option<&[u8]> {
         self.last.as_deref()
+    }
+
+    /// The number of keys it holds.
+    pub fn keys(&self) -> usize {
+        self.state.keys.len()
     }
 }
 

@@ -249,6 +249,11 @@ fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
     Ok(summary(kv, t.id)?.filter(|s| s.version == last))
 }
 
+/// The number of keys of `t` (its heads), if its last checkpoint is at its last commit.
+pub(super) fn key_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
+    Ok(current_summary(kv, t)?.map(|s| s.keys))
+}
+
 /// The keys of `t` (encoded, in key order), read from the names of its heads without loading the
 /// table, if its last checkpoint is at its last commit (`Ok(None)` if not).
 pub(super) fn key_list(kv: &dyn KvStore, t: &Table) -> Result<Option<Vec<Vec<u8>>>> {
