@@ -56,6 +56,67 @@ pub(crate) fn gc_secs_in(commits: &[CommitInfo], default: u64) -> Result<u64> {
 /// unit tests replay in parts).
 pub(crate) const REPLAY_PART: usize = if cfg!(test) { 5 } else { 1 << 18 };
 
+/// How many keys a replayed full refresh resets at a time among those its events did not reach
+/// (a few under test).
+const RESET_KEYS: usize = if cfg!(test) { 2 } else { 4096 };
+
+/// A full refresh being replayed: each part resets the keys its events reach before it is
+/// applied, and the keys no event reached are reset when the commit's last part is done, a few
+/// at a time. Resetting every key at once would thaw the whole table's history into memory. A
+/// reset only retires rows, and each key's reset comes before its events, so the table is the
+/// one the commit made (SEMANTICS.md §2.7).
+struct FullRefresh {
+    version: u64,
+    ts: i64,
+    /// The keys not reset yet.
+    unreset: std::collections::BTreeSet<Bytes>,
+}
+
+impl FullRefresh {
+    /// Begins the full refresh of commit `version` at `ts`: the state's table-wide part is reset.
+    fn begin(state: &mut TableState, version: u64, ts: i64) -> FullRefresh {
+        state.reset_table();
+        FullRefresh {
+            version,
+            ts,
+            unreset: state.keys.keys().cloned().collect(),
+        }
+    }
+
+    /// Resets the keys of `events` not reset yet.
+    fn reset_for(&mut self, state: &mut TableState, events: &[Incoming]) -> Result<()> {
+        let keys: Vec<Bytes> = events
+            .iter()
+            .filter(|e| self.unreset.remove(&e.key))
+            .map(|e| e.key.clone())
+            .collect();
+        state.reset_keys(self.version, self.ts, &keys)
+    }
+
+    /// Resets the keys no event reached, [`RESET_KEYS`] at a time, each group followed by an
+    /// empty part that puts their retired rows back in pages.
+    fn finish(
+        self,
+        state: &mut TableState,
+        after_part: &mut dyn FnMut(&mut TableState, u64) -> Result<()>,
+    ) -> Result<()> {
+        let keys: Vec<Bytes> = self.unreset.into_iter().collect();
+        for group in keys.chunks(RESET_KEYS) {
+            state.reset_keys(self.version, self.ts, group)?;
+            state.apply_part(
+                Vec::new(),
+                Vec::new(),
+                self.version,
+                self.ts,
+                false,
+                &mut |_| {},
+            )?;
+            after_part(state, 0)?;
+        }
+        Ok(())
+    }
+}
+
 /// Which commits a replay applies.
 /// Deletes the event blocks of commit `last + 1` and after, which no commit record claims: a
 /// commit applied in parts (`store/flow_commit.rs`) that a crash stopped before its last batch.
@@ -118,6 +179,7 @@ pub(crate) fn replay_log(
         .peekable();
     // The last version replayed: a commit replayed in parts is reset (full refresh) only once.
     let mut last = None;
+    let mut refresh: Option<FullRefresh> = None;
     // The timestamp of the last version replayed, whose tombstones are still to collect.
     let mut gc_due: Option<i64> = None;
     let mut replay = |state: &mut TableState, part: Part| -> Result<()> {
@@ -138,12 +200,21 @@ pub(crate) fn replay_log(
             .binary_search_by_key(&version, |c| c.version)
             .map(|i| &commits[i])
             .map_err(|_| corrupt(format!("events of missing commit {version}")))?;
-        // A commit's tombstones are collected after all its parts, as when it was applied.
-        if let Some(ts) = gc_due.take_if(|_| last != Some(version)) {
-            state.collect_tombstones_at(ts)?;
+        if last != Some(version) {
+            // A full refresh resets what its events did not reach, and a commit's tombstones
+            // are collected, after all its parts, as when it was applied.
+            if let Some(r) = refresh.take() {
+                r.finish(state, after_part)?;
+            }
+            if let Some(ts) = gc_due.take() {
+                state.collect_tombstones_at(ts)?;
+            }
+            if c.parameters.contains_key(FULL_REFRESH) {
+                refresh = Some(FullRefresh::begin(state, version, c.timestamp_us));
+            }
         }
-        if c.parameters.contains_key(FULL_REFRESH) && last != Some(version) {
-            state.reset(version, c.timestamp_us)?;
+        if let Some(r) = &mut refresh {
+            r.reset_for(state, &events)?;
         }
         last = Some(version);
         gc_due = Some(c.timestamp_us);
@@ -213,6 +284,9 @@ pub(crate) fn replay_log(
     }
     if let Some(p) = pending.take() {
         replay(state, p)?;
+    }
+    if let Some(r) = refresh {
+        r.finish(state, after_part)?;
     }
     if let Some(ts) = gc_due {
         state.collect_tombstones_at(ts)?;
