@@ -15,7 +15,8 @@ use crate::error::Result;
 type Metric = fn(&CommitInfo) -> u64;
 
 /// The commit log as a batch: `version`, `timestamp`, `operation`, `operationParameters` (JSON),
-/// one column per metric of docs/SEMANTICS.md §7, and `duration_ms`.
+/// one column per metric of docs/SEMANTICS.md §7, `duration_ms`, and `peak_memory_bytes` (the
+/// process's peak resident memory during the commit; NULL where it was not measured).
 pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
     let commits: Vec<&CommitInfo> = history.iter().rev().collect();
     let metric = |f: Metric| -> ArrayRef {
@@ -71,6 +72,12 @@ pub fn history_batch(history: &[CommitInfo]) -> Result<RecordBatch> {
     fields.push(Field::new("duration_ms", DataType::Float64, false));
     columns.push(Arc::new(Float64Array::from_iter_values(
         commits.iter().map(|c| c.duration_us as f64 / 1000.0),
+    )));
+    fields.push(Field::new("peak_memory_bytes", DataType::Int64, true));
+    columns.push(Arc::new(Int64Array::from_iter(
+        commits
+            .iter()
+            .map(|c| c.peak_memory_bytes.map(|b| b as i64)),
     )));
     Ok(RecordBatch::try_new(
         Arc::new(Schema::new(fields)),

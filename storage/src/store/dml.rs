@@ -3,7 +3,6 @@
 //! docs/SEMANTICS.md §2.4).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::record_batch::RecordBatch;
@@ -11,6 +10,7 @@ use arrow::record_batch::RecordBatch;
 use super::commit::{now_us, CommitInfo};
 use super::flow_commit::{write_applied, Applied, Log};
 use super::{table_mut, Store};
+use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
 use crate::engine::statement::{Patch, Planned};
 use crate::error::{Error, Result};
@@ -74,7 +74,7 @@ impl Store {
     /// Applies a DML statement to target table `table` as one durable commit (docs/SEMANTICS.md
     /// §2.4). The rows are checked as a whole first; on any error nothing is applied.
     pub fn apply_dml(&self, table: &str, dml: Dml<'_>) -> Result<CommitInfo> {
-        let started = Instant::now();
+        let clock = CommitClock::start();
         let mut g = self.write_inner()?;
         let t = table_mut(&mut g.tables, table)?;
         let schema = t.state.schema.clone();
@@ -148,6 +148,7 @@ impl Store {
             parameters: BTreeMap::from([("statement".to_string(), dml.text.to_string())]),
             metrics: fx.metrics.clone(),
             duration_us: 0,
+            peak_memory_bytes: None,
             chain: None,
         };
         let every = inner.checkpoints.every_events;
@@ -155,7 +156,7 @@ impl Store {
             log: Log::of(&fx),
             commit,
             events: n_events,
-            started,
+            clock,
             record: None,
         };
         let commit = write_applied(inner.kv.as_ref(), every, t, applied)

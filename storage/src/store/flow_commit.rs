@@ -10,7 +10,6 @@
 //! no head lists are never read. So the commit is still all or nothing, and one version.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use arrow::record_batch::RecordBatch;
 
@@ -20,6 +19,7 @@ use super::event_spill::EventSpill;
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::{Inner, Table};
+use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
 use crate::engine::{CommitEffects, CommitMetrics};
 use crate::error::{Error, Result};
@@ -150,7 +150,7 @@ impl Inner {
         mut params: BTreeMap<String, String>,
         how: Apply,
     ) -> Result<CommitInfo> {
-        let started = Instant::now();
+        let mut clock = CommitClock::start();
         let first = inputs.first().map(|p| p.flow.clone()).unwrap_or_default();
         let name = self.flow_table(&first)?;
         self.ensure_replayed(&name)?;
@@ -225,6 +225,7 @@ impl Inner {
             }
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         }
+        clock.sample(); // the source read and checked
         let n_events = gathered.len();
         let task = format!("applying events to {}", table.name);
         let bar = Reporter::begin(inner.progress.as_ref(), &task, n_events, PROGRESS_ROWS);
@@ -241,6 +242,7 @@ impl Inner {
             parameters: params,
             metrics: CommitMetrics::default(),
             duration_us: 0,
+            peak_memory_bytes: None,
             chain: None,
         };
         let kv = inner.kv.as_ref();
@@ -261,7 +263,7 @@ impl Inner {
                     log: Log::of(&fx),
                     commit,
                     events: n_events,
-                    started,
+                    clock,
                     record,
                 };
                 write_applied(kv, every, table, applied)
@@ -273,21 +275,23 @@ impl Inner {
                     dropped: checks.dropped,
                     before,
                 };
-                apply_parts(kv, table, spill, parts, &mut tick).and_then(|(metrics, starts)| {
-                    let mut commit = CommitInfo { metrics, ..commit };
-                    let starts: Vec<String> = starts.iter().map(u32::to_string).collect();
-                    commit
-                        .parameters
-                        .insert(PARTS.to_string(), starts.join(","));
-                    let applied = Applied {
-                        log: Log::WrittenAhead,
-                        commit,
-                        events: n_events,
-                        started,
-                        record,
-                    };
-                    write_applied(kv, every, table, applied)
-                })
+                apply_parts(kv, table, spill, parts, &mut tick, &mut clock).and_then(
+                    |(metrics, starts)| {
+                        let mut commit = CommitInfo { metrics, ..commit };
+                        let starts: Vec<String> = starts.iter().map(u32::to_string).collect();
+                        commit
+                            .parameters
+                            .insert(PARTS.to_string(), starts.join(","));
+                        let applied = Applied {
+                            log: Log::WrittenAhead,
+                            commit,
+                            events: n_events,
+                            clock,
+                            record,
+                        };
+                        write_applied(kv, every, table, applied)
+                    },
+                )
             }
         };
         drop(bar);
@@ -435,6 +439,7 @@ fn apply_parts(
     spill: EventSpill,
     at: Parts,
     tick: &mut dyn FnMut(u64),
+    clock: &mut CommitClock,
 ) -> Result<(CommitMetrics, Vec<u32>)> {
     let mut starts = Vec::new();
     let mut metrics = CommitMetrics {
@@ -476,6 +481,7 @@ fn apply_parts(
         }
         kv.write(b)?;
         pages::write_pending_pages(kv, table.id, &mut table.state)?;
+        clock.sample();
     }
     // Tombstones are collected once, after every part, as one apply collects them after its
     // events: a key deleted long ago that a later part brings a late event to is not collected
@@ -512,7 +518,8 @@ pub(super) struct Applied<'a> {
     pub commit: CommitInfo,
     /// How many events it applied (they count towards the next checkpoint).
     pub events: u64,
-    pub started: Instant,
+    /// Its clock and memory probe, started with it.
+    pub clock: CommitClock,
     /// The table's record, rewritten with the commit (a redefined flow).
     pub record: Option<&'a TableRecord>,
 }
@@ -530,7 +537,7 @@ pub(super) fn write_applied(
         log,
         mut commit,
         events,
-        started,
+        mut clock,
         record,
     } = applied;
     let version = commit.version;
@@ -559,7 +566,8 @@ pub(super) fn write_applied(
     if let Some(record) = record {
         put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
     }
-    commit.duration_us = started.elapsed().as_micros() as u64;
+    commit.duration_us = clock.elapsed_us();
+    commit.peak_memory_bytes = clock.peak_memory_bytes();
     let prev = table.commits.last().and_then(|c| c.chain.clone());
     let at = Link {
         tag: keys::COMMIT,

@@ -239,6 +239,7 @@ impl Store {
                     ..Default::default()
                 },
                 duration_us: 0,
+                peak_memory_bytes: None,
                 chain: None,
             };
             // A DML statement that appends nothing writes no append.
