@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use arrow::array::{RecordBatch, RecordBatchIterator, RecordBatchReader};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow_pyarrow::{FromPyArrow, IntoPyArrow};
-use asof_query::sql::{Output, SqlSession};
+use asof_query::sql::{Output, Results, SessionOptions, SqlSession};
 use asof_storage::Store;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
@@ -60,7 +60,9 @@ impl Database {
             .detach(|| {
                 let store = Store::open(&path)
                     .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-                SqlSession::new(store).map_err(|e| e.to_string())
+                // Queries stream: `sql_reader` hands them over batch by batch, `sql` reads them whole.
+                let options = SessionOptions::default().with_results(Results::Streamed);
+                SqlSession::with_options(store, options).map_err(|e| e.to_string())
             })
             .map_err(err)?;
         Ok(Database {
@@ -88,19 +90,7 @@ impl Database {
         }
         let (schema, batches) = match last {
             Some(rows) => rows,
-            None => {
-                let schema = std::sync::Arc::new(Schema::new(vec![Field::new(
-                    "result",
-                    DataType::Utf8,
-                    false,
-                )]));
-                let batch = RecordBatch::try_new(
-                    schema.clone(),
-                    vec![std::sync::Arc::new(arrow::array::StringArray::from(lines))],
-                )
-                .map_err(err)?;
-                (schema, vec![batch])
-            }
+            None => lines_batch(lines)?,
         };
         let reader: Box<dyn RecordBatchReader + Send> = Box::new(RecordBatchIterator::new(
             batches.into_iter().map(Ok),
@@ -108,6 +98,46 @@ impl Database {
         ));
         // A pyarrow.RecordBatchReader over the C stream, read into a pyarrow.Table.
         reader.into_pyarrow(py)?.call_method0("read_all")
+    }
+
+    /// Runs `;`-separated statements as `sql` does, and returns the last query's rows as a
+    /// `pyarrow.RecordBatchReader` that computes them a batch at a time as it is read: a result
+    /// larger than memory can go to a file (`pyarrow.parquet.ParquetWriter`) or be consumed batch
+    /// by batch. The reader reads the tables as they were when it was made, whatever runs after.
+    /// If the last statement changed something, the reader holds the lines `sql` returns.
+    fn sql_reader<'py>(&self, py: Python<'py>, statements: &str) -> PyResult<Bound<'py, PyAny>> {
+        let (last, lines) = self.with(py, |s| {
+            let (mut last, mut lines) = (None, Vec::new());
+            s.execute_script(statements, |out| match out {
+                Output::Done(line) => {
+                    last = None;
+                    lines.extend(line.lines().map(str::to_string));
+                }
+                out => last = Some(out),
+            })
+            .map_err(|e| e.to_string())?;
+            Ok((last, lines))
+        })?;
+        let to_arrow =
+            |e: asof_query::QueryError| arrow::error::ArrowError::ExternalError(Box::new(e));
+        let reader: Box<dyn RecordBatchReader + Send> = match last {
+            Some(Output::Stream(schema, stream)) => Box::new(RecordBatchIterator::new(
+                stream.map(move |b| b.map_err(to_arrow)),
+                schema,
+            )),
+            Some(Output::Batches(schema, batches)) => Box::new(RecordBatchIterator::new(
+                batches.into_iter().map(Ok),
+                schema,
+            )),
+            Some(Output::Done(_)) | None => {
+                let (schema, batches) = lines_batch(lines)?;
+                Box::new(RecordBatchIterator::new(
+                    batches.into_iter().map(Ok),
+                    schema,
+                ))
+            }
+        };
+        reader.into_pyarrow(py)
     }
 
     /// Appends rows to source table `source` as one commit; returns the table's row count after it.
@@ -187,4 +217,20 @@ fn _asof(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("AsofError", m.py().get_type::<AsofError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
+}
+
+/// The lines `asof sql` prints for statements that changed something, as a one-column batch
+/// (`result`).
+fn lines_batch(lines: Vec<String>) -> PyResult<(arrow::datatypes::SchemaRef, Vec<RecordBatch>)> {
+    let schema = std::sync::Arc::new(Schema::new(vec![Field::new(
+        "result",
+        DataType::Utf8,
+        false,
+    )]));
+    let batch = RecordBatch::try_new(
+        schema.clone(),
+        vec![std::sync::Arc::new(arrow::array::StringArray::from(lines))],
+    )
+    .map_err(err)?;
+    Ok((schema, vec![batch]))
 }

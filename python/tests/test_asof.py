@@ -113,3 +113,45 @@ def test_threads_sharing_a_store_take_turns_without_deadlock(db):
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads), "a thread is stuck"
     assert failures == []
+
+
+def test_sql_reader_hands_a_large_result_over_batch_by_batch(db):
+    db.sql(
+        """INSERT INTO moves SELECT CAST(value AS INT) AS acct, value AS balance, 1 AS seq,
+             TIMESTAMP '2025-01-01' AS sys FROM generate_series(1, 200000);
+           REFRESH STREAMING TABLE accounts"""
+    )
+    reader = db.sql_reader("SELECT acct, balance FROM accounts")
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.schema.names == ["acct", "balance"]
+    sizes = []
+    total = 0
+    for batch in reader:
+        sizes.append(batch.num_rows)
+        total += sum(batch.column("balance").to_pylist())
+    # Several batches, none of them the whole result, and every row once.
+    assert len(sizes) > 1 and max(sizes) < 200000
+    assert sum(sizes) == 200000
+    assert total == 200000 * 200001 // 2
+    # Computed as it is read: the rows before one that fails come out before the error does.
+    reader = db.sql_reader("SELECT acct, 10 / (acct - 150000) AS x FROM accounts")
+    assert reader.read_next_batch().num_rows > 0
+    with pytest.raises(Exception, match="(?i)divide by zero"):
+        for _ in reader:
+            pass
+
+
+def test_sql_reader_reads_the_tables_as_they_were_when_it_was_made(tmp_path):
+    db = asof.connect(str(tmp_path / "store"))
+    db.sql("CREATE TABLE s AS SELECT value AS id FROM generate_series(1, 3)")
+    reader = db.sql_reader("SELECT id FROM s")
+    db.sql("INSERT INTO s VALUES (4)")
+    db.close()
+    # Made before the insert, read after it and after the store was closed.
+    assert sorted(reader.read_all().column("id").to_pylist()) == [1, 2, 3]
+    db = asof.connect(str(tmp_path / "store"))
+    # A statement that changes something answers the lines sql() answers.
+    lines = db.sql_reader("INSERT INTO s VALUES (5)").read_all()
+    assert lines.column_names == ["result"] and len(lines) == 1
+    assert db.sql("SELECT count(*) AS n FROM s").column("n").to_pylist() == [5]
+    db.close()

@@ -18,6 +18,11 @@ class Database:
         """Runs `;`-separated statements, as `asof sql` does. Returns the last query's rows, or,
         if the last statement changed something, a one-column table (`result`) of the lines
         `asof sql` prints for the statements."""
+    def sql_reader(self, statements: str) -> pyarrow.RecordBatchReader:
+        """Runs `;`-separated statements as `sql` does, and returns the last query's rows as a
+        reader that computes them a batch at a time as it is read (a result larger than memory
+        can be written to a file batch by batch). It reads the tables as they were when it was
+        made. If the last statement changed something, it reads the lines `sql` returns."""
     def append(self, source: str, data: Any) -> int:
         """Appends rows to source table `source` as one commit: a pyarrow.Table or RecordBatch,
         a pandas.DataFrame, or any object with `__arrow_c_stream__`. Columns are matched by name.

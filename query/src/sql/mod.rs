@@ -65,9 +65,10 @@ pub enum Output {
     Done(String),
 }
 
-/// A query's batches, computed as they are read ([`Output::Stream`]).
+/// A query's batches, computed as they are read ([`Output::Stream`]). It keeps the session's
+/// query runtime running, so it may be read after its session is dropped.
 pub struct BatchStream {
-    runtime: tokio::runtime::Handle,
+    runtime: Arc<tokio::runtime::Runtime>,
     stream: datafusion::physical_plan::SendableRecordBatchStream,
 }
 
@@ -104,7 +105,8 @@ impl Output {
 pub struct SqlSession {
     store: Store,
     ctx: SessionContext,
-    runtime: tokio::runtime::Runtime,
+    /// Shared with the streams of its results ([`BatchStream`]).
+    runtime: Arc<tokio::runtime::Runtime>,
     /// Streaming tables declared in this session whose flow has not been created yet, with their
     /// declared columns.
     declared: Vec<Declared>,
@@ -159,7 +161,7 @@ impl SqlSession {
         Ok(SqlSession {
             store,
             ctx: new_context(),
-            runtime,
+            runtime: Arc::new(runtime),
             declared: Vec::new(),
             progress: None,
             scratch: 0,
@@ -514,7 +516,7 @@ impl SqlSession {
             }
             _ if self.options.results == Results::Streamed => {
                 let (schema, stream) = self.query_stream(stmt)?;
-                let runtime = self.runtime.handle().clone();
+                let runtime = self.runtime.clone();
                 Ok(Output::Stream(schema, BatchStream { runtime, stream }))
             }
             _ => {
