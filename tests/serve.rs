@@ -557,3 +557,62 @@ fn a_python_adbc_client_queries_changes_and_binds_parameters() {
         );
     }
 }
+
+/// A query's rows are computed as the client's `DoGet` reads them: `GetFlightInfo` answers
+/// before any row is computed (an unknown total, -1), a large result arrives in many batches, and
+/// an error at a late row reaches the client after the rows before it, not from
+/// `GetFlightInfo`.
+#[test]
+fn a_query_streams_its_rows_to_the_do_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    runtime().block_on(async {
+        let mut c = client(&server.addr).await;
+        lines(
+            &mut c,
+            "CREATE TABLE big AS SELECT value AS id FROM generate_series(1, 200000)",
+        )
+        .await;
+        let info = c
+            .execute("SELECT id FROM big".to_string(), None)
+            .await
+            .unwrap();
+        assert_eq!(info.total_records, -1);
+        let ticket = info.endpoint[0].ticket.clone().expect("a ticket");
+        let batches: Vec<RecordBatch> = c
+            .do_get(ticket)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert!(batches.len() > 1, "{} batches", batches.len());
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, 200_000);
+        // Division by zero at id 150,000: the batches before it come first.
+        let info = c
+            .execute(
+                "SELECT id, 10 / (id - 150000) AS x FROM big".to_string(),
+                None,
+            )
+            .await
+            .expect("planned, not yet computed");
+        let ticket = info.endpoint[0].ticket.clone().expect("a ticket");
+        let mut stream = c.do_get(ticket).await.unwrap();
+        let mut before = 0;
+        let error = loop {
+            match stream.try_next().await {
+                Ok(Some(b)) => before += b.num_rows(),
+                Ok(None) => panic!("no error after {before} rows"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(before > 0, "{error}");
+        assert!(error.to_lowercase().contains("divide by zero"), "{error}");
+        // The statement that failed changed nothing, and the server goes on.
+        let out = query(&mut c, "SELECT count(*) FROM big").await.unwrap();
+        assert_eq!(out[0].num_rows(), 1);
+    });
+    let (clean, _) = server.stop();
+    assert!(clean);
+}

@@ -1,7 +1,9 @@
 //! Results a `GetFlightInfo` ran, held until the client's `DoGet` takes them, and prepared
-//! statements with their bound parameters. What no client comes back for is dropped after
-//! [`KEEP`]; held results together stay under [`RESULT_BUDGET`] bytes. Handles are a number and a
-//! keyed hash of it, so that one client cannot guess another's.
+//! statements with their bound parameters. A query's result is held as a stream, computed as
+//! the `DoGet` reads it; other results (the lines of statements that changed something) whole.
+//! What no client comes back for is dropped after [`KEEP`]; held results together stay under
+//! [`RESULT_BUDGET`] bytes and [`MAX_STREAMS`] streams. Handles are a number and a keyed hash of
+//! it, so that one client cannot guess another's.
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -11,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use asof_query::sql::BatchStream;
 use tonic::Status;
 
 /// How long an unclaimed result or an unused prepared statement is kept.
@@ -19,13 +22,25 @@ pub(crate) const KEEP: Duration = Duration::from_secs(600);
 /// The bytes of all results waiting for their `DoGet`, at most.
 pub(crate) const RESULT_BUDGET: usize = 1 << 30;
 
+/// Query results waiting for their `DoGet` as streams, at most: each keeps a query runtime and
+/// the versions it reads.
+pub(crate) const MAX_STREAMS: usize = 256;
+
+/// A result's rows.
+pub(crate) enum Rows {
+    /// Read whole.
+    Batches(Vec<RecordBatch>),
+    /// Computed as they are read.
+    Stream(BatchStream),
+}
+
 /// Prepared statements held at most; the least recently used goes first.
 pub(crate) const MAX_PREPARED: usize = 10_000;
 
 /// A query's result, waiting for its `DoGet`.
 pub(crate) struct Pending {
     pub schema: SchemaRef,
-    pub batches: Vec<RecordBatch>,
+    pub rows: Rows,
     bytes: usize,
     at: Instant,
 }
@@ -87,13 +102,12 @@ impl Held {
     }
 
     /// Holds a result; returns its handle, or RESOURCE_EXHAUSTED when the results waiting for
-    /// their clients would exceed [`RESULT_BUDGET`].
-    pub(crate) fn put_result(
-        &self,
-        schema: SchemaRef,
-        batches: Vec<RecordBatch>,
-    ) -> Result<Handle, Status> {
-        let bytes = batches.iter().map(|b| b.get_array_memory_size()).sum();
+    /// their clients would exceed [`RESULT_BUDGET`] or [`MAX_STREAMS`].
+    pub(crate) fn put_result(&self, schema: SchemaRef, rows: Rows) -> Result<Handle, Status> {
+        let bytes = match &rows {
+            Rows::Batches(batches) => batches.iter().map(|b| b.get_array_memory_size()).sum(),
+            Rows::Stream(_) => 0,
+        };
         let mut results = lock(&self.results);
         results.retain(|_, p| p.at.elapsed() < KEEP);
         let held: usize = results.values().map(|p| p.bytes).sum();
@@ -102,12 +116,21 @@ impl Held {
                 "results waiting for their clients hold {held} bytes, and this one {bytes}: more than {RESULT_BUDGET}; fetch results (DoGet) as they come, or ask for fewer rows"
             )));
         }
+        let streams = results
+            .values()
+            .filter(|p| matches!(p.rows, Rows::Stream(_)))
+            .count();
+        if matches!(rows, Rows::Stream(_)) && streams >= MAX_STREAMS {
+            return Err(Status::resource_exhausted(format!(
+                "{streams} query results are waiting for their clients, the most this server holds; fetch results (DoGet) as they come"
+            )));
+        }
         let h = self.handle();
         results.insert(
             h,
             Pending {
                 schema,
-                batches,
+                rows,
                 bytes,
                 at: Instant::now(),
             },

@@ -27,10 +27,10 @@ use tonic::metadata::MetadataValue;
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::auth::{Auth, AUTHORIZATION};
-use crate::results::{Handle, Held, Prepared};
+use crate::results::{Handle, Held, Prepared, Rows};
 use crate::sessions::{Ran, Sessions};
 use crate::status::status;
-use asof_query::sql::{full_name, full_schema_name};
+use asof_query::sql::{full_name, full_schema_name, BatchStream, Results};
 use asof_query::table_arrow_schema;
 
 /// The catalog listed even when no table is in it (where `asof sql` puts a table named alone).
@@ -72,9 +72,14 @@ impl Service {
                 "a query takes one row of parameters; run it once for each row",
             ));
         }
-        let (schema, batches) = self.sessions.run(sql, params).await?.into_rows();
-        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let handle = self.held.put_result(schema.clone(), batches)?;
+        let ran = self.sessions.run(sql, params, Results::Streamed).await?;
+        let (schema, rows) = ran.into_rows();
+        // A stream's rows are counted by nobody before its DoGet: -1, unknown.
+        let total = match &rows {
+            Rows::Batches(batches) => batches.iter().map(|b| b.num_rows() as i64).sum(),
+            Rows::Stream(_) => -1,
+        };
+        let handle = self.held.put_result(schema.clone(), rows)?;
         let ticket = TicketStatementQuery {
             statement_handle: self.held.bytes(handle).into(),
         };
@@ -85,17 +90,22 @@ impl Service {
             .map_err(|e| Status::internal(e.to_string()))?
             .with_endpoint(endpoint)
             .with_descriptor(descriptor)
-            .with_total_records(rows as i64)
+            .with_total_records(total)
             .with_ordered(true);
         Ok(Response::new(info))
     }
 
     /// The number a statement reports as the rows it changed: unknown (-1) unless it was a query.
     async fn update(&self, sql: String, params: Option<RecordBatch>) -> Result<i64, Status> {
-        Ok(match self.sessions.run(sql, params).await? {
-            Ran::Rows(_, batches) => batches.iter().map(|b| b.num_rows() as i64).sum(),
-            Ran::Done(_) => -1,
-        })
+        Ok(
+            match self.sessions.run(sql, params, Results::Collected).await? {
+                Ran::Rows(_, Rows::Batches(batches)) => {
+                    batches.iter().map(|b| b.num_rows() as i64).sum()
+                }
+                Ran::Rows(_, Rows::Stream(_)) => -1,
+                Ran::Done(_) => -1,
+            },
+        )
     }
 
     /// The parameters a client sends with `DoPut`, as one batch.
@@ -137,6 +147,27 @@ fn stream_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Response<DoGe
     let stream = FlightDataEncoderBuilder::new()
         .with_schema(schema)
         .build(stream::iter(batches.into_iter().map(Ok)))
+        .map_err(Status::from);
+    Response::new(Box::pin(stream))
+}
+
+/// A query's rows to a `DoGet`, computed on a blocking thread as the client reads them: a few
+/// batches ahead at most. A client that goes away stops the query.
+fn stream_rows(schema: SchemaRef, rows: BatchStream) -> Response<DoGetStream> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(2);
+    tokio::task::spawn_blocking(move || {
+        for batch in rows {
+            let failed = batch.is_err();
+            let batch = batch.map_err(|e| FlightError::Tonic(Box::new(status(&e))));
+            if tx.blocking_send(batch).is_err() || failed {
+                break;
+            }
+        }
+    });
+    let batches = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
+    let stream = FlightDataEncoderBuilder::new()
+        .with_schema(schema)
+        .build(batches)
         .map_err(Status::from);
     Response::new(Box::pin(stream))
 }
@@ -202,7 +233,10 @@ impl FlightSqlService for Service {
                     "no such result: it was read already, or not read within 10 minutes",
                 )
             })?;
-        Ok(stream_batches(pending.schema, pending.batches))
+        Ok(match pending.rows {
+            Rows::Batches(batches) => stream_batches(pending.schema, batches),
+            Rows::Stream(rows) => stream_rows(pending.schema, rows),
+        })
     }
 
     async fn do_put_statement_update(

@@ -6,28 +6,29 @@ use std::sync::Arc;
 
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use asof_query::sql::{Output as SqlOutput, SqlSession};
+use asof_query::sql::{Output as SqlOutput, Results, SessionOptions, SqlSession};
 use asof_query::QueryError;
 use asof_storage::Store;
 use tokio::sync::Semaphore;
 use tonic::Status;
 
 use crate::params;
+use crate::results::Rows;
 use crate::status::status;
 
 /// What a request's statements gave.
 pub(crate) enum Ran {
-    /// The last statement was a query: its rows.
-    Rows(SchemaRef, Vec<RecordBatch>),
+    /// The last statement was a query: its rows (a stream, if they were asked for as one).
+    Rows(SchemaRef, Rows),
     /// Statements that changed something, each with the line `asof sql` prints for it.
     Done(Vec<String>),
 }
 
 impl Ran {
     /// As rows: a statement's lines are a one-column table (`result`), as the CLI prints them.
-    pub(crate) fn into_rows(self) -> (SchemaRef, Vec<RecordBatch>) {
+    pub(crate) fn into_rows(self) -> (SchemaRef, Rows) {
         match self {
-            Ran::Rows(schema, batches) => (schema, batches),
+            Ran::Rows(schema, rows) => (schema, rows),
             Ran::Done(lines) => {
                 let schema = Arc::new(Schema::new(vec![Field::new(
                     "result",
@@ -37,7 +38,7 @@ impl Ran {
                 let batch =
                     RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])
                         .expect("one string column");
-                (schema, vec![batch])
+                (schema, Rows::Batches(vec![batch]))
             }
         }
     }
@@ -63,11 +64,12 @@ impl Sessions {
     }
 
     /// Runs the `;`-separated statements of `sql`, once for each row of `params` if given (a
-    /// prepared statement's parameters), else once.
+    /// prepared statement's parameters), else once; the last query's rows as `results` says.
     pub(crate) async fn run(
         &self,
         sql: String,
         params: Option<RecordBatch>,
+        results: Results,
     ) -> Result<Ran, Status> {
         let permit = self
             .permits
@@ -78,15 +80,21 @@ impl Sessions {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            run_blocking(store, &sql, params.as_ref())
+            run_blocking(store, &sql, params.as_ref(), results)
         })
         .await
         .map_err(|e| Status::internal(format!("a statement stopped: {e}")))?
     }
 }
 
-fn run_blocking(store: Store, sql: &str, params: Option<&RecordBatch>) -> Result<Ran, Status> {
-    let mut session = SqlSession::new(store).map_err(|e| status(&e))?;
+fn run_blocking(
+    store: Store,
+    sql: &str,
+    params: Option<&RecordBatch>,
+    results: Results,
+) -> Result<Ran, Status> {
+    let options = SessionOptions::default().with_results(results);
+    let mut session = SqlSession::with_options(store, options).map_err(|e| status(&e))?;
     let texts = match params {
         None => vec![sql.to_string()],
         Some(p) => (0..p.num_rows())
@@ -97,22 +105,23 @@ fn run_blocking(store: Store, sql: &str, params: Option<&RecordBatch>) -> Result
     let mut last = None;
     let mut lines = Vec::new();
     for text in texts {
-        for out in session.execute(&text).map_err(|e| status(&e))? {
-            match out {
-                SqlOutput::Batches(schema, batches) => last = Some((schema, batches)),
-                SqlOutput::Stream(schema, stream) => {
-                    let batches = stream.collect::<Result<_, _>>().map_err(|e| status(&e))?;
-                    last = Some((schema, batches));
+        // Only the last statement's result is handed over as a stream: each earlier one is
+        // read before the next statement runs.
+        session
+            .execute_script(&text, |out| match out {
+                SqlOutput::Batches(schema, batches) => {
+                    last = Some((schema, Rows::Batches(batches)))
                 }
+                SqlOutput::Stream(schema, stream) => last = Some((schema, Rows::Stream(stream))),
                 SqlOutput::Done(line) => {
                     last = None;
                     lines.extend(line.lines().map(str::to_string));
                 }
-            }
-        }
+            })
+            .map_err(|e| status(&e.error))?;
     }
     Ok(match last {
-        Some((schema, batches)) => Ran::Rows(schema, batches),
+        Some((schema, rows)) => Ran::Rows(schema, rows),
         None => Ran::Done(lines),
     })
 }
