@@ -579,13 +579,8 @@ fn a_query_streams_its_rows_to_the_do_get() {
             .unwrap();
         assert_eq!(info.total_records, -1);
         let ticket = info.endpoint[0].ticket.clone().expect("a ticket");
-        let batches: Vec<RecordBatch> = c
-            .do_get(ticket)
-            .await
-            .unwrap()
-            .try_collect()
-            .await
-            .unwrap();
+        let batches: Vec<RecordBatch> =
+            c.do_get(ticket).await.unwrap().try_collect().await.unwrap();
         assert!(batches.len() > 1, "{} batches", batches.len());
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 200_000);

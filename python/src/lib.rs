@@ -103,8 +103,10 @@ impl Database {
     /// Runs `;`-separated statements as `sql` does, and returns the last query's rows as a
     /// `pyarrow.RecordBatchReader` that computes them a batch at a time as it is read: a result
     /// larger than memory can go to a file (`pyarrow.parquet.ParquetWriter`) or be consumed batch
-    /// by batch. The reader reads the tables as they were when it was made, whatever runs after.
-    /// If the last statement changed something, the reader holds the lines `sql` returns.
+    /// by batch. The reader reads the tables as they were when it was made, whatever commits
+    /// after (an ERASE, VACUUM or DROP of a table it reads stops it with an error). It keeps the
+    /// store open until it is read to its end or released, `close()` or not. If the last statement
+    /// changed something, the reader holds the lines `sql` returns.
     fn sql_reader<'py>(&self, py: Python<'py>, statements: &str) -> PyResult<Bound<'py, PyAny>> {
         let (last, lines) = self.with(py, |s| {
             let (mut last, mut lines) = (None, Vec::new());

@@ -2,6 +2,7 @@
 //! streamed as Arrow batches; the tables listed for clients that browse.
 
 use std::pin::Pin;
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::{Schema, SchemaRef};
@@ -37,7 +38,7 @@ use asof_query::table_arrow_schema;
 const CATALOG: &str = "main";
 
 pub(crate) struct Service {
-    pub sessions: Sessions,
+    pub sessions: Arc<Sessions>,
     pub held: Held,
     pub auth: Auth,
     pub info: SqlInfoData,
@@ -51,7 +52,7 @@ impl Service {
         info.append(SqlInfo::FlightSqlServerArrowVersion, "1.3");
         info.append(SqlInfo::FlightSqlServerReadOnly, false);
         Service {
-            sessions,
+            sessions: Arc::new(sessions),
             held: Held::default(),
             auth,
             info: info.build().expect("static server information"),
@@ -151,20 +152,24 @@ fn stream_batches(schema: SchemaRef, batches: Vec<RecordBatch>) -> Response<DoGe
     Response::new(Box::pin(stream))
 }
 
-/// A query's rows to a `DoGet`, computed on a blocking thread as the client reads them: a few
-/// batches ahead at most. A client that goes away stops the query.
-fn stream_rows(schema: SchemaRef, rows: BatchStream) -> Response<DoGetStream> {
-    let (tx, rx) = tokio::sync::mpsc::channel::<Result<RecordBatch, FlightError>>(2);
-    tokio::task::spawn_blocking(move || {
-        for batch in rows {
-            let failed = batch.is_err();
-            let batch = batch.map_err(|e| FlightError::Tonic(Box::new(status(&e))));
-            if tx.blocking_send(batch).is_err() || failed {
-                break;
+/// A query's rows to a `DoGet`, computed a batch at a time as the client reads them
+/// ([`Sessions::next_batch`]). An error (a panic too) ends the stream with it; a client that goes
+/// away stops the query.
+fn stream_rows(
+    sessions: Arc<Sessions>,
+    schema: SchemaRef,
+    rows: BatchStream,
+) -> Response<DoGetStream> {
+    let batches = stream::unfold(Some(rows), move |rows| {
+        let sessions = sessions.clone();
+        async move {
+            match sessions.next_batch(rows?).await {
+                Ok((rows, Some(batch))) => Some((Ok(batch), Some(rows))),
+                Ok((_, None)) => None,
+                Err(e) => Some((Err(FlightError::Tonic(Box::new(e))), None)),
             }
         }
     });
-    let batches = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
     let stream = FlightDataEncoderBuilder::new()
         .with_schema(schema)
         .build(batches)
@@ -235,7 +240,7 @@ impl FlightSqlService for Service {
             })?;
         Ok(match pending.rows {
             Rows::Batches(batches) => stream_batches(pending.schema, batches),
-            Rows::Stream(rows) => stream_rows(pending.schema, rows),
+            Rows::Stream(rows) => stream_rows(self.sessions.clone(), pending.schema, rows),
         })
     }
 

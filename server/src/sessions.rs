@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use asof_query::sql::{Output as SqlOutput, Results, SessionOptions, SqlSession};
+use asof_query::sql::{BatchStream, Output as SqlOutput, Results, SessionOptions, SqlSession};
 use asof_query::QueryError;
 use asof_storage::Store;
 use tokio::sync::Semaphore;
@@ -56,6 +56,28 @@ impl Sessions {
             store,
             permits: Arc::new(Semaphore::new(sessions.max(1))),
         }
+    }
+
+    /// Computes the next batch of a query's `rows` on a blocking thread, holding a session
+    /// permit meanwhile (a result read by `DoGet` counts towards `--sessions` while it computes,
+    /// and no thread waits on a slow client); `rows` comes back with the batch.
+    pub(crate) async fn next_batch(
+        &self,
+        mut rows: BatchStream,
+    ) -> Result<(BatchStream, Option<RecordBatch>), Status> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Status::unavailable("asof serve is stopping"))?;
+        tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            let next = rows.next().transpose().map_err(|e| status(&e))?;
+            Ok((rows, next))
+        })
+        .await
+        .map_err(|e| Status::internal(format!("a query stopped: {e}")))?
     }
 
     /// The store.

@@ -22,7 +22,8 @@ class Database:
         """Runs `;`-separated statements as `sql` does, and returns the last query's rows as a
         reader that computes them a batch at a time as it is read (a result larger than memory
         can be written to a file batch by batch). It reads the tables as they were when it was
-        made. If the last statement changed something, it reads the lines `sql` returns."""
+        made (an ERASE, VACUUM or DROP of one of them meanwhile stops it with an error), and keeps
+        the store open until it is read to its end or released. If the last statement changed something, it reads the lines `sql` returns."""
     def append(self, source: str, data: Any) -> int:
         """Appends rows to source table `source` as one commit: a pyarrow.Table or RecordBatch,
         a pandas.DataFrame, or any object with `__arrow_c_stream__`. Columns are matched by name.

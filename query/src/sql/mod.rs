@@ -29,6 +29,7 @@ mod receipts;
 mod registry;
 mod replace;
 mod rewrite;
+mod runtime;
 mod schemas;
 mod script;
 mod snapshot;
@@ -51,6 +52,7 @@ pub use options::{ExternalAccess, Results, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
 pub use provider::DataFusionEvaluator;
 pub use receipts::ReceiptCheck;
+use runtime::QueryRuntime;
 pub use script::{ScriptError, Steps};
 use statement::{classify, Kind};
 
@@ -68,8 +70,9 @@ pub enum Output {
 /// A query's batches, computed as they are read ([`Output::Stream`]). It keeps the session's
 /// query runtime running, so it may be read after its session is dropped.
 pub struct BatchStream {
-    runtime: Arc<tokio::runtime::Runtime>,
+    // Dropped before the runtime it runs on.
     stream: datafusion::physical_plan::SendableRecordBatchStream,
+    runtime: QueryRuntime,
 }
 
 impl std::fmt::Debug for BatchStream {
@@ -106,7 +109,7 @@ pub struct SqlSession {
     store: Store,
     ctx: SessionContext,
     /// Shared with the streams of its results ([`BatchStream`]).
-    runtime: Arc<tokio::runtime::Runtime>,
+    runtime: QueryRuntime,
     /// Streaming tables declared in this session whose flow has not been created yet, with their
     /// declared columns.
     declared: Vec<Declared>,
@@ -153,15 +156,11 @@ impl SqlSession {
     /// comes from an application's users).
     pub fn with_options(store: Store, options: SessionOptions) -> Result<Self> {
         store.set_condition_evaluator(Arc::new(DataFusionEvaluator));
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .map_err(|e| QueryError::Invalid(format!("cannot start the query runtime: {e}")))?;
+        let runtime = QueryRuntime::new()?;
         Ok(SqlSession {
             store,
             ctx: new_context(),
-            runtime: Arc::new(runtime),
+            runtime,
             declared: Vec::new(),
             progress: None,
             scratch: 0,

@@ -93,6 +93,12 @@ impl FullRefresh {
         state.reset_keys(self.version, self.ts, &keys)
     }
 
+    /// Resets every key not reset yet, at once.
+    fn reset_all(&mut self, state: &mut TableState) -> Result<()> {
+        let keys: Vec<Bytes> = std::mem::take(&mut self.unreset).into_iter().collect();
+        state.reset_keys(self.version, self.ts, &keys)
+    }
+
     /// Resets the keys no event reached, [`RESET_KEYS`] at a time, each group followed by an
     /// empty part that puts their retired rows back in pages.
     fn finish(
@@ -214,7 +220,13 @@ pub(crate) fn replay_log(
             }
         }
         if let Some(r) = &mut refresh {
-            r.reset_for(state, &events)?;
+            // A truncate refolds every key (and thaws them all): every key is reset before it,
+            // as when the commit was applied.
+            if truncates.is_empty() {
+                r.reset_for(state, &events)?;
+            } else {
+                r.reset_all(state)?;
+            }
         }
         last = Some(version);
         gc_due = Some(c.timestamp_us);
