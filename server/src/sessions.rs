@@ -65,12 +65,7 @@ impl Sessions {
         &self,
         mut rows: BatchStream,
     ) -> Result<(BatchStream, Option<RecordBatch>), Status> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Status::unavailable("asof serve is stopping"))?;
+        let permit = self.permit().await?;
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
             let next = rows.next().transpose().map_err(|e| status(&e))?;
@@ -78,6 +73,15 @@ impl Sessions {
         })
         .await
         .map_err(|e| Status::internal(format!("a query stopped: {e}")))?
+    }
+
+    /// One of the `--sessions` permits, once one is free.
+    async fn permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Status> {
+        self.permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Status::unavailable("asof serve is stopping"))
     }
 
     /// The store.
@@ -93,12 +97,7 @@ impl Sessions {
         params: Option<RecordBatch>,
         results: Results,
     ) -> Result<Ran, Status> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Status::unavailable("asof serve is stopping"))?;
+        let permit = self.permit().await?;
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
             let _permit = permit;
