@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod arrow_conv;
+mod changes;
 mod delta;
 mod error;
 mod explain;
@@ -23,6 +24,7 @@ mod spill;
 pub mod sql;
 
 pub use arrow_conv::{sequence_type, table_arrow_schema};
+pub use changes::{change_feed, table_changes, ChangeBound, ChangeFeed};
 pub use delta::{export_delta, DeltaExport, ExportError, ExportKind, ExportReport};
 pub use error::{QueryError, Result};
 pub use files::{ExistingFiles, FileFormat, FileSource, JsonLayout};
@@ -30,7 +32,7 @@ pub use history::history_batch;
 pub use plot::{key_history_svg, PlotRequest};
 pub use receipt::{result_hash, Receipt};
 pub use scan::{
-    change_feed, key_history, lookup, scan, scan_all, table_changes, ChangeBound, ChangeFeed,
-    KeySelection, LookupRow, ScanRequest, TableScan, TimeSelection,
+    key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, TableScan,
+    TimeSelection,
 };
 pub use schedule::{CronSchedule, Schedule, SCHEDULE_PROPERTY};

@@ -23,8 +23,9 @@ use arrow::datatypes::SchemaRef;
 use asof_storage::{CommitInfo, Store};
 
 use crate::arrow_conv::table_arrow_schema;
+use crate::changes::{change_feed, ChangeBound};
 use crate::error::QueryError;
-use crate::scan::{change_feed, scan, ChangeBound, ScanRequest};
+use crate::scan::{scan, ScanRequest};
 use delta_kernel::SnapshotRef;
 use kernel::{Change, DeltaDir};
 use net::{NetChanges, RowKeys};

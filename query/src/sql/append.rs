@@ -18,9 +18,9 @@ use super::parse::{quote_ident, read_files_args, split, stream_options, upper};
 use super::provider::RowsTable;
 use super::statement::AppendAst;
 use super::{Output, SqlSession};
+use crate::changes::ChangeBound;
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
-use crate::scan::ChangeBound;
 
 /// Where a query's `STREAM ...` is in its text, replaced by this identifier.
 const STREAM_MARK: &str = "__asof_stream";
@@ -154,7 +154,7 @@ fn change_feed(
     from: u64,
     to: u64,
 ) -> Result<(arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>)> {
-    crate::scan::table_changes(
+    crate::changes::table_changes(
         store,
         table,
         &ChangeBound::Version(from),

@@ -12,8 +12,9 @@ use super::parse::{quote_ident, read_files_args, upper, Stmt};
 use super::provider::TargetTable;
 use super::{df, word, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
+use crate::changes::ChangeBound;
 use crate::error::{QueryError, Result};
-use crate::scan::{ChangeBound, TimeSelection};
+use crate::scan::TimeSelection;
 
 impl SqlSession {
     /// Rewrites what DataFusion does not know into references to scratch tables registered for
@@ -313,7 +314,7 @@ impl SqlSession {
                 .or_else(|| self.pinned_version(&table).map(ChangeBound::Version));
             // Streamed a window of commits at a time, as the query reads it (each scan reads
             // the commits the range names now).
-            let feed = crate::scan::change_feed(&self.store, &table, &start, end.as_ref())?;
+            let feed = crate::changes::change_feed(&self.store, &table, &start, end.as_ref())?;
             let schema = feed.schema();
             let (from, to) = feed.commits();
             let store = self.store.clone();
@@ -322,7 +323,7 @@ impl SqlSession {
             let open: super::provider::OpenBatches = Box::new(move || {
                 let (from, to) = (ChangeBound::Version(from), ChangeBound::Version(to));
                 let mut feed =
-                    crate::scan::change_feed(&store, &name, &from, Some(&to)).map_err(to_df)?;
+                    crate::changes::change_feed(&store, &name, &from, Some(&to)).map_err(to_df)?;
                 if let Some(p) = &progress {
                     feed = feed.with_progress(p.clone());
                 }
@@ -590,7 +591,7 @@ impl SqlSession {
         let to = change_bound(args.get(3), "explain_changes")?
             .or_else(|| self.pinned_version(&table).map(ChangeBound::Version));
         let (schema, batches) =
-            crate::scan::table_changes(&self.store, &table, &from, to.as_ref())?;
+            crate::changes::table_changes(&self.store, &table, &from, to.as_ref())?;
         let changes = self.register_scratch(
             "changes",
             Arc::new(MemTable::try_new(schema, vec![batches]).map_err(df)?),

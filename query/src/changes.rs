@@ -1,0 +1,270 @@
+//! The change data feed of a table (docs/SEMANTICS.md §7.3): `table_changes` read whole, or
+//! `change_feed`, a window of commits at a time.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use asof_storage::Store;
+
+use crate::arrow_conv::table_arrow_schema;
+use crate::error::{QueryError, Result};
+use crate::scan::{make_cols, Clamps, Col};
+
+/// Where a change feed starts or ends: a commit version, or a time (µs since the epoch, UTC).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ChangeBound {
+    /// A commit version.
+    Version(u64),
+    /// A commit time: from the first commit at or after it; up to the last commit at or before it.
+    Timestamp(i64),
+}
+
+/// The change data feed of `table` between two commits, both included (docs/SEMANTICS.md §7): the changed
+/// rows with `_change_type` (`insert`, `delete`, `update_preimage`, `update_postimage`),
+/// `_commit_version` and `_commit_timestamp`. `end = None` means the latest commit. Read into
+/// memory whole: [`change_feed`] streams it.
+pub fn table_changes(
+    store: &Store,
+    table: &str,
+    start: &ChangeBound,
+    end: Option<&ChangeBound>,
+) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    let feed = change_feed(store, table, start, end)?;
+    let schema = feed.schema();
+    Ok((schema, feed.collect::<Result<_>>()?))
+}
+
+/// [`table_changes`], read a few commits at a time: the commits between `start` and `end` are
+/// fixed when it is made, and each window of commits (about [`CHANGE_WINDOW_ROWS`] changed rows,
+/// at least one commit) is read under one short read of the table.
+pub fn change_feed(
+    store: &Store,
+    table: &str,
+    start: &ChangeBound,
+    end: Option<&ChangeBound>,
+) -> Result<ChangeFeed> {
+    let (from, to, sizes, schema, generation) = store.read(table, |r| {
+        let history = r.history();
+        let from = match start {
+            ChangeBound::Version(v) => *v,
+            ChangeBound::Timestamp(t) => match history.iter().find(|c| c.timestamp_us >= *t) {
+                Some(c) => c.version,
+                None => {
+                    return Err(QueryError::Invalid(format!(
+                        "`{table}` has no commit at or after the start of the change feed"
+                    )))
+                }
+            },
+        };
+        let to = match end {
+            None => r.latest_version(),
+            Some(ChangeBound::Version(v)) => *v,
+            Some(ChangeBound::Timestamp(t)) => {
+                match history.iter().rev().find(|c| c.timestamp_us <= *t) {
+                    Some(c) => c.version,
+                    None => {
+                        return Err(QueryError::Invalid(format!(
+                            "`{table}` has no commit at or before the end of the change feed"
+                        )))
+                    }
+                }
+            }
+        };
+        // A reversed range, or one past the last commit, is refused here (before anything is
+        // read); a vacuumed start when its window is read.
+        if from > to || to > r.latest_version() {
+            r.changes(from, to, |_, _, _| {})?;
+        }
+        // About how many rows each commit changed: an update lists two.
+        let sizes: BTreeMap<u64, u64> = history
+            .iter()
+            .filter(|c| (from..=to).contains(&c.version))
+            .map(|c| {
+                let m = &c.metrics;
+                (c.version, 2 * (m.num_upserted_rows + m.num_deleted_rows))
+            })
+            .collect();
+        Ok((from, to, sizes, r.schema().clone(), r.generation()))
+    })??;
+    let full = table_arrow_schema(&schema);
+    let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
+    fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
+    fields.push(Arc::new(Field::new(
+        "_commit_version",
+        DataType::Int64,
+        false,
+    )));
+    fields.push(Arc::new(Field::new(
+        "_commit_timestamp",
+        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+        false,
+    )));
+    Ok(ChangeFeed {
+        store: store.clone(),
+        table: table.to_string(),
+        out: Arc::new(Schema::new(fields)),
+        next: from,
+        to,
+        sizes,
+        generation,
+        pending: VecDeque::new(),
+        failed: false,
+        progress: None,
+    })
+}
+
+/// About how many changed rows [`ChangeFeed`] reads at a time.
+pub const CHANGE_WINDOW_ROWS: u64 = 262_144;
+
+/// A change feed read a window of commits at a time ([`change_feed`]).
+pub struct ChangeFeed {
+    store: Store,
+    table: String,
+    out: SchemaRef,
+    /// The first commit not read yet.
+    next: u64,
+    to: u64,
+    /// About how many rows each commit in the range changed.
+    sizes: BTreeMap<u64, u64>,
+    /// The rows it reads: every window must read the same.
+    generation: asof_storage::TableGeneration,
+    pending: VecDeque<RecordBatch>,
+    failed: bool,
+    /// Where a feed longer than one window reports how far it is: the rows read so far, of
+    /// about how many.
+    progress: Option<(asof_storage::Reporter, u64)>,
+}
+
+impl ChangeFeed {
+    /// The feed, reporting to `progress` as it reads, if it is longer than one window.
+    pub fn with_progress(mut self, progress: Arc<dyn asof_storage::Progress>) -> ChangeFeed {
+        let total: u64 = self.sizes.values().sum();
+        let task = format!("reading the change feed of {}", self.table);
+        let report =
+            asof_storage::Reporter::begin(Some(&progress), &task, total, CHANGE_WINDOW_ROWS + 1);
+        self.progress = Some((report, 0));
+        self
+    }
+
+    /// The schema of its batches: the table's columns, then `_change_type`, `_commit_version`,
+    /// `_commit_timestamp`.
+    pub fn schema(&self) -> SchemaRef {
+        self.out.clone()
+    }
+
+    /// The commits it reads, `(first, last)`, both included.
+    pub fn commits(&self) -> (u64, u64) {
+        (self.next, self.to)
+    }
+
+    /// Reads the next window of commits into `pending`.
+    fn read_window(&mut self) -> Result<()> {
+        let from = self.next;
+        let mut to = from;
+        let mut rows = self.sizes.get(&from).copied().unwrap_or(0);
+        while to < self.to {
+            let more = self.sizes.get(&(to + 1)).copied().unwrap_or(0);
+            if rows + more > CHANGE_WINDOW_ROWS {
+                break;
+            }
+            rows += more;
+            to += 1;
+        }
+        let out = self.out.clone();
+        let (table, generation) = (&self.table, self.generation);
+        let batches = self.store.read(table, |r| {
+            // ERASE, VACUUM, a widening or a new table of the name would mix two tables' rows.
+            if r.generation() != generation {
+                return Err(QueryError::Invalid(format!(
+                    "`{table}` was rewritten (ERASE, VACUUM, new columns) or made again while its change feed was read; run the statement again"
+                )));
+            }
+            changes_batches(r, from, to, &out)
+        })??;
+        self.pending.extend(batches);
+        if let Some((report, done)) = &mut self.progress {
+            *done += self.sizes.range(from..=to).map(|(_, n)| n).sum::<u64>();
+            report.advance(*done);
+        }
+        if to >= self.to {
+            self.progress = None; // ends the report
+        }
+        self.next = to + 1;
+        Ok(())
+    }
+}
+
+impl Iterator for ChangeFeed {
+    type Item = Result<RecordBatch>;
+
+    fn next(&mut self) -> Option<Result<RecordBatch>> {
+        while self.pending.is_empty() && self.next <= self.to && !self.failed {
+            if let Err(e) = self.read_window() {
+                self.failed = true;
+                return Some(Err(e));
+            }
+        }
+        self.pending.pop_front().map(Ok)
+    }
+}
+
+/// The changes of commits `from..=to` of the table `r` reads, as batches of schema `out`.
+fn changes_batches(
+    r: &asof_storage::TableReader<'_>,
+    from: u64,
+    to: u64,
+    out: &SchemaRef,
+) -> Result<Vec<RecordBatch>> {
+    let schema = r.schema();
+    let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
+    const BATCH: usize = 8192;
+    let mut batches = Vec::new();
+    let mut cols = make_cols(schema, &columns, BATCH, &Clamps::default());
+    let mut kinds = StringBuilder::new();
+    let mut versions = Int64Builder::new();
+    let mut stamps = TimestampMicrosecondBuilder::new();
+    let mut n = 0;
+    let mut flush = |cols: &mut Vec<Col>,
+                     kinds: &mut StringBuilder,
+                     versions: &mut Int64Builder,
+                     stamps: &mut TimestampMicrosecondBuilder|
+     -> Result<()> {
+        let mut arrays = cols
+            .iter_mut()
+            .map(Col::finish)
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        arrays.push(Arc::new(kinds.finish()));
+        arrays.push(Arc::new(versions.finish()));
+        arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
+        batches.push(RecordBatch::try_new(out.clone(), arrays)?);
+        Ok(())
+    };
+    let mut failed = None;
+    r.changes(from, to, |v, kind, row| {
+        if failed.is_some() {
+            return;
+        }
+        for c in cols.iter_mut() {
+            c.append(&row);
+        }
+        kinds.append_value(kind.as_str());
+        versions.append_value(v as i64);
+        stamps.append_value(r.commit(v).map_or(0, |c| c.timestamp_us));
+        n += 1;
+        if n % BATCH == 0 {
+            if let Err(e) = flush(&mut cols, &mut kinds, &mut versions, &mut stamps) {
+                failed = Some(e);
+            }
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if n % BATCH != 0 {
+        flush(&mut cols, &mut kinds, &mut versions, &mut stamps)?;
+    }
+    Ok(batches)
+}
