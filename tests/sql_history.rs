@@ -391,12 +391,10 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     // 150,000 inserts in one commit and 150,000 updates in the next: more than one window.
     s.execute(
-        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
-         FROM generate_series(1, 150000); \
-         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
-           STORED AS SCD TYPE 1; \
+        &(ids_into_scd1(150000)
+            + "\
          INSERT INTO ev SELECT id, CAST(2 AS BIGINT) AS seq FROM ev; \
-         REFRESH STREAMING TABLE t",
+         REFRESH STREAMING TABLE t"),
     )
     .unwrap();
     let recorded = std::sync::Arc::new(common::Recorded::default());
@@ -435,15 +433,13 @@ fn a_large_refresh_and_the_rebuild_after_a_vacuum_report_their_progress() {
     s.set_progress(recorded.clone());
     // 150,000 source rows in one refresh: read and parted, then applied in parts.
     s.execute(
-        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
-         FROM generate_series(1, 150000); \
-         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
-           STORED AS SCD TYPE 1; \
+        &(ids_into_scd1(150000)
+            + "\
          REFRESH STREAMING TABLE t; \
          INSERT INTO ev VALUES (1, 2); \
          REFRESH STREAMING TABLE t; \
          ALTER STREAMING TABLE t SET TBLPROPERTIES ('asof.vacuum.retentionCheck' = 'false'); \
-         VACUUM t RETAIN 0 HOURS",
+         VACUUM t RETAIN 0 HOURS"),
     )
     .unwrap();
     let calls = recorded.0.lock().unwrap().clone();
@@ -482,12 +478,10 @@ fn a_commit_records_the_peak_memory_of_the_process_while_it_ran() {
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     // 100,000 source rows: more than a part, so the commit is applied in parts.
     s.execute(
-        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
-         FROM generate_series(1, 100000); \
-         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
-           STORED AS SCD TYPE 1; \
+        &(ids_into_scd1(100000)
+            + "\
          INSERT INTO ev VALUES (1, 2); \
-         REFRESH STREAMING TABLE t",
+         REFRESH STREAMING TABLE t"),
     )
     .unwrap();
     let peaks = |s: &mut SqlSession| {
@@ -517,4 +511,15 @@ fn a_commit_records_the_peak_memory_of_the_process_while_it_ran() {
     drop(s);
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     assert_eq!(peaks(&mut s), got);
+}
+
+/// The statements that make source `ev` of `n` rows `(id, seq = 1)` and the SCD TYPE 1 flow `f`
+/// into `t` that reads it (its first refresh applies them).
+fn ids_into_scd1(n: u64) -> String {
+    format!(
+        "CREATE TABLE ev AS SELECT CAST(value AS BIGINT) AS id, CAST(1 AS BIGINT) AS seq \
+         FROM generate_series(1, {n}); \
+         CREATE FLOW f AS AUTO CDC INTO t FROM stream(ev) KEYS (id) SEQUENCE BY seq \
+           STORED AS SCD TYPE 1; "
+    )
 }
