@@ -1,7 +1,7 @@
 //! Audit (docs/FORMAT.md §3.8): the commit logs are hash-chained, and `asof verify` finds a changed
 //! byte in any stored value of a commit log or a table's derived records, naming the commit.
 
-mod common;
+use crate::common;
 
 use asof::{KvStore, Problem, Receipt, SledKv, SqlSession, Store, StoreOptions, WriteBatch};
 use common::run_asof;

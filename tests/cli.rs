@@ -1,6 +1,6 @@
 //! End-to-end: the built `asof` binary on the shipped example.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

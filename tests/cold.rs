@@ -3,7 +3,7 @@
 //! point lookups, a reopen and VACUUM must read exactly as in a store that keeps everything in
 //! memory, while late events thaw frozen history and freeze it again.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,10 +5,10 @@
 //!
 //! `tests/data/fixture_v1_compressible/` was written by the build before the fix (whose guard
 //! refused blocks that expand more than 64 times); it must open and read the same now. To rebuild
-//! it (only with a deliberate format change): `cargo test --test compressible -- --ignored
+//! it (only with a deliberate format change): `cargo test --test integration compressible:: -- --ignored
 //! write_fixture`.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

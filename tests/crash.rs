@@ -17,9 +17,9 @@
 //! checks acknowledged commits however slow the machine is.
 //!
 //! `ASOF_CRASH_KILLS` sets the number of kills (default 12 in CI; try 500 for a long run):
-//! `ASOF_CRASH_KILLS=500 cargo test --release --test crash -- --nocapture`.
+//! `ASOF_CRASH_KILLS=500 cargo test --release --test integration crash:: -- --nocapture`.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -289,7 +289,12 @@ fn crash_run(mode: StoredAs, kills: usize, seed: u64) -> Run {
             acked_files = 0;
         }
         let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash::crash_child",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("ASOF_CRASH_DIR", dir.path())
             .env(
                 "ASOF_CRASH_MODE",

@@ -3,7 +3,7 @@
 //! `deltalake` (delta-rs, from Python: tests/python/delta_read.py), a reader asof did not write,
 //! and, in the property test, by a plain reading of the Delta log's add and remove actions.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::fs::File;

@@ -1,7 +1,7 @@
 //! Property tests: the engine equals the reference model (docs/SEMANTICS.md §3–§6) on random event sets, with
 //! every flow option, in any arrival order, batching, with restarts and replays.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! ERASE (docs/SEMANTICS.md §12.2): every trace of the erased keys leaves the store's files,
 //! the other keys read exactly as before, and the hash chains still verify.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

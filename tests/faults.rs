@@ -1,7 +1,7 @@
 //! Misuse and damage: damaged files, an unknown format version, a second process, an I/O failure
 //! in the middle of a commit. Each gives a clear error, never a panic or a silently wrong table.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -5,9 +5,9 @@
 //! change fails here.
 //!
 //! To write the fixture of the current version (only together with a deliberate format change):
-//! `cargo test --test format -- --ignored write_fixture`.
+//! `cargo test --test integration format::write_fixture -- --ignored`.
 
-mod common;
+use crate::common;
 
 use asof::{KvStore, SledKv, SqlSession, Store, WriteBatch, FORMAT_VERSION};
 use common::{data_dir, read_csv, sorted};

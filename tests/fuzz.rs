@@ -6,7 +6,7 @@
 //! `ASOF_FUZZ_RUNS` sets the mutations per target (default 1500). Long, coverage-guided runs use
 //! cargo-fuzz: see `fuzz/README.md`.
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;

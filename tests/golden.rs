@@ -1,7 +1,7 @@
 //! The reference case of docs/SEMANTICS.md §6 (`tests/data/seed_bitemporal`): the table
 //! after each event, and the final table for every arrival order and every way of batching it.
 
-mod common;
+use crate::common;
 
 use asof::Store;
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};

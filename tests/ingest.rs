@@ -1,7 +1,7 @@
 //! Ingest behaviour: batch validation (docs/SEMANTICS.md §2), value types, STRUCT sequences, composite keys,
 //! the commit clock as system time, truncates, tombstone GC and conditions.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 //! damage to them is reported as corrupt, naming the table and the key, never a panic or a wrong
 //! answer.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

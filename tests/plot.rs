@@ -3,7 +3,7 @@
 //! placed in the order of its bounds on both timelines, the late correction's cut visible, open
 //! ends drawn as arrows, the as-of point inside the version a query at it returns.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 

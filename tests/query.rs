@@ -1,7 +1,7 @@
 //! Temporal scans (docs/SEMANTICS.md §8): selections on both timelines, keys, projection, batching, pinning, and
 //! point lookups that agree with scans.
 
-mod common;
+use crate::common;
 
 use std::ops::Bound;
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 //! the table is rebuilt from its sources in one commit, the commits before it keep what they
 //! showed, and a replay of the log gives the same table at every version.
 
-mod common;
+use crate::common;
 
 use asof::{Condition, KvStore, SledKv, SqlSession, Store, WriteBatch};
 

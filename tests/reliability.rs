@@ -1,7 +1,7 @@
 //! A store of record never loses, fakes or half-applies a write. Each test here is a way it once
 //! did, tried as a user would (SQL, the CLI), with the exact outcome asserted.
 
-mod common;
+use crate::common;
 
 use asof::{ExternalAccess, SessionOptions, SqlOutput, SqlSession, Store};
 use common::sql_rows;

@@ -4,7 +4,7 @@
 //! checkpoint) equals a store that never closed, at every version, in its history and its change
 //! feed.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

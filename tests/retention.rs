@@ -2,7 +2,7 @@
 //! at each commit of the table, every key deleted for longer than its period, as `ERASE` does:
 //! every byte of it leaves the store's files, the other keys read as before, the chains verify.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

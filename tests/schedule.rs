@@ -2,7 +2,7 @@
 //! `asof run`, which refreshes each table when its schedule says and lets other processes use the
 //! store between rounds.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

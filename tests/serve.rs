@@ -1,7 +1,7 @@
 //! `asof serve` (docs/SERVER.md) driven by clients asof did not write: the Rust Flight SQL client
 //! of arrow-flight, and Python's ADBC driver with pyarrow (tests/python/flight_client.py).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! Source tables, flow checkpoints (refresh reads only what is new, durably with the data it
 //! wrote), full refresh, views and DROP.
 
-mod common;
+use crate::common;
 
 use asof::Store;
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};

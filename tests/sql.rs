@@ -1,7 +1,7 @@
 //! The SQL front door: the reference case run as written, source tables, refresh, temporal
 //! clauses, views, and documented errors.
 
-mod common;
+use crate::common;
 
 use asof::{SqlOutput, SqlSession, Store};
 use common::{data_dir, read_csv, sorted};

@@ -3,7 +3,7 @@
 //! appends what arrived since the flow's checkpoint, several flows may feed one table, and the
 //! table can be the source of an AUTO CDC flow.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store};
 

@@ -2,7 +2,7 @@
 //! double quotes, identifiers in backticks, and a re-run of the statement that created a
 //! streaming table with its flow.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store};
 

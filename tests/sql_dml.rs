@@ -2,7 +2,7 @@
 //! and `FOR PORTION OF BUSINESS_TIME`, each one commit, composed with the events of later
 //! refreshes, and the same after restarts, replays and VACUUM.
 
-mod common;
+use crate::common;
 
 use asof::{Checkpoints, OnClose, SqlSession, Store, StoreOptions};
 use common::{cells, sorted_sql_rows as rows};

@@ -3,7 +3,7 @@
 //! declared streaming-table columns, several flows into one target, and the temporal table
 //! functions.
 
-mod common;
+use crate::common;
 
 use asof::{SqlOutput, SqlSession, Store};
 use common::{data_dir, read_csv, sorted};

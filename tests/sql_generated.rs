@@ -2,7 +2,7 @@
 //! (across statements, flows and reopens), `GENERATED ALWAYS AS (expr)` computes a column from the
 //! others; both on source tables and on streaming tables that append flows fill.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store};
 use common::{cells, sorted_sql_rows};

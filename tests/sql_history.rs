@@ -1,7 +1,7 @@
 //! docs/SEMANTICS.md §7 through SQL: DESCRIBE HISTORY, VERSION AS OF / TIMESTAMP AS OF (with the temporal
 //! clauses), table_changes, VACUUM and table properties.
 
-mod common;
+use crate::common;
 
 use asof::{SqlOutput, SqlSession, Store};
 use common::{data_dir, read_csv, sorted};

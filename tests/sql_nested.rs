@@ -2,7 +2,7 @@
 //! flow, time-travelled, scanned from frozen pages after a reopen, read from nested JSON files,
 //! and `IGNORE NULL UPDATES` treats a NULL struct as a null update.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store, StoreOptions};
 use common::{cells, sorted_sql_rows};

@@ -2,7 +2,7 @@
 //! pushed into the storage scan, which skips pages and rows that cannot pass them: the answers
 //! stay those of the same query over a plain copy of the table, and the plan shows the bounds.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store, StoreOptions};
 use common::sorted_sql_rows;

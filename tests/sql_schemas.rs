@@ -2,7 +2,7 @@
 //! Two tables named `t` in different schemas are two tables, in every statement and after a
 //! reopen; names in the default schema read as they always did.
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store};
 use common::{cells, sorted_sql_rows};

@@ -1,7 +1,7 @@
 //! `AUTO CDC FROM SNAPSHOT`: full snapshots, told apart by a version column, become a history of
 //! inserts, updates and deletes; a late snapshot corrects it like a late event.
 
-mod common;
+use crate::common;
 
 use asof::{SessionOptions, SqlSession, Store};
 use proptest::strategy::Strategy;

@@ -3,7 +3,7 @@
 //! reads its source `WITH (skipChangeCommits = true)`; earlier versions of the source still read
 //! as they were (receipts taken before a change verify after it).
 
-mod common;
+use crate::common;
 
 use asof::{SqlSession, Store};
 use common::{cells, sorted_sql_rows};
