@@ -133,23 +133,30 @@ fn same_lookups(cold: &Store, hot: &Store, mode: StoredAs, probes: &[(i64, i64, 
 
 #[test]
 fn frozen_history_reads_like_memory() {
-    frozen_history_reads_like_memory_with_commits_of(25);
+    frozen_history_reads_like_memory_with_commits_of(25, 1500);
 }
 
 /// Commits of 600 events over 4 keys: each freeze cuts about 150 sequences and 300 row versions
-/// of a key at once, more than one page holds, so it writes several.
+/// of a key at once, more than one page holds, so it writes several. 6,000 events fill chunks of
+/// the row store (4,096 row versions) that are then freed, their few hot rows kept beside them,
+/// where late events thaw and freeze rows again.
 #[test]
 fn history_frozen_in_several_pages_at_once_reads_like_memory() {
-    frozen_history_reads_like_memory_with_commits_of(600);
+    frozen_history_reads_like_memory_with_commits_of(600, 6000);
 }
 
-fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize) {
+fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize, n: i64) {
     for (mode, seed) in [
         (StoredAs::Bitemporal, 1),
         (StoredAs::Scd2, 2),
         (StoredAs::Scd1, 3),
     ] {
-        let evs = events(1500, 4, seed);
+        let mut evs = events(n, 4, seed);
+        if n >= 6000 {
+            // 300 keys written once, early: their rows stay hot in the first chunk of the row
+            // store, which is freed all the same (only they stay, beside the chunks).
+            evs.splice(600..600, (100..400).map(|k| (k, 600, 600, false, 1)));
+        }
         let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let cold = open(cold_dir.path(), mode, 2, true);
         let hot = open(hot_dir.path(), mode, usize::MAX, true);
@@ -167,6 +174,13 @@ fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize) {
         let stats = cold.read("t", |t| t.cold_stats()).unwrap();
         let hot_stats = hot.read("t", |t| t.cold_stats()).unwrap();
         assert_eq!(hot_stats.frozen_events, 0, "{mode:?}: {hot_stats:?}");
+        if mode != StoredAs::Scd1 && n >= 6000 {
+            // The freed chunks keep only their hot rows: most row versions have no slot.
+            assert!(
+                hot_stats.row_slots > 4096 && stats.row_slots * 2 < hot_stats.row_slots,
+                "{mode:?}: {stats:?} against {hot_stats:?}"
+            );
+        }
         if mode != StoredAs::Scd1 {
             // Most of the history is frozen.
             assert!(

@@ -141,6 +141,9 @@ pub struct ColdStats {
     pub hot_events: u64,
     /// Bytes of the frozen pages.
     pub page_bytes: u64,
+    /// Row versions that have a slot in memory (about 128 bytes each, frozen or not): the hot
+    /// rows, and the husks of frozen rows in chunks of the row store that are not freed.
+    pub row_slots: u64,
 }
 
 impl Pages {

@@ -353,6 +353,7 @@ impl TableState {
             }
         }
         self.pages.add_stats(&mut stats);
+        stats.row_slots = self.rows.slots() as u64;
         stats
     }
 

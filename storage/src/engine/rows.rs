@@ -1,6 +1,6 @@
 //! The row store: every version of every target row, in an append-only arena.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Index;
 
 use roaring::RoaringBitmap;
@@ -72,6 +72,15 @@ fn prefetch(p: *const u8) {
 
 const CHUNK: usize = 1 << 12;
 
+/// Whether a chunk of `n` rows of which only `hot` are not frozen is not worth keeping: its slots
+/// (128 bytes each, frozen or not) are freed and its hot rows lie beside the chunks, in
+/// [`RowStore::scattered`]. Freeing only chunks whose rows were all frozen left a 10M-event load
+/// applied in parts with nearly every chunk kept (each key's hot tail lies in it): 2.5 GB of
+/// husks (docs/PERFORMANCE.md).
+fn too_few_hot(hot: usize, n: usize) -> bool {
+    hot * 4 < n
+}
+
 /// Row versions by id, in fixed-size chunks (growing never moves a row), the set of live ids, and
 /// the ids each commit retired.
 ///
@@ -79,7 +88,8 @@ const CHUNK: usize = 1 << 12;
 /// ([`RowStore::first_added`]); together with [`RowStore::retired_by`] that is the change feed.
 ///
 /// A row can be *frozen* ([`super::cold`]): its data moves to its key's cold page and its slot
-/// holds an empty husk; a chunk whose rows are all frozen is freed. [`RowStore::get`] returns
+/// holds an empty husk; a full chunk with few rows left that are not frozen is freed, and those
+/// rows move beside the chunks ([`too_few_hot`]). [`RowStore::get`] returns
 /// `None` for a frozen row, and [`RowStore::key_of`] says whose page holds it.
 pub(crate) struct RowStore {
     chunks: Vec<Vec<StoredRow>>,
@@ -98,7 +108,7 @@ pub(crate) struct RowStore {
     /// chunks (a few keys' rows scattered over the whole range of ids), and the rows that are not
     /// frozen in a chunk that holds nothing (thawed, or hot among frozen ones when the store was
     /// restored).
-    scattered: HashMap<RowId, StoredRow>,
+    scattered: foldhash::HashMap<RowId, StoredRow>,
 }
 
 impl Default for RowStore {
@@ -123,7 +133,7 @@ impl Default for RowStore {
             },
             live: RoaringBitmap::new(),
             retired: BTreeMap::new(),
-            scattered: HashMap::new(),
+            scattered: Default::default(),
         }
     }
 }
@@ -148,6 +158,12 @@ impl RowStore {
         self.len += 1;
         self.live.insert(id);
         id
+    }
+
+    /// The row versions that have a slot in memory: in the chunks (frozen or not), and beside
+    /// them.
+    pub fn slots(&self) -> usize {
+        self.chunks.iter().map(Vec::len).sum::<usize>() + self.scattered.len()
     }
 
     /// The row, unless it is frozen.
@@ -185,8 +201,8 @@ impl RowStore {
         self.key_of[id as usize]
     }
 
-    /// Takes row `id` out (its key's cold page holds it now); frees its chunk once every row of
-    /// it is out.
+    /// Takes row `id` out (its key's cold page holds it now); frees its chunk once it is full and
+    /// holds [`too_few_hot`] rows that are not frozen, which then lie beside the chunks.
     pub fn freeze(&mut self, id: RowId) -> StoredRow {
         let i = id as usize;
         let (c, o) = (i / CHUNK, i % CHUNK);
@@ -199,10 +215,22 @@ impl RowStore {
         };
         self.cold.insert(id);
         self.chunk_cold[c] += 1;
-        if self.chunk_cold[c] as usize == CHUNK {
-            self.chunks[c] = Vec::new();
+        let hot = CHUNK - self.chunk_cold[c] as usize;
+        if self.chunks[c].len() == CHUNK && too_few_hot(hot, CHUNK) {
+            self.scatter(c);
         }
         row
+    }
+
+    /// Frees chunk `c` (which is full, so no push reaches it), moving its rows that are not
+    /// frozen beside the chunks.
+    fn scatter(&mut self, c: usize) {
+        let first = (c * CHUNK) as RowId;
+        for (id, row) in (first..).zip(std::mem::take(&mut self.chunks[c])) {
+            if !self.cold.contains(id) {
+                self.scattered.insert(id, row);
+            }
+        }
     }
 
     /// Puts a frozen row back: in its chunk, or, when its chunk was freed, beside the chunks (a
@@ -360,7 +388,7 @@ impl RowStore {
             // A chunk with few hot rows holds nothing, as after a freeze, and its hot rows lie
             // beside the chunks; the last chunk is kept at its length, since pushes append to it.
             let last = c + 1 == s.len.div_ceil(CHUNK);
-            s.chunks.push(if last || hot_here * 4 >= n {
+            s.chunks.push(if last || !too_few_hot(hot_here, n) {
                 vec![s.husk.clone(); n]
             } else {
                 Vec::new()
@@ -396,5 +424,80 @@ impl Index<RowId> for RowStore {
             Some(c) if !c.is_empty() => &c[i % CHUNK],
             _ => &self.scattered[&id],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(n: i64) -> StoredRow {
+        StoredRow {
+            key: Bytes::from(&n.to_be_bytes()[..]),
+            values: Row::from(vec![Value::Int(n)]),
+            start: None,
+            end: None,
+            sys_start: None,
+            sys_end: None,
+            added: 1,
+            retired: None,
+        }
+    }
+
+    fn value(s: &RowStore, id: RowId) -> Option<Value> {
+        s.get(id).map(|r| r.values[0].clone())
+    }
+
+    #[test]
+    fn a_full_chunk_mostly_frozen_is_freed_and_its_other_rows_stay_readable() {
+        let mut s = RowStore::default();
+        let n = 2 * CHUNK + 10;
+        for i in 0..n {
+            s.push(row(i as i64), (i % 7) as u32);
+        }
+        // Freeze all of the first chunk but every fifth row: a fifth is hot, fewer than a quarter.
+        let hot = |i: usize| i.is_multiple_of(5);
+        for i in (0..CHUNK).filter(|i| !hot(*i)) {
+            assert_eq!(s.freeze(i as RowId).values[0], Value::Int(i as i64));
+        }
+        assert!(s.chunks[0].is_empty(), "the first chunk is freed");
+        assert_eq!(s.scattered.len(), CHUNK.div_ceil(5));
+        for i in 0..CHUNK {
+            let want = hot(i).then_some(Value::Int(i as i64));
+            assert_eq!(value(&s, i as RowId), want, "row {i}");
+        }
+        // The freed chunk's rows are still written, retired, frozen and thawed by id.
+        s.get_mut(5).values = Row::from(vec![Value::Int(-5)]);
+        s.retire(5, 2);
+        assert_eq!(s.retired_by(2).unwrap().iter().collect::<Vec<_>>(), [5]);
+        assert_eq!(s[5].retired, Some(2));
+        let frozen = s.freeze(10);
+        assert_eq!(value(&s, 10), None);
+        s.thaw(10, frozen);
+        assert_eq!(value(&s, 10), Some(Value::Int(10)));
+        s.thaw(1, row(1));
+        assert_eq!(value(&s, 1), Some(Value::Int(1)));
+        // The key of every row is kept, frozen or not.
+        assert!((0..n).all(|i| s.key_of(i as RowId) == (i % 7) as u32));
+    }
+
+    #[test]
+    fn a_chunk_with_a_quarter_hot_or_still_filling_is_kept() {
+        let mut s = RowStore::default();
+        for i in 0..CHUNK + CHUNK / 2 {
+            s.push(row(i as i64), 0);
+        }
+        for i in (0..CHUNK).filter(|i| !i.is_multiple_of(4)) {
+            s.freeze(i as RowId);
+        }
+        assert_eq!(s.chunks[0].len(), CHUNK, "a quarter hot is kept");
+        // The last chunk is half full: pushes still append to it, so it stays however frozen.
+        for i in CHUNK..CHUNK + CHUNK / 2 {
+            s.freeze(i as RowId);
+        }
+        assert_eq!(s.chunks[1].len(), CHUNK / 2);
+        let id = s.push(row(-1), 0);
+        assert_eq!(value(&s, id), Some(Value::Int(-1)));
+        assert!(s.scattered.is_empty());
     }
 }
