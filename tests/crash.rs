@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoredAs, Value};
+use asof::{ColumnSelection, Condition, FlowSpec, RefreshMode, Store, StoredAs, Value};
 use common::model::{model, MEvent, MFlow, Op};
 use rand::{Rng, SeedableRng};
 
@@ -144,7 +144,7 @@ fn child(dir: &str, mode: StoredAs) {
     }
     let out = std::io::stdout();
     // Catch up first: rows appended before the last kill but not yet refreshed.
-    if let Some(c) = store.refresh("f", false).unwrap() {
+    if let Some(c) = store.refresh("f", RefreshMode::Incremental).unwrap() {
         println!("FLOW {}", c.version);
     }
     let mut n = store
@@ -158,11 +158,17 @@ fn child(dir: &str, mode: StoredAs) {
     loop {
         let rows = store.append("src", &append_batch(n)).unwrap();
         println!("APPEND {rows}");
-        let c = store.refresh("f", false).unwrap().expect("new rows");
+        let c = store
+            .refresh("f", RefreshMode::Incremental)
+            .unwrap()
+            .expect("new rows");
         println!("FLOW {}", c.version);
         match n % 8 {
             3 => {
-                let c = store.refresh("f", true).unwrap().expect("a full refresh");
+                let c = store
+                    .refresh("f", RefreshMode::Full)
+                    .unwrap()
+                    .expect("a full refresh");
                 println!("FLOW {}", c.version);
             }
             5 => {

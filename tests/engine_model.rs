@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoreOptions, StoredAs, Value};
+use asof::{
+    ColumnSelection, Condition, FlowSpec, RefreshMode, Store, StoreOptions, StoredAs, Value,
+};
 use common::model::{model, MEvent, MFlow, Op};
 use proptest::prelude::*;
 
@@ -566,13 +568,13 @@ proptest! {
                 pending.push(r.events[e].clone());
                 if i == r.order.len() - 1 || r.cuts[i] {
                     store.append("s", &batch(&pending)).unwrap();
-                    store.refresh("f", false).unwrap();
+                    store.refresh("f", RefreshMode::Incremental).unwrap();
                     pending.clear();
                 }
             }
         }
         for s in &stores {
-            s.refresh("f", true).unwrap().unwrap();
+            s.refresh("f", RefreshMode::Full).unwrap().unwrap();
         }
         let [whole, parted] = stores;
         reads_like_whole(&whole, parted, (d2.path(), &parted_opts))?;

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use asof::Store;
+use asof::{RefreshMode, Store};
 use common::{data_dir, read_csv, sorted, string_batch, table_strings};
 
 fn expected(n: usize) -> Vec<Vec<Option<String>>> {
@@ -30,14 +30,17 @@ fn refresh_reads_only_what_is_new_and_survives_restarts() {
         let store = Store::open(dir.path()).unwrap();
         let (h, rows) = setup(&store);
         assert_eq!(
-            store.refresh("cdc", false).unwrap(),
+            store.refresh("cdc", RefreshMode::Incremental).unwrap(),
             None,
             "nothing to read yet"
         );
         store
             .append("company_events", &string_batch(&h, &rows[..2]))
             .unwrap();
-        let c = store.refresh("cdc", false).unwrap().unwrap();
+        let c = store
+            .refresh("cdc", RefreshMode::Incremental)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.metrics.num_events_read, 2);
         assert_eq!(c.parameters[asof::SOURCE_OFFSET], "2");
         assert_eq!(table_strings(&store, "company_points").1, expected(2));
@@ -45,14 +48,20 @@ fn refresh_reads_only_what_is_new_and_survives_restarts() {
     };
     // After a restart the checkpoint is where the last commit left it.
     let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.refresh("cdc", false).unwrap(), None);
+    assert_eq!(
+        store.refresh("cdc", RefreshMode::Incremental).unwrap(),
+        None
+    );
     store
         .append("company_events", &string_batch(&h, &rows[2..3]))
         .unwrap();
     store
         .append("company_events", &string_batch(&h, &rows[3..]))
         .unwrap();
-    let c = store.refresh("cdc", false).unwrap().unwrap();
+    let c = store
+        .refresh("cdc", RefreshMode::Incremental)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (c.metrics.num_events_read, c.metrics.num_duplicates_ignored),
         (2, 0)
@@ -61,7 +70,7 @@ fn refresh_reads_only_what_is_new_and_survives_restarts() {
 
     // A full refresh rebuilds the table from every source row: the same table, so its change feed
     // is empty and it upserts and deletes nothing.
-    let c = store.refresh("cdc", true).unwrap().unwrap();
+    let c = store.refresh("cdc", RefreshMode::Full).unwrap().unwrap();
     assert_eq!(c.parameters[asof::FULL_REFRESH], "true");
     assert_eq!(
         (
@@ -110,7 +119,7 @@ fn views_persist_and_drop_removes_everything() {
         store
             .append("company_events", &string_batch(&h, &rows))
             .unwrap();
-        store.refresh("cdc", false).unwrap();
+        store.refresh("cdc", RefreshMode::Incremental).unwrap();
         store
             .create_view("v", "SELECT * FROM company_points")
             .unwrap();

@@ -3,7 +3,7 @@
 //! (loading the files that appeared since).
 
 use arrow::datatypes::SchemaRef;
-use asof_storage::{ColumnSelection, Condition, FlowSpec, StoredAs};
+use asof_storage::{ColumnSelection, Condition, FlowSpec, RefreshMode, StoredAs};
 use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 use super::hidden::files_source;
@@ -15,9 +15,9 @@ use crate::error::{QueryError, Result};
 use crate::files::{ExistingFiles, FileSource};
 
 impl SqlSession {
-    pub(super) fn refresh(&mut self, table: &str, full: bool) -> Result<Output> {
+    pub(super) fn refresh(&mut self, table: &str, mode: RefreshMode) -> Result<Output> {
         if self.store.sources()?.iter().any(|s| s == table) {
-            if full {
+            if mode == RefreshMode::Full {
                 return self.full_refresh_appends(table);
             }
             return match self.refresh_appends(table)? {
@@ -35,7 +35,7 @@ impl SqlSession {
             }
         }
         let before = self.latest_version(table)?;
-        let commits = self.store.refresh_table(table, full)?;
+        let commits = self.store.refresh_table(table, mode)?;
         for c in &commits {
             lines.push(format!(
                 "{}: commit {} read {} events, upserted {} and deleted {} rows",
@@ -139,7 +139,7 @@ impl SqlSession {
         // The statement creates the table and fills it, or does nothing: a table whose first
         // refresh failed is dropped again (it holds only its creation), and its declaration is
         // kept for the next try.
-        let refreshed = match self.store.refresh(&f.name, false) {
+        let refreshed = match self.store.refresh(&f.name, RefreshMode::Incremental) {
             Err(e) if creates_table => {
                 self.store.drop_table(&f.target)?;
                 return Err(QueryError::Invalid(format!(
@@ -321,7 +321,7 @@ impl SqlSession {
                     _ => return Err(QueryError::Invalid("a flow needs a source".into())),
                 };
                 return match self.snapshot_flow_change(&f, &snapshots)? {
-                    SnapshotChange::None => self.refresh(&f.target, false),
+                    SnapshotChange::None => self.refresh(&f.target, RefreshMode::Incremental),
                     SnapshotChange::Clauses(spec) => self.redefine(&f, *spec),
                     SnapshotChange::Origin(what) => Err(QueryError::Invalid(format!(
                         "flow `{}` reads snapshots and exists with other {what}; asof can redefine a snapshot flow's other AUTO CDC clauses, not that: drop `{}` and create it again (nothing was changed)",
@@ -340,7 +340,7 @@ impl SqlSession {
             .iter()
             .any(|e| e == spec.spec())
         {
-            return self.refresh(&f.target, false);
+            return self.refresh(&f.target, RefreshMode::Incremental);
         }
         self.redefine(&f, spec)
     }
@@ -358,7 +358,7 @@ impl SqlSession {
                 c.metrics.num_upserted_rows,
                 c.metrics.num_deleted_rows
             ))),
-            None => self.refresh(&f.target, false),
+            None => self.refresh(&f.target, RefreshMode::Incremental),
         }
     }
 

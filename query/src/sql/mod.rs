@@ -42,7 +42,7 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use asof_storage::{Progress, Store, RETENTION_PROPERTY};
+use asof_storage::{Progress, RefreshMode, Store, RETENTION_PROPERTY};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
@@ -379,7 +379,7 @@ impl SqlSession {
                     }
                     let done = match flow {
                         Some(f) => self.rerun_flow(f)?,
-                        None => self.refresh(&name, false)?,
+                        None => self.refresh(&name, RefreshMode::Incremental)?,
                     };
                     match done {
                         Output::Done(l) => lines.push(l),
@@ -411,7 +411,7 @@ impl SqlSession {
                 self.schema_exists(&f.target)?;
                 self.create_flow(f)
             }
-            Kind::Refresh { name, full } => self.refresh(&name, full),
+            Kind::Refresh { name, mode } => self.refresh(&name, mode),
             Kind::SetProperties { name, properties } => {
                 if properties.contains_key(RETENTION_PROPERTY) {
                     self.refuse_if_fed_by_snapshots(

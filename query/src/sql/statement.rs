@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use asof_storage::RefreshMode;
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::parse::{flow_body, syntax, text_from_token, upper, FlowAst, Stmt, P};
@@ -140,7 +141,7 @@ pub(crate) enum Kind {
     /// `CREATE FLOW f AS INSERT [ONCE] INTO t BY NAME query`.
     AppendFlow(AppendAst),
     /// `REFRESH STREAMING TABLE t [FULL]`.
-    Refresh { name: String, full: bool },
+    Refresh { name: String, mode: RefreshMode },
     /// `RECEIPT [PINNED] FOR query`: the query's receipt, as one row.
     Receipt {
         pinned: bool,
@@ -475,11 +476,14 @@ pub(crate) fn classify(stmt: &Stmt) -> Result<Kind> {
             p.eat("STREAMING");
             p.expect("TABLE")?;
             let name = p.table_name("a table name")?;
-            let full = p.eat("FULL");
+            let mode = match p.eat("FULL") {
+                true => RefreshMode::Full,
+                false => RefreshMode::Incremental,
+            };
             if let Some(t) = p.peek() {
                 return Err(syntax(Some(t), "expected the end of the statement"));
             }
-            Ok(Kind::Refresh { name, full })
+            Ok(Kind::Refresh { name, mode })
         }
         ["ALTER", "STREAMING", "TABLE", ..] | ["ALTER", "TABLE", ..] => {
             p.eat("ALTER");

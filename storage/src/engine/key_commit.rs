@@ -6,7 +6,7 @@
 use std::sync::OnceLock;
 
 use super::fold::{Bytes, Event, EventMap, FoldRules, Origin, RowId};
-use super::{CommitEffects, Incoming, KeyState, RowStore, StoredRow};
+use super::{CommitEffects, Incoming, KeyState, Logging, RowStore, StoredRow};
 
 /// What applying a commit to one key reads and changes.
 pub(super) struct KeyCommit<'a, 'r> {
@@ -91,7 +91,7 @@ impl KeyCommit<'_, '_> {
                 if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
                     ks.max_sys = Some(inc.sys.clone());
                 }
-                if fx.record {
+                if fx.logging == Logging::Log {
                     fx.events.push(inc);
                 }
                 Some(appended)

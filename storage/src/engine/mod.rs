@@ -97,13 +97,36 @@ pub(crate) struct KeyState {
     pub next_page: u32,
 }
 
+/// Whether an apply lists the events that changed the event set, for the commit log.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Logging {
+    /// A commit: its effects list the events to log.
+    Log,
+    /// A replay of the log, which logs nothing, and so never holds a second copy of a commit's
+    /// events.
+    #[default]
+    Replay,
+}
+
+/// A commit's events for one table, or one part of them: what [`TableState::apply`] and
+/// [`TableState::apply_part`] take.
+pub(crate) struct CommitPart {
+    pub incoming: Vec<Incoming>,
+    /// SCD1 truncate sequences.
+    pub truncates: Vec<Bytes>,
+    /// The commit's version and timestamp (µs).
+    pub version: u64,
+    pub ts: i64,
+    pub logging: Logging,
+}
+
 /// What one commit did to a table, for the commit log and the row blocks.
 #[derive(Default, Debug)]
 pub(crate) struct CommitEffects {
     /// Events that changed the event set, to be logged (empty on replay, which logs nothing).
     pub events: Vec<Incoming>,
     /// Whether to collect `events`.
-    record: bool,
+    logging: Logging,
     pub truncates: Vec<Bytes>,
     /// Ids of the first row added; rows `first_row..rows.len()` are new.
     pub first_row: RowId,
@@ -404,9 +427,8 @@ impl TableState {
         Ok(())
     }
 
-    /// Applies one commit's events. `truncates` are SCD1 truncate sequences. With `record`, the
-    /// effects list the events that changed the event set, for the log; a replay of the log
-    /// passes `false` and so never holds a second copy of a commit's events.
+    /// Applies one commit's events (with [`Logging::Log`], the effects list the events that
+    /// changed the event set, for the log).
     ///
     /// Keys whose change reaches into their frozen history are thawed first, and keys that grew
     /// past their hot tail are frozen after ([`cold`]). An error comes from reading a page; the
@@ -416,51 +438,45 @@ impl TableState {
     /// [`TableState::apply_part`] for each part, then [`TableState::collect_tombstones_at`]).
     pub fn apply(
         &mut self,
-        incoming: Vec<Incoming>,
-        truncates: Vec<Bytes>,
-        version: u64,
-        ts: i64,
-        record: bool,
+        commit: CommitPart,
         tick: &mut dyn FnMut(u64),
     ) -> Result<CommitEffects> {
-        let mut fx = self.apply_part(incoming, truncates, version, ts, record, tick)?;
+        let ts = commit.ts;
+        let mut fx = self.apply_part(commit, tick)?;
         fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
         Ok(fx)
     }
 
     /// [`TableState::apply`] without the tombstone collection: one part of a commit applied in
     /// parts, each a call with the same `version` and `ts`, the collection after the last. The
-    /// table is the same as after one apply of all the events. With `record`, each part's
+    /// table is the same as after one apply of all the events. With [`Logging::Log`], each part's
     /// metrics count the rows it wrote and retired, so they add up to the commit's when no key's
     /// events are in two parts (and no part but the first has truncates): a row one part wrote
     /// and a later part retired would count in both.
     pub fn apply_part(
         &mut self,
-        mut incoming: Vec<Incoming>,
-        truncates: Vec<Bytes>,
-        version: u64,
-        ts: i64,
-        record: bool,
+        mut part: CommitPart,
         tick: &mut dyn FnMut(u64),
     ) -> Result<CommitEffects> {
-        incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        part.incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        let (version, logging) = (part.version, part.logging);
         // The rows earlier parts of this commit retired: this part's count leaves them out
         // (not those a reset retired just before it: they are this part's).
-        let retired_before = match record {
-            true => {
+        let retired_before = match logging {
+            Logging::Log => {
                 let by = self.rows.retired_by(version).cloned().unwrap_or_default();
                 by - &self.reset_pending.retired
             }
-            false => RoaringBitmap::new(),
+            Logging::Replay => RoaringBitmap::new(),
         };
-        self.thaw_for(&incoming, !truncates.is_empty())?;
+        self.thaw_for(&part.incoming, !part.truncates.is_empty())?;
         let touched: Vec<Bytes> = {
-            let mut keys: Vec<Bytes> = incoming.iter().map(|e| e.key.clone()).collect();
+            let mut keys: Vec<Bytes> = part.incoming.iter().map(|e| e.key.clone()).collect();
             keys.dedup();
             keys
         };
-        let mut fx = self.apply_thawed(incoming, truncates, version, ts, record, tick);
-        if record {
+        let mut fx = self.apply_thawed(part, tick);
+        if logging == Logging::Log {
             // Counted as the change feed lists them, before any row of the commit is frozen.
             let (upserted, deleted) = self.change_counts(version, fx.first_row, &retired_before)?;
             fx.metrics.num_upserted_rows = upserted;
@@ -559,18 +575,17 @@ impl TableState {
     }
 
     /// [`TableState::apply`] once no key it touches is frozen.
-    fn apply_thawed(
-        &mut self,
-        incoming: Vec<Incoming>,
-        truncates: Vec<Bytes>,
-        version: u64,
-        ts: i64,
-        record: bool,
-        tick: &mut dyn FnMut(u64),
-    ) -> CommitEffects {
+    fn apply_thawed(&mut self, part: CommitPart, tick: &mut dyn FnMut(u64)) -> CommitEffects {
+        let CommitPart {
+            incoming,
+            truncates,
+            version,
+            ts,
+            logging,
+        } = part;
         let mut fx = CommitEffects {
             first_row: self.rows.len() as RowId,
-            record,
+            logging,
             ..Default::default()
         };
         fx.metrics.num_events_read = (incoming.len() + truncates.len()) as u64;

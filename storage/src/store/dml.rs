@@ -13,6 +13,7 @@ use super::{table_mut, Store};
 use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
 use crate::engine::statement::{Patch, Planned};
+use crate::engine::{CommitPart, Logging};
 use crate::error::{Error, Result};
 use crate::flow::{StoredAs, TableSchema, END_AT, START_AT};
 use crate::keycodec::{encode_tuple, encode_value};
@@ -130,9 +131,16 @@ impl Store {
             }
         };
         let n_events = events.len() as u64;
-        let applied = t
-            .state
-            .apply(events, Vec::new(), version, ts, true, &mut |_| {});
+        let applied = t.state.apply(
+            CommitPart {
+                incoming: events,
+                truncates: Vec::new(),
+                version,
+                ts,
+                logging: Logging::Log,
+            },
+            &mut |_| {},
+        );
         // The state may be half-applied: refuse everything until the store is reopened.
         let mut fx = applied.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         // The counters of a feed (events read, late, duplicates) do not describe a statement.

@@ -21,7 +21,7 @@ use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::{Inner, Table};
 use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
-use crate::engine::{CommitEffects, CommitMetrics};
+use crate::engine::{CommitEffects, CommitMetrics, CommitPart, Logging};
 use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
@@ -253,7 +253,16 @@ impl Inner {
             Gathered::Whole(events) => {
                 let fx = table
                     .state
-                    .apply(events, truncates, version, ts, true, &mut tick)
+                    .apply(
+                        CommitPart {
+                            incoming: events,
+                            truncates,
+                            version,
+                            ts,
+                            logging: Logging::Log,
+                        },
+                        &mut tick,
+                    )
                     .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
                 tick(n_events);
                 let mut commit = commit;
@@ -464,11 +473,16 @@ fn apply_parts(
             table.state.reset_keys(at.version, at.ts, &keys)?;
         }
         let n = events.len() as u64;
-        let fx = table
-            .state
-            .apply_part(events, Vec::new(), at.version, at.ts, true, &mut |d| {
-                tick(done + d)
-            })?;
+        let fx = table.state.apply_part(
+            CommitPart {
+                incoming: events,
+                truncates: Vec::new(),
+                version: at.version,
+                ts: at.ts,
+                logging: Logging::Log,
+            },
+            &mut |d| tick(done + d),
+        )?;
         done += n;
         tick(done);
         metrics.add(&fx.metrics);

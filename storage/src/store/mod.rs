@@ -74,6 +74,7 @@ pub use reader::{
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
+pub use refresh::RefreshMode;
 pub use retention::RETENTION_PROPERTY;
 pub use source_rows::{SourceRead, SourceRows};
 pub use vacuum::{

@@ -16,6 +16,16 @@ use crate::flow::FlowSpec;
 use crate::source::SourceTable;
 use crate::source_dml;
 
+/// What a refresh applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefreshMode {
+    /// What the sources received since the flows' checkpoints.
+    Incremental,
+    /// All the data of all the table's flows: the table emptied and rebuilt in one commit
+    /// (`REFRESH STREAMING TABLE t FULL`).
+    Full,
+}
+
 impl Store {
     /// Applies a batch of source rows through flow `flow`: one durable commit of its target table.
     ///
@@ -38,24 +48,24 @@ impl Store {
     /// them first, in an `ADD COLUMNS` commit (`store/widen.rs`); that commit is returned if
     /// the refresh has nothing new.
     ///
-    /// With `full`, the flow's whole target is rebuilt from all the data of all its flows: see
-    /// [`Store::refresh_table`].
-    pub fn refresh(&self, flow: &str, full: bool) -> Result<Option<CommitInfo>> {
+    /// [`RefreshMode::Full`] rebuilds the flow's whole target from all the data of all its flows:
+    /// see [`Store::refresh_table`].
+    pub fn refresh(&self, flow: &str, mode: RefreshMode) -> Result<Option<CommitInfo>> {
         let mut g = self.write_inner()?;
         let table = g.flow_table(flow)?;
         let widened = g.widen_to_source(&table)?;
-        if full {
-            return g.refresh_full(&table).map(Some);
+        match mode {
+            RefreshMode::Full => g.refresh_full(&table).map(Some),
+            RefreshMode::Incremental => Ok(g.refresh_flow(&table, flow)?.or(widened)),
         }
-        Ok(g.refresh_flow(&table, flow)?.or(widened))
     }
 
-    /// Refreshes every flow of target `table`: without `full`, one commit per flow that has new
-    /// source rows; with `full`, one commit that empties the table and applies all the source
-    /// data of all its flows (`AUTO CDC ONCE` flows included), so readers never see it half
-    /// rebuilt. An `ADD COLUMNS` commit comes first if the table gains columns (see
-    /// [`Store::refresh`]).
-    pub fn refresh_table(&self, table: &str, full: bool) -> Result<Vec<CommitInfo>> {
+    /// Refreshes every flow of target `table`: [`RefreshMode::Incremental`] makes one commit per
+    /// flow that has new source rows; [`RefreshMode::Full`] one commit that empties the table and
+    /// applies all the source data of all its flows (`AUTO CDC ONCE` flows included), so readers
+    /// never see it half rebuilt. An `ADD COLUMNS` commit comes first if the table gains columns
+    /// (see [`Store::refresh`]).
+    pub fn refresh_table(&self, table: &str, mode: RefreshMode) -> Result<Vec<CommitInfo>> {
         let mut g = self.write_inner()?;
         if !g.tables.contains_key(table) {
             return Err(Error::NotFound {
@@ -64,7 +74,7 @@ impl Store {
             });
         }
         let mut out: Vec<CommitInfo> = g.widen_to_source(table)?.into_iter().collect();
-        if full {
+        if mode == RefreshMode::Full {
             out.push(g.refresh_full(table)?);
             return Ok(out);
         }

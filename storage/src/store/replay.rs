@@ -4,7 +4,7 @@ use super::commit::CommitInfo;
 use super::records::{gc_property, SET_PROPERTIES};
 use super::records::{parts_of, FULL_REFRESH};
 use crate::engine::fold::Bytes;
-use crate::engine::{Incoming, TableState};
+use crate::engine::{CommitPart, Incoming, Logging, TableState};
 use crate::error::{corrupt, Result};
 use crate::format::keys::{self, key, parse_chunk, parse_version};
 use crate::kv::{KvStore, WriteBatch};
@@ -110,11 +110,13 @@ impl FullRefresh {
         for group in keys.chunks(RESET_KEYS) {
             state.reset_keys(self.version, self.ts, group)?;
             state.apply_part(
-                Vec::new(),
-                Vec::new(),
-                self.version,
-                self.ts,
-                false,
+                CommitPart {
+                    incoming: Vec::new(),
+                    truncates: Vec::new(),
+                    version: self.version,
+                    ts: self.ts,
+                    logging: Logging::Replay,
+                },
                 &mut |_| {},
             )?;
             after_part(state, 0)?;
@@ -231,11 +233,13 @@ pub(crate) fn replay_log(
         last = Some(version);
         gc_due = Some(c.timestamp_us);
         state.apply_part(
-            events,
-            truncates,
-            version,
-            c.timestamp_us,
-            false,
+            CommitPart {
+                incoming: events,
+                truncates,
+                version,
+                ts: c.timestamp_us,
+                logging: Logging::Replay,
+            },
             &mut |_| {},
         )?;
         after_part(state, blocks)
