@@ -176,23 +176,27 @@ pub(crate) fn put_commit(b: &mut WriteBatch, at: Link<'_>, commit: &mut CommitIn
     put_linked(b, (tag, id), prev, commit, &d)
 }
 
-/// Like [`put_commit`], for a commit whose content the store holds already and `b` does not
-/// touch (a commit applied in parts wrote its event blocks ahead): read back in key order, a
-/// block at a time.
-pub(crate) fn put_commit_stored(
-    kv: &dyn KvStore,
+/// Like [`put_commit`], for a commit whose content was written before `b` and `b` does not
+/// touch (a commit applied in parts wrote its event blocks ahead): `content` is all of it, in
+/// key order, a pair at a time.
+pub(crate) fn put_commit_written(
     b: &mut WriteBatch,
     at: Link<'_>,
     commit: &mut CommitInfo,
+    content: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
 ) -> Result<()> {
     let prefixes = at.wrote.prefixes(at.id, commit.version);
     let mut h = Hashing::new(commit)?;
-    for p in &prefixes {
-        for pair in kv.scan_prefix(p) {
-            let (k, v) = pair?;
-            h.part(&k);
-            h.part(&v);
+    for pair in content {
+        let (k, v) = pair?;
+        if !prefixes.iter().any(|p| k.starts_with(p)) {
+            return Err(corrupt(format!(
+                "commit {} wrote ahead a record it does not own",
+                commit.version
+            )));
         }
+        h.part(&k);
+        h.part(&v);
     }
     put_linked(b, (at.tag, at.id), at.prev, commit, &h.finish())
 }

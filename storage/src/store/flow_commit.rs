@@ -13,11 +13,12 @@ use std::collections::BTreeMap;
 
 use arrow::record_batch::RecordBatch;
 
-use super::chain::{put_commit, put_commit_stored, Link, Wrote};
+use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
 use super::event_spill::EventSpill;
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
+use super::written_ahead::WrittenAhead;
 use super::{Inner, Table};
 use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
@@ -285,14 +286,14 @@ impl Inner {
                     before,
                 };
                 apply_parts(kv, table, spill, parts, &mut tick, &mut clock).and_then(
-                    |(metrics, starts)| {
+                    |(metrics, starts, ahead)| {
                         let mut commit = CommitInfo { metrics, ..commit };
                         let starts: Vec<String> = starts.iter().map(u32::to_string).collect();
                         commit
                             .parameters
                             .insert(PARTS.to_string(), starts.join(","));
                         let applied = Applied {
-                            log: Log::WrittenAhead,
+                            log: Log::WrittenAhead(ahead),
                             commit,
                             events: n_events,
                             clock,
@@ -440,8 +441,8 @@ enum Before {
 }
 
 /// Applies a commit's events part by part (a bucket of `spill` each), writing each part's event
-/// blocks and frozen pages ahead; returns the commit's metrics and the first block of each part
-/// that logged events ([`PARTS`]). An error leaves memory ahead of disk.
+/// blocks and frozen pages ahead; returns the commit's metrics, the first block of each part
+/// that logged events ([`PARTS`]) and the blocks written. An error leaves memory ahead of disk.
 fn apply_parts(
     kv: &dyn KvStore,
     table: &mut Table,
@@ -449,8 +450,9 @@ fn apply_parts(
     at: Parts,
     tick: &mut dyn FnMut(u64),
     clock: &mut CommitClock,
-) -> Result<(CommitMetrics, Vec<u32>)> {
+) -> Result<(CommitMetrics, Vec<u32>, WrittenAhead)> {
     let mut starts = Vec::new();
+    let mut ahead = WrittenAhead::default();
     let mut metrics = CommitMetrics {
         num_dropped_rows: at.dropped,
         ..Default::default()
@@ -493,6 +495,7 @@ fn apply_parts(
         if chunk > from {
             starts.push(from);
         }
+        ahead.add(&b)?;
         kv.write(b)?;
         pages::write_pending_pages(kv, table.id, &mut table.state)?;
         clock.sample();
@@ -501,7 +504,7 @@ fn apply_parts(
     // events: a key deleted long ago that a later part brings a late event to is not collected
     // before it.
     metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
-    Ok((metrics, starts))
+    Ok((metrics, starts, ahead))
 }
 
 /// Where a commit's events are logged.
@@ -511,9 +514,10 @@ pub(super) enum Log<'a> {
         events: &'a [Incoming],
         truncates: &'a [Bytes],
     },
-    /// Written ahead, in batches of their own (a commit applied in parts): the commit writes a
-    /// checkpoint, so that an open never replays it from its log in other parts.
-    WrittenAhead,
+    /// Written ahead, in batches of their own (a commit applied in parts), and kept to compute
+    /// the commit's digest: the commit writes a checkpoint, so that an open never replays it
+    /// from its log in other parts.
+    WrittenAhead(WrittenAhead),
 }
 
 impl<'a> Log<'a> {
@@ -568,7 +572,7 @@ pub(super) fn write_applied(
     }
     let unsaved = table.unsaved + events;
     let checkpoint = match (&log, unsaved >= every) {
-        (Log::WrittenAhead, _) | (_, true) => pages::Checkpoint::Now,
+        (Log::WrittenAhead(_), _) | (_, true) => pages::Checkpoint::Now,
         _ => pages::Checkpoint::Later,
     };
     // The first commit after a replay also writes the pages the replay froze: many of them go
@@ -591,7 +595,7 @@ pub(super) fn write_applied(
     };
     match log {
         Log::InBatch { .. } => put_commit(&mut b, at, &mut commit)?,
-        Log::WrittenAhead => put_commit_stored(kv, &mut b, at, &mut commit)?,
+        Log::WrittenAhead(ahead) => put_commit_written(&mut b, at, &mut commit, ahead.pairs()?)?,
     }
     match checkpoint {
         pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b)?,

@@ -43,6 +43,7 @@ mod tests;
 mod vacuum;
 mod verify;
 mod widen;
+mod written_ahead;
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
