@@ -385,6 +385,31 @@ proptest! {
         }
     }
 
+    /// A feed read a few rows at a time (a commit larger than that a group of its keys at a
+    /// time: each group's deletes, then each group's other changes) lists the rows of the feed
+    /// read whole, in the same order.
+    #[test]
+    fn the_change_feed_read_a_few_rows_at_a_time_is_the_feed_read_whole(
+        r in run(),
+        window in 1u64..6,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), &r.opts);
+        store.create_flow(flow(&r.opts)).unwrap();
+        let commits = apply_commits(&r, &store);
+        prop_assume!(!commits.is_empty());
+        let feed = |rows: u64| {
+            let feed = asof::change_feed(&store, "t", &asof::ChangeBound::Version(1), None)
+                .unwrap()
+                .with_window_rows(rows);
+            let schema = feed.schema();
+            let batches: Vec<RecordBatch> = feed.map(Result::unwrap).collect();
+            arrow::compute::concat_batches(&schema, &batches).unwrap()
+        };
+        let whole = feed(u64::MAX);
+        prop_assert_eq!(feed(window), whole);
+    }
+
     #[test]
     fn vacuum_never_changes_the_table(r in run(), at in 0usize..8) {
         // Vacuum (retaining nothing) after some commit, then go on ingesting: every version from

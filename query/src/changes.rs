@@ -7,7 +7,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use asof_storage::Store;
+use asof_storage::{ChangePass, ChangeType, KeyGroup, RowView, Store};
 
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
@@ -110,6 +110,8 @@ pub fn change_feed(
         to,
         sizes,
         generation,
+        window_rows: CHANGE_WINDOW_ROWS,
+        steps: VecDeque::new(),
         pending: VecDeque::new(),
         failed: false,
         progress: None,
@@ -131,6 +133,12 @@ pub struct ChangeFeed {
     sizes: BTreeMap<u64, u64>,
     /// The rows it reads: every window must read the same.
     generation: asof_storage::TableGeneration,
+    /// About how many changed rows a window holds.
+    window_rows: u64,
+    /// What is left of a commit larger than a window, read a group of its keys at a time: each
+    /// group's deletes, then each group's other changes, with about how many rows each step
+    /// reads (for the progress report).
+    steps: VecDeque<(u64, KeyGroup, ChangePass, u64)>,
     pending: VecDeque<RecordBatch>,
     failed: bool,
     /// Where a feed longer than one window reports how far it is: the rows read so far, of
@@ -149,6 +157,14 @@ impl ChangeFeed {
         self
     }
 
+    /// The feed, reading about `rows` changed rows at a time instead of [`CHANGE_WINDOW_ROWS`]
+    /// (at least one commit, or one key of a larger commit); it lists the same rows in the same
+    /// order.
+    pub fn with_window_rows(mut self, rows: u64) -> ChangeFeed {
+        self.window_rows = rows.max(1);
+        self
+    }
+
     /// The schema of its batches: the table's columns, then `_change_type`, `_commit_version`,
     /// `_commit_timestamp`.
     pub fn schema(&self) -> SchemaRef {
@@ -160,40 +176,75 @@ impl ChangeFeed {
         (self.next, self.to)
     }
 
-    /// Reads the next window of commits into `pending`.
+    /// Reads the next window of commits, or the next step of a commit larger than a window,
+    /// into `pending`.
     fn read_window(&mut self) -> Result<()> {
+        if let Some((version, group, pass, rows)) = self.steps.pop_front() {
+            let batches = self.read(|r, out| {
+                changes_batches(r, out, |f| r.group_changes(version, &group, pass, f))
+            })?;
+            self.done(batches, rows);
+            return Ok(());
+        }
         let from = self.next;
+        let size = self.sizes.get(&from).copied().unwrap_or(0);
+        if size > self.window_rows {
+            let window = self.window_rows;
+            let groups = self.read(|r, _| Ok(r.change_groups(from, window)?))?;
+            if groups.len() > 1 {
+                let share = size / (2 * groups.len() as u64);
+                for pass in [ChangePass::Deletes, ChangePass::Others] {
+                    let steps = groups.iter().map(|g| (from, g.clone(), pass, share));
+                    self.steps.extend(steps);
+                }
+                self.next = from + 1;
+                return self.read_window();
+            }
+        }
         let mut to = from;
-        let mut rows = self.sizes.get(&from).copied().unwrap_or(0);
+        let mut rows = size;
         while to < self.to {
             let more = self.sizes.get(&(to + 1)).copied().unwrap_or(0);
-            if rows + more > CHANGE_WINDOW_ROWS {
+            if rows + more > self.window_rows {
                 break;
             }
             rows += more;
             to += 1;
         }
-        let out = self.out.clone();
+        let batches = self.read(|r, out| changes_batches(r, out, |f| r.changes(from, to, f)))?;
+        self.next = to + 1;
+        self.done(batches, rows);
+        Ok(())
+    }
+
+    /// What `read` gives under one short read of the table, checked to be of the rows the feed
+    /// started on.
+    fn read<T>(
+        &self,
+        read: impl FnOnce(&asof_storage::TableReader<'_>, &SchemaRef) -> Result<T>,
+    ) -> Result<T> {
         let (table, generation) = (&self.table, self.generation);
-        let batches = self.store.read(table, |r| {
+        self.store.read(table, |r| {
             // ERASE, VACUUM, a widening or a new table of the name would mix two tables' rows.
             if r.generation() != generation {
                 return Err(QueryError::Invalid(format!(
                     "`{table}` was rewritten (ERASE, VACUUM, new columns) or made again while its change feed was read; run the statement again"
                 )));
             }
-            changes_batches(r, from, to, &out)
-        })??;
+            read(r, &self.out)
+        })?
+    }
+
+    /// Takes the batches of a window or step of about `rows` rows, and reports them.
+    fn done(&mut self, batches: Vec<RecordBatch>, rows: u64) {
         self.pending.extend(batches);
         if let Some((report, done)) = &mut self.progress {
-            *done += self.sizes.range(from..=to).map(|(_, n)| n).sum::<u64>();
+            *done += rows;
             report.advance(*done);
         }
-        if to >= self.to {
+        if self.next > self.to && self.steps.is_empty() {
             self.progress = None; // ends the report
         }
-        self.next = to + 1;
-        Ok(())
     }
 }
 
@@ -201,7 +252,10 @@ impl Iterator for ChangeFeed {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Result<RecordBatch>> {
-        while self.pending.is_empty() && self.next <= self.to && !self.failed {
+        while self.pending.is_empty()
+            && (self.next <= self.to || !self.steps.is_empty())
+            && !self.failed
+        {
             if let Err(e) = self.read_window() {
                 self.failed = true;
                 return Some(Err(e));
@@ -211,12 +265,12 @@ impl Iterator for ChangeFeed {
     }
 }
 
-/// The changes of commits `from..=to` of the table `r` reads, as batches of schema `out`.
+/// The changes `list` calls its function with (`TableReader::changes` or
+/// `TableReader::group_changes` of the table `r` reads), as batches of schema `out`.
 fn changes_batches(
     r: &asof_storage::TableReader<'_>,
-    from: u64,
-    to: u64,
     out: &SchemaRef,
+    list: impl FnOnce(&mut dyn FnMut(u64, ChangeType, RowView<'_>)) -> asof_storage::Result<()>,
 ) -> Result<Vec<RecordBatch>> {
     let schema = r.schema();
     let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
@@ -243,7 +297,7 @@ fn changes_batches(
         Ok(())
     };
     let mut failed = None;
-    r.changes(from, to, |v, kind, row| {
+    list(&mut |v, kind, row| {
         if failed.is_some() {
             return;
         }

@@ -17,6 +17,7 @@
 mod append_flows;
 mod catalog;
 mod chain;
+mod change_groups;
 mod commit;
 mod dml;
 mod erase;
@@ -62,6 +63,7 @@ use crate::source::SourceTable;
 use crate::format::keys::FORMAT_KEY;
 pub use append_flows::{append_offset_parameter, source_version_parameter};
 pub use catalog::TableOptions;
+pub use change_groups::{ChangePass, KeyGroup};
 pub use commit::CommitInfo;
 pub use dml::{Dml, DmlOperation, Edit};
 pub use erase::EraseReport;

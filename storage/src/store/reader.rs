@@ -198,7 +198,7 @@ pub(crate) struct ColdReader<'a> {
 const CHANGE_WINDOW: u64 = 8;
 
 impl<'a> ColdReader<'a> {
-    fn new(name: &'a str, state: &'a TableState) -> Self {
+    pub(super) fn new(name: &'a str, state: &'a TableState) -> Self {
         ColdReader {
             name,
             state,
@@ -211,7 +211,7 @@ impl<'a> ColdReader<'a> {
 
     /// A reader of the rows that commits `from..=to` wrote or retired, which keeps every key it
     /// reads (only the pages of each that hold such rows).
-    fn of_commits(name: &'a str, state: &'a TableState, from: u64, to: u64) -> Self {
+    pub(super) fn of_commits(name: &'a str, state: &'a TableState, from: u64, to: u64) -> Self {
         ColdReader {
             commits: Some((from, to)),
             capacity: usize::MAX,
@@ -220,7 +220,7 @@ impl<'a> ColdReader<'a> {
     }
 
     /// Frozen row `id`.
-    fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
+    pub(super) fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
         let no = self.state.rows.key_of(id);
         let mut keys = self.keys.borrow_mut();
         let rows = match keys.get(&no) {
@@ -273,7 +273,7 @@ pub struct RowView<'a> {
 }
 
 impl<'a> RowView<'a> {
-    fn of(r: &'a StoredRow) -> Self {
+    pub(super) fn of(r: &'a StoredRow) -> Self {
         RowView {
             key: &r.key,
             values: &r.values,
@@ -409,26 +409,7 @@ impl TableReader<'_> {
         to: u64,
         mut f: impl FnMut(u64, ChangeType, RowView<'_>),
     ) -> Result<()> {
-        if from > to {
-            return Err(Error::InvalidQuery(format!(
-                "the change feed from version {from} to {to}: the start is after the end"
-            )));
-        }
-        if self.scope != ReadScope::Table {
-            return Err(Error::InvalidQuery(
-                "the change feed reads the whole table, not some of its keys".into(),
-            ));
-        }
-        self.check_version(to)?;
-        self.check_version(from)?;
-        let oldest = self.oldest_version();
-        if from <= oldest && oldest > 0 {
-            return Err(Error::VersionVacuumed {
-                table: self.table.name.clone(),
-                version: from,
-                oldest: oldest + 1,
-            });
-        }
+        self.check_changes(from, to)?;
         let rows = &self.state.rows;
         let mode = self.state.schema.mode;
         let mut cold = ColdReader::new(&self.table.name, self.state);
@@ -455,6 +436,32 @@ impl TableReader<'_> {
                 let r = row(id)?;
                 f(v, t, RowView::of(&r));
             }
+        }
+        Ok(())
+    }
+
+    /// Refuses a change feed of `from..=to` that cannot be read: reversed, past the latest
+    /// commit, from a vacuumed one, or of a reader of some keys only.
+    pub(super) fn check_changes(&self, from: u64, to: u64) -> Result<()> {
+        if from > to {
+            return Err(Error::InvalidQuery(format!(
+                "the change feed from version {from} to {to}: the start is after the end"
+            )));
+        }
+        if self.scope != ReadScope::Table {
+            return Err(Error::InvalidQuery(
+                "the change feed reads the whole table, not some of its keys".into(),
+            ));
+        }
+        self.check_version(to)?;
+        self.check_version(from)?;
+        let oldest = self.oldest_version();
+        if from <= oldest && oldest > 0 {
+            return Err(Error::VersionVacuumed {
+                table: self.table.name.clone(),
+                version: from,
+                oldest: oldest + 1,
+            });
         }
         Ok(())
     }
