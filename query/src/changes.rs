@@ -78,14 +78,11 @@ pub fn change_feed(
         if from > to || to > r.latest_version() {
             r.changes(from, to, |_, _, _| {})?;
         }
-        // About how many rows each commit changed: an update lists two.
+        // How many row versions each commit wrote or retired: what reading its changes reads.
         let sizes: BTreeMap<u64, u64> = history
             .iter()
             .filter(|c| (from..=to).contains(&c.version))
-            .map(|c| {
-                let m = &c.metrics;
-                (c.version, 2 * (m.num_upserted_rows + m.num_deleted_rows))
-            })
+            .map(|c| (c.version, r.changed_row_versions(c.version)))
             .collect();
         Ok((from, to, sizes, r.schema().clone(), r.generation()))
     })??;
@@ -129,7 +126,7 @@ pub struct ChangeFeed {
     /// The first commit not read yet.
     next: u64,
     to: u64,
-    /// About how many rows each commit in the range changed.
+    /// How many row versions each commit in the range wrote or retired.
     sizes: BTreeMap<u64, u64>,
     /// The rows it reads: every window must read the same.
     generation: asof_storage::TableGeneration,
@@ -192,9 +189,16 @@ impl ChangeFeed {
             let window = self.window_rows;
             let groups = self.read(|r, _| Ok(r.change_groups(from, window)?))?;
             if groups.len() > 1 {
-                let share = size / (2 * groups.len() as u64);
+                // Each group's rows are reported half after its deletes, half after the rest.
                 for pass in [ChangePass::Deletes, ChangePass::Others] {
-                    let steps = groups.iter().map(|g| (from, g.clone(), pass, share));
+                    let steps = groups.iter().map(|g| {
+                        let half = g.rows() / 2;
+                        let rows = match pass {
+                            ChangePass::Deletes => half,
+                            ChangePass::Others => g.rows() - half,
+                        };
+                        (from, g.clone(), pass, rows)
+                    });
                     self.steps.extend(steps);
                 }
                 self.next = from + 1;

@@ -7,7 +7,7 @@
 //! one commit of 19.8M rows, whose feed read whole took 10.8 GB.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Bound;
 
 use super::reader::{ColdReader, RowView, TableReader};
@@ -42,6 +42,15 @@ pub enum ChangePass {
 }
 
 impl TableReader<'_> {
+    /// How many row versions commit `version` wrote or retired: what reading its changes
+    /// reads (an update is two, and so is a row rewritten unchanged, which lists nothing).
+    pub fn changed_row_versions(&self, version: u64) -> u64 {
+        let rows = &self.state.rows;
+        let written = rows.first_added(version + 1) - rows.first_added(version);
+        let retired = rows.retired_by(version).map_or(0, |r| r.len());
+        u64::from(written) + retired
+    }
+
     /// The keys commit `version` wrote or retired rows of, in key order, in groups of about
     /// `rows` such row versions each (a key with more is a group alone).
     pub fn change_groups(&self, version: u64, rows: u64) -> Result<Vec<KeyGroup>> {
@@ -92,14 +101,23 @@ impl TableReader<'_> {
             Bound::Included(&group.first[..]),
             Bound::Included(&group.last[..]),
         );
-        let nos: HashSet<u32> = self
+        // Which keys are the group's, by number: a bit each (every row version of the commit is
+        // looked up, once per group).
+        let nos: Vec<u32> = self
             .state
             .keys
             .range::<[u8], _>(bounds)
             .map(|(_, ks)| ks.no)
             .collect();
+        let mut bits = vec![0u64; nos.iter().max().map_or(0, |&m| m as usize / 64) + 1];
+        for no in nos {
+            bits[no as usize / 64] |= 1 << (no % 64);
+        }
         let rows = &self.state.rows;
-        let ours = |id: &RowId| nos.contains(&rows.key_of(*id));
+        let ours = |id: &RowId| {
+            let no = rows.key_of(*id) as usize;
+            bits.get(no / 64).is_some_and(|w| w & (1 << (no % 64)) != 0)
+        };
         let mut retired: Vec<RowId> = rows
             .retired_by(version)
             .into_iter()
