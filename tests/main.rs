@@ -3,6 +3,7 @@
 //! file (36 files made 36 test executables of about 320 MB each, which filled CI's disk).
 //!
 //! Run one file's tests with its module name as the filter: `cargo test --test integration serve::`.
+//! proptest keeps the failing cases it found in `proptest-regressions/<module>.txt` (commit them).
 
 mod common;
 

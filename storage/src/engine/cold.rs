@@ -75,9 +75,12 @@ pub(crate) struct Frozen {
 }
 
 /// At most this many sequences (and as many timeline versions) go to one page.
-const PAGE_SEQUENCES: usize = 128;
-/// At most this many row versions go to one page.
-const PAGE_ROWS: usize = 256;
+const PAGE_SEQUENCES: usize = 64;
+/// At most this many row versions go to one page. Pages of up to 128 sequences and 256 rows
+/// (about 8 KiB) made sled leaves of 16 pages over 128 KiB, which sled keeps in blob files its
+/// cache counts at a few bytes and so never evicts: a `count(*)` over a table loaded by one
+/// refresh of 10M events held 640 MB; with these limits, 286 MB (docs/PERFORMANCE.md).
+const PAGE_ROWS: usize = 128;
 
 /// What one freeze moves out of a key's memory into a page (or several, of at most
 /// [`PAGE_SEQUENCES`] and [`PAGE_ROWS`]: [`KeyState::push_page`]).
