@@ -23,7 +23,13 @@ const MARK: RowId = RowId::MAX;
 pub(super) fn apply_key(mut c: KeyCommit<'_, '_>, mut evs: Vec<Incoming>) {
     c.forget_lookup();
     evs.sort_by(|a, b| (&a.sys, &a.seq).cmp(&(&b.sys, &b.seq)));
-    let t_min = evs[0].sys.clone();
+    let Some(t_min) = first_change(&c, &evs) else {
+        // Duplicates and lost conflicts only: counted, nothing changes.
+        for inc in evs {
+            c.insert(inc);
+        }
+        return;
+    };
     let in_order = c.ks.max_sys.as_ref().is_none_or(|m| t_min[..] > m[..]);
     if in_order {
         let no_truncates = BTreeSet::new();
@@ -54,6 +60,30 @@ pub(super) fn apply_key(mut c: KeyCommit<'_, '_>, mut evs: Vec<Incoming>) {
             replay_system_history(&mut c, &t_min);
         }
     }
+}
+
+/// The system time of the first of `evs` (sorted by system time, then sequence) that changes the
+/// key's events, if any does. A duplicate, or an event that loses a conflict, changes nothing and
+/// is not logged: deciding the path on the events that change something makes a commit and a
+/// replay of its log take the same one, and number the key's new rows alike (a duplicate older
+/// on system time than the key sent its commit down the replay path, and its replay, which never
+/// sees it, down the appending one).
+fn first_change(c: &KeyCommit<'_, '_>, evs: &[Incoming]) -> Option<Bytes> {
+    let known = |e: &Incoming| {
+        let cands = c.ks.events.get(&e.seq)?;
+        let i = cands
+            .binary_search_by(|(s, _)| s[..].cmp(&e.sys[..]))
+            .ok()?;
+        Some(&cands[i].1)
+    };
+    // Each event before the first that changes anything left the events as they were, so each
+    // is judged against the key's events as they are.
+    evs.iter()
+        .find(|e| match known(e) {
+            None => true,
+            Some(cur) => !cur.same_as(&e.event) && e.event.beats(cur),
+        })
+        .map(|e| e.sys.clone())
 }
 
 /// The business timeline changed at system time `t` (newer than every row's system start).
