@@ -1,7 +1,8 @@
 //! The apply rules of BITEMPORAL tables (docs/SEMANTICS.md): events newer on system time than
 //! all of a key's extend its history at the end, a step per system time; anything else replays
 //! the key's system history from the earliest system time it touches, keeping the rows that come
-//! out the same and retiring the rest.
+//! out the same and retiring the rest. Duplicates and events that lose a conflict change nothing
+//! and do not count in that choice ([`first_change`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
