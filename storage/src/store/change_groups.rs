@@ -6,14 +6,12 @@
 //! docs/SEMANTICS.md §7.3), without its rows held at once: a load of 10M events in one refresh is
 //! one commit of 19.8M rows, whose feed read whole took 10.8 GB.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Bound;
 
 use super::reader::{ColdReader, RowView, TableReader};
-use crate::engine::changes::{commit_changes, ChangeType, Listing};
+use crate::engine::changes::ChangeType;
 use crate::engine::fold::RowId;
-use crate::engine::StoredRow;
 use crate::error::{corrupt, Result};
 
 /// Some keys of a commit, from the first to the last (both included, in key order), and about
@@ -114,36 +112,15 @@ impl TableReader<'_> {
             bits[no as usize / 64] |= 1 << (no % 64);
         }
         let rows = &self.state.rows;
-        let ours = |id: &RowId| {
-            let no = rows.key_of(*id) as usize;
+        let ours = |id: RowId| {
+            let no = rows.key_of(id) as usize;
             bits.get(no / 64).is_some_and(|w| w & (1 << (no % 64)) != 0)
         };
-        let mut retired: Vec<RowId> = rows
-            .retired_by(version)
-            .into_iter()
-            .flatten()
-            .filter(ours)
-            .collect();
-        retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));
-        let written = (rows.first_added(version)..rows.first_added(version + 1)).filter(ours);
-        let cold = ColdReader::of_commits(&self.table.name, self.state, version, version);
-        let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
-            match rows.get(id) {
-                Some(r) => Ok(Cow::Borrowed(r)),
-                None => cold.row(id),
-            }
+        let listed = |t: ChangeType| match pass {
+            ChangePass::Deletes => t == ChangeType::Delete,
+            ChangePass::Others => t != ChangeType::Delete,
         };
-        let mode = self.state.schema.mode;
-        for (t, id) in commit_changes(mode, version, retired, written, row, Listing::Ordered)? {
-            let listed = match pass {
-                ChangePass::Deletes => t == ChangeType::Delete,
-                ChangePass::Others => t != ChangeType::Delete,
-            };
-            if listed {
-                let r = row(id)?;
-                f(version, t, RowView::of(&r));
-            }
-        }
-        Ok(())
+        let cold = ColdReader::of_commits(&self.table.name, self.state, version, version);
+        self.list_commit(version, &cold, ours, listed, &mut f)
     }
 }

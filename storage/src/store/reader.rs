@@ -410,8 +410,6 @@ impl TableReader<'_> {
         mut f: impl FnMut(u64, ChangeType, RowView<'_>),
     ) -> Result<()> {
         self.check_changes(from, to)?;
-        let rows = &self.state.rows;
-        let mode = self.state.schema.mode;
         let mut cold = ColdReader::new(&self.table.name, self.state);
         for v in from..=to {
             // A window of commits reads only the pages that hold rows they wrote or retired,
@@ -420,19 +418,41 @@ impl TableReader<'_> {
                 let last = (v + CHANGE_WINDOW - 1).min(to);
                 cold = ColdReader::of_commits(&self.table.name, self.state, v, last);
             }
-            let cold = &cold;
-            let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
-                match rows.get(id) {
-                    Some(r) => Ok(Cow::Borrowed(r)),
-                    None => cold.row(id),
-                }
-            };
-            // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
-            // retired rows in key order read each key's pages once, not once per row.
-            let mut retired: Vec<RowId> = rows.retired_by(v).into_iter().flatten().collect();
-            retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));
-            let written = rows.first_added(v)..rows.first_added(v + 1);
-            for (t, id) in commit_changes(mode, v, retired, written, row, Listing::Ordered)? {
+            self.list_commit(v, &cold, |_| true, |_| true, &mut f)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the changes of commit `v` among the rows it retired and wrote that `ours`
+    /// takes, those `listed` keeps, in the commit's order; frozen rows are read through `cold`.
+    pub(super) fn list_commit(
+        &self,
+        v: u64,
+        cold: &ColdReader<'_>,
+        ours: impl Fn(RowId) -> bool,
+        listed: impl Fn(ChangeType) -> bool,
+        f: &mut impl FnMut(u64, ChangeType, RowView<'_>),
+    ) -> Result<()> {
+        let rows = &self.state.rows;
+        let row = |id: RowId| -> Result<Cow<'_, StoredRow>> {
+            match rows.get(id) {
+                Some(r) => Ok(Cow::Borrowed(r)),
+                None => cold.row(id),
+            }
+        };
+        // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
+        // retired rows in key order read each key's pages once, not once per row.
+        let mut retired: Vec<RowId> = rows
+            .retired_by(v)
+            .into_iter()
+            .flatten()
+            .filter(|&id| ours(id))
+            .collect();
+        retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));
+        let written = (rows.first_added(v)..rows.first_added(v + 1)).filter(|&id| ours(id));
+        let mode = self.state.schema.mode;
+        for (t, id) in commit_changes(mode, v, retired, written, row, Listing::Ordered)? {
+            if listed(t) {
                 let r = row(id)?;
                 f(v, t, RowView::of(&r));
             }
