@@ -266,11 +266,12 @@ fn after_an_io_failure_on_commit_the_store_refuses_writes_until_reopened() {
     assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
 }
 
-/// The versions of the event blocks (`E` keys: tag, table id, version, block) in the store at `dir`.
-fn event_block_versions(dir: &std::path::Path) -> Vec<u64> {
+/// The versions of the records tagged `tag` (event blocks `E`, row directories `X`: tag, table
+/// id, version, part) in the store at `dir`.
+fn versions_tagged(dir: &std::path::Path, tag: u8) -> Vec<u64> {
     let kv = SledKv::open(dir, 1 << 20).unwrap();
     let mut versions: Vec<u64> = kv
-        .scan_prefix(b"E")
+        .scan_prefix(&[tag])
         .map(|p| u64::from_be_bytes(p.unwrap().0[5..13].try_into().unwrap()))
         .collect();
     versions.dedup();
@@ -295,19 +296,24 @@ fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen()
             .apply("f", &string_batch(&header, &events[..2]))
             .unwrap();
         assert!(c.parameters.contains_key("parts"), "{:?}", c.parameters);
-        // The part's event blocks are written; the last batch, with the record, fails.
-        fail.store(2, Ordering::SeqCst);
+        // The first part's event blocks and row directory are written; the second part's event
+        // blocks fail (the fourth write).
+        fail.store(4, Ordering::SeqCst);
         let e = store
             .apply("f", &string_batch(&header, &events[2..]))
             .unwrap_err();
         assert!(e.to_string().contains("disk full"), "{e}");
     }
-    assert_eq!(
-        event_block_versions(dir.path()),
-        [1, 2],
-        "the part was written ahead"
-    );
-    // Reopened: the blocks no record claims are gone, the table is as acknowledged, and the log
+    for tag in [b'E', b'X'] {
+        assert_eq!(
+            versions_tagged(dir.path(), tag),
+            [1, 2],
+            "the part was written ahead: {}",
+            tag as char
+        );
+    }
+    // Reopened: the blocks and directories no record claims are gone (a directory left would
+    // be read as a part of the next commit 2), the table is as acknowledged, and the log
     // replays to the derived records.
     {
         let store = Store::open(dir.path()).unwrap();
@@ -316,7 +322,9 @@ fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen()
         assert_eq!(common::table_strings(&store, "t").1, common::sorted(exp));
         assert!(store.verify().unwrap().ok());
     }
-    assert_eq!(event_block_versions(dir.path()), [1]);
+    for tag in [b'E', b'X'] {
+        assert_eq!(versions_tagged(dir.path(), tag), [1]);
+    }
     let store = Store::open(dir.path()).unwrap();
     store
         .apply("f", &string_batch(&header, &events[2..]))

@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 7 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v7/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 8 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v8/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -142,10 +142,35 @@ fn script_v7() -> String {
            REFRESH STREAMING TABLE accounts;"
 }
 
+/// Version 8 writes the row directory of a commit applied in parts a part at a time: the
+/// fixture of version 8 is written with parts of 4 source rows, and also has a table loaded by
+/// one refresh of 12 events and then refreshed in full.
+fn script_v8() -> String {
+    script_v7()
+        + "CREATE TABLE prices_feed (id INT, price INT, seq INT, op STRING);
+           INSERT INTO prices_feed VALUES (1, 10, 1, 'U'), (2, 20, 1, 'U'), (3, 30, 1, 'U'),
+             (4, 40, 1, 'U'), (5, 50, 1, 'U'), (6, 60, 1, 'U'), (1, 11, 2, 'U'), (2, 21, 2, 'U'),
+             (3, 31, 3, 'U'), (3, 32, 2, 'U'), (5, NULL, 2, 'D'), (6, 61, 2, 'U');
+           CREATE OR REFRESH STREAMING TABLE prices FLOW AUTO CDC FROM stream(prices_feed) KEYS (id)
+             APPLY AS DELETE WHEN op = 'D' SEQUENCE BY seq COLUMNS * EXCEPT (op)
+             STORED AS SCD TYPE 2;
+           REFRESH STREAMING TABLE prices FULL;"
+}
+
+/// Source rows per part when the fixture of version 8 was written.
+const FIXTURE_V8_PART_ROWS: u64 = 4;
+
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    common::write_fixture(&fixture_dir(FORMAT_VERSION), &script_v7());
+    let dir = fixture_dir(FORMAT_VERSION);
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = asof::StoreOptions {
+        commit_part_rows: FIXTURE_V8_PART_ROWS,
+        ..Default::default()
+    };
+    let mut s = SqlSession::new(Store::open_with(&dir, options).unwrap()).unwrap();
+    s.execute(&script_v8()).unwrap();
 }
 
 /// The format record of the store in `dir`.
@@ -541,10 +566,6 @@ fn a_version_6_store_learns_since_when_its_keys_are_deleted_and_retention_erases
 
 #[test]
 fn the_version_7_fixture_reads_a_key_its_retention_erased_as_never_there() {
-    assert_eq!(
-        FORMAT_VERSION, 7,
-        "a new format version needs a new fixture beside this one"
-    );
     let tmp = common::copy_of_fixture(&fixture_dir(7));
     assert_eq!(format_record(tmp.path()), 7);
     let store = Store::open(tmp.path()).unwrap();
@@ -590,4 +611,65 @@ fn the_version_7_fixture_reads_a_key_its_retention_erased_as_never_there() {
         rows(&mut s, "SELECT DISTINCT id FROM accounts"),
         [[cell("3")]]
     );
+}
+
+/// The parts of each row directory (`X` table version part) of the store in `dir`, by table and
+/// version: more than one for a commit applied in parts.
+fn row_dir_parts(dir: &std::path::Path) -> std::collections::BTreeMap<(u32, u64), Vec<u32>> {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let mut parts = std::collections::BTreeMap::<_, Vec<u32>>::new();
+    for r in kv.scan_prefix(b"X") {
+        let (k, _) = r.unwrap();
+        assert_eq!(k.len(), 17, "tag, table, version, part");
+        let id = u32::from_be_bytes(k[1..5].try_into().unwrap());
+        let version = u64::from_be_bytes(k[5..13].try_into().unwrap());
+        let part = u32::from_be_bytes(k[13..17].try_into().unwrap());
+        parts.entry((id, version)).or_default().push(part);
+    }
+    parts
+}
+
+#[test]
+fn the_version_8_fixture_reads_row_directories_written_a_part_at_a_time() {
+    assert_eq!(
+        FORMAT_VERSION, 8,
+        "a new format version needs a new fixture beside this one"
+    );
+    let tmp = common::copy_of_fixture(&fixture_dir(8));
+    assert_eq!(format_record(tmp.path()), 8);
+    // The load of 12 events in parts of 4 rows (3 parts) and its full refresh wrote
+    // directories of several parts, numbered from 0.
+    let parts = row_dir_parts(tmp.path());
+    let parted: Vec<&Vec<u32>> = parts.values().filter(|p| p.len() > 1).collect();
+    assert!(parted.len() >= 2, "{parts:?}");
+    for p in parts.values() {
+        assert_eq!(*p, (0..p.len() as u32).collect::<Vec<_>>());
+    }
+    assert!(Store::open(tmp.path()).unwrap().verify().unwrap().ok());
+    // Read from its pages and directories alone: the log is not needed.
+    damage_event_blocks(tmp.path());
+    let mut s = SqlSession::new(Store::open(tmp.path()).unwrap()).unwrap();
+    // Sorted as text.
+    let history = rows(&mut s, "SELECT id, price, __START_AT, __END_AT FROM prices");
+    let want: Vec<Vec<Option<String>>> = [
+        ["1", "10", "1", "2"],
+        ["1", "11", "2", ""],
+        ["2", "20", "1", "2"],
+        ["2", "21", "2", ""],
+        ["3", "30", "1", "2"],
+        ["3", "31", "3", ""],
+        ["3", "32", "2", "3"],
+        ["4", "40", "1", ""],
+        ["5", "50", "1", "2"],
+        ["6", "60", "1", "2"],
+        ["6", "61", "2", ""],
+    ]
+    .iter()
+    .map(|r| {
+        r.iter()
+            .map(|c| (!c.is_empty()).then(|| c.to_string()))
+            .collect()
+    })
+    .collect();
+    assert_eq!(history, want);
 }

@@ -3,6 +3,7 @@
 
 mod bitemporal;
 pub(crate) mod changes;
+mod chunked;
 pub(crate) mod cold;
 pub(crate) mod fold;
 mod key_commit;
@@ -28,8 +29,8 @@ use fold::{
 };
 use key_commit::KeyCommit;
 pub(crate) use persist::Scope;
-pub(crate) use rows::RowStore;
 pub use rows::StoredRow;
+pub(crate) use rows::{DirPart, RowStore};
 
 pub(crate) use crate::record::Incoming;
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, VecDeque};
 use super::cold::{Frozen, PageWrite};
 use super::fold::Version;
 use super::fold::{Bytes, RowId};
-use super::{Dirty, KeyState, RowStore, StoredRow, TableState};
+use super::{DirPart, Dirty, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold};
@@ -63,9 +63,10 @@ impl TableState {
         self.dirty = Dirty::All;
     }
 
-    /// The row directory of commit `version` (`None`: it wrote and retired no row).
-    pub fn row_directory(&self, version: u64) -> Option<RowDir> {
-        self.rows.directory(version)
+    /// The part of commit `version`'s row directory not taken yet, and its part number
+    /// (`None`: nothing more); see [`RowStore::take_directory`].
+    pub fn take_row_directory(&mut self, version: u64, part: DirPart) -> Option<(u32, RowDir)> {
+        self.rows.take_directory(version, part)
     }
 
     /// The commits that wrote or retired rows, in version order.

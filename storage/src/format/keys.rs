@@ -15,7 +15,7 @@
 //! | `N` schema name | the schema's comment |
 //! | `K` table id, key | a key's head: its hot state and page directory |
 //! | `P` table id, key, page | one frozen page of a key |
-//! | `X` table id, version | the rows a commit wrote (their keys) and retired |
+//! | `X` table id, version, part | the rows a commit wrote (their keys) and retired, a part at a time |
 //! | `G` table id | the table summary: the version the `K`/`P`/`X` records are current at |
 //!
 //! See docs/FORMAT.md for the byte diagrams.
@@ -50,7 +50,8 @@ pub(crate) const SCHEMA: u8 = b'N';
 pub(crate) const KEY_HEAD: u8 = b'K';
 /// A frozen page of a key: `P` id key page (u32).
 pub(crate) const PAGE: u8 = b'P';
-/// The row directory of one commit: `X` id version.
+/// The row directory of one commit: `X` id version part (format 7 and before: `X` id version,
+/// one part).
 pub(crate) const ROW_DIR: u8 = b'X';
 /// A table's summary: `G` id.
 pub(crate) const SUMMARY: u8 = b'G';
@@ -98,6 +99,11 @@ pub(crate) fn head_key(k: &[u8]) -> Result<&[u8]> {
 
 /// Page `page` of `key` (encoded) of table `id`. Encoded keys of one table are prefix-free
 /// (docs/FORMAT.md §4), so the pages of a key are one prefix of the tree.
+/// The key of part `part` of commit `version`'s row directory in table `id`.
+pub(crate) fn row_dir(id: u32, version: u64, part: u32) -> Vec<u8> {
+    key(ROW_DIR, id, Some(version), Some(part))
+}
+
 pub(crate) fn page(id: u32, key: &[u8], page: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + key.len());
     k.push(PAGE);

@@ -498,6 +498,7 @@ fn apply_parts(
         ahead.add(&b)?;
         kv.write(b)?;
         pages::write_pending_pages(kv, table.id, &mut table.state)?;
+        pages::write_row_directory_ahead(kv, table.id, &mut table.state, at.version)?;
         clock.sample();
     }
     // Tombstones are collected once, after every part, as one apply collects them after its

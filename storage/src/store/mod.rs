@@ -86,11 +86,12 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 7 on open, and each table then writes its derived records again on its first
-/// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps, those of
-/// versions 5 and 6 the deletion times that retention reads):
+/// record is set to 8 on open, and a store of version 6 or before then writes each table's
+/// derived records again on its first use (a version-1 store has none; those of versions 2 to 4
+/// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads).
+/// Version 7 is version 8 with each commit's row directory in one record; it is read as it is:
 /// docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -285,6 +286,12 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
+                    7 => {
+                        // Its row directories (`X` id version) read as one part each.
+                        let mut b = WriteBatch::default();
+                        b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
+                        kv.write(b)?;
+                    }
                     1..=6 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
-use crate::engine::{PageSource, Scope, TableState};
+use crate::engine::{DirPart, PageSource, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
     decode_freed, decode_row_dir, decode_summary, encode_freed, encode_row_dir, encode_summary,
@@ -53,11 +53,8 @@ pub(super) fn put_changes(
     checkpoint: Checkpoint,
 ) -> Result<()> {
     put_pages(b, id, state.take_pages());
-    if let Some(dir) = state.row_directory(version) {
-        b.put(
-            key(keys::ROW_DIR, id, Some(version), None),
-            encode_row_dir(&dir)?,
-        );
+    if let Some((part, dir)) = state.take_row_directory(version, DirPart::Rest) {
+        b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
     }
     if checkpoint == Checkpoint::Now {
         put_checkpoint(b, id, state, version)?;
@@ -146,6 +143,24 @@ pub(super) fn write_checkpoint(kv: &dyn KvStore, id: u32, b: WriteBatch) -> Resu
 /// thousand, ahead of the checkpoint that lists them: a replay of a million events leaves tens of
 /// thousands, and one sled batch of them costs gigabytes. A page no head lists yet is never read,
 /// so a crash between these batches and the checkpoint leaves nothing wrong.
+/// Writes, in a batch of its own, the part of commit `version`'s row directory that its part
+/// just applied wrote (a commit applied in parts: `store/flow_commit.rs`). Nothing reads it
+/// before the commit's record and summary are written; an open deletes it if they never are
+/// (`replay::remove_unfinished`).
+pub(super) fn write_row_directory_ahead(
+    kv: &dyn KvStore,
+    id: u32,
+    state: &mut TableState,
+    version: u64,
+) -> Result<()> {
+    if let Some((part, dir)) = state.take_row_directory(version, DirPart::Ahead) {
+        let mut b = WriteBatch::default();
+        b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
+        kv.write(b)?;
+    }
+    Ok(())
+}
+
 pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
     let pages = state.take_pages();
     for part in pages.chunks(PAGE_BATCH) {
@@ -402,11 +417,8 @@ pub(super) fn rebuild(
     let last = t.commits.last().expect("a commit").version;
     let mut b = WriteBatch::default();
     for v in state.row_versions_by_commit() {
-        if let Some(dir) = state.row_directory(v) {
-            b.put(
-                key(keys::ROW_DIR, t.id, Some(v), None),
-                encode_row_dir(&dir)?,
-            );
+        if let Some((part, dir)) = state.take_row_directory(v, DirPart::Rest) {
+            b.put(keys::row_dir(t.id, v, part), encode_row_dir(&dir)?);
         }
     }
     // Pages a thaw freed during the replay were written by it: delete them with the rest.

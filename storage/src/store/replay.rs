@@ -126,19 +126,22 @@ impl FullRefresh {
 }
 
 /// Which commits a replay applies.
-/// Deletes the event blocks of commit `last + 1` and after, which no commit record claims: a
-/// commit applied in parts (`store/flow_commit.rs`) that a crash stopped before its last batch.
-/// The pages it wrote ahead are left: no head lists them, so nothing reads them; a later freeze
-/// of the same numbers overwrites them, and a rebuild or a drop of the table deletes them.
+/// Deletes the event blocks and row directories of commit `last + 1` and after, which no commit
+/// record claims: a commit applied in parts (`store/flow_commit.rs`) that a crash stopped before
+/// its last batch. (A directory left would be read as part of the commit that takes that version
+/// next.) The pages it wrote ahead are left: no head lists them, so nothing reads them; a later
+/// freeze of the same numbers overwrites them, and a rebuild or a drop of the table deletes them.
 pub(crate) fn remove_unfinished(kv: &dyn KvStore, id: u32, last: u64) -> Result<()> {
-    let prefix = key(keys::EVENTS, id, None, None);
-    let from = key(keys::EVENTS, id, Some(last + 1), None);
     let mut b = WriteBatch::default();
-    for pair in kv.scan_prefix_from(&prefix, &from) {
-        b.delete(pair?.0);
-        // A few thousand per batch: one sled batch of many deletes costs it a lot of memory.
-        if b.len() >= 4096 {
-            kv.write(std::mem::take(&mut b))?;
+    for tag in [keys::EVENTS, keys::ROW_DIR] {
+        let prefix = key(tag, id, None, None);
+        let from = key(tag, id, Some(last + 1), None);
+        for pair in kv.scan_prefix_from(&prefix, &from) {
+            b.delete(pair?.0);
+            // A few thousand per batch: one sled batch of many deletes costs it a lot of memory.
+            if b.len() >= 4096 {
+                kv.write(std::mem::take(&mut b))?;
+            }
         }
     }
     if !b.is_empty() {
