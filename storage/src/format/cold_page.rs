@@ -27,6 +27,13 @@ pub(crate) struct ColdHistory {
     version_rows: Vec<u32>,
 }
 
+/// The address of a row's values: rows that share one share their values (the engine clones
+/// the `Row` of a version it writes again, with another end), so a page stores them once, found
+/// without hashing or comparing values.
+fn shared(values: &Row) -> usize {
+    values.as_ptr() as usize
+}
+
 /// How many leading bytes of a cold page hold its row versions (the length and the row part).
 pub(crate) fn cold_page_head(page: &[u8]) -> usize {
     page.get(..4).map_or(0, |b| {
@@ -71,6 +78,11 @@ pub(crate) struct RowBlock {
     added: Vec<u64>,
     /// `u64::MAX`: not retired.
     retired: Vec<u64>,
+    /// Per row, which entry of `columns` holds its values: rows that show the same values (a
+    /// version retired and written again with a new end, which every late or out-of-order event
+    /// makes) share one.
+    value_of: Vec<u32>,
+    /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
     columns: Vec<ColumnData>,
 }
 
@@ -114,6 +126,7 @@ pub(crate) fn encode_cold<'a>(
     }
     let b = &mut block;
     let mut zone = ZoneBuilder::default();
+    let mut entries: foldhash::HashMap<usize, u32> = Default::default();
     for (id, r) in rows {
         zone.add(
             [&r.start, &r.end, &r.sys_start, &r.sys_end].map(|b| b.as_deref()),
@@ -137,9 +150,14 @@ pub(crate) fn encode_cold<'a>(
         b.present.push(present);
         b.added.push(r.added);
         b.retired.push(r.retired.unwrap_or(u64::MAX));
-        for (c, v) in b.columns.iter_mut().zip(r.values.iter()) {
-            c.push(v);
+        let next = entries.len() as u32;
+        let entry = *entries.entry(shared(&r.values)).or_insert(next);
+        if entry == next {
+            for (c, v) in b.columns.iter_mut().zip(r.values.iter()) {
+                c.push(v);
+            }
         }
+        b.value_of.push(entry);
     }
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
     let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?)?;
@@ -231,9 +249,11 @@ impl ColdBatch {
     /// The values of the row at position `pos`, into `out` (cleared first).
     pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
         let (_, b, i) = self.index[pos];
+        let b = &self.blocks[b as usize];
+        let entry = b.value_of[i as usize] as usize;
         out.clear();
-        for c in &self.blocks[b as usize].columns {
-            out.push(c.get(i as usize)?);
+        for c in &b.columns {
+            out.push(c.get(entry)?);
         }
         Ok(())
     }
@@ -298,13 +318,23 @@ impl ColdBatch {
 impl RowBlock {
     /// Checks that every column of the block has `n` entries and well-formed offsets.
     fn check(&self, n: usize, width: usize) -> Result<()> {
-        let lens = [self.present.len(), self.added.len(), self.retired.len()];
+        let lens = [
+            self.present.len(),
+            self.added.len(),
+            self.retired.len(),
+            self.value_of.len(),
+        ];
         let bounds = [&self.starts, &self.ends, &self.sys_starts, &self.sys_ends];
         if self.columns.len() != width
             || lens.iter().any(|&l| l != n)
             || bounds.iter().any(|b| !b.holds(n))
         {
             return Err(corrupt("cold row block columns differ in length"));
+        }
+        // There are at most as many entries as rows (an entry past a column's end is an error
+        // when it is read).
+        if self.value_of.iter().any(|&e| e as usize >= n) {
+            return Err(corrupt("a cold row's values are out of range"));
         }
         Ok(())
     }
@@ -314,6 +344,8 @@ impl RowBlock {
         let n = self.ids.len();
         self.check(n, width)?;
         let mut out = Vec::with_capacity(n);
+        // Rows that share an entry share its `Row`, as they did when they were written.
+        let mut entries: Vec<Option<Row>> = Vec::new();
         for i in 0..n {
             let bound = |col: &VarBytes, bit: u8| -> Result<Option<Bytes>> {
                 if self.present[i] & (1 << bit) == 0 {
@@ -321,17 +353,29 @@ impl RowBlock {
                 }
                 col.get(i).map(|b| Some(b.into()))
             };
-            let values: Vec<Value> = self
-                .columns
-                .iter()
-                .map(|c| c.get(i))
-                .collect::<Result<_>>()?;
+            let entry = self.value_of[i] as usize;
+            if entries.len() <= entry {
+                entries.resize(entry + 1, None);
+            }
+            let values = match &entries[entry] {
+                Some(row) => row.clone(),
+                None => {
+                    let row: Row = self
+                        .columns
+                        .iter()
+                        .map(|c| c.get(entry))
+                        .collect::<Result<Vec<Value>>>()?
+                        .into();
+                    entries[entry] = Some(row.clone());
+                    row
+                }
+            };
             let retired = self.retired[i];
             out.push((
                 self.ids[i],
                 StoredRow {
                     key: key.clone(),
-                    values: values.into(),
+                    values,
                     start: bound(&self.starts, 0)?,
                     end: bound(&self.ends, 1)?,
                     sys_start: bound(&self.sys_starts, 2)?,
@@ -342,5 +386,81 @@ impl RowBlock {
             ));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn row(values: &Row, start: u8) -> StoredRow {
+        StoredRow {
+            key: Bytes::from(&b"k"[..]),
+            values: values.clone(),
+            start: Some(Bytes::from(&[start][..])),
+            end: None,
+            sys_start: None,
+            sys_end: None,
+            added: 1,
+            retired: None,
+        }
+    }
+
+    #[test]
+    fn rows_that_share_values_store_them_once_and_read_back_sharing_them() {
+        let types = [ColumnType::Int64, ColumnType::Utf8];
+        let a: Row = vec![Value::Int(7), Value::from("seven")].into();
+        let b: Row = vec![Value::Int(8), Value::Null].into();
+        // A row written again with other bounds shares the first one's values; a row with
+        // equal values of its own allocation keeps its own entry.
+        let a_again: Row = vec![Value::Int(7), Value::from("seven")].into();
+        let rows = [row(&a, 1), row(&b, 2), row(&a, 3), row(&a_again, 4)];
+        let (page, _) = encode_cold(
+            &types,
+            std::iter::empty(),
+            std::iter::empty(),
+            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
+        )
+        .unwrap();
+        let block = decode_cold_rows(&page).unwrap();
+        assert_eq!(block.value_of, [0, 1, 0, 2]);
+        let key = Bytes::from(&b"k"[..]);
+        let back = block.rows(&key, types.len()).unwrap();
+        let values: Vec<&[Value]> = back.iter().map(|(_, r)| &r.values[..]).collect();
+        assert_eq!(values, [&a[..], &b[..], &a[..], &a[..]]);
+        assert!(Arc::ptr_eq(&back[0].1.values, &back[2].1.values));
+        assert!(!Arc::ptr_eq(&back[0].1.values, &back[3].1.values));
+        let starts: Vec<u8> = back
+            .iter()
+            .map(|(_, r)| r.start.as_ref().unwrap()[0])
+            .collect();
+        assert_eq!(starts, [1, 2, 3, 4]);
+        // Read one row at a time, as a scan does.
+        let batch = ColdBatch::new(key, types.len(), vec![block]).unwrap();
+        let mut out = Vec::new();
+        batch.values(2, &mut out).unwrap();
+        assert_eq!(out, a.to_vec());
+    }
+
+    #[test]
+    fn a_row_whose_values_entry_is_out_of_range_is_damage() {
+        let types = [ColumnType::Int64];
+        let a: Row = vec![Value::Int(1)].into();
+        let rows = [row(&a, 1), row(&a, 2)];
+        let (page, _) = encode_cold(
+            &types,
+            std::iter::empty(),
+            std::iter::empty(),
+            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
+        )
+        .unwrap();
+        let mut block = decode_cold_rows(&page).unwrap();
+        let key = Bytes::from(&b"k"[..]);
+        for bad in [1, 2, u32::MAX] {
+            block.value_of[1] = bad;
+            let e = block.rows(&key, 1).unwrap_err();
+            assert!(e.to_string().contains("the store is corrupt"), "{bad}: {e}");
+        }
     }
 }

@@ -86,11 +86,10 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 8 on open, and a store of version 6 or before then writes each table's
-/// derived records again on its first use (a version-1 store has none; those of versions 2 to 4
-/// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads).
-/// Version 7 is version 8 with each commit's row directory in one record; it is read as it is:
-/// docs/FORMAT.md §8.
+/// record is set to 8 on open, and each table then writes its derived records again on its first
+/// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps, those of
+/// versions 5 and 6 the deletion times that retention reads, those of version 7 the shared
+/// values of a page's rows): docs/FORMAT.md §8.
 pub const FORMAT_VERSION: u32 = 8;
 
 /// Options for [`Store::open_with`].
@@ -286,13 +285,7 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    7 => {
-                        // Its row directories (`X` id version) read as one part each.
-                        let mut b = WriteBatch::default();
-                        b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
-                        kv.write(b)?;
-                    }
-                    1..=6 => {
+                    1..=7 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3
                         // without statement events (flag bit 3), version 3 is version 4 without
@@ -303,9 +296,11 @@ impl Store {
                         // wrong and reuse their chunk numbers), schemas (`N`), nested values,
                         // generated columns. Version 6 is version 7 whose key heads say since
                         // when a key is deleted in SCD1 tables only, and forget it when the
-                        // tombstone is collected (retention reads it in every mode). The
-                        // summaries go in the batch that sets the format, so each table
-                        // rebuilds its derived records on its first use. A build that reads
+                        // tombstone is collected (retention reads it in every mode). Version 7
+                        // is version 8 with each row version's values in its page's row block,
+                        // shared or not, and one row directory per commit. The summaries go in
+                        // the batch that sets the format, so each table rebuilds its derived
+                        // records on its first use. A build that reads
                         // version 3 only must not read a store whose source rows were erased:
                         // it would count them.
                         let mut b = WriteBatch::default();
