@@ -13,6 +13,9 @@ use crate::value::{ColumnType, Row, Value};
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
 const OPEN_END: u8 = 4;
 
+/// A row's bound that is absent, in [`RowBlock::bound_of`].
+const NO_BOUND: u32 = u32::MAX;
+
 /// The frozen part of one key's state (see `engine::cold`), but for its row versions: its
 /// events, and its timeline versions as pseudo-events (sequence = start, system sequence = end)
 /// with the rows that show them.
@@ -69,12 +72,12 @@ pub(super) fn split_prefixed<'a>(
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
 pub(crate) struct RowBlock {
     ids: Vec<u32>,
-    /// Per row, bit `i` set when bound `i` (start, end, system start, system end) is present.
-    present: Vec<u8>,
-    starts: VarBytes,
-    ends: VarBytes,
-    sys_starts: VarBytes,
-    sys_ends: VarBytes,
+    /// The distinct bounds of the block's rows (encoded sequences), each once: a version's end is
+    /// the next one's start, and the rows a commit retires and writes again share theirs.
+    bounds: VarBytes,
+    /// Per row, four entries of `bounds`: its start, end, system start and system end
+    /// ([`NO_BOUND`]: it has none).
+    bound_of: Vec<u32>,
     added: Vec<u64>,
     /// `u64::MAX`: not retired.
     retired: Vec<u64>,
@@ -127,6 +130,7 @@ pub(crate) fn encode_cold<'a>(
     let b = &mut block;
     let mut zone = ZoneBuilder::default();
     let mut entries: foldhash::HashMap<usize, u32> = Default::default();
+    let mut bounds: foldhash::HashMap<&[u8], u32> = Default::default();
     for (id, r) in rows {
         zone.add(
             [&r.start, &r.end, &r.sys_start, &r.sys_end].map(|b| b.as_deref()),
@@ -134,20 +138,20 @@ pub(crate) fn encode_cold<'a>(
             r.retired,
         );
         b.ids.push(id);
-        let mut present = 0u8;
-        for (i, (col, bound)) in [
-            (&mut b.starts, &r.start),
-            (&mut b.ends, &r.end),
-            (&mut b.sys_starts, &r.sys_start),
-            (&mut b.sys_ends, &r.sys_end),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            present |= u8::from(bound.is_some()) << i;
-            col.push(bound.as_deref().unwrap_or_default());
+        for bound in [&r.start, &r.end, &r.sys_start, &r.sys_end] {
+            let entry = match bound.as_deref() {
+                None => NO_BOUND,
+                Some(bytes) => {
+                    let next = bounds.len() as u32;
+                    let entry = *bounds.entry(bytes).or_insert(next);
+                    if entry == next {
+                        b.bounds.push(bytes);
+                    }
+                    entry
+                }
+            };
+            b.bound_of.push(entry);
         }
-        b.present.push(present);
         b.added.push(r.added);
         b.retired.push(r.retired.unwrap_or(u64::MAX));
         let next = entries.len() as u32;
@@ -298,17 +302,12 @@ impl ColdBatch {
         fn slice(col: &VarBytes, i: usize) -> &[u8] {
             &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
         }
-        let present = b.present[i];
-        let bound = |col, bit: u8| (present & (1 << bit) != 0).then(|| slice(col, i));
+        let of = &b.bound_of[4 * i..4 * i + 4];
+        let bound = |k: usize| (of[k] != NO_BOUND).then(|| slice(&b.bounds, of[k] as usize));
         let retired = b.retired[i];
         ColdRow {
             key: &self.key,
-            bounds: [
-                bound(&b.starts, 0),
-                bound(&b.ends, 1),
-                bound(&b.sys_starts, 2),
-                bound(&b.sys_ends, 3),
-            ],
+            bounds: [bound(0), bound(1), bound(2), bound(3)],
             added: b.added[i],
             retired: (retired != u64::MAX).then_some(retired),
         }
@@ -318,18 +317,21 @@ impl ColdBatch {
 impl RowBlock {
     /// Checks that every column of the block has `n` entries and well-formed offsets.
     fn check(&self, n: usize, width: usize) -> Result<()> {
-        let lens = [
-            self.present.len(),
-            self.added.len(),
-            self.retired.len(),
-            self.value_of.len(),
-        ];
-        let bounds = [&self.starts, &self.ends, &self.sys_starts, &self.sys_ends];
+        let lens = [self.added.len(), self.retired.len(), self.value_of.len()];
+        let distinct = self.bounds.offsets.len().saturating_sub(1);
         if self.columns.len() != width
             || lens.iter().any(|&l| l != n)
-            || bounds.iter().any(|b| !b.holds(n))
+            || self.bound_of.len() != 4 * n
+            || !self.bounds.holds(distinct)
         {
             return Err(corrupt("cold row block columns differ in length"));
+        }
+        if self
+            .bound_of
+            .iter()
+            .any(|&e| e != NO_BOUND && e as usize >= distinct)
+        {
+            return Err(corrupt("a cold row's bounds are out of range"));
         }
         // There are at most as many entries as rows (an entry past a column's end is an error
         // when it is read).
@@ -344,14 +346,18 @@ impl RowBlock {
         let n = self.ids.len();
         self.check(n, width)?;
         let mut out = Vec::with_capacity(n);
-        // Rows that share an entry share its `Row`, as they did when they were written.
+        // Rows that share an entry share its `Row`, as they did when they were written, and
+        // bounds likewise.
         let mut entries: Vec<Option<Row>> = Vec::new();
+        let distinct = self.bounds.offsets.len().saturating_sub(1);
+        let bounds: Vec<Bytes> = (0..distinct)
+            .map(|e| self.bounds.get(e).map(Bytes::from))
+            .collect::<Result<_>>()?;
         for i in 0..n {
-            let bound = |col: &VarBytes, bit: u8| -> Result<Option<Bytes>> {
-                if self.present[i] & (1 << bit) == 0 {
-                    return Ok(None);
-                }
-                col.get(i).map(|b| Some(b.into()))
+            // Checked: every entry is in range or absent.
+            let bound = |k: usize| {
+                let e = self.bound_of[4 * i + k];
+                (e != NO_BOUND).then(|| bounds[e as usize].clone())
             };
             let entry = self.value_of[i] as usize;
             if entries.len() <= entry {
@@ -376,10 +382,10 @@ impl RowBlock {
                 StoredRow {
                     key: key.clone(),
                     values,
-                    start: bound(&self.starts, 0)?,
-                    end: bound(&self.ends, 1)?,
-                    sys_start: bound(&self.sys_starts, 2)?,
-                    sys_end: bound(&self.sys_ends, 3)?,
+                    start: bound(0),
+                    end: bound(1),
+                    sys_start: bound(2),
+                    sys_end: bound(3),
                     added: self.added[i],
                     retired: (retired != u64::MAX).then_some(retired),
                 },
@@ -462,5 +468,71 @@ mod tests {
             let e = block.rows(&key, 1).unwrap_err();
             assert!(e.to_string().contains("the store is corrupt"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn bounds_rows_share_are_stored_once_and_read_back_in_place() {
+        let types = [ColumnType::Int64];
+        let a: Row = vec![Value::Int(1)].into();
+        let b = |x: u8| Some(Bytes::from(&[x][..]));
+        // Version [1, 2) retired at system time 9 and written again; then [2, ...).
+        let mut rows = [row(&a, 1), row(&a, 1), row(&a, 2)];
+        rows[0].end = b(2);
+        rows[0].sys_end = b(9);
+        rows[1].end = b(2);
+        rows[1].sys_start = b(9);
+        rows[2].sys_start = b(9);
+        let (page, _) = encode_cold(
+            &types,
+            std::iter::empty(),
+            std::iter::empty(),
+            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
+        )
+        .unwrap();
+        let block = decode_cold_rows(&page).unwrap();
+        assert_eq!(block.bounds.data, [1, 2, 9]);
+        let none = NO_BOUND;
+        assert_eq!(
+            block.bound_of,
+            [0, 1, none, 2, 0, 1, 2, none, 1, none, 2, none]
+        );
+        let key = Bytes::from(&b"k"[..]);
+        let back: Vec<StoredRow> = block
+            .rows(&key, 1)
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r)
+            .collect();
+        for (got, want) in back.iter().zip(&rows) {
+            let bounds =
+                |r: &StoredRow| [&r.start, &r.end, &r.sys_start, &r.sys_end].map(Clone::clone);
+            assert_eq!(bounds(got), bounds(want));
+        }
+        let batch = ColdBatch::new(key, 1, vec![block]).unwrap();
+        assert_eq!(
+            batch.at(1).bounds,
+            [Some(&[1][..]), Some(&[2][..]), Some(&[9][..]), None]
+        );
+    }
+
+    #[test]
+    fn a_row_whose_bound_is_out_of_range_is_damage() {
+        let types = [ColumnType::Int64];
+        let a: Row = vec![Value::Int(1)].into();
+        let rows = [row(&a, 1), row(&a, 2)];
+        let (page, _) = encode_cold(
+            &types,
+            std::iter::empty(),
+            std::iter::empty(),
+            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
+        )
+        .unwrap();
+        let mut block = decode_cold_rows(&page).unwrap();
+        block.bound_of[4] = 2;
+        let key = Bytes::from(&b"k"[..]);
+        let e = block.rows(&key, 1).unwrap_err();
+        assert!(e.to_string().contains("bounds are out of range"), "{e}");
+        let e = ColdBatch::new(key, 1, vec![block]).err().unwrap();
+        assert!(e.to_string().contains("bounds are out of range"), "{e}");
     }
 }
