@@ -30,6 +30,12 @@ struct Cli {
     /// opening (eager).
     #[arg(long, global = true, env = "ASOF_OPEN", value_enum, default_value_t = Open::Lazy)]
     open: Open,
+    /// The key-value layer's page cache, in MiB (default 64). Smaller bounds what a query
+    /// keeps of the pages it read; a scan reads each page once, so it costs little
+    /// (docs/PERFORMANCE.md).
+    #[arg(long, global = true, env = "ASOF_CACHE_MIB", value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    cache_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -271,6 +277,9 @@ fn run(cli: Cli) -> Res<()> {
         },
         ..Default::default()
     };
+    if let Some(mib) = cli.cache_mib {
+        options.cache_bytes = mib << 20;
+    }
     if let Some(w) = cli.wait {
         options.lock_wait = std::time::Duration::try_from_secs_f64(w)
             .map_err(|_| format!("--wait takes a number of seconds, not {w}"))?;

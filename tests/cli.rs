@@ -342,3 +342,35 @@ fn a_large_result_streams_to_its_file_and_an_empty_one_keeps_its_schema() {
     assert!(ok, "{err}");
     assert!(!out.contains("after_failure"), "{out}");
 }
+
+#[test]
+fn the_page_cache_is_set_in_mib_and_a_size_out_of_range_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db");
+    let (ok, _, err) = asof(
+        &db,
+        &["--cache-mib", "1", "example", "examples/company_points"],
+    );
+    assert!(ok, "{err}");
+    let (ok, out, err) = asof(
+        &db,
+        &[
+            "--cache-mib",
+            "1",
+            "sql",
+            "--format",
+            "csv",
+            "SELECT count(*) AS n FROM company_points",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(out, "n\n6\n");
+    for bad in ["0", "1048577", "many"] {
+        let (ok, _, err) = asof(&db, &["--cache-mib", bad, "tables"]);
+        assert!(!ok, "{bad}");
+        assert!(
+            err.contains(&format!("invalid value '{bad}' for '--cache-mib <MIB>'")),
+            "{bad}: {err}"
+        );
+    }
+}
