@@ -630,7 +630,14 @@ mod tests {
                 s.live.iter().collect::<Vec<_>>(),
             )
         };
+        // A directory split as a rebuild writes it reads back the same too.
+        let split: Vec<(u64, RowDir)> = dirs_whole
+            .iter()
+            .flat_map(|(v, d)| d.clone().split(2).into_iter().map(move |p| (*v, p)))
+            .collect();
+        assert!(split.len() > dirs_whole.len());
         let want = restored(dirs_whole);
+        assert_eq!(restored(split), want);
         assert_eq!(want.0, [(1, 0), (2, 6)]);
         assert_eq!(want.2, [(2, vec![0, 1, 2, 3, 6]), (3, vec![4])]);
         assert_eq!(restored(dirs_parted), want);

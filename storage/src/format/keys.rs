@@ -97,13 +97,13 @@ pub(crate) fn head_key(k: &[u8]) -> Result<&[u8]> {
     k.get(5..).ok_or_else(|| corrupt("short key head"))
 }
 
-/// Page `page` of `key` (encoded) of table `id`. Encoded keys of one table are prefix-free
-/// (docs/FORMAT.md §4), so the pages of a key are one prefix of the tree.
 /// The key of part `part` of commit `version`'s row directory in table `id`.
 pub(crate) fn row_dir(id: u32, version: u64, part: u32) -> Vec<u8> {
     key(ROW_DIR, id, Some(version), Some(part))
 }
 
+/// Page `page` of `key` (encoded) of table `id`. Encoded keys of one table are prefix-free
+/// (docs/FORMAT.md §4), so the pages of a key are one prefix of the tree.
 pub(crate) fn page(id: u32, key: &[u8], page: u32) -> Vec<u8> {
     let mut k = Vec::with_capacity(9 + key.len());
     k.push(PAGE);

@@ -297,8 +297,8 @@ impl Store {
                         // generated columns. Version 6 is version 7 whose key heads say since
                         // when a key is deleted in SCD1 tables only, and forget it when the
                         // tombstone is collected (retention reads it in every mode). Version 7
-                        // is version 8 with each row version's values in its page's row block,
-                        // shared or not, and one row directory per commit. The summaries go in
+                        // is version 8 with every row of a page storing its own values and
+                        // bounds (none shared), and one row directory record per commit. The summaries go in
                         // the batch that sets the format, so each table rebuilds its derived
                         // records on its first use. A build that reads
                         // version 3 only must not read a store whose source rows were erased:

@@ -90,6 +90,9 @@ pub(super) fn put_checkpoint(
     put_summary(b, id, &state.summary(version))
 }
 
+/// The most rows a part of a row directory that a rebuild writes lists.
+const REBUILD_DIR_ROWS: usize = 1 << 20;
+
 /// From how many event blocks (about 500 events each) a rebuild reports its progress.
 const REBUILD_PROGRESS_BLOCKS: u64 = 200;
 
@@ -139,10 +142,6 @@ pub(super) fn write_checkpoint(kv: &dyn KvStore, id: u32, b: WriteBatch) -> Resu
     Ok(())
 }
 
-/// Writes the pages `state` froze and has not written yet (a replay's), in batches of a few
-/// thousand, ahead of the checkpoint that lists them: a replay of a million events leaves tens of
-/// thousands, and one sled batch of them costs gigabytes. A page no head lists yet is never read,
-/// so a crash between these batches and the checkpoint leaves nothing wrong.
 /// Writes, in a batch of its own, the part of commit `version`'s row directory that its part
 /// just applied wrote (a commit applied in parts: `store/flow_commit.rs`). Nothing reads it
 /// before the commit's record and summary are written; an open deletes it if they never are
@@ -161,6 +160,10 @@ pub(super) fn write_row_directory_ahead(
     Ok(())
 }
 
+/// Writes the pages `state` froze and has not written yet (a replay's), in batches of a few
+/// thousand, ahead of the checkpoint that lists them: a replay of a million events leaves tens of
+/// thousands, and one sled batch of them costs gigabytes. A page no head lists yet is never read,
+/// so a crash between these batches and the checkpoint leaves nothing wrong.
 pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
     let pages = state.take_pages();
     for part in pages.chunks(PAGE_BATCH) {
@@ -415,12 +418,19 @@ pub(super) fn rebuild(
         },
     )?;
     let last = t.commits.last().expect("a commit").version;
-    let mut b = WriteBatch::default();
+    // The row directories ahead of the checkpoint, a part per batch (nothing reads them without
+    // the summary), in parts of a bounded number of rows: one record of a 20M-row commit took
+    // 300 MB to encode.
     for v in state.row_versions_by_commit() {
-        if let Some((part, dir)) = state.take_row_directory(v, DirPart::Rest) {
-            b.put(keys::row_dir(t.id, v, part), encode_row_dir(&dir)?);
+        if let Some((_, dir)) = state.take_row_directory(v, DirPart::Rest) {
+            for (part, dir) in (0..).zip(dir.split(REBUILD_DIR_ROWS)) {
+                let mut b = WriteBatch::default();
+                b.put(keys::row_dir(t.id, v, part), encode_row_dir(&dir)?);
+                kv.write(b)?;
+            }
         }
     }
+    let mut b = WriteBatch::default();
     // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
     put_checkpoint(&mut b, t.id, &mut state, last)?;

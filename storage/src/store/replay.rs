@@ -125,7 +125,6 @@ impl FullRefresh {
     }
 }
 
-/// Which commits a replay applies.
 /// Deletes the event blocks and row directories of commit `last + 1` and after, which no commit
 /// record claims: a commit applied in parts (`store/flow_commit.rs`) that a crash stopped before
 /// its last batch. (A directory left would be read as part of the commit that takes that version
@@ -150,6 +149,7 @@ pub(crate) fn remove_unfinished(kv: &dyn KvStore, id: u32, last: u64) -> Result<
     Ok(())
 }
 
+/// Which commits a replay applies.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ReplayRange {
     /// Only those after this one (the state holds the table at it: a checkpoint).
