@@ -413,6 +413,14 @@ mod tests {
         }
     }
 
+    /// A page of `rows` (ids 0, 1, …), without events or versions.
+    fn page_of_rows(types: &[ColumnType], rows: &[StoredRow]) -> Vec<u8> {
+        let rows = rows.iter().enumerate().map(|(i, r)| (i as RowId, r));
+        encode_cold(types, std::iter::empty(), std::iter::empty(), rows)
+            .unwrap()
+            .0
+    }
+
     #[test]
     fn rows_that_share_values_store_them_once_and_read_back_sharing_them() {
         let types = [ColumnType::Int64, ColumnType::Utf8];
@@ -422,13 +430,7 @@ mod tests {
         // equal values of its own allocation keeps its own entry.
         let a_again: Row = vec![Value::Int(7), Value::from("seven")].into();
         let rows = [row(&a, 1), row(&b, 2), row(&a, 3), row(&a_again, 4)];
-        let (page, _) = encode_cold(
-            &types,
-            std::iter::empty(),
-            std::iter::empty(),
-            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
-        )
-        .unwrap();
+        let page = page_of_rows(&types, &rows);
         let block = decode_cold_rows(&page).unwrap();
         assert_eq!(block.value_of, [0, 1, 0, 2]);
         let key = Bytes::from(&b"k"[..]);
@@ -454,13 +456,7 @@ mod tests {
         let types = [ColumnType::Int64];
         let a: Row = vec![Value::Int(1)].into();
         let rows = [row(&a, 1), row(&a, 2)];
-        let (page, _) = encode_cold(
-            &types,
-            std::iter::empty(),
-            std::iter::empty(),
-            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
-        )
-        .unwrap();
+        let page = page_of_rows(&types, &rows);
         let mut block = decode_cold_rows(&page).unwrap();
         let key = Bytes::from(&b"k"[..]);
         for bad in [1, 2, u32::MAX] {
@@ -482,13 +478,7 @@ mod tests {
         rows[1].end = b(2);
         rows[1].sys_start = b(9);
         rows[2].sys_start = b(9);
-        let (page, _) = encode_cold(
-            &types,
-            std::iter::empty(),
-            std::iter::empty(),
-            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
-        )
-        .unwrap();
+        let page = page_of_rows(&types, &rows);
         let block = decode_cold_rows(&page).unwrap();
         assert_eq!(block.bounds.data, [1, 2, 9]);
         let none = NO_BOUND;
@@ -520,13 +510,7 @@ mod tests {
         let types = [ColumnType::Int64];
         let a: Row = vec![Value::Int(1)].into();
         let rows = [row(&a, 1), row(&a, 2)];
-        let (page, _) = encode_cold(
-            &types,
-            std::iter::empty(),
-            std::iter::empty(),
-            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
-        )
-        .unwrap();
+        let page = page_of_rows(&types, &rows);
         let mut block = decode_cold_rows(&page).unwrap();
         block.bound_of[4] = 2;
         let key = Bytes::from(&b"k"[..]);
