@@ -195,6 +195,17 @@ fn damage_event_blocks(dir: &std::path::Path) {
 
 use common::sorted_sql_rows as rows;
 
+/// Expected rows written as text, an empty cell for NULL.
+fn cells<const N: usize>(rows: &[[&str; N]]) -> Vec<Vec<Option<String>>> {
+    rows.iter()
+        .map(|r| {
+            r.iter()
+                .map(|c| (!c.is_empty()).then(|| c.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
 /// Opens the store in `dir` and reads every table once: a store of an earlier format is upgraded
 /// and each table writes its derived records (from its log) in the current format.
 fn upgrade(dir: &std::path::Path) {
@@ -250,14 +261,7 @@ fn the_version_3_fixture_reads_its_statement_events_from_the_log_and_from_its_pa
         ["A", "fixed", "2025-07-18T12:05:00", "2025-07-18T12:10:00"],
         ["Z", "z", "2025-01-01T00:00:00", ""],
     ];
-    let expected: Vec<Vec<Option<String>>> = expected
-        .iter()
-        .map(|r| {
-            r.iter()
-                .map(|c| (!c.is_empty()).then(|| c.to_string()))
-                .collect()
-        })
-        .collect();
+    let expected = cells(&expected);
     let query = "SELECT CompanyId, DataPoint, __START_AT, __END_AT FROM corrected";
     for damaged in [false, true] {
         let tmp = common::copy_of_fixture(&fixture_dir(3));
@@ -651,7 +655,7 @@ fn the_version_8_fixture_reads_row_directories_written_a_part_at_a_time() {
     let mut s = SqlSession::new(Store::open(tmp.path()).unwrap()).unwrap();
     // Sorted as text.
     let history = rows(&mut s, "SELECT id, price, __START_AT, __END_AT FROM prices");
-    let want: Vec<Vec<Option<String>>> = [
+    let want = [
         ["1", "10", "1", "2"],
         ["1", "11", "2", ""],
         ["2", "20", "1", "2"],
@@ -663,13 +667,6 @@ fn the_version_8_fixture_reads_row_directories_written_a_part_at_a_time() {
         ["5", "50", "1", "2"],
         ["6", "60", "1", "2"],
         ["6", "61", "2", ""],
-    ]
-    .iter()
-    .map(|r| {
-        r.iter()
-            .map(|c| (!c.is_empty()).then(|| c.to_string()))
-            .collect()
-    })
-    .collect();
-    assert_eq!(history, want);
+    ];
+    assert_eq!(history, cells(&want));
 }
