@@ -1,25 +1,19 @@
 //! How a process that runs asof as its main job sets up its memory ([`tune_process_memory`]).
 
-/// mimalloc's option `purge_delay` (its index in mimalloc's C enum of options, the same in its
-/// versions 2 and 3).
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
 /// Sets up this process's memory for asof; the `asof` binary, `examples/workload` and the
-/// benchmarks call it first thing. Call it before starting threads. Two settings, each measured
-/// (docs/PERFORMANCE.md):
+/// benchmarks call it first thing. Call it before starting threads.
 ///
-/// - **Transparent huge pages off** for the process (Linux `prctl(PR_SET_THP_DISABLE)`): with
-///   them, every first touch of memory made the kernel zero a whole 2 MiB page; ingest spent a
-///   quarter of its time there (80k → 110k events/s on the 1M workload without), and a point
-///   query's process peaked at 110 MB instead of 58 MB.
-/// - **Freed memory kept** by mimalloc (`purge_delay = -1`), if it is the global allocator (as in
-///   the binary): ingest frees and reallocates large per-commit buffers, and returning them made
-///   the kernel zero fresh pages for every commit.
+/// On Linux it turns **transparent huge pages off** for the process
+/// (`prctl(PR_SET_THP_DISABLE)`): with them, every first touch of memory made the kernel zero a
+/// whole 2 MiB page; ingest spent a quarter of its time there (80k → 110k events/s on the 1M
+/// workload without), and a point query's process peaked at 110 MB instead of 58 MB
+/// (docs/PERFORMANCE.md). Elsewhere it does nothing.
 ///
-/// Elsewhere than on Linux only the second applies. Returns the error of the first, if any.
+/// The allocator's own settings are left at their defaults: the binary's mimalloc returns freed
+/// memory to the system after 10 ms. Keeping it instead (its `purge_delay = -1`, which earlier
+/// versions set) saved the kernel's zeroing of fresh pages while huge pages were on; with them off
+/// it saved nothing measurable and held up to 300 MB more at the peak of a 10M-event load.
 pub fn tune_process_memory() -> std::io::Result<()> {
-    // SAFETY: sets a mimalloc option; takes plain integers.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, -1) };
     #[cfg(target_os = "linux")]
     {
         // SAFETY: prctl with PR_SET_THP_DISABLE takes integer arguments and changes only a flag

@@ -410,6 +410,55 @@ proptest! {
         prop_assert_eq!(feed(window), whole);
     }
 
+    /// The feed of a table that is not in memory is read a span of its keys at a time (each
+    /// commit's deletes over all the spans, then its other changes) and lists the rows of the
+    /// feed read from the table in memory, in the same order, for every range of up to four
+    /// commits; also when the table comes into memory while the feed is read (after
+    /// `load_after` batches), and the rest is read from it.
+    #[test]
+    fn the_change_feed_read_by_spans_of_keys_is_the_feed_read_from_memory(
+        r in run(),
+        keys in 1u64..4,
+        load_after in 0usize..4,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path(), &r.opts);
+            store.create_flow(flow(&r.opts)).unwrap();
+            prop_assume!(!apply_commits(&r, &store).is_empty());
+        } // closing it writes a checkpoint: a new open reads the table from its records
+        let feed = |store: &Store, (from, to): (u64, u64), rows: u64, load_after: Option<usize>| {
+            let bound = asof::ChangeBound::Version(to);
+            let mut feed = asof::change_feed(store, "t", &asof::ChangeBound::Version(from), Some(&bound))
+                .unwrap()
+                .with_window_rows(rows);
+            let schema = feed.schema();
+            let mut batches: Vec<RecordBatch> = Vec::new();
+            if let Some(n) = load_after {
+                batches.extend(feed.by_ref().take(n).map(Result::unwrap));
+                store.read("t", |_| ()).unwrap();
+            }
+            batches.extend(feed.map(Result::unwrap));
+            arrow::compute::concat_batches(&schema, &batches).unwrap()
+        };
+        let latest = open(dir.path(), &r.opts).latest_version("t").unwrap();
+        let ranges: Vec<(u64, u64)> = (1..=latest)
+            .flat_map(|from| (from..=(from + 3).min(latest)).map(move |to| (from, to)))
+            .collect();
+        let in_memory = open(dir.path(), &r.opts);
+        in_memory.read("t", |_| ()).unwrap();
+        let expected: Vec<RecordBatch> = ranges.iter().map(|&range| feed(&in_memory, range, u64::MAX, None)).collect();
+        drop(in_memory);
+        let by_spans = open(dir.path(), &r.opts);
+        for (&range, expected) in ranges.iter().zip(&expected) {
+            prop_assert_eq!(&feed(&by_spans, range, keys, None), expected, "commits {:?}", range);
+        }
+        // The feeds did not bring the table into memory.
+        prop_assert!(by_spans.key_count("t").unwrap().is_some());
+        let (&range, expected) = (ranges.last().unwrap(), expected.last().unwrap());
+        prop_assert_eq!(&feed(&by_spans, range, keys, Some(load_after)), expected);
+    }
+
     #[test]
     fn vacuum_never_changes_the_table(r in run(), at in 0usize..8) {
         // Vacuum (retaining nothing) after some commit, then go on ingesting: every version from

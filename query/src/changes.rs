@@ -2,6 +2,7 @@
 //! `change_feed`, a window of commits at a time.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
@@ -46,79 +47,108 @@ pub fn change_feed(
     start: &ChangeBound,
     end: Option<&ChangeBound>,
 ) -> Result<ChangeFeed> {
+    // A table that is not in memory is read a span of its keys at a time, for a few commits
+    // (each commit is two passes over the keys); anything else from the table in memory.
+    if let Some(first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
+        let read = store.read_span(&first, |r| {
+            let (from, to) = commit_range(r, table, start, end)?;
+            let commits = r
+                .history()
+                .iter()
+                .filter(|c| (from..=to).contains(&c.version))
+                .count();
+            Ok::<_, QueryError>((from, to, commits, r.schema().clone(), r.generation()))
+        })??;
+        let (from, to, commits, schema, generation) = read;
+        if commits <= SPAN_FEED_COMMITS {
+            let keys = store.key_count(table)?.unwrap_or(0);
+            let reading = Reading::Spans {
+                at: SpanCursor {
+                    version: from,
+                    pass: ChangePass::Deletes,
+                    after: None,
+                },
+                keys,
+            };
+            return Ok(ChangeFeed::new(
+                store,
+                table,
+                &schema,
+                (from, to),
+                generation,
+                reading,
+            ));
+        }
+    }
     let (from, to, sizes, schema, generation) = store.read(table, |r| {
-        let history = r.history();
-        let from = match start {
-            ChangeBound::Version(v) => *v,
-            ChangeBound::Timestamp(t) => match history.iter().find(|c| c.timestamp_us >= *t) {
+        let (from, to) = commit_range(r, table, start, end)?;
+        let sizes = commit_sizes(r, from, to);
+        Ok::<_, QueryError>((from, to, sizes, r.schema().clone(), r.generation()))
+    })??;
+    Ok(ChangeFeed::new(
+        store,
+        table,
+        &schema,
+        (from, to),
+        generation,
+        Reading::Windows(sizes),
+    ))
+}
+
+/// The commits `start..=end` of the table `r` reads, as versions; a reversed range, or one past
+/// the last commit, is refused (a vacuumed start when its changes are read).
+fn commit_range(
+    r: &asof_storage::TableReader<'_>,
+    table: &str,
+    start: &ChangeBound,
+    end: Option<&ChangeBound>,
+) -> Result<(u64, u64)> {
+    let history = r.history();
+    let from = match start {
+        ChangeBound::Version(v) => *v,
+        ChangeBound::Timestamp(t) => match history.iter().find(|c| c.timestamp_us >= *t) {
+            Some(c) => c.version,
+            None => {
+                return Err(QueryError::Invalid(format!(
+                    "`{table}` has no commit at or after the start of the change feed"
+                )))
+            }
+        },
+    };
+    let to = match end {
+        None => r.latest_version(),
+        Some(ChangeBound::Version(v)) => *v,
+        Some(ChangeBound::Timestamp(t)) => {
+            match history.iter().rev().find(|c| c.timestamp_us <= *t) {
                 Some(c) => c.version,
                 None => {
                     return Err(QueryError::Invalid(format!(
-                        "`{table}` has no commit at or after the start of the change feed"
+                        "`{table}` has no commit at or before the end of the change feed"
                     )))
                 }
-            },
-        };
-        let to = match end {
-            None => r.latest_version(),
-            Some(ChangeBound::Version(v)) => *v,
-            Some(ChangeBound::Timestamp(t)) => {
-                match history.iter().rev().find(|c| c.timestamp_us <= *t) {
-                    Some(c) => c.version,
-                    None => {
-                        return Err(QueryError::Invalid(format!(
-                            "`{table}` has no commit at or before the end of the change feed"
-                        )))
-                    }
-                }
             }
-        };
-        // A reversed range, or one past the last commit, is refused here (before anything is
-        // read); a vacuumed start when its window is read.
-        if from > to || to > r.latest_version() {
-            r.changes(from, to, |_, _, _| {})?;
         }
-        // How many row versions each commit wrote or retired: what reading its changes reads.
-        let sizes: BTreeMap<u64, u64> = history
-            .iter()
-            .filter(|c| (from..=to).contains(&c.version))
-            .map(|c| (c.version, r.changed_row_versions(c.version)))
-            .collect();
-        Ok((from, to, sizes, r.schema().clone(), r.generation()))
-    })??;
-    let full = table_arrow_schema(&schema);
-    let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
-    fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
-    fields.push(Arc::new(Field::new(
-        "_commit_version",
-        DataType::Int64,
-        false,
-    )));
-    fields.push(Arc::new(Field::new(
-        "_commit_timestamp",
-        DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
-        false,
-    )));
-    Ok(ChangeFeed {
-        store: store.clone(),
-        table: table.to_string(),
-        out: Arc::new(Schema::new(fields)),
-        next: from,
-        to,
-        sizes,
-        generation,
-        window_rows: CHANGE_WINDOW_ROWS,
-        steps: VecDeque::new(),
-        pending: VecDeque::new(),
-        failed: false,
-        progress: None,
-    })
+    };
+    if from > to || to > r.latest_version() {
+        r.check_change_range(from, to)?;
+    }
+    Ok((from, to))
+}
+
+/// How many row versions each commit `from..=to` of the table `r` reads wrote or retired: what
+/// reading its changes reads.
+fn commit_sizes(r: &asof_storage::TableReader<'_>, from: u64, to: u64) -> BTreeMap<u64, u64> {
+    r.history()
+        .iter()
+        .filter(|c| (from..=to).contains(&c.version))
+        .map(|c| (c.version, r.changed_row_versions(c.version)))
+        .collect()
 }
 
 /// About how many changed rows [`ChangeFeed`] reads at a time.
 pub const CHANGE_WINDOW_ROWS: u64 = 262_144;
 
-/// A change feed read a window of commits at a time ([`change_feed`]).
+/// A change feed read a window of commits at a time, or a span of keys at a time ([`change_feed`]).
 pub struct ChangeFeed {
     store: Store,
     table: String,
@@ -126,8 +156,8 @@ pub struct ChangeFeed {
     /// The first commit not read yet.
     next: u64,
     to: u64,
-    /// How many row versions each commit in the range wrote or retired.
-    sizes: BTreeMap<u64, u64>,
+    /// How it reads the table.
+    reading: Reading,
     /// The rows it reads: every window must read the same.
     generation: asof_storage::TableGeneration,
     /// About how many changed rows a window holds.
@@ -138,25 +168,98 @@ pub struct ChangeFeed {
     steps: VecDeque<(u64, KeyGroup, ChangePass, u64)>,
     pending: VecDeque<RecordBatch>,
     failed: bool,
-    /// Where a feed longer than one window reports how far it is: the rows read so far, of
-    /// about how many.
+    /// Where a feed longer than one window reports how far it is: the rows (or, read by spans,
+    /// the keys) read so far, of about how many.
     progress: Option<(asof_storage::Reporter, u64)>,
 }
 
+/// How a [`ChangeFeed`] reads its table.
+enum Reading {
+    /// From the table in memory, windows of commits of about `window_rows` changed rows; the
+    /// map holds how many row versions each commit in the range wrote or retired.
+    Windows(BTreeMap<u64, u64>),
+    /// A table not in memory, a span of keys at a time ([`Store::key_span`]): each commit's
+    /// deletes over all the spans, then its other changes, which is the commit's order
+    /// (`TableReader::span_changes`). `keys` is how many keys the table has; `at` is `None`
+    /// once the last span is read.
+    Spans { at: SpanCursor, keys: u64 },
+}
+
+/// Where a change feed read by spans of keys is.
+#[derive(Clone)]
+struct SpanCursor {
+    version: u64,
+    pass: ChangePass,
+    /// The last key read in this pass.
+    after: Option<Vec<u8>>,
+}
+
+/// The most commits a change feed of a table that is not in memory reads span by span: each
+/// commit reads the table's heads twice (and the pages that hold its changes), so a feed of more
+/// commits reads the table into memory instead.
+const SPAN_FEED_COMMITS: usize = 4;
+
+/// How many keys a change feed read by spans reads at a time: their rows that a commit wrote or
+/// retired are held until the span's changes are listed.
+const SPAN_FEED_KEYS: usize = 64;
+
 impl ChangeFeed {
-    /// The feed, reporting to `progress` as it reads, if it is longer than one window.
+    fn new(
+        store: &Store,
+        table: &str,
+        schema: &asof_storage::TableSchema,
+        (from, to): (u64, u64),
+        generation: asof_storage::TableGeneration,
+        reading: Reading,
+    ) -> ChangeFeed {
+        let full = table_arrow_schema(schema);
+        let mut fields: Vec<arrow::datatypes::FieldRef> = full.fields().iter().cloned().collect();
+        fields.push(Arc::new(Field::new("_change_type", DataType::Utf8, false)));
+        fields.push(Arc::new(Field::new(
+            "_commit_version",
+            DataType::Int64,
+            false,
+        )));
+        fields.push(Arc::new(Field::new(
+            "_commit_timestamp",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        )));
+        ChangeFeed {
+            store: store.clone(),
+            table: table.to_string(),
+            out: Arc::new(Schema::new(fields)),
+            next: from,
+            to,
+            reading,
+            generation,
+            window_rows: CHANGE_WINDOW_ROWS,
+            steps: VecDeque::new(),
+            pending: VecDeque::new(),
+            failed: false,
+            progress: None,
+        }
+    }
+
+    /// The feed, reporting to `progress` as it reads, if it is longer than one window (or, read
+    /// by spans, than two spans).
     pub fn with_progress(mut self, progress: Arc<dyn asof_storage::Progress>) -> ChangeFeed {
-        let total: u64 = self.sizes.values().sum();
         let task = format!("reading the change feed of {}", self.table);
-        let report =
-            asof_storage::Reporter::begin(Some(&progress), &task, total, CHANGE_WINDOW_ROWS + 1);
+        let (total, least) = match &self.reading {
+            Reading::Windows(sizes) => (sizes.values().sum(), CHANGE_WINDOW_ROWS + 1),
+            Reading::Spans { keys, .. } => {
+                let passes = 2 * (self.to + 1).saturating_sub(self.next);
+                (passes * keys, 2 * SPAN_FEED_KEYS as u64 + 1)
+            }
+        };
+        let report = asof_storage::Reporter::begin(Some(&progress), &task, total, least);
         self.progress = Some((report, 0));
         self
     }
 
     /// The feed, reading about `rows` changed rows at a time instead of [`CHANGE_WINDOW_ROWS`]
-    /// (at least one commit, or one key of a larger commit); it lists the same rows in the same
-    /// order.
+    /// (at least one commit, or one key of a larger commit; read by spans, as many keys as
+    /// `rows`, up to the span's usual size); it lists the same rows in the same order.
     pub fn with_window_rows(mut self, rows: u64) -> ChangeFeed {
         self.window_rows = rows.max(1);
         self
@@ -176,6 +279,10 @@ impl ChangeFeed {
     /// Reads the next window of commits, or the next step of a commit larger than a window,
     /// into `pending`.
     fn read_window(&mut self) -> Result<()> {
+        if let Reading::Spans { at, .. } = &self.reading {
+            let at = at.clone();
+            return self.read_span(at);
+        }
         if let Some((version, group, pass, rows)) = self.steps.pop_front() {
             let batches = self.read(|r, out| {
                 changes_batches(r, out, |f| r.group_changes(version, &group, pass, f))
@@ -184,7 +291,7 @@ impl ChangeFeed {
             return Ok(());
         }
         let from = self.next;
-        let size = self.sizes.get(&from).copied().unwrap_or(0);
+        let size = self.size_of(from);
         if size > self.window_rows {
             let window = self.window_rows;
             let groups = self.read(|r, _| Ok(r.change_groups(from, window)?))?;
@@ -208,7 +315,7 @@ impl ChangeFeed {
         let mut to = from;
         let mut rows = size;
         while to < self.to {
-            let more = self.sizes.get(&(to + 1)).copied().unwrap_or(0);
+            let more = self.size_of(to + 1);
             if rows + more > self.window_rows {
                 break;
             }
@@ -218,6 +325,75 @@ impl ChangeFeed {
         let batches = self.read(|r, out| changes_batches(r, out, |f| r.changes(from, to, f)))?;
         self.next = to + 1;
         self.done(batches, rows);
+        Ok(())
+    }
+
+    /// How many row versions commit `version` wrote or retired (0 if not known).
+    fn size_of(&self, version: u64) -> u64 {
+        match &self.reading {
+            Reading::Windows(sizes) => sizes.get(&version).copied().unwrap_or(0),
+            Reading::Spans { .. } => 0,
+        }
+    }
+
+    /// Reads the changes of the span of keys after `at` into `pending`, and moves on to the next
+    /// span, the next pass or the next commit.
+    fn read_span(&mut self, at: SpanCursor) -> Result<()> {
+        let lo = at
+            .after
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let keys = (self.window_rows as usize).min(SPAN_FEED_KEYS);
+        let Some(span) = self
+            .store
+            .key_span(&self.table, (lo, Bound::Unbounded), keys)?
+        else {
+            // The table came into memory under the feed (another reader loaded it, or a commit
+            // made its records stale): the rest is read from it.
+            let sizes = self.read(|r, _| Ok(commit_sizes(r, at.version + 1, self.to)))?;
+            let rest = KeyGroup::keys_after(at.after.as_deref());
+            self.steps.push_back((at.version, rest, at.pass, 0));
+            if at.pass == ChangePass::Deletes {
+                let all = KeyGroup::keys_after(None);
+                self.steps
+                    .push_back((at.version, all, ChangePass::Others, 0));
+            }
+            self.reading = Reading::Windows(sizes);
+            self.next = at.version + 1;
+            return Ok(());
+        };
+        let (table, generation, out) = (&self.table, self.generation, &self.out);
+        let batches = self.store.read_span(&span, |r| {
+            if r.generation() != generation {
+                return Err(rewritten(table));
+            }
+            changes_batches(r, out, |f| r.span_changes(at.version, at.pass, f))
+        })??;
+        let next = match (span.last_key(), at.pass) {
+            (Some(last), _) => Some(SpanCursor {
+                after: Some(last.to_vec()),
+                ..at
+            }),
+            (None, ChangePass::Deletes) => Some(SpanCursor {
+                pass: ChangePass::Others,
+                after: None,
+                ..at
+            }),
+            (None, ChangePass::Others) if at.version < self.to => Some(SpanCursor {
+                version: at.version + 1,
+                pass: ChangePass::Deletes,
+                after: None,
+            }),
+            (None, ChangePass::Others) => None,
+        };
+        match (next, &mut self.reading) {
+            (Some(next), Reading::Spans { at, .. }) => *at = next,
+            _ => {
+                self.next = self.to + 1;
+                self.reading = Reading::Windows(BTreeMap::new());
+            }
+        }
+        self.done(batches, span.keys() as u64);
         Ok(())
     }
 
@@ -231,9 +407,7 @@ impl ChangeFeed {
         self.store.read(table, |r| {
             // ERASE, VACUUM, a widening or a new table of the name would mix two tables' rows.
             if r.generation() != generation {
-                return Err(QueryError::Invalid(format!(
-                    "`{table}` was rewritten (ERASE, VACUUM, new columns) or made again while its change feed was read; run the statement again"
-                )));
+                return Err(rewritten(table));
             }
             read(r, &self.out)
         })?
@@ -267,6 +441,13 @@ impl Iterator for ChangeFeed {
         }
         self.pending.pop_front().map(Ok)
     }
+}
+
+/// The error of a change feed whose table was rewritten under it.
+fn rewritten(table: &str) -> QueryError {
+    QueryError::Invalid(format!(
+        "`{table}` was rewritten (ERASE, VACUUM, new columns) or made again while its change feed was read; run the statement again"
+    ))
 }
 
 /// The changes `list` calls its function with (`TableReader::changes` or

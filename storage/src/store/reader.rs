@@ -463,15 +463,21 @@ impl TableReader<'_> {
     /// Refuses a change feed of `from..=to` that cannot be read: reversed, past the latest
     /// commit, from a vacuumed one, or of a reader of some keys only.
     pub(super) fn check_changes(&self, from: u64, to: u64) -> Result<()> {
-        if from > to {
-            return Err(Error::InvalidQuery(format!(
-                "the change feed from version {from} to {to}: the start is after the end"
-            )));
-        }
         if self.scope != ReadScope::Table {
             return Err(Error::InvalidQuery(
                 "the change feed reads the whole table, not some of its keys".into(),
             ));
+        }
+        self.check_change_range(from, to)
+    }
+
+    /// Refuses a change feed of `from..=to` that cannot be read: reversed, past the latest
+    /// commit, or from a vacuumed one.
+    pub fn check_change_range(&self, from: u64, to: u64) -> Result<()> {
+        if from > to {
+            return Err(Error::InvalidQuery(format!(
+                "the change feed from version {from} to {to}: the start is after the end"
+            )));
         }
         self.check_version(to)?;
         self.check_version(from)?;
