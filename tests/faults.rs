@@ -334,6 +334,61 @@ fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen()
     assert!(store.verify().unwrap().ok());
 }
 
+/// A commit applied in parts writes its parts' blocks and row directories, then deletes the
+/// table's summary, writes its keys' heads in batches of their own, and writes its record with
+/// the summary. Stopped at any of those writes, a reopen gives the table as acknowledged before
+/// it (rebuilt from the log when the stop left no summary), and the commit applies again.
+#[test]
+fn a_commit_in_parts_stopped_at_any_of_its_writes_leaves_the_table_as_acknowledged() {
+    let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
+    let (_, after_2) = read_csv(&data_dir().join("seed_bitemporal/expected_after_2.csv"));
+    let (_, after_4) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    let mut stops = Vec::new();
+    for n in 1.. {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let options = asof::StoreOptions {
+                commit_part_rows: 1,
+                ..Default::default()
+            };
+            let (store, fail) = failing_store(dir.path(), options);
+            store
+                .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
+                .unwrap();
+            store
+                .apply("f", &string_batch(&header, &events[..2]))
+                .unwrap();
+            fail.store(n, Ordering::SeqCst);
+            match store.apply("f", &string_batch(&header, &events[2..])) {
+                Ok(_) => break,
+                Err(e) => assert!(e.to_string().contains("disk full"), "write {n}: {e}"),
+            }
+        }
+        // Whether the stop fell after the summary was deleted (the table's one summary, `G`).
+        stops.push(keys_tagged(dir.path(), b'G'));
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.history("t").unwrap().len(), 2, "write {n}");
+        assert_eq!(
+            common::table_strings(&store, "t").1,
+            common::sorted(after_2.clone()),
+            "write {n}"
+        );
+        assert!(store.verify().unwrap().ok(), "write {n}");
+        store
+            .apply("f", &string_batch(&header, &events[2..]))
+            .unwrap();
+        assert_eq!(
+            common::table_strings(&store, "t").1,
+            common::sorted(after_4.clone()),
+            "write {n}"
+        );
+    }
+    // Its parts (two writes each), then the summary's deletion and the heads: some stops fell
+    // before the summary was deleted, some after.
+    assert!(stops.len() >= 5, "{stops:?}");
+    assert!(stops.contains(&1) && stops.contains(&0), "{stops:?}");
+}
+
 /// Keys of the store at `dir` with tag `tag` (the first byte of a key).
 fn keys_tagged(dir: &std::path::Path, tag: u8) -> usize {
     let kv = SledKv::open(dir, 1 << 20).unwrap();

@@ -1,7 +1,7 @@
 //! A table's state as durable records (docs/FORMAT.md §6): each commit's batch holds the pages it
 //! froze ([`TableState::take_pages`]) and its row directory; a checkpoint's batch holds the heads
-//! of the keys changed since the last one and the pages thawed since ([`TableState::take_changes`])
-//! and the summary. An open rebuilds the state from them ([`TableState::restore`]) and replays
+//! of the keys changed since the last one ([`TableState::take_changed_keys`], [`TableState::head`]),
+//! the pages thawed since ([`TableState::take_freed`]) and the summary. An open rebuilds the state from them ([`TableState::restore`]) and replays
 //! only the commits after the checkpoint.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -15,37 +15,27 @@ use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold};
 use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
 
-/// What changed in a table's state since the store last took its changes.
-pub(crate) struct Changes {
-    /// `(key, head record)` of every key changed.
-    pub heads: Vec<(Bytes, Vec<u8>)>,
-    /// Pages thawed (to delete).
-    pub freed: Vec<PageWrite>,
-}
-
 impl TableState {
-    /// The heads of the keys changed since the last call, and the pages thawed.
-    pub fn take_changes(&mut self) -> Result<Changes> {
-        let dirty = std::mem::replace(&mut self.dirty, Dirty::Keys(BTreeSet::new()));
-        let mut heads = Vec::new();
-        match dirty {
-            Dirty::All => {
-                for (k, ks) in &self.keys {
-                    heads.push((k.clone(), self.encode_head(k, ks)?));
-                }
-            }
-            Dirty::Keys(keys) => {
-                for k in keys {
-                    if let Some(ks) = self.keys.get(&k) {
-                        heads.push((k.clone(), self.encode_head(&k, ks)?));
-                    }
-                }
-            }
+    /// The keys changed since the last call (every key after [`TableState::mark_all_changed`]),
+    /// in key order: those whose heads a checkpoint writes ([`TableState::head`]).
+    pub fn take_changed_keys(&mut self) -> Vec<Bytes> {
+        match std::mem::replace(&mut self.dirty, Dirty::Keys(BTreeSet::new())) {
+            Dirty::All => self.keys.keys().cloned().collect(),
+            Dirty::Keys(keys) => keys.into_iter().collect(),
         }
-        Ok(Changes {
-            heads,
-            freed: self.pages.take_freed(),
-        })
+    }
+
+    /// The head record of `key`, if the table has that key.
+    pub fn head(&self, key: &Bytes) -> Result<Option<Vec<u8>>> {
+        self.keys
+            .get(key)
+            .map(|ks| self.encode_head(key, ks))
+            .transpose()
+    }
+
+    /// The pages thawed since the last call (to delete).
+    pub fn take_freed(&mut self) -> Vec<PageWrite> {
+        self.pages.take_freed()
     }
 
     /// The pages written since the last call.
@@ -58,7 +48,7 @@ impl TableState {
         self.pages.pending()
     }
 
-    /// Makes the next [`TableState::take_changes`] return every key's head.
+    /// Makes the next [`TableState::take_changed_keys`] return every key.
     pub fn mark_all_changed(&mut self) {
         self.dirty = Dirty::All;
     }

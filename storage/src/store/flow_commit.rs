@@ -581,6 +581,11 @@ pub(super) fn write_applied(
     if table.state.pending_pages() > pages::PAGE_BATCH {
         pages::write_pending_pages(kv, table.id, &mut table.state)?;
     }
+    // A commit applied in parts changed many keys: their heads go ahead in batches of their
+    // own, and its record's batch writes the summary that makes them current.
+    if let Log::WrittenAhead(_) = log {
+        pages::write_heads_ahead(kv, table.id, &mut table.state)?;
+    }
     pages::put_changes(&mut b, table.id, &mut table.state, version, checkpoint)?;
     if let Some(record) = record {
         put_json(&mut b, key(keys::TABLE, table.id, None, None), record)?;
