@@ -278,23 +278,31 @@ fn versions_tagged(dir: &std::path::Path, tag: u8) -> Vec<u64> {
     versions
 }
 
+/// A failing store at `dir` that applies every commit of more than one row in parts, written
+/// ahead of its record, with the seed flow `f` into `t` and a first commit of `events`.
+fn parted_store(
+    dir: &std::path::Path,
+    header: &[String],
+    events: &[Vec<Option<String>>],
+) -> (Store, Arc<AtomicUsize>, asof::CommitInfo) {
+    let options = asof::StoreOptions {
+        commit_part_rows: 1,
+        ..Default::default()
+    };
+    let (store, fail) = failing_store(dir, options);
+    store
+        .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
+        .unwrap();
+    let c = store.apply("f", &string_batch(header, events)).unwrap();
+    (store, fail, c)
+}
+
 #[test]
 fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let (header, events) = read_csv(&data_dir().join("seed_bitemporal/events.csv"));
     {
-        // Every commit of more than one row is applied in parts, written ahead of its record.
-        let options = asof::StoreOptions {
-            commit_part_rows: 1,
-            ..Default::default()
-        };
-        let (store, fail) = failing_store(dir.path(), options);
-        store
-            .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
-            .unwrap();
-        let c = store
-            .apply("f", &string_batch(&header, &events[..2]))
-            .unwrap();
+        let (store, fail, c) = parted_store(dir.path(), &header, &events[..2]);
         assert!(c.parameters.contains_key("parts"), "{:?}", c.parameters);
         // The first part's event blocks and row directory are written; the second part's event
         // blocks fail (the fourth write).
@@ -347,17 +355,7 @@ fn a_commit_in_parts_stopped_at_any_of_its_writes_leaves_the_table_as_acknowledg
     for n in 1.. {
         let dir = tempfile::tempdir().unwrap();
         {
-            let options = asof::StoreOptions {
-                commit_part_rows: 1,
-                ..Default::default()
-            };
-            let (store, fail) = failing_store(dir.path(), options);
-            store
-                .create_flow(common::seed_flow_builder("f", "t").build().unwrap())
-                .unwrap();
-            store
-                .apply("f", &string_batch(&header, &events[..2]))
-                .unwrap();
+            let (store, fail, _) = parted_store(dir.path(), &header, &events[..2]);
             fail.store(n, Ordering::SeqCst);
             match store.apply("f", &string_batch(&header, &events[2..])) {
                 Ok(_) => break,
