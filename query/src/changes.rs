@@ -180,8 +180,8 @@ enum Reading {
     Windows(BTreeMap<u64, u64>),
     /// A table not in memory, a span of keys at a time ([`Store::key_span`]): each commit's
     /// deletes over all the spans, then its other changes, which is the commit's order
-    /// (`TableReader::span_changes`). `keys` is how many keys the table has; `at` is `None`
-    /// once the last span is read.
+    /// (`TableReader::span_changes`). `keys` is how many keys the table has; after the last
+    /// span the feed reads `Windows` of no commits.
     Spans { at: SpanCursor, keys: u64 },
 }
 
@@ -349,17 +349,22 @@ impl ChangeFeed {
             .key_span(&self.table, (lo, Bound::Unbounded), keys)?
         else {
             // The table came into memory under the feed (another reader loaded it, or a commit
-            // made its records stale): the rest is read from it.
-            let sizes = self.read(|r, _| Ok(commit_sizes(r, at.version + 1, self.to)))?;
-            let rest = KeyGroup::keys_after(at.after.as_deref());
-            self.steps.push_back((at.version, rest, at.pass, 0));
+            // made its records stale): the rest is read from it, the rest of this commit a group
+            // of keys at a time. Its progress is no longer counted in keys: the report ends.
+            let (v, window, to) = (at.version, self.window_rows, self.to);
+            let (groups, sizes) =
+                self.read(|r, _| Ok((r.change_groups(v, window)?, commit_sizes(r, v + 1, to))))?;
+            let rest = groups
+                .iter()
+                .filter_map(|g| at.after.as_deref().map_or(Some(g.clone()), |k| g.after(k)));
+            self.steps.extend(rest.map(|g| (v, g, at.pass, 0)));
             if at.pass == ChangePass::Deletes {
-                let all = KeyGroup::keys_after(None);
-                self.steps
-                    .push_back((at.version, all, ChangePass::Others, 0));
+                let others = groups.into_iter().map(|g| (v, g, ChangePass::Others, 0));
+                self.steps.extend(others);
             }
             self.reading = Reading::Windows(sizes);
-            self.next = at.version + 1;
+            self.next = v + 1;
+            self.progress = None;
             return Ok(());
         };
         let (table, generation, out) = (&self.table, self.generation, &self.out);

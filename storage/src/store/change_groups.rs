@@ -30,14 +30,21 @@ pub struct KeyGroup {
 }
 
 impl KeyGroup {
-    /// The keys after `key` (encoded), or all keys: what is left of a feed read a span at a time
-    /// when the table came into memory under it.
-    pub fn keys_after(key: Option<&[u8]>) -> KeyGroup {
-        KeyGroup {
-            lo: key.map_or(Bound::Unbounded, |k| Bound::Excluded(k.to_vec())),
-            hi: Bound::Unbounded,
-            rows: 0,
+    /// The part of the group after `key` (encoded), if keys of it may follow `key`: what is
+    /// left of a feed read a span at a time when the table came into memory under it.
+    pub fn after(&self, key: &[u8]) -> Option<KeyGroup> {
+        if matches!(&self.hi, Bound::Included(h) | Bound::Excluded(h) if &h[..] <= key) {
+            return None;
         }
+        let lo = match &self.lo {
+            Bound::Included(l) if &l[..] > key => self.lo.clone(),
+            _ => Bound::Excluded(key.to_vec()),
+        };
+        Some(KeyGroup {
+            lo,
+            hi: self.hi.clone(),
+            rows: self.rows,
+        })
     }
 
     /// How many row versions the commit wrote or retired of these keys (an update changes two).
@@ -161,29 +168,10 @@ impl TableReader<'_> {
         }
         self.check_change_range(version, version)?;
         let state = self.state;
-        let touched =
-            |added: u64, retired: Option<u64>| added == version || retired == Some(version);
+        // A span holds no rows in memory: its keys' hot rows come with their pages.
         let mut rows: HashMap<RowId, StoredRow> = HashMap::new();
         let (mut retired, mut written) = (Vec::new(), Vec::new());
-        let mut note = |id: RowId, row: StoredRow| {
-            if row.added == version {
-                written.push(id);
-            }
-            if row.retired == Some(version) {
-                retired.push(id);
-            }
-            rows.insert(id, row);
-        };
         for (key, ks) in &state.keys {
-            for &id in &ks.rows {
-                let row = state
-                    .rows
-                    .get(id)
-                    .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
-                if touched(row.added, row.retired) {
-                    note(id, row.clone());
-                }
-            }
             // A page whose rows were all written after the commit, or all retired before it,
             // holds none of its changes.
             let cold = state
@@ -192,12 +180,19 @@ impl TableReader<'_> {
             for pos in 0.. {
                 let Some(id) = cold.id_at(pos) else { break };
                 let r = cold.at(pos);
-                if touched(r.added, r.retired) {
-                    let row = cold
-                        .stored_row(id)?
-                        .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
-                    note(id, row);
+                if r.added != version && r.retired != Some(version) {
+                    continue;
                 }
+                if r.added == version {
+                    written.push(id);
+                }
+                if r.retired == Some(version) {
+                    retired.push(id);
+                }
+                let row = cold
+                    .stored_row(id)?
+                    .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
+                rows.insert(id, row);
             }
         }
         let row = |id: RowId| {

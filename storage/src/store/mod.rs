@@ -622,7 +622,8 @@ impl Store {
     /// keys read them as [`Store::read`] would (at any version up to the one current when the
     /// span was read); counts (`live_rows`, `cold_stats`) do not cover its keys (their hot rows
     /// stay encoded until the scan reaches them); lookups (read them with [`Store::read_key`])
-    /// and the change feed are refused.
+    /// are refused, and the change feed reads a commit's changes to those keys
+    /// ([`TableReader::span_changes`]).
     pub fn read_span<R>(&self, span: &KeySpan, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
         let g = self.read_inner()?;
         let t = g.table(&span.table)?;

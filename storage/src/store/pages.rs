@@ -157,6 +157,12 @@ pub(super) fn write_heads_ahead(kv: &dyn KvStore, id: u32, state: &mut TableStat
     let mut b = WriteBatch::default();
     b.delete(key(keys::SUMMARY, id, None, None));
     kv.write(b)?;
+    write_heads(kv, id, state)
+}
+
+/// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
+/// batch, for a table that has no summary ([`write_heads_ahead`]).
+fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
     for part in state.take_changed_keys().chunks(HEAD_BATCH) {
         let mut b = WriteBatch::default();
         for k in part {
@@ -459,7 +465,7 @@ pub(super) fn rebuild(
     }
     // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
-    write_heads_ahead(kv, t.id, &mut state)?;
+    write_heads(kv, t.id, &mut state)?;
     let mut b = WriteBatch::default();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
     write_checkpoint(kv, t.id, b)?;

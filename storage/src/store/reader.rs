@@ -346,7 +346,8 @@ pub(super) enum ReadScope {
     /// refused.
     Keys,
     /// A span of keys read for a scan (their row versions only): scans read them as the table
-    /// does; lookups and the change feed are refused.
+    /// does; lookups are refused; the change feed reads a commit's changes to them
+    /// (`span_changes`) and nothing else.
     Rows,
 }
 
