@@ -14,7 +14,7 @@ use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use asof_storage::keycodec::{decode_tuple, decode_value};
 use asof_storage::{
-    ColumnType, StoredAs, TableSchema, TimeUnit, Value, END_AT, START_AT, SYSTEM_END_AT,
+    ColumnType, StoredAs, TableSchema, TimeUnit, Value, ValueRef, END_AT, START_AT, SYSTEM_END_AT,
     SYSTEM_START_AT,
 };
 
@@ -46,7 +46,7 @@ pub(crate) enum ValueBuilder {
 macro_rules! int_append {
     ($b:expr, $v:expr, $variant:ident, $t:ty) => {
         match $v {
-            Value::$variant(i) => match <$t>::try_from(*i) {
+            ValueRef::$variant(i) => match <$t>::try_from(i) {
                 Ok(x) => $b.append_value(x),
                 Err(_) => $b.append_null(),
             },
@@ -98,9 +98,14 @@ impl ValueBuilder {
     }
 
     pub fn append(&mut self, v: &Value) {
+        self.append_ref(ValueRef::from(v))
+    }
+
+    /// Appends a value read in place (a page's cell, say: [`asof_storage::RowValues::get`]).
+    pub fn append_ref(&mut self, v: ValueRef<'_>) {
         match self {
             ValueBuilder::Bool(b) => match v {
-                Value::Bool(x) => b.append_value(*x),
+                ValueRef::Bool(x) => b.append_value(x),
                 _ => b.append_null(),
             },
             ValueBuilder::I8(b) => int_append!(b, v, Int, i8),
@@ -112,23 +117,23 @@ impl ValueBuilder {
             ValueBuilder::U32(b) => int_append!(b, v, UInt, u32),
             ValueBuilder::U64(b) => int_append!(b, v, UInt, u64),
             ValueBuilder::F32(b) => match v {
-                Value::Float(x) => b.append_value(*x as f32),
+                ValueRef::Float(x) => b.append_value(x as f32),
                 _ => b.append_null(),
             },
             ValueBuilder::F64(b) => match v {
-                Value::Float(x) => b.append_value(*x),
+                ValueRef::Float(x) => b.append_value(x),
                 _ => b.append_null(),
             },
             ValueBuilder::Dec(b, ..) => match v {
-                Value::Decimal(x) => b.append_value(*x),
+                ValueRef::Decimal(x) => b.append_value(x),
                 _ => b.append_null(),
             },
             ValueBuilder::Str(b) => match v {
-                Value::Str(x) => b.append_value(x),
+                ValueRef::Str(x) => b.append_value(x),
                 _ => b.append_null(),
             },
             ValueBuilder::Bin(b) => match v {
-                Value::Bytes(x) => b.append_value(x),
+                ValueRef::Bytes(x) => b.append_value(x),
                 _ => b.append_null(),
             },
             ValueBuilder::Date(b) => int_append!(b, v, Int, i32),
@@ -137,7 +142,7 @@ impl ValueBuilder {
             ValueBuilder::TsUs(b, _) => int_append!(b, v, Int, i64),
             ValueBuilder::TsNs(b, _) => int_append!(b, v, Int, i64),
             ValueBuilder::List(b) => match v {
-                Value::List(items) => {
+                ValueRef::List(items) => {
                     for s in items.iter() {
                         b.values().append_option(s.as_deref());
                     }
@@ -146,7 +151,7 @@ impl ValueBuilder {
                 _ => b.append(false),
             },
             ValueBuilder::Nested(b) => b.append(match v {
-                Value::Str(text) => Some(text),
+                ValueRef::Str(text) => Some(text),
                 _ => None,
             }),
         }

@@ -492,7 +492,10 @@ fn changes_batches(
             return;
         }
         for c in cols.iter_mut() {
-            c.append(&row);
+            if let Err(e) = c.append(&row) {
+                failed = Some(e);
+                return;
+            }
         }
         kinds.append_value(kind.as_str());
         versions.append_value(v as i64);

@@ -281,9 +281,10 @@ pub(crate) enum Col {
 }
 
 impl Col {
-    pub(crate) fn append(&mut self, r: &RowView<'_>) {
+    /// Appends the row's cell of this column; an error if a page's cell is damaged.
+    pub(crate) fn append(&mut self, r: &RowView<'_>) -> Result<()> {
         match self {
-            Col::Value(i, b) => b.append(&r.values[*i]),
+            Col::Value(i, b) => b.append_ref(r.values.get(*i)?),
             Col::Start(b, None) => b.append(r.start),
             Col::Start(b, Some(c)) => b.append(c.start(r.start)),
             Col::End(b, None) => b.append(r.end),
@@ -293,6 +294,7 @@ impl Col {
             Col::SysEnd(b, None) => b.append(r.sys_end),
             Col::SysEnd(b, Some(c)) => b.append(c.end(r.sys_end)),
         }
+        Ok(())
     }
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
         Ok(match self {
@@ -421,11 +423,15 @@ impl TableScan {
         }
         let spec = &self.spec;
         let cursor = &mut self.cursor;
+        // A damaged cell ends the scan with its error (the batch being built is dropped).
+        let mut failed = None;
         let read = |r: &asof_storage::TableReader<'_>| {
             r.scan(spec, cursor, max_rows, |row| {
                 *n += 1;
                 for c in cols.iter_mut() {
-                    c.append(&row);
+                    if let Err(e) = c.append(&row) {
+                        failed.get_or_insert(e);
+                    }
                 }
             })
         };
@@ -435,6 +441,9 @@ impl TableScan {
                 self.store.read_key(&self.table, &lo.clone(), read)??
             }
             (None, _) => self.store.read(&self.table, read)??,
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         if self.cursor.is_done() {
             if let Some(span) = self.span.take() {
@@ -642,12 +651,15 @@ pub fn lookup(
     // One key: read from its head and pages, without loading the table.
     store.read_key(table, &k, |r| {
         let dec = |b: Option<&[u8]>, t: &[ColumnType]| b.and_then(|b| decode_tuple(b, t).ok());
-        Ok(r.lookup(&k, b.as_deref(), s.as_deref(), |row| LookupRow {
-            values: row.values.to_vec(),
-            start: dec(row.start, &seq_types),
-            end: dec(row.end, &seq_types),
-            system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
-            system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
-        })?)
+        let hit = r.lookup(&k, b.as_deref(), s.as_deref(), |row| {
+            Ok::<_, asof_storage::Error>(LookupRow {
+                values: row.values.to_vec()?,
+                start: dec(row.start, &seq_types),
+                end: dec(row.end, &seq_types),
+                system_start: dec(row.sys_start, &sys_types).and_then(|mut v| v.pop()),
+                system_end: dec(row.sys_end, &sys_types).and_then(|mut v| v.pop()),
+            })
+        })?;
+        Ok(hit.transpose()?)
     })?
 }

@@ -322,6 +322,64 @@ impl From<f64> for Value {
 /// A row of values, shared between the engine's structures.
 pub type Row = Arc<[Value]>;
 
+/// One cell read in place: a [`Value`] without its allocations. A scan reads the cells of a row
+/// stored in a page this way, straight from the page's columns ([`crate::RowValues::get`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ValueRef<'a> {
+    /// SQL NULL.
+    Null,
+    /// A boolean.
+    Bool(bool),
+    /// A signed integer, a date (days) or a timestamp (in the column's unit).
+    Int(i64),
+    /// An unsigned integer.
+    UInt(u64),
+    /// A float.
+    Float(f64),
+    /// A decimal's unscaled value.
+    Decimal(i128),
+    /// A string.
+    Str(&'a str),
+    /// Bytes.
+    Bytes(&'a [u8]),
+    /// A list of nullable strings (built when read from a page, which stores the items apart).
+    List(std::borrow::Cow<'a, [Option<Box<str>>]>),
+}
+
+impl<'a> From<&'a Value> for ValueRef<'a> {
+    #[inline]
+    fn from(v: &'a Value) -> Self {
+        match v {
+            Value::Null => ValueRef::Null,
+            Value::Bool(b) => ValueRef::Bool(*b),
+            Value::Int(i) => ValueRef::Int(*i),
+            Value::UInt(u) => ValueRef::UInt(*u),
+            Value::Float(f) => ValueRef::Float(*f),
+            Value::Decimal(d) => ValueRef::Decimal(*d),
+            Value::Str(s) => ValueRef::Str(s),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+            Value::List(l) => ValueRef::List(std::borrow::Cow::Borrowed(l)),
+        }
+    }
+}
+
+impl ValueRef<'_> {
+    /// The value, built.
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Bool(b) => Value::Bool(b),
+            ValueRef::Int(i) => Value::Int(i),
+            ValueRef::UInt(u) => Value::UInt(u),
+            ValueRef::Float(f) => Value::Float(f),
+            ValueRef::Decimal(d) => Value::Decimal(d),
+            ValueRef::Str(s) => Value::Str(s.into()),
+            ValueRef::Bytes(b) => Value::Bytes(b.into()),
+            ValueRef::List(l) => Value::List(l.into_owned().into()),
+        }
+    }
+}
+
 impl Value {
     /// Whether this is NULL.
     pub fn is_null(&self) -> bool {

@@ -110,7 +110,7 @@ fn model_row(
 ) -> model::MRow {
     use asof::keycodec::decode_tuple;
     model::MRow {
-        values: row.values.to_vec(),
+        values: row.values.to_vec().expect("stored cells read back"),
         start: row.start.map(|b| decode_tuple(b, seq).unwrap()),
         end: row.end.map(|b| decode_tuple(b, seq).unwrap()),
         sys_start: row

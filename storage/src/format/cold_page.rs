@@ -8,7 +8,7 @@ use super::event_block::EventBlock;
 use super::zone::ZoneBuilder;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
-use crate::value::{ColumnType, Row, Value};
+use crate::value::{ColumnType, Row, Value, ValueRef};
 
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
 const OPEN_END: u8 = 4;
@@ -227,6 +227,29 @@ pub(crate) struct ColdBatch {
     index: Vec<(RowId, u32, u32)>,
 }
 
+/// The values of one row of a [`ColdBatch`], read in place from its block's columns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StoredCells<'a> {
+    columns: &'a [ColumnData],
+    /// The entry of the columns that holds the row's values.
+    entry: usize,
+}
+
+impl<'a> StoredCells<'a> {
+    /// How many values the row has.
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Value `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Result<ValueRef<'a>> {
+        let column = (self.columns.get(i))
+            .ok_or_else(|| corrupt(format!("a stored row has no column {i}")))?;
+        column.get_ref(self.entry)
+    }
+}
+
 /// One row of a [`ColdBatch`], but for its values: `(key, bounds, added, retired)`.
 pub(crate) struct ColdRow<'a> {
     pub key: &'a [u8],
@@ -250,14 +273,23 @@ impl ColdBatch {
         Ok(ColdBatch { key, blocks, index })
     }
 
-    /// The values of the row at position `pos`, into `out` (cleared first).
-    pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
+    /// The values of the row at position `pos`, read in place.
+    #[inline]
+    pub fn cells(&self, pos: usize) -> StoredCells<'_> {
         let (_, b, i) = self.index[pos];
         let b = &self.blocks[b as usize];
-        let entry = b.value_of[i as usize] as usize;
+        StoredCells {
+            columns: &b.columns,
+            entry: b.value_of[i as usize] as usize,
+        }
+    }
+
+    /// The values of the row at position `pos`, into `out` (cleared first).
+    pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
+        let cells = self.cells(pos);
         out.clear();
-        for c in &b.columns {
-            out.push(c.get(entry)?);
+        for c in cells.columns {
+            out.push(c.get(cells.entry)?);
         }
         Ok(())
     }

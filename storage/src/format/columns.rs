@@ -2,7 +2,7 @@
 //! NULLs, as event blocks and cold pages hold them.
 
 use crate::error::{corrupt, Result};
-use crate::value::{ColumnType, Value};
+use crate::value::{ColumnType, Value, ValueRef};
 
 /// Variable-length byte strings: `data[offsets[i]..offsets[i + 1]]`.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
@@ -184,105 +184,60 @@ impl ColumnData {
         }
     }
 
+    /// Entry `i`, built.
     pub(super) fn get(&self, i: usize) -> Result<Value> {
-        let valid = |v: &Vec<u8>| {
-            v.get(i)
-                .copied()
-                .ok_or_else(|| corrupt("column shorter than the block"))
-        };
-        let at = |n: usize| {
-            if i < n {
-                Ok(())
-            } else {
-                Err(corrupt("column shorter than the block"))
-            }
-        };
+        self.get_ref(i).map(ValueRef::to_value)
+    }
+
+    /// Entry `i`, read in place (a list is built: its items lie apart).
+    #[inline]
+    pub(crate) fn get_ref(&self, i: usize) -> Result<ValueRef<'_>> {
+        let short = || corrupt("column shorter than the block");
+        let (ColumnData::Bool { valid, .. }
+        | ColumnData::Int { valid, .. }
+        | ColumnData::UInt { valid, .. }
+        | ColumnData::Float { valid, .. }
+        | ColumnData::Decimal { valid, .. }
+        | ColumnData::Str { valid, .. }
+        | ColumnData::Bin { valid, .. }
+        | ColumnData::List { valid, .. }) = self;
+        if *valid.get(i).ok_or_else(short)? == 0 {
+            return Ok(ValueRef::Null);
+        }
+        fn text<'b>(b: &'b [u8], what: &str) -> Result<&'b str> {
+            std::str::from_utf8(b).map_err(|_| corrupt(format!("invalid utf-8 in a stored {what}")))
+        }
         Ok(match self {
-            ColumnData::Bool { valid: va, values } => {
-                at(values.len())?;
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::Bool(values[i] != 0)
-                }
+            ColumnData::Bool { values, .. } => {
+                ValueRef::Bool(*values.get(i).ok_or_else(short)? != 0)
             }
-            ColumnData::Int { valid: va, values } => {
-                at(values.len())?;
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::Int(values[i])
-                }
+            ColumnData::Int { values, .. } => ValueRef::Int(*values.get(i).ok_or_else(short)?),
+            ColumnData::UInt { values, .. } => ValueRef::UInt(*values.get(i).ok_or_else(short)?),
+            ColumnData::Float { values, .. } => ValueRef::Float(*values.get(i).ok_or_else(short)?),
+            ColumnData::Decimal { values, .. } => {
+                ValueRef::Decimal(*values.get(i).ok_or_else(short)?)
             }
-            ColumnData::UInt { valid: va, values } => {
-                at(values.len())?;
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::UInt(values[i])
-                }
-            }
-            ColumnData::Float { valid: va, values } => {
-                at(values.len())?;
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::Float(values[i])
-                }
-            }
-            ColumnData::Decimal { valid: va, values } => {
-                at(values.len())?;
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::Decimal(values[i])
-                }
-            }
-            ColumnData::Str { valid: va, values } => {
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    let s = std::str::from_utf8(values.get(i)?)
-                        .map_err(|_| corrupt("invalid utf-8 in a stored string"))?;
-                    Value::Str(s.into())
-                }
-            }
-            ColumnData::Bin { valid: va, values } => {
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    Value::Bytes(values.get(i)?.into())
-                }
-            }
+            ColumnData::Str { values, .. } => ValueRef::Str(text(values.get(i)?, "string")?),
+            ColumnData::Bin { values, .. } => ValueRef::Bytes(values.get(i)?),
             ColumnData::List {
-                valid: va,
                 lists,
                 item_valid,
                 items,
+                ..
             } => {
-                if valid(va)? == 0 {
-                    Value::Null
-                } else {
-                    let (a, b) = match (lists.get(i), lists.get(i + 1)) {
-                        (Some(&a), Some(&b)) if a <= b => (a as usize, b as usize),
-                        _ => return Err(corrupt("list offsets out of range")),
-                    };
-                    let mut out = Vec::with_capacity(b - a);
-                    for j in a..b {
-                        if *item_valid
-                            .get(j)
-                            .ok_or_else(|| corrupt("list items out of range"))?
-                            == 0
-                        {
-                            out.push(None);
-                        } else {
-                            let s = std::str::from_utf8(items.get(j)?)
-                                .map_err(|_| corrupt("invalid utf-8 in a stored list"))?;
-                            out.push(Some(s.into()));
-                        }
-                    }
-                    Value::List(out.into())
+                let (a, b) = match (lists.get(i), lists.get(i + 1)) {
+                    (Some(&a), Some(&b)) if a <= b => (a as usize, b as usize),
+                    _ => return Err(corrupt("list offsets out of range")),
+                };
+                let mut out = Vec::with_capacity(b - a);
+                for j in a..b {
+                    out.push(match item_valid.get(j) {
+                        None => return Err(corrupt("list items out of range")),
+                        Some(0) => None,
+                        Some(_) => Some(text(items.get(j)?, "list")?.into()),
+                    });
                 }
+                ValueRef::List(std::borrow::Cow::Owned(out))
             }
         })
     }
@@ -297,5 +252,72 @@ impl VarBytes {
                 && o[0] == 0
                 && o.windows(2).all(|w| w[0] <= w[1])
                 && o[n] as usize <= self.data.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(ty: ColumnType, values: &[Value]) -> ColumnData {
+        let mut c = new_column(&ty);
+        for v in values {
+            c.push(v);
+        }
+        c
+    }
+
+    #[test]
+    fn every_type_of_cell_reads_back_in_place_as_it_was_written() {
+        let list = Value::List(vec![Some("a".into()), None, Some("".into())].into());
+        let cases = [
+            (
+                ColumnType::Boolean,
+                vec![Value::Bool(true), Value::Null, Value::Bool(false)],
+            ),
+            (
+                ColumnType::Int64,
+                vec![Value::Int(-7), Value::Null, Value::Int(i64::MAX)],
+            ),
+            (ColumnType::UInt64, vec![Value::UInt(u64::MAX), Value::Null]),
+            (ColumnType::Float64, vec![Value::Float(1.5), Value::Null]),
+            (
+                ColumnType::Decimal128 {
+                    precision: 38,
+                    scale: 2,
+                },
+                vec![Value::Decimal(-12345), Value::Null],
+            ),
+            (
+                ColumnType::Utf8,
+                vec![Value::from("héllo"), Value::Null, Value::from("")],
+            ),
+            (
+                ColumnType::Binary,
+                vec![Value::Bytes(vec![0, 255].into()), Value::Null],
+            ),
+            (ColumnType::ListUtf8, vec![list, Value::Null]),
+        ];
+        for (ty, values) in cases {
+            let c = column(ty.clone(), &values);
+            for (i, v) in values.iter().enumerate() {
+                let cell = c.get_ref(i).unwrap();
+                assert_eq!(cell, ValueRef::from(v), "{ty} entry {i}");
+                assert_eq!(&cell.to_value(), v, "{ty} entry {i}");
+            }
+            let e = c.get_ref(values.len()).unwrap_err().to_string();
+            assert!(e.contains("column shorter than the block"), "{ty}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_string_cell_is_an_error_not_a_wrong_answer() {
+        let mut c = column(ColumnType::Utf8, &[Value::from("ok"), Value::from("ab")]);
+        if let ColumnData::Str { values, .. } = &mut c {
+            values.data[2] = 0xff;
+        }
+        assert_eq!(c.get_ref(0).unwrap(), ValueRef::Str("ok"));
+        let e = c.get_ref(1).unwrap_err().to_string();
+        assert!(e.contains("invalid utf-8 in a stored string"), "{e}");
     }
 }

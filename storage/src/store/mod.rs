@@ -36,6 +36,7 @@ mod redefine;
 mod refresh;
 mod replay;
 mod retention;
+mod row_values;
 mod schemas;
 mod source_rows;
 mod sources;
@@ -79,6 +80,7 @@ pub use records::{
 };
 pub use refresh::RefreshMode;
 pub use retention::RETENTION_PROPERTY;
+pub use row_values::RowValues;
 pub use source_rows::{SourceRead, SourceRows};
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,

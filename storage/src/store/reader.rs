@@ -7,6 +7,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
+use super::row_values::RowValues;
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
@@ -17,7 +18,6 @@ use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_page::ColdBatch;
 use crate::format::zone::{Extent, Extents, PageZone};
-use crate::value::Value;
 
 pub use crate::engine::changes::ChangeType;
 
@@ -261,7 +261,7 @@ pub struct RowView<'a> {
     /// The encoded key.
     pub key: &'a [u8],
     /// Output column values.
-    pub values: &'a [Value],
+    pub values: RowValues<'a>,
     /// `__START_AT`.
     pub start: Option<&'a [u8]>,
     /// `__END_AT`.
@@ -276,7 +276,7 @@ impl<'a> RowView<'a> {
     pub(super) fn of(r: &'a StoredRow) -> Self {
         RowView {
             key: &r.key,
-            values: &r.values,
+            values: RowValues::built(&r.values),
             start: r.start.as_deref(),
             end: r.end.as_deref(),
             sys_start: r.sys_start.as_deref(),
@@ -612,7 +612,6 @@ impl TableReader<'_> {
         }
         let state = &self.state;
         let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
-        let mut values = Vec::new();
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
@@ -646,7 +645,7 @@ impl TableReader<'_> {
                 let [start, end, sys_start, sys_end] = row.bounds;
                 let mut view = RowView {
                     key: row.key,
-                    values: &[],
+                    values: RowValues::built(&[]),
                     start,
                     end,
                     sys_start,
@@ -655,8 +654,7 @@ impl TableReader<'_> {
                 // The values are built only for a row the scan returns.
                 if matches_at(&view, row.added, row.retired) {
                     if spec.values == Values::All {
-                        cold.values(c, &mut values)?;
-                        view.values = &values;
+                        view.values = RowValues::stored(cold.cells(c));
                     }
                     f(view);
                     n += 1;
