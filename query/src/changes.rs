@@ -52,11 +52,7 @@ pub fn change_feed(
     if let Some(first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
         let read = store.read_span(&first, |r| {
             let (from, to) = commit_range(r, table, start, end)?;
-            let commits = r
-                .history()
-                .iter()
-                .filter(|c| (from..=to).contains(&c.version))
-                .count();
+            let commits = commits_in(r, from, to).count();
             Ok::<_, QueryError>((from, to, commits, r.schema().clone(), r.generation()))
         })??;
         let (from, to, commits, schema, generation) = read;
@@ -138,11 +134,20 @@ fn commit_range(
 /// How many row versions each commit `from..=to` of the table `r` reads wrote or retired: what
 /// reading its changes reads.
 fn commit_sizes(r: &asof_storage::TableReader<'_>, from: u64, to: u64) -> BTreeMap<u64, u64> {
-    r.history()
-        .iter()
-        .filter(|c| (from..=to).contains(&c.version))
-        .map(|c| (c.version, r.changed_row_versions(c.version)))
+    commits_in(r, from, to)
+        .map(|v| (v, r.changed_row_versions(v)))
         .collect()
+}
+
+/// The versions of the commits `from..=to` the table `r` reads has kept.
+fn commits_in<'r>(
+    r: &'r asof_storage::TableReader<'_>,
+    from: u64,
+    to: u64,
+) -> impl Iterator<Item = u64> + 'r {
+    (r.history().iter())
+        .map(|c| c.version)
+        .filter(move |v| (from..=to).contains(v))
 }
 
 /// About how many changed rows [`ChangeFeed`] reads at a time.
@@ -180,9 +185,10 @@ enum Reading {
     Windows(BTreeMap<u64, u64>),
     /// A table not in memory, a span of keys at a time ([`Store::key_span`]): each commit's
     /// deletes over all the spans, then its other changes, which is the commit's order
-    /// (`TableReader::span_changes`). `keys` is how many keys the table has; after the last
-    /// span the feed reads `Windows` of no commits.
+    /// (`TableReader::span_changes`). `keys` is how many keys the table has.
     Spans { at: SpanCursor, keys: u64 },
+    /// Every span of every commit read.
+    Done,
 }
 
 /// Where a change feed read by spans of keys is.
@@ -251,6 +257,7 @@ impl ChangeFeed {
                 let passes = 2 * (self.to + 1).saturating_sub(self.next);
                 (passes * keys, 2 * SPAN_FEED_KEYS as u64 + 1)
             }
+            Reading::Done => (0, 1),
         };
         let report = asof_storage::Reporter::begin(Some(&progress), &task, total, least);
         self.progress = Some((report, 0));
@@ -332,7 +339,7 @@ impl ChangeFeed {
     fn size_of(&self, version: u64) -> u64 {
         match &self.reading {
             Reading::Windows(sizes) => sizes.get(&version).copied().unwrap_or(0),
-            Reading::Spans { .. } => 0,
+            Reading::Spans { .. } | Reading::Done => 0,
         }
     }
 
@@ -395,7 +402,7 @@ impl ChangeFeed {
             (Some(next), Reading::Spans { at, .. }) => *at = next,
             _ => {
                 self.next = self.to + 1;
-                self.reading = Reading::Windows(BTreeMap::new());
+                self.reading = Reading::Done;
             }
         }
         self.done(batches, span.keys() as u64);
