@@ -442,3 +442,171 @@ fn first_and_later_lookups_of_a_key_read_alone_answer_like_memory() {
         }
     }
 }
+
+/// A table of every column type, with NULLs, read back from its pages (the scan appends a
+/// page's columns to Arrow a block at a time where it can, a cell at a time otherwise) returns
+/// exactly what a store holding everything in memory returns, batch boundaries and all.
+#[test]
+fn a_frozen_table_of_every_column_type_scans_like_memory() {
+    use arrow::array::{
+        BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
+        Float64Builder, Int32Builder, Int64Builder, ListBuilder, StringBuilder,
+        TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
+    };
+    use arrow::datatypes::TimeUnit;
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    let fields = vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("b", DataType::Int64, false),
+        Field::new("i64", DataType::Int64, true),
+        Field::new("i32", DataType::Int32, true),
+        Field::new("f64", DataType::Float64, true),
+        Field::new("f32", DataType::Float32, true),
+        Field::new("bool", DataType::Boolean, true),
+        Field::new("text", DataType::Utf8, true),
+        Field::new("bytes", DataType::Binary, true),
+        Field::new("day", DataType::Date32, true),
+        Field::new("us", DataType::Timestamp(TimeUnit::Microsecond, None), true),
+        Field::new(
+            "ms_utc",
+            DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+            true,
+        ),
+        Field::new("dec", DataType::Decimal128(10, 2), true),
+        Field::new(
+            "list",
+            DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))),
+            true,
+        ),
+    ];
+    let schema = Arc::new(Schema::new(fields));
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut batches = Vec::new();
+    for commit in 0..40i64 {
+        let n = 30;
+        let mut k = Int64Builder::new();
+        let mut b = Int64Builder::new();
+        let (mut i64s, mut i32s) = (Int64Builder::new(), Int32Builder::new());
+        let (mut f64s, mut f32s) = (Float64Builder::new(), Float32Builder::new());
+        let (mut bools, mut texts) = (BooleanBuilder::new(), StringBuilder::new());
+        let (mut bytes, mut days) = (BinaryBuilder::new(), Date32Builder::new());
+        let mut us = TimestampMicrosecondBuilder::new();
+        let mut ms = TimestampMillisecondBuilder::new().with_timezone("UTC");
+        let mut dec = Decimal128Builder::new()
+            .with_precision_and_scale(10, 2)
+            .unwrap();
+        let mut list = ListBuilder::new(StringBuilder::new());
+        for j in 0..n {
+            let seq = commit * n + j;
+            k.append_value(rng.gen_range(0..5));
+            // Some events late, so that history thaws and freezes again.
+            b.append_value(
+                seq - if rng.gen_bool(0.1) {
+                    rng.gen_range(1..50)
+                } else {
+                    0
+                },
+            );
+            let v: i64 = rng.gen_range(-1000..1000);
+            let null = |rng: &mut rand::rngs::StdRng| rng.gen_bool(0.2);
+            i64s.append_option((!null(&mut rng)).then_some(v * 1_000_000_007));
+            i32s.append_option((!null(&mut rng)).then_some(v as i32));
+            f64s.append_option((!null(&mut rng)).then_some(v as f64 / 7.0));
+            f32s.append_option((!null(&mut rng)).then_some(v as f32 / 3.0));
+            bools.append_option((!null(&mut rng)).then_some(v % 2 == 0));
+            texts.append_option((!null(&mut rng)).then(|| format!("é{v}")));
+            bytes.append_option((!null(&mut rng)).then(|| vec![0u8, 255, (v & 0xff) as u8]));
+            days.append_option((!null(&mut rng)).then_some(v as i32 * 3));
+            us.append_option((!null(&mut rng)).then_some(v * 1_000_003));
+            ms.append_option((!null(&mut rng)).then_some(v * 1_009));
+            dec.append_option((!null(&mut rng)).then_some(v as i128 * 101));
+            if null(&mut rng) {
+                list.append(false);
+            } else {
+                list.values().append_value(format!("{v}"));
+                list.values().append_null();
+                list.append(true);
+            }
+        }
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(k.finish()),
+            Arc::new(b.finish()),
+            Arc::new(i64s.finish()),
+            Arc::new(i32s.finish()),
+            Arc::new(f64s.finish()),
+            Arc::new(f32s.finish()),
+            Arc::new(bools.finish()),
+            Arc::new(texts.finish()),
+            Arc::new(bytes.finish()),
+            Arc::new(days.finish()),
+            Arc::new(us.finish()),
+            Arc::new(ms.finish()),
+            Arc::new(dec.finish()),
+            Arc::new(list.finish()),
+        ];
+        batches.push(RecordBatch::try_new(schema.clone(), cols).unwrap());
+    }
+    let flow = FlowSpec::builder("f", "t", &schema)
+        .keys(["k"])
+        .sequence_by(["b"])
+        .stored_as(StoredAs::Scd2)
+        .build()
+        .unwrap();
+    let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for (dir, hot_events_per_key) in [(&cold_dir, 2), (&hot_dir, usize::MAX)] {
+        let store = Store::open_with(
+            dir.path(),
+            StoreOptions {
+                hot_events_per_key,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        store.create_flow(flow.clone()).unwrap();
+        for b in &batches {
+            store.apply("f", b).unwrap();
+        }
+    }
+    let hot = Store::open_with(
+        hot_dir.path(),
+        StoreOptions {
+            hot_events_per_key: usize::MAX,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // The whole table into memory (a lookup-free read of it), as written.
+    hot.read("t", |t| t.live_rows()).unwrap();
+    let cold = Store::open_with(cold_dir.path(), StoreOptions::default()).unwrap();
+    let text = |store: &Store, batch_size: usize| -> Vec<Vec<String>> {
+        let options = FormatOptions::default().with_null("∅");
+        let mut out = Vec::new();
+        let req = asof::ScanRequest {
+            batch_size,
+            ..Default::default()
+        };
+        for batch in asof::scan_all(store, "t", &req).unwrap() {
+            assert!(batch.num_rows() <= batch_size);
+            let cols: Vec<_> = (batch.columns().iter())
+                .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap())
+                .collect();
+            for r in 0..batch.num_rows() {
+                out.push(cols.iter().map(|c| c.value(r).to_string()).collect());
+            }
+        }
+        out.sort();
+        out
+    };
+    let want = text(&hot, 8192);
+    assert!(want.len() > 1000, "{} rows", want.len());
+    // Batches that end inside a key's rows as well as whole ones.
+    for batch_size in [8192, 7, 1] {
+        let got = text(&cold, batch_size);
+        assert_eq!(got.len(), want.len(), "batches of {batch_size}");
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!(g, w, "batches of {batch_size}");
+        }
+    }
+    let frozen = cold.read("t", |t| t.cold_stats()).unwrap().frozen_events;
+    assert!(frozen > 500, "most history is in pages: {frozen} events");
+}

@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder,
-    Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListBuilder,
-    StringBuilder, StructArray, TimestampMicrosecondBuilder, TimestampMillisecondBuilder,
-    TimestampNanosecondBuilder, TimestampSecondBuilder, UInt16Builder, UInt32Builder,
-    UInt64Builder, UInt8Builder,
+    ArrayBuilder, ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder,
+    Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder,
+    ListBuilder, StringBuilder, StructArray, TimestampMicrosecondBuilder,
+    TimestampMillisecondBuilder, TimestampNanosecondBuilder, TimestampSecondBuilder, UInt16Builder,
+    UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
@@ -155,6 +155,34 @@ impl ValueBuilder {
                 _ => None,
             }),
         }
+    }
+
+    /// The Arrow builder underneath, for appending a stored column to it whole (not a nested
+    /// column, which is built from JSON text).
+    pub fn as_array_builder(&mut self) -> Option<&mut dyn ArrayBuilder> {
+        Some(match self {
+            ValueBuilder::Bool(b) => b,
+            ValueBuilder::I8(b) => b,
+            ValueBuilder::I16(b) => b,
+            ValueBuilder::I32(b) => b,
+            ValueBuilder::I64(b) => b,
+            ValueBuilder::U8(b) => b,
+            ValueBuilder::U16(b) => b,
+            ValueBuilder::U32(b) => b,
+            ValueBuilder::U64(b) => b,
+            ValueBuilder::F32(b) => b,
+            ValueBuilder::F64(b) => b,
+            ValueBuilder::Dec(b, ..) => b,
+            ValueBuilder::Str(b) => b,
+            ValueBuilder::Bin(b) => b,
+            ValueBuilder::Date(b) => b,
+            ValueBuilder::TsS(b, _) => b,
+            ValueBuilder::TsMs(b, _) => b,
+            ValueBuilder::TsUs(b, _) => b,
+            ValueBuilder::TsNs(b, _) => b,
+            ValueBuilder::List(b) => b,
+            ValueBuilder::Nested(_) => return None,
+        })
     }
 
     pub fn append_null(&mut self) {

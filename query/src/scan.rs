@@ -9,8 +9,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
-    ColumnType, KeySpan, RowView, ScanCursor, ScanSpec, Store, StoredAs, TableSchema, TimeFilter,
-    Value, Values,
+    ColumnType, KeySpan, RowSink, RowView, ScanCursor, ScanSpec, Store, StoredAs, StoredRows,
+    TableSchema, TimeFilter, Value, Values,
 };
 
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
@@ -306,6 +306,64 @@ impl Col {
     }
 }
 
+/// The columns of the batch a scan builds, filled by the storage scan: a row in memory at a time,
+/// the rows a key's pages give a column at a time where the column's builder allows.
+struct Filling<'c> {
+    cols: &'c mut [Col],
+    /// Rows in the batch so far.
+    n: &'c mut usize,
+    /// A damaged cell ends the scan with its error (the batch being built is dropped).
+    failed: Option<QueryError>,
+}
+
+impl RowSink for Filling<'_> {
+    fn row(&mut self, row: RowView<'_>) {
+        *self.n += 1;
+        for c in self.cols.iter_mut() {
+            if let Err(e) = c.append(&row) {
+                self.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    fn stored_rows(&mut self, rows: &StoredRows<'_>) {
+        *self.n += rows.len();
+        if let Err(e) = append_stored(self.cols, rows) {
+            self.failed.get_or_insert(e);
+        }
+    }
+}
+
+/// Appends `rows` to `cols`: each value column a page block at a time where its builder allows
+/// ([`StoredRows::append_column`]), else a cell at a time; the bounds a row at a time.
+fn append_stored(cols: &mut [Col], rows: &StoredRows<'_>) -> Result<()> {
+    let mut bounds = false;
+    for c in cols.iter_mut() {
+        let Col::Value(i, b) = c else {
+            bounds = true;
+            continue;
+        };
+        let done = match b.as_array_builder() {
+            Some(out) => rows.append_column(*i, out)?,
+            None => false,
+        };
+        if !done {
+            for j in 0..rows.len() {
+                b.append_ref(rows.row(j).values.get(*i)?);
+            }
+        }
+    }
+    if bounds {
+        for j in 0..rows.len() {
+            let row = rows.row(j);
+            for c in cols.iter_mut().filter(|c| !matches!(c, Col::Value(..))) {
+                c.append(&row)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A running scan: an iterator of record batches. Each batch is read under a short read lock; the
 /// scan is pinned to the table version current when it started, so it is consistent even while
 /// commits land.
@@ -423,18 +481,13 @@ impl TableScan {
         }
         let spec = &self.spec;
         let cursor = &mut self.cursor;
-        // A damaged cell ends the scan with its error (the batch being built is dropped).
-        let mut failed = None;
-        let read = |r: &asof_storage::TableReader<'_>| {
-            r.scan(spec, cursor, max_rows, |row| {
-                *n += 1;
-                for c in cols.iter_mut() {
-                    if let Err(e) = c.append(&row) {
-                        failed.get_or_insert(e);
-                    }
-                }
-            })
+        let mut filling = Filling {
+            cols,
+            n,
+            failed: None,
         };
+        let read =
+            |r: &asof_storage::TableReader<'_>| r.scan_into(spec, cursor, max_rows, &mut filling);
         match (&self.span, &spec.key_lo) {
             (Some(span), _) => self.store.read_span(span, read)??,
             (None, Bound::Included(lo)) if point => {
@@ -442,7 +495,7 @@ impl TableScan {
             }
             (None, _) => self.store.read(&self.table, read)??,
         }
-        if let Some(e) = failed {
+        if let Some(e) = filling.failed {
             return Err(e);
         }
         if self.cursor.is_done() {

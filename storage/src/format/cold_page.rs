@@ -250,6 +250,53 @@ impl<'a> StoredCells<'a> {
     }
 }
 
+/// Rows of a [`ColdBatch`] a scan selected, in order, with the entries that hold their values
+/// grouped by block, so that each column is read a block at a time ([`Selected::append_column`]).
+pub(crate) struct Selected<'a> {
+    batch: &'a ColdBatch,
+    positions: &'a [usize],
+    /// `(block, end)`: entries `entries[previous end..end]` are of block `block`.
+    segments: Vec<(u32, usize)>,
+    entries: Vec<u32>,
+}
+
+impl<'a> Selected<'a> {
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Row `j`, but for its values.
+    pub fn at(&self, j: usize) -> ColdRow<'a> {
+        self.batch.at(self.positions[j])
+    }
+
+    /// The values of row `j`.
+    pub fn cells(&self, j: usize) -> StoredCells<'a> {
+        self.batch.cells(self.positions[j])
+    }
+
+    /// Appends value `column` of every row to `out`, a block at a time; `false` (nothing
+    /// appended) if `out` is not a builder the column is read into this way
+    /// ([`ColumnData::append_to`]).
+    pub fn append_column(
+        &self,
+        column: usize,
+        out: &mut dyn arrow::array::ArrayBuilder,
+    ) -> Result<bool> {
+        let mut from = 0;
+        for &(b, end) in &self.segments {
+            let col = (self.batch.blocks[b as usize].columns.get(column))
+                .ok_or_else(|| corrupt(format!("a stored row has no column {column}")))?;
+            if !col.append_to(&self.entries[from..end], out)? {
+                return Ok(false);
+            }
+            from = end;
+        }
+        Ok(true)
+    }
+}
+
 /// One row of a [`ColdBatch`], but for its values: `(key, bounds, added, retired)`.
 pub(crate) struct ColdRow<'a> {
     pub key: &'a [u8],
@@ -281,6 +328,26 @@ impl ColdBatch {
         StoredCells {
             columns: &b.columns,
             entry: b.value_of[i as usize] as usize,
+        }
+    }
+
+    /// The rows at `positions` (in id order), for a scan to read column by column.
+    pub fn select<'a>(&'a self, positions: &'a [usize]) -> Selected<'a> {
+        let mut segments: Vec<(u32, usize)> = Vec::new();
+        let mut entries = Vec::with_capacity(positions.len());
+        for &pos in positions {
+            let (_, b, i) = self.index[pos];
+            entries.push(self.blocks[b as usize].value_of[i as usize]);
+            match segments.last_mut() {
+                Some((last, end)) if *last == b => *end = entries.len(),
+                _ => segments.push((b, entries.len())),
+            }
+        }
+        Selected {
+            batch: self,
+            positions,
+            segments,
+            entries,
         }
     }
 

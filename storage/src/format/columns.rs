@@ -243,6 +243,68 @@ impl ColumnData {
     }
 }
 
+/// Appends entries of a typed column to an Arrow builder of type `$b`, one match per call.
+macro_rules! append_typed {
+    ($out:expr, $valid:expr, $entries:expr, $b:ty, |$e:ident| $value:expr) => {
+        if let Some(b) = $out.as_any_mut().downcast_mut::<$b>() {
+            for &$e in $entries {
+                let $e = $e as usize;
+                match $valid.get($e) {
+                    Some(0) => b.append_null(),
+                    Some(_) => b.append_value($value),
+                    None => return Err(corrupt("column shorter than the block")),
+                }
+            }
+            return Ok(true);
+        }
+    };
+}
+
+impl ColumnData {
+    /// Appends `entries` of the column to `out`, if it is an Arrow builder this column is read
+    /// into a column at a time (64-bit integers and timestamps, floats, booleans, strings);
+    /// `false` (nothing appended) for any other, which the caller fills a cell at a time.
+    pub(crate) fn append_to(
+        &self,
+        entries: &[u32],
+        out: &mut dyn arrow::array::ArrayBuilder,
+    ) -> Result<bool> {
+        use arrow::array::{
+            BooleanBuilder, Float64Builder, Int64Builder, StringBuilder,
+            TimestampMicrosecondBuilder, TimestampMillisecondBuilder, TimestampNanosecondBuilder,
+            TimestampSecondBuilder,
+        };
+        let short = || corrupt("column shorter than the block");
+        match self {
+            ColumnData::Int { valid, values } => {
+                let v = |e: usize| values.get(e).copied().ok_or_else(short);
+                append_typed!(out, valid, entries, Int64Builder, |e| v(e)?);
+                append_typed!(out, valid, entries, TimestampMicrosecondBuilder, |e| v(e)?);
+                append_typed!(out, valid, entries, TimestampMillisecondBuilder, |e| v(e)?);
+                append_typed!(out, valid, entries, TimestampNanosecondBuilder, |e| v(e)?);
+                append_typed!(out, valid, entries, TimestampSecondBuilder, |e| v(e)?);
+            }
+            ColumnData::Float { valid, values } => {
+                let v = |e: usize| values.get(e).copied().ok_or_else(short);
+                append_typed!(out, valid, entries, Float64Builder, |e| v(e)?);
+            }
+            ColumnData::Bool { valid, values } => {
+                let v = |e: usize| values.get(e).map(|&b| b != 0).ok_or_else(short);
+                append_typed!(out, valid, entries, BooleanBuilder, |e| v(e)?);
+            }
+            ColumnData::Str { valid, values } => {
+                let v = |e: usize| -> Result<&str> {
+                    std::str::from_utf8(values.get(e)?)
+                        .map_err(|_| corrupt("invalid utf-8 in a stored string"))
+                };
+                append_typed!(out, valid, entries, StringBuilder, |e| v(e)?);
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+}
+
 impl VarBytes {
     /// Whether the column holds `n` well-formed entries (no entries at all when `n` is 0).
     pub(super) fn holds(&self, n: usize) -> bool {

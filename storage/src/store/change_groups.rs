@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::ops::Bound;
 
 use super::in_table;
-use super::reader::{ColdReader, ReadScope, RowView, TableReader};
+use super::reader::{ColdReader, ReadScope, TableReader};
+use super::row_view::RowView;
 use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;
 use crate::error::{corrupt, Error, Result};

@@ -36,7 +36,7 @@ mod redefine;
 mod refresh;
 mod replay;
 mod retention;
-mod row_values;
+mod row_view;
 mod schemas;
 mod source_rows;
 mod sources;
@@ -73,14 +73,14 @@ pub use lineage::SourceRow;
 use load::Load;
 use reader::ReadScope;
 pub use reader::{
-    ChangeType, RowView, ScanCursor, ScanSpec, TableGeneration, TableReader, TimeFilter, Values,
+    ChangeType, ScanCursor, ScanSpec, TableGeneration, TableReader, TimeFilter, Values,
 };
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use refresh::RefreshMode;
 pub use retention::RETENTION_PROPERTY;
-pub use row_values::RowValues;
+pub use row_view::{RowSink, RowValues, RowView, StoredRows};
 pub use source_rows::{SourceRead, SourceRows};
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,

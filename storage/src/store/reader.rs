@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
-use super::row_values::RowValues;
+use super::row_view::{EachRow, RowSink, RowValues, RowView, StoredRows};
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
@@ -255,36 +255,6 @@ impl<'a> ColdReader<'a> {
     }
 }
 
-/// One target row, borrowed from the store. Temporal bounds are encoded ([`crate::keycodec`]).
-#[derive(Debug, Clone, Copy)]
-pub struct RowView<'a> {
-    /// The encoded key.
-    pub key: &'a [u8],
-    /// Output column values.
-    pub values: RowValues<'a>,
-    /// `__START_AT`.
-    pub start: Option<&'a [u8]>,
-    /// `__END_AT`.
-    pub end: Option<&'a [u8]>,
-    /// `__SYSTEM_START_AT`.
-    pub sys_start: Option<&'a [u8]>,
-    /// `__SYSTEM_END_AT`.
-    pub sys_end: Option<&'a [u8]>,
-}
-
-impl<'a> RowView<'a> {
-    pub(super) fn of(r: &'a StoredRow) -> Self {
-        RowView {
-            key: &r.key,
-            values: RowValues::built(&r.values),
-            start: r.start.as_deref(),
-            end: r.end.as_deref(),
-            sys_start: r.sys_start.as_deref(),
-            sys_end: r.sys_end.as_deref(),
-        }
-    }
-}
-
 /// A read view of one table, valid inside [`Store::read`] (or [`Store::read_key`]: then only the
 /// one key is there, see `ReadScope`).
 pub struct TableReader<'a> {
@@ -327,6 +297,15 @@ fn row_matches(
 
 /// Whether a page with zone map `z` may hold a row that [`row_matches`]: if this says no, none
 /// does (the property test below), and the scan does not read the page.
+/// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
+fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, values: bool) {
+    if !run.is_empty() {
+        let rows = cold.select(run);
+        sink.stored_rows(&StoredRows { rows, values });
+        run.clear();
+    }
+}
+
 fn page_may_match(spec: &ScanSpec, at: ReadAt, z: PageZone<'_>) -> bool {
     let may_match =
         |x: Extents<'_>| spec.business.may_match(x.business) && spec.system.may_match(x.system);
@@ -531,7 +510,19 @@ impl TableReader<'_> {
         spec: &ScanSpec,
         cursor: &mut ScanCursor,
         max_rows: usize,
-        mut f: impl FnMut(RowView<'_>),
+        f: impl FnMut(RowView<'_>),
+    ) -> Result<()> {
+        self.scan_into(spec, cursor, max_rows, &mut EachRow(f))
+    }
+
+    /// [`TableReader::scan`] into `sink`, which takes the rows each key's pages give together
+    /// ([`RowSink::stored_rows`]).
+    pub fn scan_into(
+        &self,
+        spec: &ScanSpec,
+        cursor: &mut ScanCursor,
+        max_rows: usize,
+        sink: &mut impl RowSink,
     ) -> Result<()> {
         let latest = self.latest_version();
         let version = spec.version.unwrap_or(latest);
@@ -602,7 +593,7 @@ impl TableReader<'_> {
                     None => cold.row(id)?,
                 };
                 if matches(&row) {
-                    f(RowView::of(&row));
+                    sink.row(RowView::of(&row));
                     n += 1;
                 }
                 id += 1;
@@ -612,6 +603,9 @@ impl TableReader<'_> {
         }
         let state = &self.state;
         let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
+        let values = spec.values == Values::All;
+        // The frozen rows selected since the last row in memory, handed over together.
+        let mut run: Vec<usize> = Vec::new();
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
@@ -626,24 +620,26 @@ impl TableReader<'_> {
                     break;
                 };
                 if n == max_rows {
+                    hand_over(sink, &cold, &mut run, values);
                     cursor.after = Some((k.to_vec(), id));
                     return Ok(());
                 }
                 if hot == Some(id) {
+                    hand_over(sink, &cold, &mut run, values);
                     rows.prefetch_ahead(h, |p| ks.rows.get(p).copied());
                     h += 1;
                     let row = rows
                         .get(id)
                         .ok_or_else(|| corrupt(format!("row {id} of a key is missing")))?;
                     if matches(row) {
-                        f(RowView::of(row));
+                        sink.row(RowView::of(row));
                         n += 1;
                     }
                     continue;
                 }
                 let row = cold.at(c);
                 let [start, end, sys_start, sys_end] = row.bounds;
-                let mut view = RowView {
+                let view = RowView {
                     key: row.key,
                     values: RowValues::built(&[]),
                     start,
@@ -651,16 +647,14 @@ impl TableReader<'_> {
                     sys_start,
                     sys_end,
                 };
-                // The values are built only for a row the scan returns.
+                // The values are read only for a row the scan returns.
                 if matches_at(&view, row.added, row.retired) {
-                    if spec.values == Values::All {
-                        view.values = RowValues::stored(cold.cells(c));
-                    }
-                    f(view);
+                    run.push(c);
                     n += 1;
                 }
                 c += 1;
             }
+            hand_over(sink, &cold, &mut run, values);
         }
         cursor.done = true;
         Ok(())
