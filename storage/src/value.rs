@@ -322,27 +322,21 @@ impl From<f64> for Value {
 /// A row of values, shared between the engine's structures.
 pub type Row = Arc<[Value]>;
 
-/// One cell read in place: a [`Value`] without its allocations. A scan reads the cells of a row
-/// stored in a page this way, straight from the page's columns ([`crate::RowValues::get`]).
+/// One cell read in place: a [`Value`] without its allocations (each variant is the `Value`
+/// variant of its name, borrowed). A scan reads the cells of a row stored in a page this way,
+/// straight from the page's columns ([`crate::RowValues::get`]); a list is built, since a page
+/// stores its items apart.
 #[derive(Clone, Debug, PartialEq)]
+#[allow(missing_docs)]
 pub enum ValueRef<'a> {
-    /// SQL NULL.
     Null,
-    /// A boolean.
     Bool(bool),
-    /// A signed integer, a date (days) or a timestamp (in the column's unit).
     Int(i64),
-    /// An unsigned integer.
     UInt(u64),
-    /// A float.
     Float(f64),
-    /// A decimal's unscaled value.
     Decimal(i128),
-    /// A string.
     Str(&'a str),
-    /// Bytes.
     Bytes(&'a [u8]),
-    /// A list of nullable strings (built when read from a page, which stores the items apart).
     List(std::borrow::Cow<'a, [Option<Box<str>>]>),
 }
 

@@ -295,8 +295,6 @@ fn row_matches(
         && spec.system.matches(sys_start, sys_end)
 }
 
-/// Whether a page with zone map `z` may hold a row that [`row_matches`]: if this says no, none
-/// does (the property test below), and the scan does not read the page.
 /// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
 fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, values: bool) {
     if !run.is_empty() {
@@ -306,6 +304,8 @@ fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, va
     }
 }
 
+/// Whether a page with zone map `z` may hold a row that [`row_matches`]: if this says no, none
+/// does (the property test below), and the scan does not read the page.
 fn page_may_match(spec: &ScanSpec, at: ReadAt, z: PageZone<'_>) -> bool {
     let may_match =
         |x: Extents<'_>| spec.business.may_match(x.business) && spec.system.may_match(x.system);
