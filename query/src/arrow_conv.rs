@@ -12,7 +12,7 @@ use arrow::array::{
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use arrow::error::ArrowError;
-use asof_storage::keycodec::{decode_tuple, decode_value};
+use asof_storage::keycodec::{decode_int, decode_tuple, decode_value};
 use asof_storage::{
     ColumnType, StoredAs, TableSchema, TimeUnit, Value, ValueRef, END_AT, START_AT, SYSTEM_END_AT,
     SYSTEM_START_AT,
@@ -249,6 +249,20 @@ impl TemporalBuilder {
     pub fn append(&mut self, encoded: Option<&[u8]>) {
         if let [ty] = &self.types[..] {
             // One component: decode straight into the builder, no intermediate vector.
+            // The usual sequence, a 64-bit integer or timestamp: no `Value` either.
+            match (encoded.and_then(decode_int), &mut self.parts[0]) {
+                (Some(x), ValueBuilder::I64(b)) => {
+                    b.append_value(x);
+                    self.valid.push(true);
+                    return;
+                }
+                (Some(x), ValueBuilder::TsUs(b, _)) => {
+                    b.append_value(x);
+                    self.valid.push(true);
+                    return;
+                }
+                _ => {}
+            }
             match encoded.map(|b| decode_value(b, ty)) {
                 Some(Ok((v, []))) => {
                     self.parts[0].append(&v);

@@ -78,6 +78,20 @@ pub fn encode_tuple<'a>(
     Ok(out)
 }
 
+/// A signed integer, date or timestamp from its 8 encoded bytes.
+fn int_of(b: [u8; 8]) -> i64 {
+    (u64::from_be_bytes(b) ^ (1 << 63)) as i64
+}
+
+/// `bytes` as one encoded non-NULL integer, date or timestamp and nothing after it (a sequence
+/// bound of one such component), or `None`.
+pub fn decode_int(bytes: &[u8]) -> Option<i64> {
+    match bytes {
+        [1, rest @ ..] => Some(int_of(rest.try_into().ok()?)),
+        _ => None,
+    }
+}
+
 /// Decodes one value of type `ty` from the front of `bytes`; returns it and the rest.
 pub fn decode_value<'b>(bytes: &'b [u8], ty: &ColumnType) -> Result<(Value, &'b [u8]), String> {
     let (&tag, rest) = bytes.split_first().ok_or("truncated key")?;
@@ -105,7 +119,7 @@ pub fn decode_value<'b>(bytes: &'b [u8], ty: &ColumnType) -> Result<(Value, &'b 
         | ColumnType::Date32
         | ColumnType::Timestamp { .. } => {
             let (b, r) = take::<8>(rest)?;
-            (Value::Int((u64::from_be_bytes(b) ^ (1 << 63)) as i64), r)
+            (Value::Int(int_of(b)), r)
         }
         ColumnType::UInt8 | ColumnType::UInt16 | ColumnType::UInt32 | ColumnType::UInt64 => {
             let (b, r) = take::<8>(rest)?;
@@ -190,6 +204,24 @@ pub(crate) fn display_key(key: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_integer_bound_decodes_as_decode_value_reads_it() {
+        let ts = ColumnType::Timestamp {
+            unit: crate::TimeUnit::Microsecond,
+            tz: None,
+        };
+        for x in [i64::MIN, -1, 0, 1, 1_700_000_000_000_000, i64::MAX] {
+            let bytes = encode_tuple([&Value::Int(x)], std::slice::from_ref(&ts)).unwrap();
+            assert_eq!(decode_int(&bytes), Some(x));
+            assert_eq!(decode_value(&bytes, &ts).unwrap().0, Value::Int(x));
+            // Anything after it, or a NULL, is not one integer bound.
+            assert_eq!(decode_int(&[&bytes[..], &[0]].concat()), None);
+        }
+        let null = encode_tuple([&Value::Null], std::slice::from_ref(&ts)).unwrap();
+        assert_eq!(decode_int(&null), None);
+        assert_eq!(decode_int(&[1, 2, 3]), None);
+    }
     use proptest::prelude::*;
 
     fn typed_value() -> impl Strategy<Value = (ColumnType, Value, Value)> {

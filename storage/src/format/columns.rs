@@ -293,9 +293,16 @@ impl ColumnData {
                 append_typed!(out, valid, entries, BooleanBuilder, |e| v(e)?);
             }
             ColumnData::Str { valid, values } => {
+                // The block's strings checked once, each then sliced out of them (a slice that
+                // does not fall on character boundaries is damage too).
+                let damaged = || corrupt("invalid utf-8 in a stored string");
+                let text = std::str::from_utf8(&values.data).map_err(|_| damaged())?;
                 let v = |e: usize| -> Result<&str> {
-                    std::str::from_utf8(values.get(e)?)
-                        .map_err(|_| corrupt("invalid utf-8 in a stored string"))
+                    let (a, b) = match (values.offsets.get(e), values.offsets.get(e + 1)) {
+                        (Some(&a), Some(&b)) => (a as usize, b as usize),
+                        _ => return Err(corrupt("byte column offsets out of range")),
+                    };
+                    text.get(a..b).ok_or_else(damaged)
                 };
                 append_typed!(out, valid, entries, StringBuilder, |e| v(e)?);
             }
