@@ -248,10 +248,18 @@ impl<'a> StoredCells<'a> {
             .ok_or_else(|| corrupt(format!("a stored row has no column {i}")))?;
         column.get_ref(self.entry)
     }
+
+    /// Every value, built.
+    pub fn to_vec(self) -> Result<Vec<Value>> {
+        (self.columns.iter())
+            .map(|c| c.get_ref(self.entry).map(ValueRef::to_value))
+            .collect()
+    }
 }
 
-/// Rows of a [`ColdBatch`] a scan selected, in order, with the entries that hold their values
-/// grouped by block, so that each column is read a block at a time ([`Selected::append_column`]).
+/// Rows of a [`ColdBatch`] a scan selected, in order, and (once [`Selected::with_values`]) the
+/// entries that hold their values grouped by block, so that each column is read a block at a
+/// time ([`Selected::append_column`]).
 pub(crate) struct Selected<'a> {
     batch: &'a ColdBatch,
     positions: &'a [usize],
@@ -261,6 +269,21 @@ pub(crate) struct Selected<'a> {
 }
 
 impl<'a> Selected<'a> {
+    /// The rows, with the entries that hold their values gathered, grouped by block.
+    pub fn with_values(mut self) -> Self {
+        let (mut segments, mut entries) = (Vec::new(), Vec::with_capacity(self.positions.len()));
+        for &pos in self.positions {
+            let (_, b, i) = self.batch.index[pos];
+            entries.push(self.batch.blocks[b as usize].value_of[i as usize]);
+            match segments.last_mut() {
+                Some((last, end)) if *last == b => *end = entries.len(),
+                _ => segments.push((b, entries.len())),
+            }
+        }
+        (self.segments, self.entries) = (segments, entries);
+        self
+    }
+
     /// How many rows.
     pub fn len(&self) -> usize {
         self.positions.len()
@@ -331,33 +354,20 @@ impl ColdBatch {
         }
     }
 
-    /// The rows at `positions` (in id order), for a scan to read column by column.
+    /// The rows at `positions` (in id order), for a scan to read ([`Selected::with_values`] to
+    /// read their values column by column).
     pub fn select<'a>(&'a self, positions: &'a [usize]) -> Selected<'a> {
-        let mut segments: Vec<(u32, usize)> = Vec::new();
-        let mut entries = Vec::with_capacity(positions.len());
-        for &pos in positions {
-            let (_, b, i) = self.index[pos];
-            entries.push(self.blocks[b as usize].value_of[i as usize]);
-            match segments.last_mut() {
-                Some((last, end)) if *last == b => *end = entries.len(),
-                _ => segments.push((b, entries.len())),
-            }
-        }
         Selected {
             batch: self,
             positions,
-            segments,
-            entries,
+            segments: Vec::new(),
+            entries: Vec::new(),
         }
     }
 
-    /// The values of the row at position `pos`, into `out` (cleared first).
+    /// The values of the row at position `pos`, into `out` (replaced).
     pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
-        let cells = self.cells(pos);
-        out.clear();
-        for c in cells.columns {
-            out.push(c.get(cells.entry)?);
-        }
+        *out = self.cells(pos).to_vec()?;
         Ok(())
     }
 

@@ -296,10 +296,13 @@ fn row_matches(
 }
 
 /// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
-fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, values: bool) {
+fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, values: Values) {
     if !run.is_empty() {
-        let rows = cold.select(run);
-        sink.stored_rows(&StoredRows { rows, values });
+        let rows = match values {
+            Values::All => StoredRows::with_values(cold.select(run).with_values()),
+            Values::Skip => StoredRows::bounds_only(cold.select(run)),
+        };
+        sink.stored_rows(&rows);
         run.clear();
     }
 }
@@ -603,7 +606,7 @@ impl TableReader<'_> {
         }
         let state = &self.state;
         let resume = cursor.after.as_ref().map_or(0, |(_, r)| *r);
-        let values = spec.values == Values::All;
+        let values = spec.values;
         // The frozen rows selected since the last row in memory, handed over together.
         let mut run: Vec<usize> = Vec::new();
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {

@@ -64,12 +64,25 @@ impl<F: FnMut(RowView<'_>)> RowSink for EachRow<F> {
 /// Rows of one key a scan read from its pages, in order: each as a [`RowView`], or their values a
 /// column at a time ([`StoredRows::append_column`]).
 pub struct StoredRows<'a> {
-    pub(crate) rows: Selected<'a>,
+    rows: Selected<'a>,
     /// Whether the scan reads the rows' values ([`super::Values::All`]).
-    pub(crate) values: bool,
+    values: bool,
 }
 
 impl<'a> StoredRows<'a> {
+    /// Rows whose values the scan reads (gathered: [`Selected::with_values`]).
+    pub(crate) fn with_values(rows: Selected<'a>) -> Self {
+        StoredRows { rows, values: true }
+    }
+
+    /// Rows read for their keys and bounds only ([`super::Values::Skip`]).
+    pub(crate) fn bounds_only(rows: Selected<'a>) -> Self {
+        StoredRows {
+            rows,
+            values: false,
+        }
+    }
+
     /// How many rows.
     pub fn len(&self) -> usize {
         self.rows.len()
