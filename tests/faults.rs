@@ -304,9 +304,9 @@ fn a_commit_in_parts_stopped_between_its_batches_leaves_nothing_after_a_reopen()
     {
         let (store, fail, c) = parted_store(dir.path(), &header, &events[..2]);
         assert!(c.parameters.contains_key("parts"), "{:?}", c.parameters);
-        // The first part's event blocks and row directory are written; the second part's event
-        // blocks fail (the fourth write).
-        fail.store(4, Ordering::SeqCst);
+        // The table's summary is deleted, the first part's event blocks, row directory and heads
+        // are written; the second part's event blocks fail (the sixth write).
+        fail.store(6, Ordering::SeqCst);
         let e = store
             .apply("f", &string_batch(&header, &events[2..]))
             .unwrap_err();

@@ -182,6 +182,18 @@ pub(crate) struct TableState {
     /// has read it already. Its first lookup reads only the pages that may hold the answer; the
     /// next builds the key's index from all of them (see `TableReader::lookup`).
     pub probed: std::sync::atomic::AtomicBool,
+    /// Whether keys were written and dropped from memory ([`TableState::evict`]): the state is
+    /// then no longer the table, and must be dropped once the commit is written.
+    evicted: Evicted,
+}
+
+/// Whether a state still holds every key it was given ([`TableState::evict`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Evicted {
+    #[default]
+    Nothing,
+    /// Some keys' states were dropped once their heads were written.
+    Keys,
 }
 
 /// Where and how a table keeps the history commits no longer touch ([`cold`]).
@@ -235,6 +247,7 @@ impl TableState {
             gc_queue: VecDeque::new(),
             unread_hot: Default::default(),
             probed: Default::default(),
+            evicted: Evicted::Nothing,
         }
     }
 

@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, VecDeque};
 use super::cold::{Frozen, PageWrite};
 use super::fold::Version;
 use super::fold::{Bytes, RowId};
-use super::{DirPart, Dirty, KeyState, RowStore, StoredRow, TableState};
+use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold};
@@ -31,6 +31,27 @@ impl TableState {
             .get(key)
             .map(|ks| self.encode_head(key, ks))
             .transpose()
+    }
+
+    /// Drops `keys` from memory, their heads written: their states, and their rows, which the
+    /// row store then counts as frozen. Their numbers stay taken. A commit applied in parts does
+    /// this after each part (its keys are in no other part), so that it never holds the whole
+    /// table; from then on the state is not the table ([`TableState::evicted`]).
+    pub fn evict(&mut self, keys: &[Bytes]) {
+        for key in keys {
+            if let Some(ks) = self.keys.remove(key) {
+                for r in ks.rows {
+                    drop(self.rows.freeze(r));
+                }
+            }
+        }
+        self.evicted = Evicted::Keys;
+    }
+
+    /// Whether [`TableState::evict`] dropped keys: the state must not be used once its commit
+    /// is written.
+    pub fn evicted(&self) -> Evicted {
+        self.evicted
     }
 
     /// The pages thawed since the last call (to delete).
@@ -69,7 +90,8 @@ impl TableState {
         Summary {
             version,
             rows: self.rows.len() as u64,
-            keys: self.keys.len() as u64,
+            // Every key numbered, those evicted too.
+            keys: self.key_list.len() as u64,
             truncates: self.truncates.iter().map(|t| t.to_vec()).collect(),
         }
     }

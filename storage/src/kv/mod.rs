@@ -4,10 +4,12 @@
 //! atomically and durably (when `write` returns Ok, the batch survives a crash; when it fails,
 //! none or all of it may be there, and the store stops writing until reopened).
 
+mod handle;
 mod rewrite;
 
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+
+use handle::{open_sled, SledHandle};
 
 use crate::error::{Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
@@ -105,9 +107,8 @@ pub trait KvStore: Send + Sync {
 /// process opens the store while [`KvStore::purge`] swaps sled's files (sled's lock is released
 /// for that moment).
 pub struct SledKv {
-    /// `None` while a purge swaps the files, and after one failed half-way: every operation is
-    /// then refused until the store is reopened (which finishes the swap).
-    db: RwLock<Option<sled::Db>>,
+    /// The open database, reopened now and then to let go of what sled's cache keeps.
+    db: SledHandle,
     manifest: Manifest,
     dir: PathBuf,
     cache_bytes: u64,
@@ -275,15 +276,11 @@ impl SledKv {
         // A purge interrupted by a crash is finished (or its copy discarded) before sled opens.
         rewrite::recover(path)?;
         loop {
-            match sled::Config::new()
-                .path(path)
-                .cache_capacity(cache_bytes)
-                .open()
-            {
+            match open_sled(path, cache_bytes) {
                 Ok(db) => {
                     write_pid_file(path);
                     let kv = |manifest| SledKv {
-                        db: RwLock::new(Some(db)),
+                        db: SledHandle::new(db, path, cache_bytes),
                         manifest,
                         dir: path.to_path_buf(),
                         cache_bytes,
@@ -349,16 +346,21 @@ impl SledKv {
     }
 
     /// The open database, or an error while a purge swaps its files (or after one failed).
-    fn db(&self) -> Result<sled::Db> {
-        self.db
-            .read()
-            .map_err(|_| Error::Poisoned("key-value layer".into()))?
-            .clone()
-            .ok_or_else(|| {
-                Error::Poisoned(
-                    "the store's files were being rewritten and the rewrite did not finish; reopen the store to finish it".into(),
-                )
-            })
+    fn db(&self) -> Result<std::sync::Arc<sled::Db>> {
+        self.db.db()
+    }
+
+    /// How many times sled was closed and opened again to let go of what its cache kept
+    /// (`kv/handle.rs`).
+    pub fn reopened(&self) -> u64 {
+        self.db.reopened()
+    }
+
+    /// A pair read by a scan, counted as read.
+    fn pair(&self, r: sled::Result<(sled::IVec, sled::IVec)>) -> Result<KvPair> {
+        let (k, v) = r?;
+        self.db.moved(k.len() + v.len());
+        Ok((k.to_vec(), v.to_vec()))
     }
 
     /// Whether the tree holds any commit record the manifest follows.
@@ -454,7 +456,9 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl KvStore for SledKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        Ok(self.db()?.get(key)?.map(|v| v.to_vec()))
+        let v = self.db()?.get(key)?.map(|v| v.to_vec());
+        self.db.moved(key.len() + v.as_ref().map_or(0, Vec::len));
+        Ok(v)
     }
 
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
@@ -462,9 +466,11 @@ impl KvStore for SledKv {
             Ok(db) => db,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
-        Box::new(db.scan_prefix(prefix).map(|r| {
-            r.map(|(k, v)| (k.to_vec(), v.to_vec()))
-                .map_err(Error::from)
+        let pairs = db.scan_prefix(prefix);
+        // The iterator holds the handle, so that sled is not reopened under it.
+        Box::new(pairs.map(move |r| {
+            let _held = &db;
+            self.pair(r)
         }))
     }
 
@@ -476,11 +482,13 @@ impl KvStore for SledKv {
             Ok(db) => db,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
-        Box::new(
-            db.scan_prefix(prefix)
-                .keys()
-                .map(|r| r.map(|k| k.to_vec()).map_err(Error::from)),
-        )
+        let keys = db.scan_prefix(prefix).keys();
+        Box::new(keys.map(move |r| {
+            let _held = &db;
+            let k = r.map(|k| k.to_vec()).map_err(Error::from)?;
+            self.db.moved(k.len());
+            Ok(k)
+        }))
     }
 
     fn scan_prefix_from<'a>(
@@ -494,12 +502,13 @@ impl KvStore for SledKv {
             Ok(db) => db,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
+        let pairs = db.range(from..);
         Box::new(
-            db.range(from..)
+            pairs
                 .take_while(move |r| r.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
-                .map(|r| {
-                    r.map(|(k, v)| (k.to_vec(), v.to_vec()))
-                        .map_err(Error::from)
+                .map(move |r| {
+                    let _held = &db;
+                    self.pair(r)
                 }),
         )
     }
@@ -538,6 +547,7 @@ impl KvStore for SledKv {
                 }
             }
         }
+        let bytes = batch.bytes();
         let mut b = sled::Batch::default();
         for (k, v) in batch.ops {
             match v {
@@ -548,6 +558,7 @@ impl KvStore for SledKv {
         let db = self.db()?;
         db.apply_batch(b)?;
         db.flush()?;
+        self.db.moved(bytes);
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;
@@ -557,10 +568,7 @@ impl KvStore for SledKv {
 
     fn purge(&self) -> Result<()> {
         // Held throughout: readers wait for the new files rather than fail.
-        let mut g = self
-            .db
-            .write()
-            .map_err(|_| Error::Poisoned("key-value layer".into()))?;
+        let mut g = self.db.lock()?;
         let db = g.take().ok_or_else(|| {
             Error::Poisoned("an earlier rewrite of the store's files did not finish".into())
         })?;
@@ -576,11 +584,7 @@ impl KvStore for SledKv {
         drop(db);
         rewrite::wait_released(&self.dir.join("db"))?;
         rewrite::swap(&self.dir)?;
-        let db = sled::Config::new()
-            .path(&self.dir)
-            .cache_capacity(self.cache_bytes)
-            .open()?;
-        *g = Some(db);
+        *g = Some(self.db.open_again()?);
         Ok(())
     }
 }

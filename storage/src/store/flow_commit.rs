@@ -16,16 +16,18 @@ use arrow::record_batch::RecordBatch;
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
 use super::event_spill::EventSpill;
+use super::load::Load;
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::written_ahead::WrittenAhead;
 use super::{Inner, Table};
 use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
-use crate::engine::{CommitEffects, CommitMetrics, CommitPart, Logging};
+use crate::engine::{CommitEffects, CommitMetrics, CommitPart, Evicted, Logging};
 use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
+use crate::flow::StoredAs;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
@@ -306,6 +308,12 @@ impl Inner {
         };
         drop(bar);
         let commit = written.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        // A commit that dropped keys from memory leaves a state that is no longer the table:
+        // its next use reads it from the records just written.
+        if table.state.evicted() == Evicted::Keys {
+            table.state = table.new_state();
+            table.load = Load::Pending;
+        }
         inner.retention_after(&name, commit.version, commit.timestamp_us)?;
         Ok(commit)
     }
@@ -461,18 +469,30 @@ fn apply_parts(
     // The table's keys by part, for a reset (read once, not looked for among all the keys at
     // every part).
     let parting = spill.parting();
-    let mut reset: Vec<Vec<Bytes>> = Vec::new();
-    if at.before == Before::ResetKeys {
-        reset.resize_with(parting.parts(), Vec::new);
+    let evict = evict_after_parts(table.state.schema.mode);
+    if evict == EvictKeys::AfterEachPart {
+        pages::forget_summary(kv, table.id)?;
+    }
+    // The table's keys by part, read once (not looked for among all the keys at every part): a
+    // full refresh resets each part's before it, and a commit that evicts keys drops them after.
+    let mut by_part: Vec<Vec<Bytes>> = Vec::new();
+    if at.before == Before::ResetKeys || evict == EvictKeys::AfterEachPart {
+        by_part.resize_with(parting.parts(), Vec::new);
         for k in table.state.keys.keys() {
-            reset[parting.bucket_of(k)].push(k.clone());
+            by_part[parting.bucket_of(k)].push(k.clone());
         }
     }
     for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
-        if let Some(keys) = reset.get_mut(i) {
-            let keys = std::mem::take(keys);
+        let mut keys = by_part.get_mut(i).map(std::mem::take).unwrap_or_default();
+        if at.before == Before::ResetKeys {
             table.state.reset_keys(at.version, at.ts, &keys)?;
+        }
+        if evict == EvictKeys::AfterEachPart {
+            // With the keys the part brings to the table: every key of the part.
+            keys.extend(events.iter().map(|e| e.key.clone()));
+            keys.sort_unstable();
+            keys.dedup();
         }
         let n = events.len() as u64;
         let fx = table.state.apply_part(
@@ -499,6 +519,9 @@ fn apply_parts(
         kv.write(b)?;
         pages::write_pending_pages(kv, table.id, &mut table.state)?;
         pages::write_row_directory_ahead(kv, table.id, &mut table.state, at.version)?;
+        if evict == EvictKeys::AfterEachPart {
+            pages::write_heads_and_evict(kv, table.id, &mut table.state, &keys)?;
+        }
         clock.sample();
     }
     // Tombstones are collected once, after every part, as one apply collects them after its
@@ -506,6 +529,25 @@ fn apply_parts(
     // before it.
     metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
     Ok((metrics, starts, ahead))
+}
+
+/// Whether a commit applied in parts keeps the keys of the parts it applied in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum EvictKeys {
+    /// It keeps them: the table stays in memory.
+    Never,
+    /// It writes each part's heads after the part and drops its keys, so that it never holds
+    /// more than a part of the table; the table is read again from its records on its next use.
+    AfterEachPart,
+}
+
+/// SCD TYPE 1 tables keep their keys: the tombstone collection after the last part may reach
+/// any key. Other modes collect no tombstones.
+fn evict_after_parts(mode: StoredAs) -> EvictKeys {
+    match mode {
+        StoredAs::Scd1 => EvictKeys::Never,
+        StoredAs::Scd2 | StoredAs::Bitemporal => EvictKeys::AfterEachPart,
+    }
 }
 
 /// Where a commit's events are logged.

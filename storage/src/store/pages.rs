@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
+use crate::engine::fold::Bytes;
 use crate::engine::{DirPart, PageSource, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
@@ -154,10 +155,32 @@ const HEAD_BATCH: usize = 512;
 /// once (a commit applied in parts, a rebuild): one batch of every key's head held its bytes
 /// twice and sled's buffers for them at the peak of a 10M-event load.
 pub(super) fn write_heads_ahead(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
+    forget_summary(kv, id)?;
+    write_heads(kv, id, state)
+}
+
+/// Deletes table `id`'s summary, in a batch of its own: until a checkpoint writes it again, the
+/// table's derived records are not read, and a crash leaves a table that its next use rebuilds
+/// from the log. Heads may then be written ahead of the commit that makes them current.
+pub(super) fn forget_summary(kv: &dyn KvStore, id: u32) -> Result<()> {
     let mut b = WriteBatch::default();
     b.delete(key(keys::SUMMARY, id, None, None));
-    kv.write(b)?;
-    write_heads(kv, id, state)
+    kv.write(b)
+}
+
+/// Writes the heads of the keys `state` changed since its last checkpoint, for a table whose
+/// summary is deleted ([`forget_summary`]), and then drops `keys` from memory
+/// ([`TableState::evict`]): a commit applied in parts does this after each part, with the part's
+/// keys (the others changed stay: a later part may bring them events).
+pub(super) fn write_heads_and_evict(
+    kv: &dyn KvStore,
+    id: u32,
+    state: &mut TableState,
+    keys: &[Bytes],
+) -> Result<()> {
+    write_heads(kv, id, state)?;
+    state.evict(keys);
+    Ok(())
 }
 
 /// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per

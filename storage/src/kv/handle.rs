@@ -1,0 +1,190 @@
+//! The open sled database of a [`super::SledKv`], reopened once enough has gone through it.
+//!
+//! sled 0.34's page cache does not bound what it holds. It notes each access to a tree node in
+//! one of 256 shards, and looks at a shard's accesses (evicting the nodes past its share of the
+//! cache) only once 64 of them wait there: until then every node read or written stays in
+//! memory, whatever the cache's size. A scan of fewer than 16,384 nodes evicts nothing at all. It
+//! also counts a node that sled stores in a blob file (any leaf over 128 KiB) at the size of the
+//! pointer to it. A 10M-event `read_files` load held 380 MB of source chunks this way: written
+//! when the files were loaded, read back by the refresh, never evicted (docs/PERFORMANCE.md).
+//!
+//! Dropping the database frees all of it, and opening it again takes milliseconds. So
+//! [`SledHandle`] counts the bytes read and written ([`SledHandle::moved`]), and once half the
+//! cache's size ([`REOPEN_CACHE_DIVISOR`]) went through since sled was opened, the next
+//! call of [`SledHandle::db`] that finds no other user (no scan under way, no other thread in a
+//! call) closes and reopens it. Durability does not change: every write is flushed already.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockWriteGuard};
+
+use super::rewrite;
+use crate::error::{Error, Result};
+
+/// sled is reopened once the cache's size divided by this was read or written: the nodes it
+/// keeps are many times the bytes that went through (a write of a 4 KiB page reads and keeps the
+/// leaf of up to 16 pages it goes to). Measured on a 10M-event load: reopened after 32 MiB (this,
+/// with the default cache), 487 MB peak; after 128 MiB, 557 MB (docs/PERFORMANCE.md).
+pub(super) const REOPEN_CACHE_DIVISOR: u64 = 2;
+
+/// The database behind a lock, and what went through it since it was opened.
+pub(super) struct SledHandle {
+    /// `None` while a purge swaps the files, and after a purge or a reopen failed half-way: every
+    /// operation is then refused until the store is reopened (which finishes the swap).
+    db: RwLock<Option<Arc<sled::Db>>>,
+    dir: PathBuf,
+    cache_bytes: u64,
+    /// Bytes of keys and values read or written since sled was opened.
+    moved: AtomicU64,
+    reopen_after: u64,
+    /// How many times sled was reopened.
+    reopened: AtomicU64,
+}
+
+/// Opens sled in `dir` with `cache_bytes` of page cache.
+pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> sled::Result<sled::Db> {
+    sled::Config::new()
+        .path(dir)
+        .cache_capacity(cache_bytes)
+        .open()
+}
+
+impl SledHandle {
+    pub fn new(db: sled::Db, dir: &Path, cache_bytes: u64) -> Self {
+        SledHandle {
+            db: RwLock::new(Some(Arc::new(db))),
+            dir: dir.to_path_buf(),
+            cache_bytes,
+            moved: AtomicU64::new(0),
+            reopen_after: (cache_bytes / REOPEN_CACHE_DIVISOR).max(1),
+            reopened: AtomicU64::new(0),
+        }
+    }
+
+    /// The same, reopened after `bytes` read or written (tests use a few KB).
+    #[cfg(test)]
+    pub fn reopening_after(mut self, bytes: u64) -> Self {
+        self.reopen_after = bytes;
+        self
+    }
+
+    /// The open database (reopened first when it is due and no one else holds it), or an error
+    /// while a purge swaps its files (or after a purge or a reopen failed).
+    pub fn db(&self) -> Result<Arc<sled::Db>> {
+        if self.moved.load(Ordering::Relaxed) >= self.reopen_after {
+            self.reopen_if_alone()?;
+        }
+        self.db
+            .read()
+            .map_err(|_| Error::Poisoned("key-value layer".into()))?
+            .clone()
+            .ok_or_else(closed)
+    }
+
+    /// Notes `bytes` read or written.
+    pub fn moved(&self, bytes: usize) {
+        self.moved.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// How many times sled was reopened.
+    pub fn reopened(&self) -> u64 {
+        self.reopened.load(Ordering::Relaxed)
+    }
+
+    /// The lock itself, held by a purge while it swaps sled's files.
+    pub fn lock(&self) -> Result<RwLockWriteGuard<'_, Option<Arc<sled::Db>>>> {
+        self.db
+            .write()
+            .map_err(|_| Error::Poisoned("key-value layer".into()))
+    }
+
+    /// Opens sled again in the store's folder (after a purge swapped its files).
+    pub fn open_again(&self) -> Result<Arc<sled::Db>> {
+        self.moved.store(0, Ordering::Relaxed);
+        Ok(Arc::new(open_sled(&self.dir, self.cache_bytes)?))
+    }
+
+    /// Closes and reopens sled, unless another thread is in a call or a scan holds it. An error
+    /// (sled's files could not be opened again) leaves it closed: the store is then refused
+    /// until reopened, as after any I/O failure.
+    fn reopen_if_alone(&self) -> Result<()> {
+        let Ok(mut g) = self.db.try_write() else {
+            return Ok(());
+        };
+        // Under the write lock nobody can take a new handle: one is only ours when no scan holds
+        // a clone of it.
+        if g.as_ref().is_none_or(|db| Arc::strong_count(db) != 1) {
+            return Ok(());
+        }
+        let db = g.take().expect("checked above");
+        let flushed = db.flush();
+        drop(db);
+        flushed?;
+        rewrite::wait_released(&self.dir.join("db"))?;
+        *g = Some(self.open_again()?);
+        self.reopened.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// The error of a use while sled is closed.
+fn closed() -> Error {
+    Error::Poisoned(
+        "the store's files were closed by a rewrite or a reopen that did not finish; reopen the store"
+            .into(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(h: &SledHandle, k: &[u8], v: &[u8]) {
+        let db = h.db().unwrap();
+        db.insert(k, v).unwrap();
+        db.flush().unwrap();
+        h.moved(k.len() + v.len());
+    }
+
+    #[test]
+    fn sled_reopens_once_enough_went_through_it_and_keeps_every_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        let h = SledHandle::new(db, dir.path(), 1 << 20).reopening_after(4096);
+        for i in 0u32..64 {
+            put(&h, &i.to_be_bytes(), &[7u8; 256]);
+        }
+        // 64 writes of 260 bytes: a reopen every 16 of them or so.
+        assert!(h.reopened() >= 3, "reopened {} times", h.reopened());
+        let db = h.db().unwrap();
+        assert_eq!(db.len(), 64);
+        assert!((0u32..64)
+            .all(|i| db.get(i.to_be_bytes()).unwrap().as_deref() == Some(&[7u8; 256][..])));
+    }
+
+    #[test]
+    fn sled_is_not_reopened_under_a_scan_that_holds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        let h = SledHandle::new(db, dir.path(), 1 << 20).reopening_after(1024);
+        for i in 0u32..8 {
+            put(&h, &i.to_be_bytes(), &[1u8; 512]);
+        }
+        let held = h.db().unwrap();
+        let before = h.reopened();
+        let mut scan = held.iter();
+        let first = scan.next().unwrap().unwrap();
+        h.moved(1 << 20);
+        // Due, but held: every call gets the same database, and the scan goes on.
+        let again = h.db().unwrap();
+        assert!(Arc::ptr_eq(&held, &again));
+        assert_eq!(h.reopened(), before);
+        assert_eq!(1 + scan.count(), 8);
+        assert_eq!(first.0.as_ref(), &0u32.to_be_bytes());
+        drop((again, held));
+        // Once let go, the next call reopens it.
+        let db = h.db().unwrap();
+        assert_eq!(h.reopened(), before + 1);
+        assert_eq!(db.len(), 8);
+    }
+}
