@@ -160,8 +160,11 @@ pub(crate) struct TableState {
     pub ignore_null: Vec<bool>,
     pub tombstone_gc_us: i64,
     pub keys: BTreeMap<Bytes, KeyState>,
-    /// Keys by number ([`KeyState::no`]).
+    /// Keys by number ([`KeyState::no`]); empty in a state that holds only some keys
+    /// ([`TableState::restore_skeleton`]).
     key_list: Vec<Bytes>,
+    /// How many keys are numbered (the length of `key_list` when it is kept).
+    numbered: u32,
     pub truncates: BTreeSet<Bytes>,
     pub rows: RowStore,
     gc_queue: VecDeque<(i64, Bytes)>,
@@ -242,6 +245,7 @@ impl TableState {
             tombstone_gc_us: i64::try_from(gc_secs.saturating_mul(1_000_000)).unwrap_or(i64::MAX),
             keys: BTreeMap::new(),
             key_list: Vec::new(),
+            numbered: 0,
             truncates: BTreeSet::new(),
             rows: RowStore::default(),
             gc_queue: VecDeque::new(),
@@ -670,7 +674,11 @@ impl TableState {
                 reported = done;
             }
             let mode = self.schema.mode;
-            let ks = key_state(&mut self.keys, &mut self.key_list, &key);
+            let ks = key_state(
+                &mut self.keys,
+                (&mut self.key_list, &mut self.numbered),
+                &key,
+            );
             // A key with no events left (the tombstone GC collected it, or a full refresh reset
             // it) that gets some starts afresh: deleted since this commit, if it is.
             let collected = ks.deleted_since.is_some() && ks.eventless();
@@ -760,16 +768,21 @@ impl TableState {
     }
 }
 
-/// The state of `key`, created (and numbered in `list`) if new.
+/// The state of `key`, created (with the next number, and listed by it in `list` when the list
+/// holds every key) if new.
 fn key_state<'a>(
     keys: &'a mut BTreeMap<Bytes, KeyState>,
-    list: &mut Vec<Bytes>,
+    (list, numbered): (&mut Vec<Bytes>, &mut u32),
     key: &Bytes,
 ) -> &'a mut KeyState {
     keys.entry(key.clone()).or_insert_with(|| {
-        list.push(key.clone());
+        let no = *numbered;
+        if list.len() == no as usize {
+            list.push(key.clone());
+        }
+        *numbered += 1;
         KeyState {
-            no: (list.len() - 1) as u32,
+            no,
             ..Default::default()
         }
     })

@@ -90,8 +90,8 @@ impl TableState {
         Summary {
             version,
             rows: self.rows.len() as u64,
-            // Every key numbered, those evicted too.
-            keys: self.key_list.len() as u64,
+            // Every key numbered, those evicted or never read too.
+            keys: u64::from(self.numbered),
             truncates: self.truncates.iter().map(|t| t.to_vec()).collect(),
         }
     }
@@ -136,7 +136,6 @@ impl TableState {
         scope: Scope,
         summary: &Summary,
     ) -> Result<()> {
-        let width = self.types.len();
         let n_keys = usize::try_from(summary.keys).map_err(corrupt)?;
         // Only a whole table lists its keys by number (a few keys' numbers are checked in range).
         let whole = matches!(scope, Scope::Whole(_));
@@ -146,51 +145,25 @@ impl TableState {
         for head in heads {
             let (key, bytes) = head?;
             let key: Bytes = key.into();
-            let bad = |e: crate::error::Error| super::cold::in_key(&key, e);
-            let (meta, hot) = decode_head(&bytes).map_err(bad)?;
-            let (events, versions, rows) = match scope {
-                Scope::Rows => {
-                    self.unread_hot.insert(key.clone(), hot.into());
-                    (Vec::new(), Vec::new(), Vec::new())
-                }
-                _ => decode_cold(hot, &key, width).map_err(bad)?,
-            };
-            let taken = || bad(corrupt(format!("its number {} is taken", meta.no)));
+            let (ks, rows) = self.key_from_head(&key, &bytes, &scope)?;
+            let taken =
+                || super::cold::in_key(&key, corrupt(format!("its number {} is taken", ks.no)));
             if whole {
                 let slot = key_list
-                    .get_mut(meta.no as usize)
+                    .get_mut(ks.no as usize)
                     .filter(|s| s.is_none())
                     .ok_or_else(taken)?;
                 *slot = Some(key.clone());
-            } else if meta.no as usize >= n_keys {
+            } else if ks.no as usize >= n_keys {
                 return Err(taken());
             }
-            let mut ks = KeyState {
-                no: meta.no,
-                max_sys: meta.max_sys.map(Bytes::from),
-                deleted_since: meta.deleted_since,
-                frozen: meta.frozen.map(|f| Box::new(Frozen::from_head(f))),
-                next_page: meta.next_page,
-                ..Default::default()
-            };
-            for e in events {
-                ks.events.entry(e.seq).or_default().push((e.sys, e.event));
-            }
-            for (start, values, end, row) in versions {
-                ks.timeline.insert(start, Version { values, end, row });
-            }
-            for (id, row) in rows {
-                ks.rows.push(id);
-                hot_rows.push((id, row));
-            }
-            if let Some(f) = &ks.frozen {
-                self.pages.count(f);
-            }
+            hot_rows.extend(rows);
             if let (Some(ts), StoredAs::Scd1) = (ks.deleted_since, self.schema.mode) {
                 gc.push((ts, key.clone()));
             }
             self.keys.insert(key, ks);
         }
+        self.numbered = u32::try_from(n_keys).map_err(corrupt)?;
         self.truncates = summary
             .truncates
             .iter()
@@ -215,6 +188,95 @@ impl TableState {
         }
         gc.sort();
         self.gc_queue = VecDeque::from(gc);
+        Ok(())
+    }
+}
+
+impl TableState {
+    /// A key's state and hot rows, as its head `bytes` holds them (with `Scope::Rows`, its hot
+    /// part is kept encoded instead, in `unread_hot`).
+    fn key_from_head(
+        &mut self,
+        key: &Bytes,
+        bytes: &[u8],
+        scope: &Scope,
+    ) -> Result<(KeyState, Vec<(RowId, StoredRow)>)> {
+        let width = self.types.len();
+        let bad = |e: crate::error::Error| super::cold::in_key(key, e);
+        let (meta, hot) = decode_head(bytes).map_err(bad)?;
+        let (events, versions, rows) = match scope {
+            Scope::Rows => {
+                self.unread_hot.insert(key.clone(), hot.into());
+                (Vec::new(), Vec::new(), Vec::new())
+            }
+            _ => decode_cold(hot, key, width).map_err(bad)?,
+        };
+        let mut ks = KeyState {
+            no: meta.no,
+            max_sys: meta.max_sys.map(Bytes::from),
+            deleted_since: meta.deleted_since,
+            frozen: meta.frozen.map(|f| Box::new(Frozen::from_head(f))),
+            next_page: meta.next_page,
+            ..Default::default()
+        };
+        for e in events {
+            ks.events.entry(e.seq).or_default().push((e.sys, e.event));
+        }
+        for (start, values, end, row) in versions {
+            ks.timeline.insert(start, Version { values, end, row });
+        }
+        ks.rows = rows.iter().map(|(id, _)| *id).collect();
+        if let Some(f) = &ks.frozen {
+            self.pages.count(f);
+        }
+        Ok((ks, rows))
+    }
+
+    /// The state of a table that holds none of its keys yet: its row store (every row frozen,
+    /// from the row directories of every commit, in version order), its truncates and how many
+    /// keys it numbered, as of `summary`. Keys are read in later ([`TableState::load_keys`]);
+    /// a commit applied in parts reads each part's keys before it and drops them after
+    /// ([`TableState::evict`]), so it is never the table ([`TableState::evicted`]).
+    pub fn restore_skeleton(&mut self, dirs: Vec<(u64, RowDir)>, summary: &Summary) -> Result<()> {
+        self.rows = RowStore::restore(dirs, Vec::new())?;
+        if self.rows.len() as u64 != summary.rows {
+            return Err(corrupt(format!(
+                "the row directories hold {} rows, the summary says {}",
+                self.rows.len(),
+                summary.rows
+            )));
+        }
+        self.numbered = u32::try_from(summary.keys).map_err(corrupt)?;
+        self.truncates = summary
+            .truncates
+            .iter()
+            .map(|t| Bytes::from(&t[..]))
+            .collect();
+        self.evicted = Evicted::Keys;
+        Ok(())
+    }
+
+    /// Reads keys into a state from [`TableState::restore_skeleton`]: `(key, head record)`; their
+    /// hot rows go back in place in the row store. A key it holds already is left as it is.
+    pub fn load_keys(&mut self, heads: Vec<(Bytes, Vec<u8>)>) -> Result<()> {
+        for (key, bytes) in heads {
+            if self.keys.contains_key(&key) {
+                continue;
+            }
+            let (ks, rows) = self.key_from_head(&key, &bytes, &Scope::Keys)?;
+            if ks.no >= self.numbered {
+                return Err(super::cold::in_key(
+                    &key,
+                    corrupt(format!("its number {} was never given", ks.no)),
+                ));
+            }
+            for (id, row) in rows {
+                self.rows
+                    .put_back(id, row)
+                    .map_err(|e| super::cold::in_key(&key, e))?;
+            }
+            self.keys.insert(key, ks);
+        }
         Ok(())
     }
 }

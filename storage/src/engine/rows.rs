@@ -273,6 +273,16 @@ impl RowStore {
         self.chunk_cold[c] -= 1;
     }
 
+    /// Puts back a row its key's head holds, in a store restored with every row frozen
+    /// ([`RowStore::restore`] without hot rows); an error if the row is not a frozen one.
+    pub fn put_back(&mut self, id: RowId, row: StoredRow) -> Result<()> {
+        if id as usize >= self.len || !self.cold.contains(id) {
+            return Err(corrupt(format!("row {id} of a key head is out of place")));
+        }
+        self.thaw(id, row);
+        Ok(())
+    }
+
     /// A row written by the commit being applied, to be changed before anyone can see it.
     pub fn get_mut(&mut self, id: RowId) -> &mut StoredRow {
         self.slot_mut(id)

@@ -17,6 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use super::rewrite;
 use crate::error::{Error, Result};
@@ -26,6 +27,12 @@ use crate::error::{Error, Result};
 /// leaf of up to 16 pages it goes to). Measured on a 10M-event load: reopened after 32 MiB (this,
 /// with the default cache), 487 MB peak; after 128 MiB, 557 MB (docs/PERFORMANCE.md).
 pub(super) const REOPEN_CACHE_DIVISOR: u64 = 2;
+
+/// A reopen costs sled's recovery, which grows with the store (about 0.3 s on a 8 GB store after
+/// a full refresh of 10M events): the next one waits this many times as long as the last took, so
+/// that reopening costs at most about 5% of the time. Without it, a `count(*)` over that store
+/// reopened sled every 32 MiB and took 16 s instead of 4 (docs/PERFORMANCE.md).
+const REOPEN_PACE: u32 = 20;
 
 /// The database behind a lock, and what went through it since it was opened.
 pub(super) struct SledHandle {
@@ -39,6 +46,11 @@ pub(super) struct SledHandle {
     reopen_after: u64,
     /// How many times sled was reopened.
     reopened: AtomicU64,
+    /// When the next reopen may come, in microseconds since `born` ([`REOPEN_PACE`]).
+    not_before_us: AtomicU64,
+    born: Instant,
+    /// [`REOPEN_PACE`].
+    pace: u32,
 }
 
 /// Opens sled in `dir` with `cache_bytes` of page cache.
@@ -50,7 +62,10 @@ pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> sled::Result<sled::Db> 
 }
 
 impl SledHandle {
-    pub fn new(db: sled::Db, dir: &Path, cache_bytes: u64) -> Self {
+    /// The handle of `db`, opened in `dir` with `cache_bytes` of cache in `opened_in`: the first
+    /// reopen waits as any does ([`REOPEN_PACE`] times that), so that a short read of a large
+    /// store (whose opening is slow) never reopens it.
+    pub fn new(db: sled::Db, dir: &Path, cache_bytes: u64, opened_in: Duration) -> Self {
         SledHandle {
             db: RwLock::new(Some(Arc::new(db))),
             dir: dir.to_path_buf(),
@@ -58,20 +73,26 @@ impl SledHandle {
             moved: AtomicU64::new(0),
             reopen_after: (cache_bytes / REOPEN_CACHE_DIVISOR).max(1),
             reopened: AtomicU64::new(0),
+            not_before_us: AtomicU64::new((opened_in * REOPEN_PACE).as_micros() as u64),
+            born: Instant::now(),
+            pace: REOPEN_PACE,
         }
     }
 
-    /// The same, reopened after `bytes` read or written (tests use a few KB).
+    /// The same, reopened after `bytes` read or written (tests use a few KB), with no wait
+    /// between reopens.
     #[cfg(test)]
     pub fn reopening_after(mut self, bytes: u64) -> Self {
         self.reopen_after = bytes;
+        self.pace = 0;
+        self.not_before_us = AtomicU64::new(0);
         self
     }
 
     /// The open database (reopened first when it is due and no one else holds it), or an error
     /// while a purge swaps its files (or after a purge or a reopen failed).
     pub fn db(&self) -> Result<Arc<sled::Db>> {
-        if self.moved.load(Ordering::Relaxed) >= self.reopen_after {
+        if self.moved.load(Ordering::Relaxed) >= self.reopen_after && self.paced() {
             self.reopen_if_alone()?;
         }
         self.db
@@ -104,6 +125,11 @@ impl SledHandle {
         Ok(Arc::new(open_sled(&self.dir, self.cache_bytes)?))
     }
 
+    /// Whether the time [`REOPEN_PACE`] asks to wait after the last reopen has passed.
+    fn paced(&self) -> bool {
+        self.born.elapsed().as_micros() as u64 >= self.not_before_us.load(Ordering::Relaxed)
+    }
+
     /// Closes and reopens sled, unless another thread is in a call or a scan holds it. An error
     /// (sled's files could not be opened again) leaves it closed: the store is then refused
     /// until reopened, as after any I/O failure.
@@ -116,6 +142,7 @@ impl SledHandle {
         if g.as_ref().is_none_or(|db| Arc::strong_count(db) != 1) {
             return Ok(());
         }
+        let started = Instant::now();
         let db = g.take().expect("checked above");
         let flushed = db.flush();
         drop(db);
@@ -123,6 +150,9 @@ impl SledHandle {
         rewrite::wait_released(&self.dir.join("db"))?;
         *g = Some(self.open_again()?);
         self.reopened.fetch_add(1, Ordering::Relaxed);
+        let wait: Duration = started.elapsed() * self.pace;
+        let next = (self.born.elapsed() + wait).as_micros() as u64;
+        self.not_before_us.store(next, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -150,7 +180,7 @@ mod tests {
     fn sled_reopens_once_enough_went_through_it_and_keeps_every_write() {
         let dir = tempfile::tempdir().unwrap();
         let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20).reopening_after(4096);
+        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).reopening_after(4096);
         for i in 0u32..64 {
             put(&h, &i.to_be_bytes(), &[7u8; 256]);
         }
@@ -166,7 +196,7 @@ mod tests {
     fn sled_is_not_reopened_under_a_scan_that_holds_it() {
         let dir = tempfile::tempdir().unwrap();
         let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20).reopening_after(1024);
+        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).reopening_after(1024);
         for i in 0u32..8 {
             put(&h, &i.to_be_bytes(), &[1u8; 512]);
         }

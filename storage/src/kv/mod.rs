@@ -276,11 +276,13 @@ impl SledKv {
         // A purge interrupted by a crash is finished (or its copy discarded) before sled opens.
         rewrite::recover(path)?;
         loop {
+            let started = std::time::Instant::now();
             match open_sled(path, cache_bytes) {
                 Ok(db) => {
                     write_pid_file(path);
+                    let opened_in = started.elapsed();
                     let kv = |manifest| SledKv {
-                        db: SledHandle::new(db, path, cache_bytes),
+                        db: SledHandle::new(db, path, cache_bytes, opened_in),
                         manifest,
                         dir: path.to_path_buf(),
                         cache_bytes,

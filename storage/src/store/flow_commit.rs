@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
 use super::event_spill::EventSpill;
-use super::load::Load;
+use super::load::{KeysFrom, Load};
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::written_ahead::WrittenAhead;
@@ -156,8 +156,16 @@ impl Inner {
         let mut clock = CommitClock::start();
         let first = inputs.first().map(|p| p.flow.clone()).unwrap_or_default();
         let name = self.flow_table(&first)?;
-        self.ensure_replayed(&name)?;
         let part_rows = self.commit_part_rows;
+        // A full refresh of a large table not in memory reads each part's keys when the part
+        // comes, instead of the whole table first.
+        let keys_from = match how {
+            Apply::Full => self.load_without_keys(&name, part_rows)?,
+            _ => {
+                self.ensure_replayed(&name)?;
+                KeysFrom::Memory
+            }
+        };
         let inner = self;
         let table = inner.tables.get_mut(&name).expect("the flow's table");
         let last = table.commits.last().expect("commit 0 exists");
@@ -187,7 +195,16 @@ impl Inner {
             ts,
             bar: &bar,
         };
-        let (checks, truncates) = at.gather(inputs, &mut gathered)?;
+        let (checks, truncates) = match at.gather(inputs, &mut gathered) {
+            Ok(gathered) => gathered,
+            Err(e) => {
+                // Nothing applied: a state read without its keys is not kept.
+                if keys_from == KeysFrom::Heads {
+                    table.state = table.new_state();
+                }
+                return Err(e);
+            }
+        };
         drop(bar);
         for (name, (action, n)) in checks.failed {
             params.insert(
@@ -195,6 +212,9 @@ impl Inner {
                 format!("{n} rows failed ({action})"),
             );
         }
+        // A state read without its keys is only ever applied in parts (it holds more rows than
+        // a part, and only SCD TYPE 1 has truncates).
+        debug_assert!(keys_from == KeysFrom::Memory || matches!(gathered, Gathered::Parted(_)));
         // A truncate changes every key: such a commit is applied whole.
         let gathered = match gathered {
             Gathered::Parted(spill) if !truncates.is_empty() => Gathered::Whole(
@@ -286,6 +306,7 @@ impl Inner {
                     ts,
                     dropped: checks.dropped,
                     before,
+                    keys_from,
                 };
                 apply_parts(kv, table, spill, parts, &mut tick, &mut clock).and_then(
                     |(metrics, starts, ahead)| {
@@ -438,6 +459,7 @@ struct Parts {
     /// Source rows an expectation dropped.
     dropped: u64,
     before: Before,
+    keys_from: KeysFrom,
 }
 
 /// What is done to a part's keys before its events are applied.
@@ -478,13 +500,21 @@ fn apply_parts(
     let mut by_part: Vec<Vec<Bytes>> = Vec::new();
     if at.before == Before::ResetKeys || evict == EvictKeys::AfterEachPart {
         by_part.resize_with(parting.parts(), Vec::new);
-        for k in table.state.keys.keys() {
-            by_part[parting.bucket_of(k)].push(k.clone());
+        let listed = match at.keys_from {
+            KeysFrom::Memory => table.state.keys.keys().cloned().collect(),
+            KeysFrom::Heads => pages::head_keys(kv, table.id)?,
+        };
+        for k in listed {
+            by_part[parting.bucket_of(&k)].push(k);
         }
     }
     for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
         let mut keys = by_part.get_mut(i).map(std::mem::take).unwrap_or_default();
+        if at.keys_from == KeysFrom::Heads {
+            let heads = pages::read_heads(kv, table.id, &keys)?;
+            table.state.load_keys(heads)?;
+        }
         if at.before == Before::ResetKeys {
             table.state.reset_keys(at.version, at.ts, &keys)?;
         }

@@ -55,6 +55,38 @@ impl Inner {
     }
 }
 
+/// Where a commit finds the keys it changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum KeysFrom {
+    /// In memory: the table is loaded whole.
+    Memory,
+    /// In their heads, read a part's keys at a time (the table holds none of its keys:
+    /// [`Inner::load_without_keys`]).
+    Heads,
+}
+
+impl Inner {
+    /// Makes `name`'s state one that holds none of its keys, to be read a part at a time by a
+    /// commit applied in parts ([`crate::engine::TableState::restore_skeleton`]), if the table
+    /// is not in memory, is not stored as SCD TYPE 1 (whose tombstone collection reaches any
+    /// key), its records are current, and it holds more than `part_rows` row versions (so that
+    /// a full refresh of it is applied in parts). Else the table is loaded whole.
+    pub(super) fn load_without_keys(&mut self, name: &str, part_rows: u64) -> Result<KeysFrom> {
+        let kv = self.kv.as_ref();
+        let t = table_mut(&mut self.tables, name)?;
+        if t.load == Load::Pending && t.state.schema.mode != crate::flow::StoredAs::Scd1 {
+            if let Some(state) = pages::read_skeleton(kv, t)? {
+                if state.rows.len() as u64 > part_rows {
+                    t.state = state;
+                    return Ok(KeysFrom::Heads);
+                }
+            }
+        }
+        self.ensure_replayed(name)?;
+        Ok(KeysFrom::Memory)
+    }
+}
+
 impl Store {
     /// A read guard on the store in which `table` is replayed.
     pub(super) fn read_replayed(&self, table: &str) -> Result<RwLockReadGuard<'_, Inner>> {

@@ -15,7 +15,7 @@ use crate::engine::{DirPart, PageSource, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
     decode_freed, decode_row_dir, decode_summary, encode_freed, encode_row_dir, encode_summary,
-    Summary,
+    RowDir, Summary,
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::kv::{KvStore, WriteBatch};
@@ -271,16 +271,7 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
     let Ok(at) = t.commits.binary_search_by_key(&s.version, |c| c.version) else {
         return Ok(None);
     };
-    let mut dirs = Vec::new();
-    for kv in kv.scan_prefix(&key(keys::ROW_DIR, t.id, None, None)) {
-        let (k, v) = kv?;
-        let version = parse_version(&k)?;
-        if version > s.version {
-            break;
-        }
-        let dir = decode_row_dir(&v).map_err(|e| in_table(&t.name, e))?;
-        dirs.push((version, dir));
-    }
+    let dirs = row_dirs(kv, t, s.version)?;
     let mut state = t.new_state();
     state.set_tombstone_gc_secs(gc_secs_in(
         &t.commits[..=at],
@@ -314,6 +305,57 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
             .max(after.len() as u64);
     }
     Ok(Some((state, replayed)))
+}
+
+/// The row directories of `t`'s commits up to `version`, in version order.
+fn row_dirs(kv: &dyn KvStore, t: &Table, version: u64) -> Result<Vec<(u64, RowDir)>> {
+    let mut dirs = Vec::new();
+    for kv in kv.scan_prefix(&key(keys::ROW_DIR, t.id, None, None)) {
+        let (k, v) = kv?;
+        let v_of = parse_version(&k)?;
+        if v_of > version {
+            break;
+        }
+        let dir = decode_row_dir(&v).map_err(|e| in_table(&t.name, e))?;
+        dirs.push((v_of, dir));
+    }
+    Ok(dirs)
+}
+
+/// `t`'s state with none of its keys read ([`TableState::restore_skeleton`]), if its last
+/// checkpoint is at its last commit (`Ok(None)` if not).
+pub(super) fn read_skeleton(kv: &dyn KvStore, t: &Table) -> Result<Option<TableState>> {
+    let Some(s) = current_summary(kv, t)? else {
+        return Ok(None);
+    };
+    let dirs = row_dirs(kv, t, s.version)?;
+    let mut state = t.new_state();
+    state
+        .restore_skeleton(dirs, &s)
+        .map_err(|e| in_table(&t.name, e))?;
+    Ok(Some(state))
+}
+
+/// The keys of table `id` (encoded, in key order), read from the names of its heads.
+pub(super) fn head_keys(kv: &dyn KvStore, id: u32) -> Result<Vec<Bytes>> {
+    kv.scan_prefix_keys(&keys::key_head(id, &[]))
+        .map(|k| Ok(Bytes::from(keys::head_key(&k?)?)))
+        .collect()
+}
+
+/// The heads of those of `keys` that table `id` has.
+pub(super) fn read_heads(
+    kv: &dyn KvStore,
+    id: u32,
+    keys: &[Bytes],
+) -> Result<Vec<(Bytes, Vec<u8>)>> {
+    let mut heads = Vec::with_capacity(keys.len());
+    for k in keys {
+        if let Some(h) = kv.get(&keys::key_head(id, k))? {
+            heads.push((k.clone(), h));
+        }
+    }
+    Ok(heads)
 }
 
 /// `t`'s summary if its last checkpoint is at its last commit (if not, the commits after it are
