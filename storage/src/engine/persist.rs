@@ -164,11 +164,7 @@ impl TableState {
             self.keys.insert(key, ks);
         }
         self.numbered = u32::try_from(n_keys).map_err(corrupt)?;
-        self.truncates = summary
-            .truncates
-            .iter()
-            .map(|t| Bytes::from(&t[..]))
-            .collect();
+        self.truncates = truncates_of(summary);
         let Scope::Whole(dirs) = scope else {
             self.rows = RowStore::sparse(summary.rows, hot_rows)?;
             return Ok(());
@@ -178,14 +174,7 @@ impl TableState {
             .enumerate()
             .map(|(no, k)| k.ok_or_else(|| corrupt(format!("no key has number {no}"))))
             .collect::<Result<_>>()?;
-        self.rows = RowStore::restore(dirs, hot_rows)?;
-        if self.rows.len() as u64 != summary.rows {
-            return Err(corrupt(format!(
-                "the row directories hold {} rows, the summary says {}",
-                self.rows.len(),
-                summary.rows
-            )));
-        }
+        self.rows = rows_of(dirs, hot_rows, summary)?;
         gc.sort();
         self.gc_queue = VecDeque::from(gc);
         Ok(())
@@ -238,20 +227,9 @@ impl TableState {
     /// a commit applied in parts reads each part's keys before it and drops them after
     /// ([`TableState::evict`]), so it is never the table ([`TableState::evicted`]).
     pub fn restore_skeleton(&mut self, dirs: Vec<(u64, RowDir)>, summary: &Summary) -> Result<()> {
-        self.rows = RowStore::restore(dirs, Vec::new())?;
-        if self.rows.len() as u64 != summary.rows {
-            return Err(corrupt(format!(
-                "the row directories hold {} rows, the summary says {}",
-                self.rows.len(),
-                summary.rows
-            )));
-        }
+        self.rows = rows_of(dirs, Vec::new(), summary)?;
         self.numbered = u32::try_from(summary.keys).map_err(corrupt)?;
-        self.truncates = summary
-            .truncates
-            .iter()
-            .map(|t| Bytes::from(&t[..]))
-            .collect();
+        self.truncates = truncates_of(summary);
         self.evicted = Evicted::Keys;
         Ok(())
     }
@@ -279,6 +257,33 @@ impl TableState {
         }
         Ok(())
     }
+}
+
+/// The row store the row directories `dirs` describe, with the rows of `hot` in place; an error
+/// if it does not hold the rows `summary` counts.
+fn rows_of(
+    dirs: Vec<(u64, RowDir)>,
+    hot: Vec<(RowId, StoredRow)>,
+    summary: &Summary,
+) -> Result<RowStore> {
+    let rows = RowStore::restore(dirs, hot)?;
+    if rows.len() as u64 != summary.rows {
+        return Err(corrupt(format!(
+            "the row directories hold {} rows, the summary says {}",
+            rows.len(),
+            summary.rows
+        )));
+    }
+    Ok(rows)
+}
+
+/// The SCD1 truncate sequences `summary` lists.
+fn truncates_of(summary: &Summary) -> BTreeSet<Bytes> {
+    summary
+        .truncates
+        .iter()
+        .map(|t| Bytes::from(&t[..]))
+        .collect()
 }
 
 /// What [`TableState::restore`] rebuilds.

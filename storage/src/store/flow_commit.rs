@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
 use super::event_spill::EventSpill;
-use super::load::{KeysFrom, Load};
+use super::load::{evict_after_parts, EvictKeys, KeysFrom, Load};
 use super::pages;
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::written_ahead::WrittenAhead;
@@ -27,7 +27,6 @@ use crate::engine::{CommitEffects, CommitMetrics, CommitPart, Evicted, Logging};
 use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
-use crate::flow::StoredAs;
 use crate::format::keys::{self, key};
 use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
@@ -559,25 +558,6 @@ fn apply_parts(
     // before it.
     metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
     Ok((metrics, starts, ahead))
-}
-
-/// Whether a commit applied in parts keeps the keys of the parts it applied in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum EvictKeys {
-    /// It keeps them: the table stays in memory.
-    Never,
-    /// It writes each part's heads after the part and drops its keys, so that it never holds
-    /// more than a part of the table; the table is read again from its records on its next use.
-    AfterEachPart,
-}
-
-/// SCD TYPE 1 tables keep their keys: the tombstone collection after the last part may reach
-/// any key. Other modes collect no tombstones.
-fn evict_after_parts(mode: StoredAs) -> EvictKeys {
-    match mode {
-        StoredAs::Scd1 => EvictKeys::Never,
-        StoredAs::Scd2 | StoredAs::Bitemporal => EvictKeys::AfterEachPart,
-    }
 }
 
 /// Where a commit's events are logged.

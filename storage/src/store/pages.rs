@@ -323,9 +323,14 @@ fn row_dirs(kv: &dyn KvStore, t: &Table, version: u64) -> Result<Vec<(u64, RowDi
 }
 
 /// `t`'s state with none of its keys read ([`TableState::restore_skeleton`]), if its last
-/// checkpoint is at its last commit (`Ok(None)` if not).
-pub(super) fn read_skeleton(kv: &dyn KvStore, t: &Table) -> Result<Option<TableState>> {
-    let Some(s) = current_summary(kv, t)? else {
+/// checkpoint is at its last commit and it holds more than `min_rows` row versions (`Ok(None)`
+/// if not; its row directories are then not read).
+pub(super) fn read_skeleton(
+    kv: &dyn KvStore,
+    t: &Table,
+    min_rows: u64,
+) -> Result<Option<TableState>> {
+    let Some(s) = current_summary(kv, t)?.filter(|s| s.rows > min_rows) else {
         return Ok(None);
     };
     let dirs = row_dirs(kv, t, s.version)?;
