@@ -3,10 +3,10 @@
 
 mod bitemporal;
 pub(crate) mod changes;
-mod chunked;
 pub(crate) mod cold;
 pub(crate) mod fold;
 mod key_commit;
+mod key_numbers;
 pub(crate) mod lookup;
 mod persist;
 mod rows;

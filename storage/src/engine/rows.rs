@@ -5,8 +5,8 @@ use std::ops::Index;
 
 use roaring::RoaringBitmap;
 
-use super::chunked::Chunked;
 use super::fold::{Bytes, RowId};
+use super::key_numbers::KeyNumbers;
 use crate::error::{corrupt, Result};
 use crate::format::derived::RowDir;
 use crate::value::{Row, Value};
@@ -99,7 +99,7 @@ pub(crate) struct RowStore {
     chunk_cold: Vec<u32>,
     cold: RoaringBitmap,
     /// Per row, the number of its key ([`super::KeyState::no`]).
-    key_of: Chunked<u32>,
+    key_of: KeyNumbers,
     /// Per commit that wrote rows, its version and first row id.
     commits: Vec<(u64, RowId)>,
     husk: StoredRow,
@@ -143,7 +143,7 @@ impl Default for RowStore {
             len: 0,
             chunk_cold: Vec::new(),
             cold: RoaringBitmap::new(),
-            key_of: Chunked::default(),
+            key_of: KeyNumbers::default(),
             commits: Vec::new(),
             husk: StoredRow {
                 key: empty,

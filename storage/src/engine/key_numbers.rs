@@ -1,0 +1,231 @@
+//! The number of each row version's key ([`super::RowStore::key_of`]), in chunks of 16,384 rows,
+//! each kept as runs of one key when that is smaller.
+//!
+//! A commit writes a key's rows together, so a large commit (a first load, a full refresh) writes
+//! long runs of one key: at 10M events in one refresh, 20M row versions make about 10,000 runs per
+//! part. A plain `u32` per row held 80 MB there, and 160 MB after a full refresh (both commits'
+//! rows); as runs it is well under a megabyte. Many small commits touching each key once write
+//! runs of one or two rows, so a chunk whose runs would take more room than a number per row is
+//! kept as the numbers: never larger than a vector (docs/PERFORMANCE.md, session 21).
+
+use std::ops::Range;
+
+/// Rows per chunk; a run's start within its chunk fits in a `u16`.
+const CHUNK: usize = 1 << 14;
+
+/// A full chunk.
+enum Sealed {
+    /// Runs of one key: run `r` starts at offset `starts[r]` (the first at 0) and its rows
+    /// belong to key `keys[r]`.
+    Runs {
+        starts: Box<[u16]>,
+        keys: Box<[u32]>,
+    },
+    /// One key number per row.
+    Dense(Box<[u32]>),
+}
+
+impl Sealed {
+    /// Bytes a chunk of `runs` runs takes as runs.
+    fn runs_bytes(runs: usize) -> usize {
+        runs * (size_of::<u16>() + size_of::<u32>())
+    }
+
+    fn get(&self, o: usize) -> u32 {
+        match self {
+            Sealed::Runs { starts, keys } => keys[run_at(starts, o)],
+            Sealed::Dense(v) => v[o],
+        }
+    }
+
+    fn copy_into(&self, r: Range<usize>, out: &mut Vec<u32>) {
+        match self {
+            Sealed::Runs { starts, keys } => expand_runs(starts, keys, CHUNK, r, out),
+            Sealed::Dense(v) => out.extend_from_slice(&v[r]),
+        }
+    }
+}
+
+/// The run that holds offset `o` (runs start at `starts`, the first at 0).
+fn run_at(starts: &[u16], o: usize) -> usize {
+    starts.partition_point(|&s| s as usize <= o) - 1
+}
+
+/// Appends the key of each offset of `r` in a chunk of `len` rows kept as runs.
+fn expand_runs(starts: &[u16], keys: &[u32], len: usize, r: Range<usize>, out: &mut Vec<u32>) {
+    if r.is_empty() {
+        return;
+    }
+    let mut run = run_at(starts, r.start);
+    let mut o = r.start;
+    while o < r.end {
+        let run_end = starts.get(run + 1).map_or(len, |&s| s as usize);
+        let n = run_end.min(r.end) - o;
+        out.extend(std::iter::repeat_n(keys[run], n));
+        o += n;
+        run += 1;
+    }
+}
+
+/// A key number per row version, appended in id order.
+#[derive(Default)]
+pub(crate) struct KeyNumbers {
+    sealed: Vec<Sealed>,
+    /// The chunk being filled, as runs (offsets within it, and keys).
+    open_starts: Vec<u16>,
+    open_keys: Vec<u32>,
+    len: usize,
+}
+
+impl KeyNumbers {
+    pub fn push(&mut self, key: u32) {
+        let o = self.len % CHUNK;
+        if o == 0 || self.open_keys.last() != Some(&key) {
+            self.open_starts.push(o as u16);
+            self.open_keys.push(key);
+        }
+        self.len += 1;
+        if self.len.is_multiple_of(CHUNK) {
+            self.seal();
+        }
+    }
+
+    /// Keeps the full open chunk in the smaller of its two forms.
+    fn seal(&mut self) {
+        let starts = std::mem::take(&mut self.open_starts);
+        let keys = std::mem::take(&mut self.open_keys);
+        self.sealed.push(
+            if Sealed::runs_bytes(keys.len()) < CHUNK * size_of::<u32>() {
+                Sealed::Runs {
+                    starts: starts.into(),
+                    keys: keys.into(),
+                }
+            } else {
+                let mut dense = Vec::with_capacity(CHUNK);
+                expand_runs(&starts, &keys, CHUNK, 0..CHUNK, &mut dense);
+                Sealed::Dense(dense.into())
+            },
+        );
+    }
+
+    pub fn extend(&mut self, items: impl IntoIterator<Item = u32>) {
+        for v in items {
+            self.push(v);
+        }
+    }
+
+    /// The key number of row `i`; panics past the end, as indexing a `Vec` does.
+    pub fn get(&self, i: usize) -> u32 {
+        assert!(i < self.len, "index {i} past the end ({})", self.len);
+        let (c, o) = (i / CHUNK, i % CHUNK);
+        match self.sealed.get(c) {
+            Some(s) => s.get(o),
+            None => self.open_keys[run_at(&self.open_starts, o)],
+        }
+    }
+
+    /// The key numbers of `range`, copied.
+    pub fn copy_range(&self, range: Range<usize>) -> Vec<u32> {
+        assert!(range.end <= self.len, "range past the end ({})", self.len);
+        let mut out = Vec::with_capacity(range.len());
+        let mut i = range.start;
+        while i < range.end {
+            let (c, o) = (i / CHUNK, i % CHUNK);
+            let n = (CHUNK - o).min(range.end - i);
+            match self.sealed.get(c) {
+                Some(s) => s.copy_into(o..o + n, &mut out),
+                None => expand_runs(
+                    &self.open_starts,
+                    &self.open_keys,
+                    self.len % CHUNK,
+                    o..o + n,
+                    &mut out,
+                ),
+            }
+            i += n;
+        }
+        out
+    }
+
+    /// Bytes held, for tests of the encoding's size.
+    #[cfg(test)]
+    fn heap_bytes(&self) -> usize {
+        let sealed: usize = self
+            .sealed
+            .iter()
+            .map(|s| match s {
+                Sealed::Runs { keys, .. } => Sealed::runs_bytes(keys.len()),
+                Sealed::Dense(v) => v.len() * size_of::<u32>(),
+            })
+            .sum();
+        sealed + Sealed::runs_bytes(self.open_keys.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn long_runs_of_one_key_take_a_few_bytes_per_run_and_read_back() {
+        let mut k = KeyNumbers::default();
+        // 20 keys of 5,000 rows each: 100,000 rows, runs crossing chunk ends.
+        k.extend((0..20u32).flat_map(|key| std::iter::repeat_n(key, 5_000)));
+        assert_eq!(k.get(0), 0);
+        assert_eq!(k.get(CHUNK), (CHUNK / 5_000) as u32);
+        assert_eq!(k.get(99_999), 19);
+        let want: Vec<u32> = (0..100_000).map(|i| (i / 5_000) as u32).collect();
+        assert_eq!(k.copy_range(0..100_000), want);
+        assert!(k.heap_bytes() < 1_000, "{} bytes", k.heap_bytes());
+    }
+
+    #[test]
+    fn a_new_key_every_row_is_kept_as_numbers_no_larger_than_a_vector() {
+        let mut k = KeyNumbers::default();
+        let n = 3 * CHUNK + 5;
+        k.extend((0..n).map(|i| i as u32 * 3));
+        assert_eq!(k.get(CHUNK), CHUNK as u32 * 3);
+        assert_eq!(k.get(n - 1), (n - 1) as u32 * 3);
+        let r = CHUNK - 2..2 * CHUNK + 3;
+        let want: Vec<u32> = r.clone().map(|i| i as u32 * 3).collect();
+        assert_eq!(k.copy_range(r), want);
+        assert_eq!(k.copy_range(n..n), Vec::<u32>::new());
+        assert_eq!(k.heap_bytes(), 3 * CHUNK * 4 + 5 * 6);
+    }
+
+    #[test]
+    #[should_panic(expected = "past the end")]
+    fn reading_past_the_end_panics() {
+        let mut k = KeyNumbers::default();
+        k.push(1);
+        k.get(1);
+    }
+
+    proptest! {
+        /// Whatever the keys, each row and each range reads back what a vector holds.
+        #[test]
+        /// Segments are runs of one key or rows alternating between two (which make chunks
+        /// kept as numbers).
+        fn key_numbers_read_back_as_a_vector_of_them(
+            segments in proptest::collection::vec((any::<bool>(), 0u32..4, 1usize..20_000), 0..8),
+            a in 0usize..160_000,
+            b in 0usize..160_000,
+        ) {
+            let want: Vec<u32> = segments
+                .iter()
+                .flat_map(|&(alternate, k, n)| {
+                    (0..n).map(move |i| if alternate { k + (i % 2) as u32 } else { k })
+                })
+                .collect();
+            let mut k = KeyNumbers::default();
+            k.extend(want.iter().copied());
+            for i in (0..want.len()).step_by(97) {
+                prop_assert_eq!(k.get(i), want[i]);
+            }
+            let (lo, hi) = (a.min(b).min(want.len()), a.max(b).min(want.len()));
+            prop_assert_eq!(k.copy_range(lo..hi), &want[lo..hi]);
+            prop_assert_eq!(k.copy_range(0..want.len()), want);
+        }
+    }
+}
