@@ -2,11 +2,13 @@
 //! each kept as runs of one key when that is smaller.
 //!
 //! A commit writes a key's rows together, so a large commit (a first load, a full refresh) writes
-//! long runs of one key: at 10M events in one refresh, 20M row versions make about 10,000 runs per
-//! part. A plain `u32` per row held 80 MB there, and 160 MB after a full refresh (both commits'
-//! rows); as runs it is well under a megabyte. Many small commits touching each key once write
-//! runs of one or two rows, so a chunk whose runs would take more room than a number per row is
-//! kept as the numbers: never larger than a vector (docs/PERFORMANCE.md, session 21).
+//! runs of one key: at 10M events over 10k keys in one refresh, each part of 65,536 events writes
+//! about 13 rows per key it touches. A plain `u32` per row held 80 MB there (20M row versions), and
+//! 160 MB after a full refresh (both commits' rows); as runs of 6 bytes each it is about a tenth of
+//! that (an estimate from the run lengths; the loads' peaks are measured in docs/PERFORMANCE.md,
+//! session 21). Many small commits touching each key once write runs of one or two rows, so a
+//! chunk whose runs would take more room than a number per row is kept as the numbers: never
+//! larger than a vector.
 
 use std::ops::Range;
 
@@ -147,7 +149,7 @@ impl KeyNumbers {
         out
     }
 
-    /// Bytes held, for tests of the encoding's size.
+    /// Bytes the key numbers take, spare capacity aside: for tests of the encoding's size.
     #[cfg(test)]
     fn heap_bytes(&self) -> usize {
         let sealed: usize = self
