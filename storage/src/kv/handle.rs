@@ -12,7 +12,9 @@
 //! [`SledHandle`] counts the bytes read and written ([`SledHandle::moved`]), and once half the
 //! cache's size ([`REOPEN_CACHE_DIVISOR`]) went through since sled was opened, the next
 //! call of [`SledHandle::db`] that finds no other user (no scan under way, no other thread in a
-//! call) closes and reopens it. Durability does not change: every write is flushed already.
+//! call) closes and reopens it, at the pace [`REOPEN_PACE`] sets, or past the ceiling
+//! [`REOPEN_CEILING_CACHES`] of bytes scanned or written whatever the pace. Durability does not
+//! change: every write is flushed already.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +36,28 @@ pub(super) const REOPEN_CACHE_DIVISOR: u64 = 2;
 /// reopened sled every 32 MiB and took 16 s instead of 4 (docs/PERFORMANCE.md).
 const REOPEN_PACE: u32 = 20;
 
+/// Once this many times the cache's size was scanned or written since sled was opened, it is
+/// reopened whatever [`REOPEN_PACE`] says: the pace saves time, this bounds memory. Point reads
+/// do not count towards it: each is an access sled notes, so a run of them soon makes sled evict
+/// on its own (a `count(*)` of a 10M-event table reads 1.5 GB by gets, peaking at 263 MB without
+/// a reopen; reopening every 256 MiB of them made it 15% slower and held as much). A scan reads
+/// a leaf's many pairs in one access, and a write keeps the leaf it goes to. The first reopen of
+/// a store waits twenty times as long as opening it took, and an open after a large load can
+/// take a second (later reopens take 40–100 ms): a full refresh of 10M events scanned its source
+/// and row directories for 25 s before its first reopen, and peaked at 748 MB there
+/// (docs/PERFORMANCE.md).
+const REOPEN_CEILING_CACHES: u64 = 4;
+
+/// How bytes went through sled, for [`SledHandle::moved`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Through {
+    /// A point read: counts towards a reopen when paced.
+    Get,
+    /// A scan or a write: counts towards a paced reopen and the ceiling
+    /// ([`REOPEN_CEILING_CACHES`]).
+    ScanOrWrite,
+}
+
 /// The database behind a lock, and what went through it since it was opened.
 pub(super) struct SledHandle {
     /// `None` while a purge swaps the files, and after a purge or a reopen failed half-way: every
@@ -43,7 +67,11 @@ pub(super) struct SledHandle {
     cache_bytes: u64,
     /// Bytes of keys and values read or written since sled was opened.
     moved: AtomicU64,
+    /// The part of `moved` scanned or written ([`Through::ScanOrWrite`]).
+    scanned_or_written: AtomicU64,
     reopen_after: u64,
+    /// [`REOPEN_CEILING_CACHES`] times the cache: a reopen is due then, paced or not.
+    reopen_ceiling: u64,
     /// How many times sled was reopened.
     reopened: AtomicU64,
     /// When the next reopen may come, in microseconds since `born` ([`REOPEN_PACE`]).
@@ -71,7 +99,9 @@ impl SledHandle {
             dir: dir.to_path_buf(),
             cache_bytes,
             moved: AtomicU64::new(0),
+            scanned_or_written: AtomicU64::new(0),
             reopen_after: (cache_bytes / REOPEN_CACHE_DIVISOR).max(1),
+            reopen_ceiling: cache_bytes.saturating_mul(REOPEN_CEILING_CACHES).max(1),
             reopened: AtomicU64::new(0),
             not_before_us: AtomicU64::new((opened_in * REOPEN_PACE).as_micros() as u64),
             born: Instant::now(),
@@ -92,7 +122,9 @@ impl SledHandle {
     /// The open database (reopened first when it is due and no one else holds it), or an error
     /// while a purge swaps its files (or after a purge or a reopen failed).
     pub fn db(&self) -> Result<Arc<sled::Db>> {
-        if self.moved.load(Ordering::Relaxed) >= self.reopen_after && self.paced() {
+        let moved = self.moved.load(Ordering::Relaxed);
+        let past_ceiling = self.scanned_or_written.load(Ordering::Relaxed) >= self.reopen_ceiling;
+        if moved >= self.reopen_after && (past_ceiling || self.paced()) {
             self.reopen_if_alone()?;
         }
         self.db
@@ -102,9 +134,24 @@ impl SledHandle {
             .ok_or_else(closed)
     }
 
+    /// The same, reopened after `bytes` read or written, and only after them, however long the
+    /// pace asks to wait (tests).
+    #[cfg(test)]
+    pub fn paced_with_ceiling(mut self, bytes: u64) -> Self {
+        self.reopen_after = 1;
+        self.reopen_ceiling = bytes;
+        self.pace = u32::MAX;
+        self.not_before_us = AtomicU64::new(u64::MAX);
+        self
+    }
+
     /// Notes `bytes` read or written.
-    pub fn moved(&self, bytes: usize) {
+    pub fn moved(&self, bytes: usize, through: Through) {
         self.moved.fetch_add(bytes as u64, Ordering::Relaxed);
+        if through == Through::ScanOrWrite {
+            self.scanned_or_written
+                .fetch_add(bytes as u64, Ordering::Relaxed);
+        }
     }
 
     /// How many times sled was reopened.
@@ -122,6 +169,7 @@ impl SledHandle {
     /// Opens sled again in the store's folder (after a purge swapped its files).
     pub fn open_again(&self) -> Result<Arc<sled::Db>> {
         self.moved.store(0, Ordering::Relaxed);
+        self.scanned_or_written.store(0, Ordering::Relaxed);
         Ok(Arc::new(open_sled(&self.dir, self.cache_bytes)?))
     }
 
@@ -173,7 +221,7 @@ mod tests {
         let db = h.db().unwrap();
         db.insert(k, v).unwrap();
         db.flush().unwrap();
-        h.moved(k.len() + v.len());
+        h.moved(k.len() + v.len(), Through::ScanOrWrite);
     }
 
     #[test]
@@ -193,6 +241,45 @@ mod tests {
     }
 
     #[test]
+    fn sled_reopens_past_the_ceiling_however_long_the_pace_asks_to_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).paced_with_ceiling(4096);
+        for i in 0u32..15 {
+            put(&h, &i.to_be_bytes(), &[3u8; 256]);
+        }
+        // 15 writes of 260 bytes: 3,900 bytes, under the ceiling; the pace holds the reopen back.
+        assert_eq!(h.reopened(), 0);
+        for i in 15u32..64 {
+            put(&h, &i.to_be_bytes(), &[3u8; 256]);
+        }
+        // 64 writes: past the ceiling about every 16 of them.
+        assert_eq!(h.reopened(), 3);
+        let db = h.db().unwrap();
+        assert_eq!(db.len(), 64);
+    }
+
+    #[test]
+    fn point_reads_wait_for_the_pace_however_many_bytes_they_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = open_sled(dir.path(), 1 << 20).unwrap();
+        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).paced_with_ceiling(4096);
+        put(&h, b"k", &[5u8; 256]);
+        for _ in 0..64 {
+            let v = h.db().unwrap().get(b"k").unwrap().unwrap();
+            h.moved(1 + v.len(), Through::Get);
+        }
+        assert_eq!(h.reopened(), 0);
+        // A scan of as many bytes goes past the ceiling.
+        for _ in 0..16 {
+            let n: usize = h.db().unwrap().iter().map(|r| r.unwrap().1.len() + 1).sum();
+            h.moved(n, Through::ScanOrWrite);
+        }
+        assert_eq!(h.db().unwrap().len(), 1);
+        assert_eq!(h.reopened(), 1);
+    }
+
+    #[test]
     fn sled_is_not_reopened_under_a_scan_that_holds_it() {
         let dir = tempfile::tempdir().unwrap();
         let db = open_sled(dir.path(), 1 << 20).unwrap();
@@ -204,7 +291,7 @@ mod tests {
         let before = h.reopened();
         let mut scan = held.iter();
         let first = scan.next().unwrap().unwrap();
-        h.moved(1 << 20);
+        h.moved(1 << 20, Through::ScanOrWrite);
         // Due, but held: every call gets the same database, and the scan goes on.
         let again = h.db().unwrap();
         assert!(Arc::ptr_eq(&held, &again));

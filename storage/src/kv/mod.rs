@@ -9,7 +9,7 @@ mod rewrite;
 
 use std::path::{Path, PathBuf};
 
-use handle::{open_sled, SledHandle};
+use handle::{open_sled, SledHandle, Through};
 
 use crate::error::{Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
@@ -361,7 +361,7 @@ impl SledKv {
     /// A pair read by a scan, counted as read.
     fn pair(&self, r: sled::Result<(sled::IVec, sled::IVec)>) -> Result<KvPair> {
         let (k, v) = r?;
-        self.db.moved(k.len() + v.len());
+        self.db.moved(k.len() + v.len(), Through::ScanOrWrite);
         Ok((k.to_vec(), v.to_vec()))
     }
 
@@ -459,7 +459,8 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 impl KvStore for SledKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let v = self.db()?.get(key)?.map(|v| v.to_vec());
-        self.db.moved(key.len() + v.as_ref().map_or(0, Vec::len));
+        self.db
+            .moved(key.len() + v.as_ref().map_or(0, Vec::len), Through::Get);
         Ok(v)
     }
 
@@ -488,7 +489,7 @@ impl KvStore for SledKv {
         Box::new(keys.map(move |r| {
             let _held = &db;
             let k = r.map(|k| k.to_vec()).map_err(Error::from)?;
-            self.db.moved(k.len());
+            self.db.moved(k.len(), Through::ScanOrWrite);
             Ok(k)
         }))
     }
@@ -560,7 +561,7 @@ impl KvStore for SledKv {
         let db = self.db()?;
         db.apply_batch(b)?;
         db.flush()?;
-        self.db.moved(bytes);
+        self.db.moved(bytes, Through::ScanOrWrite);
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;
