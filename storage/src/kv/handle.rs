@@ -37,10 +37,11 @@ pub(super) const REOPEN_CACHE_DIVISOR: u64 = 2;
 const REOPEN_PACE: u32 = 20;
 
 /// Once this many times the cache's size was scanned or written since sled was opened, it is
-/// reopened whatever [`REOPEN_PACE`] says: the pace saves time, this bounds memory. Point reads
-/// do not count towards it: each is an access sled notes, so a run of them soon makes sled evict
-/// on its own (a `count(*)` of a 10M-event table reads 1.5 GB by gets, peaking at 263 MB without
-/// a reopen; reopening every 256 MiB of them made it 15% slower and held as much). A scan reads
+/// reopened whatever [`REOPEN_PACE`] says: the pace saves time, this bounds what sled keeps
+/// between calls (a scan under way holds sled, and is not cut short). Point reads do not count
+/// towards it: each is an access sled notes, so a run of them soon makes sled evict on its own
+/// (a `count(*)` of a 10M-event table reads 1.5 GB by gets and peaked at 263–282 MB without a
+/// reopen; reopening every 256 MiB of them cost six reopens of 90 ms and held as much). A scan reads
 /// a leaf's many pairs in one access, and a write keeps the leaf it goes to. The first reopen of
 /// a store waits twenty times as long as opening it took, and an open after a large load can
 /// take a second (later reopens take 40–100 ms): a full refresh of 10M events scanned its source
@@ -134,8 +135,8 @@ impl SledHandle {
             .ok_or_else(closed)
     }
 
-    /// The same, reopened after `bytes` read or written, and only after them, however long the
-    /// pace asks to wait (tests).
+    /// The same, reopened after `bytes` scanned or written, and only after them, however long
+    /// the pace asks to wait (tests).
     #[cfg(test)]
     pub fn paced_with_ceiling(mut self, bytes: u64) -> Self {
         self.reopen_after = 1;
@@ -270,7 +271,7 @@ mod tests {
             h.moved(1 + v.len(), Through::Get);
         }
         assert_eq!(h.reopened(), 0);
-        // A scan of as many bytes goes past the ceiling.
+        // Sixteen scans of the pair (a quarter of those reads' bytes) go past the ceiling.
         for _ in 0..16 {
             let n: usize = h.db().unwrap().iter().map(|r| r.unwrap().1.len() + 1).sum();
             h.moved(n, Through::ScanOrWrite);
