@@ -218,6 +218,12 @@ fn closed() -> Error {
 mod tests {
     use super::*;
 
+    /// A handle on a new sled database in `dir`, with a cache of 1 MiB.
+    fn handle(dir: &Path) -> SledHandle {
+        let db = open_sled(dir, 1 << 20).unwrap();
+        SledHandle::new(db, dir, 1 << 20, Duration::ZERO)
+    }
+
     fn put(h: &SledHandle, k: &[u8], v: &[u8]) {
         let db = h.db().unwrap();
         db.insert(k, v).unwrap();
@@ -228,8 +234,7 @@ mod tests {
     #[test]
     fn sled_reopens_once_enough_went_through_it_and_keeps_every_write() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).reopening_after(4096);
+        let h = handle(dir.path()).reopening_after(4096);
         for i in 0u32..64 {
             put(&h, &i.to_be_bytes(), &[7u8; 256]);
         }
@@ -244,8 +249,7 @@ mod tests {
     #[test]
     fn sled_reopens_past_the_ceiling_however_long_the_pace_asks_to_wait() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).paced_with_ceiling(4096);
+        let h = handle(dir.path()).paced_with_ceiling(4096);
         for i in 0u32..15 {
             put(&h, &i.to_be_bytes(), &[3u8; 256]);
         }
@@ -263,8 +267,7 @@ mod tests {
     #[test]
     fn point_reads_wait_for_the_pace_however_many_bytes_they_read() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).paced_with_ceiling(4096);
+        let h = handle(dir.path()).paced_with_ceiling(4096);
         put(&h, b"k", &[5u8; 256]);
         for _ in 0..64 {
             let v = h.db().unwrap().get(b"k").unwrap().unwrap();
@@ -283,8 +286,7 @@ mod tests {
     #[test]
     fn sled_is_not_reopened_under_a_scan_that_holds_it() {
         let dir = tempfile::tempdir().unwrap();
-        let db = open_sled(dir.path(), 1 << 20).unwrap();
-        let h = SledHandle::new(db, dir.path(), 1 << 20, Duration::ZERO).reopening_after(1024);
+        let h = handle(dir.path()).reopening_after(1024);
         for i in 0u32..8 {
             put(&h, &i.to_be_bytes(), &[1u8; 512]);
         }
