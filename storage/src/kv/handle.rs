@@ -231,13 +231,18 @@ mod tests {
         h.moved(k.len() + v.len(), Through::ScanOrWrite);
     }
 
+    /// Puts each of `keys` (big-endian) with a value of 256 bytes of `fill`.
+    fn put_all(h: &SledHandle, keys: std::ops::Range<u32>, fill: u8) {
+        for i in keys {
+            put(h, &i.to_be_bytes(), &[fill; 256]);
+        }
+    }
+
     #[test]
     fn sled_reopens_once_enough_went_through_it_and_keeps_every_write() {
         let dir = tempfile::tempdir().unwrap();
         let h = handle(dir.path()).reopening_after(4096);
-        for i in 0u32..64 {
-            put(&h, &i.to_be_bytes(), &[7u8; 256]);
-        }
+        put_all(&h, 0..64, 7);
         // 64 writes of 260 bytes: a reopen every 16 of them or so.
         assert!(h.reopened() >= 3, "reopened {} times", h.reopened());
         let db = h.db().unwrap();
@@ -250,14 +255,10 @@ mod tests {
     fn sled_reopens_past_the_ceiling_however_long_the_pace_asks_to_wait() {
         let dir = tempfile::tempdir().unwrap();
         let h = handle(dir.path()).paced_with_ceiling(4096);
-        for i in 0u32..15 {
-            put(&h, &i.to_be_bytes(), &[3u8; 256]);
-        }
+        put_all(&h, 0..15, 3);
         // 15 writes of 260 bytes: 3,900 bytes, under the ceiling; the pace holds the reopen back.
         assert_eq!(h.reopened(), 0);
-        for i in 15u32..64 {
-            put(&h, &i.to_be_bytes(), &[3u8; 256]);
-        }
+        put_all(&h, 15..64, 3);
         // 64 writes: past the ceiling about every 16 of them.
         assert_eq!(h.reopened(), 3);
         let db = h.db().unwrap();
