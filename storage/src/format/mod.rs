@@ -8,4 +8,5 @@ pub(crate) mod derived;
 pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;
+pub(crate) mod value_log;
 pub(crate) mod zone;

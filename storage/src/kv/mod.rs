@@ -6,10 +6,14 @@
 
 mod handle;
 mod rewrite;
+mod separated;
+mod values;
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
 
 use handle::{open_sled, SledHandle, Through};
+use values::ValueLog;
 
 use crate::error::{Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
@@ -94,7 +98,9 @@ pub trait KvStore: Send + Sync {
     }
 }
 
-/// sled 0.34 behind [`KvStore`]: one tree, one `apply_batch` and one `flush` per write.
+/// sled 0.34 behind [`KvStore`], with the values of 128 bytes or more in a value log beside it
+/// (`values/`, FORMAT.md §8): one tree of keys and small values, a log append and sync, then one
+/// `apply_batch` and one `flush` per write.
 ///
 /// Beside sled's files it keeps a small manifest (`asof.manifest`): for each table, the highest
 /// commit version written and flushed so far. sled recovers a damaged log to its last consistent
@@ -109,6 +115,8 @@ pub trait KvStore: Send + Sync {
 pub struct SledKv {
     /// The open database, reopened now and then to let go of what sled's cache keeps.
     db: SledHandle,
+    /// The value log, replaced when a purge swaps the files.
+    values: RwLock<Arc<ValueLog>>,
     manifest: Manifest,
     dir: PathBuf,
     cache_bytes: u64,
@@ -273,16 +281,24 @@ impl SledKv {
                 }
             }
         };
-        // A purge interrupted by a crash is finished (or its copy discarded) before sled opens.
+        // A purge interrupted by a crash is finished (or its copy discarded) before sled opens;
+        // a store written before the value log moves its values there, once.
         rewrite::recover(path)?;
+        if rewrite::needs_migration(path) {
+            rewrite::migrate(path, cache_bytes)?;
+        } else if !path.join(values::DIR).exists() {
+            ValueLog::create(path)?;
+        }
         loop {
             let started = std::time::Instant::now();
             match open_sled(path, cache_bytes) {
                 Ok(db) => {
                     write_pid_file(path);
                     let opened_in = started.elapsed();
+                    let log = separated::open_log(path, &db)?;
                     let kv = |manifest| SledKv {
                         db: SledHandle::new(db, path, cache_bytes, opened_in),
+                        values: RwLock::new(Arc::new(log)),
                         manifest,
                         dir: path.to_path_buf(),
                         cache_bytes,
@@ -348,8 +364,37 @@ impl SledKv {
     }
 
     /// The open database, or an error while a purge swaps its files (or after one failed).
-    fn db(&self) -> Result<std::sync::Arc<sled::Db>> {
+    fn db(&self) -> Result<Arc<sled::Db>> {
         self.db.db()
+    }
+
+    /// The value log. Taken before the database: a purge that swaps both in between makes the
+    /// pointer read from the new database miss in the old log, and the read is tried again.
+    fn values(&self) -> Result<Arc<ValueLog>> {
+        Ok(self
+            .values
+            .read()
+            .map_err(|_| Error::Poisoned("value log".into()))?
+            .clone())
+    }
+
+    /// `key`'s value, sled holding `held` for it when the caller read it: read from the log when
+    /// it is there, else sled read again (once), for a compaction or a purge may have moved it
+    /// since. `None`: the key was deleted meanwhile.
+    fn resolve(&self, log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = separated::value(log, key, held)? {
+            return Ok(Some(v));
+        }
+        let log = self.values()?;
+        let Some(held) = self.db()?.get(key)? else {
+            return Ok(None);
+        };
+        separated::value(&log, key, &held)?.map(Some).ok_or_else(|| {
+            Error::Corrupt(format!(
+                "the value of key {} is not in the value log where the store's records say",
+                String::from_utf8_lossy(key)
+            ))
+        })
     }
 
     /// How many times sled was closed and opened again to let go of what its cache kept
@@ -358,11 +403,24 @@ impl SledKv {
         self.db.reopened()
     }
 
-    /// A pair read by a scan, counted as read.
-    fn pair(&self, r: sled::Result<(sled::IVec, sled::IVec)>) -> Result<KvPair> {
-        let (k, v) = r?;
-        self.db.moved(k.len() + v.len(), Through::ScanOrWrite);
-        Ok((k.to_vec(), v.to_vec()))
+    /// A pair read by a scan, counted as read, its value read from the log when it is there:
+    /// `None` for the key-value layer's own records, and for a key deleted since the scan saw it.
+    fn pair(
+        &self,
+        log: &ValueLog,
+        r: sled::Result<(sled::IVec, sled::IVec)>,
+    ) -> Option<Result<KvPair>> {
+        let (k, held) = match r {
+            Ok(pair) => pair,
+            Err(e) => return Some(Err(e.into())),
+        };
+        if separated::is_own(&k) {
+            return None;
+        }
+        self.db.moved(k.len() + held.len(), Through::ScanOrWrite);
+        self.resolve(log, &k, &held)
+            .map(|v| v.map(|v| (k.to_vec(), v)))
+            .transpose()
     }
 
     /// Whether the tree holds any commit record the manifest follows.
@@ -458,22 +516,28 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl KvStore for SledKv {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let v = self.db()?.get(key)?.map(|v| v.to_vec());
-        self.db
-            .moved(key.len() + v.as_ref().map_or(0, Vec::len), Through::Get);
-        Ok(v)
+        if separated::is_own(key) {
+            return Ok(None);
+        }
+        let log = self.values()?;
+        let Some(held) = self.db()?.get(key)? else {
+            self.db.moved(key.len(), Through::Get);
+            return Ok(None);
+        };
+        self.db.moved(key.len() + held.len(), Through::Get);
+        self.resolve(&log, key, &held)
     }
 
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
-        let db = match self.db() {
-            Ok(db) => db,
+        let (log, db) = match self.values().and_then(|log| Ok((log, self.db()?))) {
+            Ok(files) => files,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
         let pairs = db.scan_prefix(prefix);
         // The iterator holds the handle, so that sled is not reopened under it.
-        Box::new(pairs.map(move |r| {
+        Box::new(pairs.filter_map(move |r| {
             let _held = &db;
-            self.pair(r)
+            self.pair(&log, r)
         }))
     }
 
@@ -486,11 +550,15 @@ impl KvStore for SledKv {
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
         let keys = db.scan_prefix(prefix).keys();
-        Box::new(keys.map(move |r| {
+        Box::new(keys.filter_map(move |r| {
             let _held = &db;
-            let k = r.map(|k| k.to_vec()).map_err(Error::from)?;
+            let k = match r {
+                Ok(k) if separated::is_own(&k) => return None,
+                Ok(k) => k.to_vec(),
+                Err(e) => return Some(Err(e.into())),
+            };
             self.db.moved(k.len(), Through::ScanOrWrite);
-            Ok(k)
+            Some(Ok(k))
         }))
     }
 
@@ -501,17 +569,17 @@ impl KvStore for SledKv {
     ) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
         let prefix = prefix.to_vec();
         let from = from.max(&prefix[..]).to_vec();
-        let db = match self.db() {
-            Ok(db) => db,
+        let (log, db) = match self.values().and_then(|log| Ok((log, self.db()?))) {
+            Ok(files) => files,
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
         let pairs = db.range(from..);
         Box::new(
             pairs
                 .take_while(move |r| r.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
-                .map(move |r| {
+                .filter_map(move |r| {
                     let _held = &db;
-                    self.pair(r)
+                    self.pair(&log, r)
                 }),
         )
     }
@@ -550,18 +618,21 @@ impl KvStore for SledKv {
                 }
             }
         }
-        let bytes = batch.bytes();
-        let mut b = sled::Batch::default();
-        for (k, v) in batch.ops {
-            match v {
-                Some(v) => b.insert(k, v),
-                None => b.remove(k),
-            }
+        if batch.ops.iter().any(|(k, _)| separated::is_own(k)) {
+            return Err(Error::Io(
+                "a key starting with byte 0 is the key-value layer's own".into(),
+            ));
         }
+        let log = self.values()?;
         let db = self.db()?;
-        db.apply_batch(b)?;
-        db.flush()?;
-        self.db.moved(bytes, Through::ScanOrWrite);
+        let in_sled: usize = batch
+            .ops
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len().min(17)))
+            .sum();
+        let dead = separated::apply(&db, &log, batch.ops, &[])?;
+        self.db.moved(in_sled, Through::ScanOrWrite);
+        separated::compact_if_dead(&db, &log, &dead)?;
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;
@@ -575,10 +646,25 @@ impl KvStore for SledKv {
         let db = g.take().ok_or_else(|| {
             Error::Poisoned("an earlier rewrite of the store's files did not finish".into())
         })?;
+        let log = self.values()?;
+        let pairs = db.iter().filter_map(|r| match r {
+            Ok((k, _)) if separated::is_own(&k) || &k[..] == keys::PURGE_KEY => None,
+            Ok((k, held)) => separated::value(&log, &k, &held)
+                .and_then(|v| {
+                    v.map(|v| (k.to_vec(), v)).ok_or_else(|| {
+                        Error::Corrupt(format!(
+                            "the value of key {} is not in the value log where the store's records say",
+                            String::from_utf8_lossy(&k)
+                        ))
+                    })
+                })
+                .into(),
+            Err(e) => Some(Err(e.into())),
+        });
         let copied = db
             .flush()
             .map_err(Error::from)
-            .and_then(|_| rewrite::copy(&self.dir, &db, keys::PURGE_KEY, self.cache_bytes));
+            .and_then(|_| rewrite::copy(&self.dir, pairs, self.cache_bytes));
         if let Err(e) = copied {
             // The old files are whole and still in use; the next open discards the copy.
             *g = Some(db);
@@ -587,7 +673,13 @@ impl KvStore for SledKv {
         drop(db);
         rewrite::wait_released(&self.dir.join("db"))?;
         rewrite::swap(&self.dir)?;
-        *g = Some(self.db.open_again()?);
+        let db = self.db.open_again()?;
+        *self
+            .values
+            .write()
+            .map_err(|_| Error::Poisoned("value log".into()))? =
+            Arc::new(separated::open_log(&self.dir, &db)?);
+        *g = Some(db);
         Ok(())
     }
 }

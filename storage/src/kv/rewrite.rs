@@ -1,24 +1,28 @@
-//! Rewriting sled's files into fresh ones that hold only the live pairs, so that what was deleted
-//! is gone from every byte of the store's folder (ERASE). sled is log-structured: a deleted or
-//! overwritten value stays in its files until the segment holding it is reused, and nothing
-//! forces that.
+//! Rewriting the key-value files (sled's and the value log's) into fresh ones that hold only the
+//! live pairs, so that what was deleted is gone from every byte of the store's folder (ERASE).
+//! sled is log-structured: a deleted or overwritten value stays in its files until the segment
+//! holding it is reused, and nothing forces that; the value log keeps dead records until its
+//! segment is compacted. The same copy migrates a store whose values are all in sled (written
+//! before the value log) to the value log.
 //!
 //! The swap, each step durable before the next:
 //!
-//! 1. the live pairs are copied into a new sled database in `compact.tmp/`;
+//! 1. the live pairs are copied into a new sled database and value log in `compact.tmp/`;
 //! 2. `compact.ready` is written: the copy is complete;
 //! 3. sled's files in the folder move to `compact.old/`, then `compact.moved` is written;
 //! 4. the copy's files move into the folder;
 //! 5. `compact.ready`, then `compact.moved`, `compact.old/` and `compact.tmp/` are removed.
 //!
 //! [`recover`], run by every open before sled's, finishes a swap that a crash interrupted after
-//! step 2 and discards one interrupted before it. sled's files are `conf`, `db`, `blobs/` and
-//! `snap.*`; nothing else in the folder is touched.
+//! step 2 and discards one interrupted before it. The key-value files are sled's (`conf`, `db`,
+//! `blobs/`, `snap.*`) and the value log's (`values/`); nothing else in the folder is touched.
 
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::separated;
+use super::values::{self, ValueLog};
 use crate::error::{Error, Result};
 
 const TMP: &str = "compact.tmp";
@@ -36,8 +40,8 @@ fn io(what: &str, e: std::io::Error) -> Error {
     Error::Io(format!("rewriting the store's files: {what}: {e}"))
 }
 
-fn is_sled_file(name: &str) -> bool {
-    matches!(name, "conf" | "db" | "blobs") || name.starts_with("snap.")
+fn is_kv_file(name: &str) -> bool {
+    matches!(name, "conf" | "db" | "blobs" | values::DIR) || name.starts_with("snap.")
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {
@@ -64,42 +68,52 @@ fn remove(path: &Path) -> Result<()> {
     }
 }
 
-/// Step 1 and 2: copies every pair of `db` except `skip` into a new database in `dir/compact.tmp`
-/// (with `cache_bytes` of page cache: sled's default is a GiB), flushes and closes it, and marks
-/// the copy complete.
-pub(super) fn copy(dir: &Path, db: &sled::Db, skip: &[u8], cache_bytes: u64) -> Result<()> {
+/// Step 1 and 2: writes `pairs` (every live pair, resolved) into a new sled database and value
+/// log in `dir/compact.tmp` (with `cache_bytes` of page cache: sled's default is a GiB), flushes
+/// and closes them, and marks the copy complete.
+pub(super) fn copy(
+    dir: &Path,
+    pairs: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+    cache_bytes: u64,
+) -> Result<()> {
     let tmp = dir.join(TMP);
     remove(&tmp)?;
+    fs::create_dir_all(&tmp).map_err(|e| io("making compact.tmp", e))?;
+    ValueLog::create(&tmp)?;
     {
         let new = sled::Config::new()
             .path(&tmp)
             .cache_capacity(cache_bytes)
             .open()?;
-        let mut batch = sled::Batch::default();
-        let (mut n, mut bytes) = (0usize, 0usize);
-        for pair in db.iter() {
-            let (k, v) = pair?;
-            if k == skip {
-                continue;
-            }
-            bytes += k.len() + v.len();
-            batch.insert(k, v);
-            n += 1;
-            if n.is_multiple_of(4096) {
-                new.apply_batch(std::mem::take(&mut batch))?;
-            }
-            // sled keeps what it has not flushed in memory: flush as the copy goes.
-            if bytes >= FLUSH_BYTES {
-                new.apply_batch(std::mem::take(&mut batch))?;
-                new.flush()?;
-                bytes = 0;
-            }
-        }
-        new.apply_batch(batch)?;
-        new.flush()?;
+        let log = separated::open_log(&tmp, &new)?;
+        // sled keeps what it has not flushed in memory: each batch is flushed.
+        separated::fill(&new, &log, pairs, FLUSH_BYTES)?;
     }
     wait_released(&tmp.join("db"))?;
     touch(&dir.join(READY))
+}
+
+/// Whether the store in `dir` was written before the value log: sled's files and no `values/`.
+pub(super) fn needs_migration(dir: &Path) -> bool {
+    dir.join("db").exists() && !dir.join(values::DIR).exists()
+}
+
+/// Moves every value of a store written before the value log into a new sled database and value
+/// log, and swaps them in: the same steps as a purge, so that a crash at any point leaves the old
+/// files or the new ones.
+pub(super) fn migrate(dir: &Path, cache_bytes: u64) -> Result<()> {
+    {
+        let old = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()?;
+        let pairs = old
+            .iter()
+            .map(|p| p.map(|(k, v)| (k.to_vec(), v.to_vec())).map_err(Error::from));
+        copy(dir, pairs, cache_bytes)?;
+    }
+    wait_released(&dir.join("db"))?;
+    swap(dir)
 }
 
 /// Waits until no sled database holds the lock on the file `db` (sled lets go of it a little
@@ -135,7 +149,7 @@ pub(super) fn swap(dir: &Path) -> Result<()> {
         for entry in fs::read_dir(dir).map_err(|e| io("listing the folder", e))? {
             let entry = entry.map_err(|e| io("listing the folder", e))?;
             let name = entry.file_name();
-            if is_sled_file(&name.to_string_lossy()) {
+            if is_kv_file(&name.to_string_lossy()) {
                 remove(&old.join(&name))?;
                 fs::rename(entry.path(), old.join(&name)).map_err(|e| io("moving", e))?;
             }
@@ -186,11 +200,18 @@ mod tests {
         wait_released(&dir.join("db")).unwrap();
     }
 
+    /// The pairs of the store in `dir`, values resolved (a migrated or purged store).
     fn read(dir: &Path) -> Pairs {
         let db = sled::Config::new().path(dir).open().unwrap();
+        let log = separated::open_log(dir, &db).unwrap();
         let out = db
             .iter()
-            .map(|p| p.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .map(|p| p.unwrap())
+            .filter(|(k, _)| !separated::is_own(k))
+            .map(|(k, held)| {
+                let v = separated::value(&log, &k, &held).unwrap().unwrap();
+                (k.to_vec(), v)
+            })
             .collect();
         drop(db);
         wait_released(&dir.join("db")).unwrap();
@@ -207,8 +228,12 @@ mod tests {
     }
 
     fn pairs() -> Pairs {
+        // Values on both sides of the size past which they go to the log.
         (0..100u32)
-            .map(|i| (i.to_be_bytes().to_vec(), vec![i as u8; 50]))
+            .map(|i| {
+                let key = [&b"k"[..], &i.to_be_bytes()].concat();
+                (key, vec![i as u8; 50 + 3 * i as usize])
+            })
             .collect()
     }
 
@@ -220,6 +245,10 @@ mod tests {
         fs::write(dir.path().join(TMP).join("db"), b"half a copy").unwrap();
         recover(dir.path()).unwrap();
         assert_eq!(leftovers(dir.path()), Vec::<String>::new());
+        // Still the old files, with every value in sled.
+        assert!(needs_migration(dir.path()));
+        migrate(dir.path(), 1 << 20).unwrap();
+        assert!(!needs_migration(dir.path()));
         assert_eq!(read(dir.path()), pairs());
     }
 
@@ -241,14 +270,19 @@ mod tests {
             write(d, &with_skipped, b"x");
             {
                 let db = sled::Config::new().path(d).open().unwrap();
-                copy(d, &db, b"skip", 1 << 20).unwrap();
+                let pairs = db
+                    .iter()
+                    .map(|p| p.unwrap())
+                    .filter(|(k, _)| &k[..] != b"skip")
+                    .map(|(k, v)| Ok((k.to_vec(), v.to_vec())));
+                copy(d, pairs, 1 << 20).unwrap();
             }
             wait_released(&d.join("db")).unwrap();
             if matches!(cut, Cut::OldMoved | Cut::NewHalfMoved) {
                 fs::create_dir_all(d.join(OLD)).unwrap();
                 for e in fs::read_dir(d).unwrap().flatten() {
                     let name = e.file_name();
-                    if is_sled_file(&name.to_string_lossy()) {
+                    if is_kv_file(&name.to_string_lossy()) {
                         fs::rename(e.path(), d.join(OLD).join(&name)).unwrap();
                     }
                 }

@@ -1,0 +1,327 @@
+//! Keys in sled, large values beside it: how a batch is split between sled and the value log
+//! (`kv/values.rs`), how a value is read back, and how a segment that is mostly dead is
+//! compacted. sled holds each key with either its value (under
+//! [`SEPARATE_AT`](crate::format::value_log::SEPARATE_AT) bytes) or a pointer to its record in
+//! the log (FORMAT.md §8).
+//!
+//! Every function here runs with writes serialised by the caller ([`super::SledKv`] holds its
+//! manifest's lock): a compaction decides which records are live and moves them without another
+//! write in between.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use super::values::{Found, ValueLog};
+use crate::error::Result;
+use crate::format::value_log::{
+    counts, end, inline, parse_counts, parse_end, parse_segment_key, pointer, record_len,
+    segment_key, stored, Stored, END_KEY, SEGMENT_PREFIX, OWN_PREFIX, SEPARATE_AT,
+};
+
+/// One key's operation: `Some(value)` puts, `None` deletes.
+pub(super) type Op = (Vec<u8>, Option<Vec<u8>>);
+
+/// Whether `key` is one of the key-value layer's own records, which no scan returns.
+pub(super) fn is_own(key: &[u8]) -> bool {
+    key.first() == Some(&OWN_PREFIX)
+}
+
+/// Opens the value log of the store in `dir` whose sled database is `db`.
+pub(super) fn open_log(dir: &std::path::Path, db: &sled::Db) -> Result<ValueLog> {
+    let end = db.get(END_KEY)?.map(|v| parse_end(&v)).transpose()?;
+    let mut live = BTreeSet::new();
+    for k in db.scan_prefix(SEGMENT_PREFIX).keys() {
+        live.extend(parse_segment_key(&k?));
+    }
+    ValueLog::open(dir, end, &live)
+}
+
+/// The value sled holds as `held` for `key`: inline, or read from the log (`None` when the log
+/// no longer has it where the pointer says: see [`Found::Moved`]).
+pub(super) fn value(log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
+    match stored(held)? {
+        Stored::Inline(v) => Ok(Some(v.to_vec())),
+        Stored::Logged(p) => match log.read(p, key)? {
+            Found::Value(v) => Ok(Some(v)),
+            Found::Moved => Ok(None),
+        },
+    }
+}
+
+/// Applies `ops` (the last of a key's wins) atomically and durably: the large values appended to
+/// the log and synced, then one sled batch with their pointers, the small values, the log's new
+/// end and the counts of the segments it touched, then sled flushed. The counts of the segments
+/// in `retire` (being compacted) are removed instead. Returns the segments that gained dead
+/// bytes.
+pub(super) fn apply(
+    db: &sled::Db,
+    log: &ValueLog,
+    ops: Vec<Op>,
+    retire: &[u32],
+) -> Result<Vec<u32>> {
+    let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(ops.len());
+    for (i, (k, _)) in ops.iter().enumerate() {
+        last.insert(k, i);
+    }
+    let keep: Vec<bool> = (0..ops.len())
+        .map(|i| last.get(ops[i].0.as_slice()) == Some(&i))
+        .collect();
+    drop(last);
+    // (written, dead) bytes each touched segment gains.
+    let mut gained: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
+    let mut appending = log.begin()?;
+    let mut batch = sled::Batch::default();
+    for ((k, v), keep) in ops.into_iter().zip(keep) {
+        if !keep {
+            continue;
+        }
+        if let Some(old) = db.get(&k)? {
+            if let Stored::Logged(p) = stored(&old)? {
+                if !retire.contains(&p.segment) {
+                    gained.entry(p.segment).or_default().1 += record_len(k.len(), p.len as usize);
+                }
+            }
+        }
+        match v {
+            Some(v) if v.len() >= SEPARATE_AT => {
+                let p = appending.push(&k, &v);
+                gained.entry(p.segment).or_default().0 += record_len(k.len(), v.len());
+                batch.insert(k, pointer(p));
+            }
+            Some(v) => batch.insert(k, inline(&v)),
+            None => batch.remove(k),
+        }
+    }
+    if appending.bytes() > 0 {
+        let (segment, offset) = log.append(appending)?;
+        batch.insert(END_KEY, end(segment, offset));
+    }
+    let mut dead = Vec::new();
+    for (&segment, &(written, died)) in &gained {
+        let key = segment_key(segment);
+        let (w, d) = match db.get(&key)? {
+            Some(v) => parse_counts(&v)?,
+            None => (0, 0),
+        };
+        batch.insert(key, counts(w + written, d + died));
+        if died > 0 {
+            dead.push(segment);
+        }
+    }
+    for &segment in retire {
+        batch.remove(segment_key(segment));
+    }
+    db.apply_batch(batch)?;
+    db.flush()?;
+    Ok(dead)
+}
+
+/// Compacts each of `segments` (other than the one appends go to) of which half or more is dead:
+/// its live records appended again, sled pointed at them, and the segment removed.
+pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -> Result<()> {
+    let current = log.current()?;
+    for &segment in segments.iter().filter(|s| **s != current) {
+        let Some(v) = db.get(segment_key(segment))? else {
+            continue;
+        };
+        let (written, dead) = parse_counts(&v)?;
+        if dead * 2 < written {
+            continue;
+        }
+        let mut live: Vec<Op> = Vec::new();
+        log.for_each_record(segment, |offset, key, value| {
+            let here = match db.get(key)? {
+                Some(held) => match stored(&held)? {
+                    Stored::Logged(p) => p.segment == segment && p.offset == offset,
+                    Stored::Inline(_) => false,
+                },
+                None => false,
+            };
+            if here {
+                live.push((key.to_vec(), Some(value.to_vec())));
+            }
+            Ok(())
+        })?;
+        apply(db, log, live, &[segment])?;
+        log.remove(segment)?;
+    }
+    Ok(())
+}
+
+/// Writes `pairs` into a new store's sled database and value log (a purge's or a migration's
+/// copy), in batches of about `batch_bytes`.
+pub(super) fn fill(
+    db: &sled::Db,
+    log: &ValueLog,
+    pairs: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+    batch_bytes: usize,
+) -> Result<()> {
+    let mut ops: Vec<Op> = Vec::new();
+    let mut bytes = 0usize;
+    for pair in pairs {
+        let (k, v) = pair?;
+        bytes += k.len() + v.len();
+        ops.push((k, Some(v)));
+        if bytes >= batch_bytes {
+            apply(db, log, std::mem::take(&mut ops), &[])?;
+            bytes = 0;
+        }
+    }
+    apply(db, log, ops, &[])?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::value_log::Pointer;
+
+    fn open(dir: &std::path::Path) -> (sled::Db, ValueLog) {
+        if !dir.join(super::super::values::DIR).exists() {
+            ValueLog::create(dir).unwrap();
+        }
+        let db = sled::Config::new().path(dir).open().unwrap();
+        let log = open_log(dir, &db).unwrap().with_segment_bytes(4096);
+        (db, log)
+    }
+
+    fn get(db: &sled::Db, log: &ValueLog, k: &[u8]) -> Option<Vec<u8>> {
+        let held = db.get(k).unwrap()?;
+        value(log, k, &held).unwrap()
+    }
+
+    fn put(db: &sled::Db, log: &ValueLog, k: &[u8], v: Vec<u8>) -> Vec<u32> {
+        apply(db, log, vec![(k.to_vec(), Some(v))], &[]).unwrap()
+    }
+
+    fn segments(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir.join("values"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn small_values_stay_in_sled_and_large_ones_go_to_the_log_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        let small = vec![1u8; SEPARATE_AT - 1];
+        let large = vec![2u8; SEPARATE_AT];
+        apply(
+            &db,
+            &log,
+            vec![
+                (b"a".to_vec(), Some(small.clone())),
+                (b"b".to_vec(), Some(large.clone())),
+                (b"c".to_vec(), Some(vec![9; 500])),
+                (b"c".to_vec(), None),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert!(matches!(
+            stored(&db.get(b"a").unwrap().unwrap()).unwrap(),
+            Stored::Inline(_)
+        ));
+        assert!(matches!(
+            stored(&db.get(b"b").unwrap().unwrap()).unwrap(),
+            Stored::Logged(Pointer { segment: 0, offset: 0, .. })
+        ));
+        assert_eq!(get(&db, &log, b"a"), Some(small));
+        assert_eq!(get(&db, &log, b"b"), Some(large.clone()));
+        // The last operation of a key wins, and a put it overrides is never written.
+        assert_eq!(db.get(b"c").unwrap(), None);
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        assert_eq!(get(&db, &log, b"b"), Some(large));
+    }
+
+    #[test]
+    fn bytes_appended_by_a_batch_sled_never_applied_are_cut_off_by_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        put(&db, &log, b"k", vec![3; 1000]);
+        // A batch whose records reached the log but whose sled batch did not (a crash between).
+        let mut a = log.begin().unwrap();
+        a.push(b"lost", &[4; 1000]);
+        log.append(a).unwrap();
+        drop((db, log));
+        let seg = dir.path().join("values").join("00000000.vlog");
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), 2 * 1012 + 1 + 4);
+        let (db, log) = open(dir.path());
+        assert_eq!(std::fs::metadata(&seg).unwrap().len(), 1012 + 1);
+        assert_eq!(get(&db, &log, b"k"), Some(vec![3; 1000]));
+        put(&db, &log, b"k2", vec![5; 1000]);
+        assert_eq!(get(&db, &log, b"k2"), Some(vec![5; 1000]));
+    }
+
+    #[test]
+    fn a_segment_half_dead_is_compacted_and_every_value_still_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        // Segments of 4 KiB: about four values of 1,000 bytes each.
+        for i in 0u8..12 {
+            put(&db, &log, &[b'k', i], vec![i; 1000]);
+        }
+        assert_eq!(segments(dir.path()).len(), 3);
+        // The first segment holds five (appends go on until one ends past 4 KiB): overwriting
+        // three of them kills more than half of it.
+        let mut dead = Vec::new();
+        for i in 0u8..3 {
+            dead.extend(put(&db, &log, &[b'k', i], vec![100 + i; 1000]));
+        }
+        assert_eq!(dead, vec![0, 0, 0]);
+        compact_if_dead(&db, &log, &dead).unwrap();
+        assert!(!segments(dir.path()).contains(&"00000000.vlog".to_string()));
+        assert_eq!(db.get(segment_key(0)).unwrap(), None);
+        for i in 0u8..12 {
+            let want = if i < 3 { 100 + i } else { i };
+            assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![want; 1000]), "{i}");
+        }
+        // And after a reopen.
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        for i in 0u8..12 {
+            let want = if i < 3 { 100 + i } else { i };
+            assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![want; 1000]), "{i}");
+        }
+    }
+
+    #[test]
+    fn a_segment_left_behind_by_a_compaction_cut_short_is_removed_by_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        for i in 0u8..8 {
+            put(&db, &log, &[b'k', i], vec![i; 1000]);
+        }
+        // A compaction whose sled batch was applied, and which stopped before the file went.
+        let copy = std::fs::read(log.path(0)).unwrap();
+        for i in 0u8..4 {
+            put(&db, &log, &[b'k', i], vec![i; 1000]);
+        }
+        compact_if_dead(&db, &log, &[0]).unwrap();
+        std::fs::write(log.path(0), copy).unwrap();
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        assert!(!log.path(0).exists());
+        for i in 0u8..8 {
+            assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![i; 1000]));
+        }
+    }
+
+    #[test]
+    fn a_damaged_record_reads_as_moved_and_never_as_another_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        put(&db, &log, b"k", vec![7; 1000]);
+        let path = log.path(0);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[500] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        assert_eq!(get(&db, &log, b"k"), None);
+        assert!(log.for_each_record(0, |_, _, _| Ok(())).is_err());
+    }
+}

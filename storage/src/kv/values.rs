@@ -1,0 +1,291 @@
+//! The value log's files: `values/NNNNNNNN.vlog` beside sled's, append-only segments of records
+//! (`format/value_log.rs`). This module reads and appends bytes; which records are live, and the
+//! counts that say when a segment is worth compacting, are in sled (`kv/separated.rs`).
+//!
+//! A batch's records are appended at the segment's end with one positioned write and synced
+//! before sled's batch that points at them is applied; sled then records the new end. A crash in
+//! between leaves bytes past the recorded end, which [`ValueLog::open`] cuts off.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::error::{Error, Result};
+use crate::format::value_log::{check_record, put_record, record_header, Pointer, RECORD_HEADER};
+
+/// The folder of the value log in a store's folder.
+pub(super) const DIR: &str = "values";
+
+/// A segment takes appends until it holds this many bytes; the next batch starts a new one. A
+/// segment is the unit of compaction: one is rewritten whole once half of it is dead.
+pub(super) const SEGMENT_BYTES: u64 = 32 << 20;
+
+fn io(path: &Path, e: std::io::Error) -> Error {
+    Error::Io(format!("{}: {e}", path.display()))
+}
+
+fn file_name(segment: u32) -> String {
+    format!("{segment:08}.vlog")
+}
+
+fn segment_of(name: &str) -> Option<u32> {
+    name.strip_suffix(".vlog")?.parse().ok()
+}
+
+/// Syncs a folder, so that a file made or removed in it stays so after a power loss.
+pub(super) fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// The segment files of an open store.
+pub(super) struct ValueLog {
+    dir: PathBuf,
+    files: RwLock<BTreeMap<u32, Arc<File>>>,
+    /// The segment appends go to and its durable end.
+    end: Mutex<(u32, u64)>,
+    /// [`SEGMENT_BYTES`] (tests set less).
+    segment_bytes: u64,
+}
+
+/// What a read found where a pointer said.
+pub(super) enum Found {
+    Value(Vec<u8>),
+    /// Not there: the segment was compacted away, or the files were swapped, since the pointer
+    /// was read. Reading the pointer again finds where it went.
+    Moved,
+}
+
+/// Records on their way into the log, one batch's.
+pub(super) struct Appending {
+    segment: u32,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl Appending {
+    /// Adds the record of `key` and `value` and returns where it will be.
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Pointer {
+        let offset = self.start + self.buf.len() as u64;
+        put_record(&mut self.buf, key, value);
+        Pointer {
+            segment: self.segment,
+            offset,
+            len: value.len() as u32,
+        }
+    }
+
+    /// Bytes of the records added.
+    pub fn bytes(&self) -> u64 {
+        self.buf.len() as u64
+    }
+}
+
+impl ValueLog {
+    /// Makes the folder of a new store's log, durably, before sled's files exist.
+    pub fn create(store: &Path) -> Result<()> {
+        let dir = store.join(DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        sync_dir(store)
+    }
+
+    /// Opens the log in `store` whose durable end sled records as `end` (none: nothing was ever
+    /// appended). What lies past the end is a batch sled never applied: it is cut off, and the
+    /// segments after it removed, as are segments not in `live` (compacted, their removal cut
+    /// short).
+    pub fn open(
+        store: &Path,
+        end: Option<(u32, u64)>,
+        live: &std::collections::BTreeSet<u32>,
+    ) -> Result<ValueLog> {
+        let dir = store.join(DIR);
+        let end = end.unwrap_or((0, 0));
+        let mut files = BTreeMap::new();
+        let mut removed = false;
+        for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+            let entry = entry.map_err(|e| io(&dir, e))?;
+            let path = entry.path();
+            let Some(segment) = segment_of(&entry.file_name().to_string_lossy()) else {
+                continue;
+            };
+            if segment > end.0 || (segment < end.0 && !live.contains(&segment)) {
+                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+                removed = true;
+                continue;
+            }
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| io(&path, e))?;
+            if segment == end.0 {
+                let len = f.metadata().map_err(|e| io(&path, e))?.len();
+                if len < end.1 {
+                    return Err(Error::Corrupt(format!(
+                        "the value log segment {} holds {len} bytes, and the store's records reach byte {}: it was truncated",
+                        path.display(),
+                        end.1
+                    )));
+                }
+                if len > end.1 {
+                    f.set_len(end.1).map_err(|e| io(&path, e))?;
+                    f.sync_all().map_err(|e| io(&path, e))?;
+                }
+            }
+            files.insert(segment, Arc::new(f));
+        }
+        if removed {
+            sync_dir(&dir)?;
+        }
+        if let Some(missing) = live.iter().find(|s| !files.contains_key(s)) {
+            return Err(Error::Corrupt(format!(
+                "the value log segment {} is missing",
+                dir.join(file_name(*missing)).display()
+            )));
+        }
+        Ok(ValueLog {
+            dir,
+            files: RwLock::new(files),
+            end: Mutex::new(end),
+            segment_bytes: SEGMENT_BYTES,
+        })
+    }
+
+    /// The same, starting a new segment past `bytes` (tests).
+    #[cfg(test)]
+    pub fn with_segment_bytes(mut self, bytes: u64) -> Self {
+        self.segment_bytes = bytes;
+        self
+    }
+
+    /// The file of a segment (tests).
+    #[cfg(test)]
+    pub fn path(&self, segment: u32) -> PathBuf {
+        self.dir.join(file_name(segment))
+    }
+
+    fn files(&self) -> Result<std::sync::RwLockReadGuard<'_, BTreeMap<u32, Arc<File>>>> {
+        self.files
+            .read()
+            .map_err(|_| Error::Poisoned("value log".into()))
+    }
+
+    /// Reads the value `pointer` names, which must be `key`'s.
+    pub fn read(&self, pointer: Pointer, key: &[u8]) -> Result<Found> {
+        let Some(f) = self.files()?.get(&pointer.segment).cloned() else {
+            return Ok(Found::Moved);
+        };
+        let mut bytes = vec![0u8; RECORD_HEADER + key.len() + pointer.len as usize];
+        let path = || self.dir.join(file_name(pointer.segment));
+        match f.read_exact_at(&mut bytes, pointer.offset) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(Found::Moved),
+            Err(e) => return Err(io(&path(), e)),
+        }
+        match check_record(&bytes) {
+            Some((k, _)) if k == key => {}
+            _ => return Ok(Found::Moved),
+        }
+        bytes.drain(..RECORD_HEADER + key.len());
+        Ok(Found::Value(bytes))
+    }
+
+    /// Starts a batch of appends: at the end of the current segment, or in a new one once it
+    /// holds [`SEGMENT_BYTES`].
+    pub fn begin(&self) -> Result<Appending> {
+        let (mut segment, mut start) = *self.end.lock().map_err(|_| poisoned())?;
+        if start >= self.segment_bytes {
+            segment += 1;
+            start = 0;
+        }
+        Ok(Appending {
+            segment,
+            start,
+            buf: Vec::new(),
+        })
+    }
+
+    /// Writes the records and syncs them; returns the new end, which the caller records in sled
+    /// with the pointers. Nothing reads them before that.
+    pub fn append(&self, a: Appending) -> Result<(u32, u64)> {
+        let path = self.dir.join(file_name(a.segment));
+        let open = self.files()?.get(&a.segment).cloned();
+        let f = match open {
+            Some(f) => f,
+            None => {
+                let f = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(&path)
+                    .map_err(|e| io(&path, e))?;
+                sync_dir(&self.dir)?;
+                let f = Arc::new(f);
+                self.files
+                    .write()
+                    .map_err(|_| poisoned())?
+                    .insert(a.segment, f.clone());
+                f
+            }
+        };
+        f.write_all_at(&a.buf, a.start)
+            .and_then(|_| f.sync_data())
+            .map_err(|e| io(&path, e))?;
+        let end = (a.segment, a.start + a.buf.len() as u64);
+        *self.end.lock().map_err(|_| poisoned())? = end;
+        Ok(end)
+    }
+
+    /// The segment appends go to.
+    pub fn current(&self) -> Result<u32> {
+        Ok(self.end.lock().map_err(|_| poisoned())?.0)
+    }
+
+    /// Hands every record of a segment to `each`, in order: `(offset, key, value)`. A record
+    /// that does not check stops it with an error.
+    pub fn for_each_record(
+        &self,
+        segment: u32,
+        mut each: impl FnMut(u64, &[u8], &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        let path = self.dir.join(file_name(segment));
+        let bytes = std::fs::read(&path).map_err(|e| io(&path, e))?;
+        let mut at = 0usize;
+        while at < bytes.len() {
+            let damaged = || {
+                Error::Corrupt(format!(
+                    "the value log segment {} is damaged at byte {at}",
+                    path.display()
+                ))
+            };
+            let h: &[u8; RECORD_HEADER] = bytes
+                .get(at..at + RECORD_HEADER)
+                .and_then(|h| h.try_into().ok())
+                .ok_or_else(damaged)?;
+            let (k, v) = record_header(h);
+            let whole = bytes
+                .get(at..at + RECORD_HEADER + k + v)
+                .ok_or_else(damaged)?;
+            let (key, value) = check_record(whole).ok_or_else(damaged)?;
+            each(at as u64, key, value)?;
+            at += whole.len();
+        }
+        Ok(())
+    }
+
+    /// Removes a segment nothing points into any more.
+    pub fn remove(&self, segment: u32) -> Result<()> {
+        self.files.write().map_err(|_| poisoned())?.remove(&segment);
+        let path = self.dir.join(file_name(segment));
+        std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+        sync_dir(&self.dir)
+    }
+}
+
+fn poisoned() -> Error {
+    Error::Poisoned("value log".into())
+}
