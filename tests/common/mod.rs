@@ -233,15 +233,24 @@ pub fn run_asof(db: &Path, args: &[&str]) -> (bool, String, String) {
 /// manifest). Files only: git keeps no empty folders (sled's `blobs/`), and sled recreates them.
 pub fn copy_of_fixture(dir: &Path) -> tempfile::TempDir {
     let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(dir)
+    copy_folder(dir, tmp.path());
+    tmp
+}
+
+/// Copies the files and folders under `from` into `to`.
+fn copy_folder(from: &Path, to: &Path) {
+    for e in std::fs::read_dir(from)
         .expect("the fixture is committed")
         .flatten()
     {
-        if e.path().is_file() {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        let target = to.join(e.file_name());
+        if e.path().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_folder(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
         }
     }
-    tmp
 }
 
 /// Writes a committed store fixture afresh in `dir`: the statements of `script`, run on a new

@@ -26,6 +26,13 @@ pub(crate) const RECORD_HEADER: usize = 12;
 /// (`format/keys.rs`), and the key-value layer hides these records from every scan.
 pub(crate) const OWN_PREFIX: u8 = 0;
 
+/// Present in every store whose values are kept this way (its value: [`LAYOUT`]), so that a store
+/// whose `values/` folder was lost is not mistaken for one written before the value log.
+pub(crate) const LAYOUT_KEY: &[u8] = b"\0layout";
+
+/// The value of [`LAYOUT_KEY`]: this layout's version.
+pub(crate) const LAYOUT: &[u8] = &[1];
+
 /// The key of the log's durable end: segment u32, offset u64.
 pub(crate) const END_KEY: &[u8] = b"\0end";
 
@@ -126,8 +133,12 @@ pub(crate) fn check_record(bytes: &[u8]) -> Option<(&[u8], &[u8])> {
         return None;
     }
     let crc = u32::from_be_bytes(h[0..4].try_into().expect("4 bytes"));
-    (crc32fast::hash(&bytes[4..]) == crc)
-        .then(|| (&bytes[RECORD_HEADER..RECORD_HEADER + k], &bytes[RECORD_HEADER + k..]))
+    (crc32fast::hash(&bytes[4..]) == crc).then(|| {
+        (
+            &bytes[RECORD_HEADER..RECORD_HEADER + k],
+            &bytes[RECORD_HEADER + k..],
+        )
+    })
 }
 
 /// The log's durable end.
@@ -190,10 +201,7 @@ mod tests {
         let mut bytes = Vec::new();
         put_record(&mut bytes, b"key", b"the value");
         assert_eq!(bytes.len() as u64, record_len(3, 9));
-        assert_eq!(
-            check_record(&bytes),
-            Some((&b"key"[..], &b"the value"[..]))
-        );
+        assert_eq!(check_record(&bytes), Some((&b"key"[..], &b"the value"[..])));
         for i in 0..bytes.len() {
             let mut damaged = bytes.clone();
             damaged[i] ^= 0x10;

@@ -389,12 +389,14 @@ impl SledKv {
         let Some(held) = self.db()?.get(key)? else {
             return Ok(None);
         };
-        separated::value(&log, key, &held)?.map(Some).ok_or_else(|| {
-            Error::Corrupt(format!(
-                "the value of key {} is not in the value log where the store's records say",
-                String::from_utf8_lossy(key)
-            ))
-        })
+        separated::value(&log, key, &held)?
+            .map(Some)
+            .ok_or_else(|| {
+                Error::Corrupt(format!(
+                    "the value of key {} is not in the value log where the store's records say",
+                    String::from_utf8_lossy(key)
+                ))
+            })
     }
 
     /// How many times sled was closed and opened again to let go of what its cache kept

@@ -174,6 +174,15 @@ impl Iterator for ReopeningScan {
             Ok(scan) => scan.next()?,
             Err(e) => return Some(Err(e)),
         };
+        if let Ok((k, _)) = &next {
+            if separated::is_own(k) {
+                return Some(Err(Error::Corrupt(format!(
+                    "the store in {} keeps its values in a value log, and its `{}/` folder is missing",
+                    self.dir.display(),
+                    values::DIR
+                ))));
+            }
+        }
         Some(next.map_err(Error::from).map(|(k, v)| {
             self.read += (k.len() + v.len()) as u64;
             self.after = Some(k.to_vec());

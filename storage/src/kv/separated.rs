@@ -14,7 +14,8 @@ use super::values::{Found, ValueLog};
 use crate::error::Result;
 use crate::format::value_log::{
     counts, end, inline, parse_counts, parse_end, parse_segment_key, pointer, record_len,
-    segment_key, stored, Stored, END_KEY, SEGMENT_PREFIX, OWN_PREFIX, SEPARATE_AT,
+    segment_key, stored, Stored, END_KEY, LAYOUT, LAYOUT_KEY, OWN_PREFIX, SEGMENT_PREFIX,
+    SEPARATE_AT,
 };
 
 /// One key's operation: `Some(value)` puts, `None` deletes.
@@ -25,8 +26,13 @@ pub(super) fn is_own(key: &[u8]) -> bool {
     key.first() == Some(&OWN_PREFIX)
 }
 
-/// Opens the value log of the store in `dir` whose sled database is `db`.
+/// Opens the value log of the store in `dir` whose sled database is `db`, marking the database
+/// as one whose values are kept this way ([`LAYOUT_KEY`]) if it is not yet.
 pub(super) fn open_log(dir: &std::path::Path, db: &sled::Db) -> Result<ValueLog> {
+    if db.get(LAYOUT_KEY)?.is_none() {
+        db.insert(LAYOUT_KEY, LAYOUT)?;
+        db.flush()?;
+    }
     let end = db.get(END_KEY)?.map(|v| parse_end(&v)).transpose()?;
     let mut live = BTreeSet::new();
     for k in db.scan_prefix(SEGMENT_PREFIX).keys() {
@@ -226,7 +232,11 @@ mod tests {
         ));
         assert!(matches!(
             stored(&db.get(b"b").unwrap().unwrap()).unwrap(),
-            Stored::Logged(Pointer { segment: 0, offset: 0, .. })
+            Stored::Logged(Pointer {
+                segment: 0,
+                offset: 0,
+                ..
+            })
         ));
         assert_eq!(get(&db, &log, b"a"), Some(small));
         assert_eq!(get(&db, &log, b"b"), Some(large.clone()));
