@@ -117,6 +117,10 @@ pub struct SledKv {
     db: SledHandle,
     /// The value log, replaced when a purge swaps the files.
     values: RwLock<Arc<ValueLog>>,
+    /// Segments of the log that the last write made records of dead: the next write compacts
+    /// those half dead before its own batch, so that a failed compaction fails a write that
+    /// applied nothing.
+    dead: std::sync::Mutex<Vec<u32>>,
     manifest: Manifest,
     dir: PathBuf,
     cache_bytes: u64,
@@ -296,9 +300,13 @@ impl SledKv {
                     write_pid_file(path);
                     let opened_in = started.elapsed();
                     let log = separated::open_log(path, &db)?;
+                    // The first write looks at every segment: one left half dead by a write
+                    // before a crash is compacted then.
+                    let segments = separated::segments(&db)?;
                     let kv = |manifest| SledKv {
                         db: SledHandle::new(db, path, cache_bytes, opened_in),
                         values: RwLock::new(Arc::new(log)),
+                        dead: std::sync::Mutex::new(segments),
                         manifest,
                         dir: path.to_path_buf(),
                         cache_bytes,
@@ -632,9 +640,13 @@ impl KvStore for SledKv {
             .iter()
             .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len().min(17)))
             .sum();
-        let dead = separated::apply(&db, &log, batch.ops, &[])?;
+        let mut dead = self
+            .dead
+            .lock()
+            .map_err(|_| Error::Poisoned("value log".into()))?;
+        separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
+        *dead = separated::apply(&db, &log, batch.ops, &[])?;
         self.db.moved(in_sled, Through::ScanOrWrite);
-        separated::compact_if_dead(&db, &log, &dead)?;
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;
@@ -676,6 +688,9 @@ impl KvStore for SledKv {
         rewrite::wait_released(&self.dir.join("db"))?;
         rewrite::swap(&self.dir)?;
         let db = self.db.open_again()?;
+        if let Ok(mut dead) = self.dead.lock() {
+            dead.clear();
+        }
         *self
             .values
             .write()

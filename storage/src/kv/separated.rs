@@ -34,11 +34,17 @@ pub(super) fn open_log(dir: &std::path::Path, db: &sled::Db) -> Result<ValueLog>
         db.flush()?;
     }
     let end = db.get(END_KEY)?.map(|v| parse_end(&v)).transpose()?;
-    let mut live = BTreeSet::new();
-    for k in db.scan_prefix(SEGMENT_PREFIX).keys() {
-        live.extend(parse_segment_key(&k?));
-    }
+    let live: BTreeSet<u32> = segments(db)?.into_iter().collect();
     ValueLog::open(dir, end, &live)
+}
+
+/// The segments the tree has counts for: those holding records it may point to.
+pub(super) fn segments(db: &sled::Db) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for k in db.scan_prefix(SEGMENT_PREFIX).keys() {
+        out.extend(parse_segment_key(&k?));
+    }
+    Ok(out)
 }
 
 /// The value sled holds as `held` for `key`: inline, or read from the log (`None` when the log
