@@ -1,4 +1,4 @@
-//! The bytes of the value log (FORMAT.md §8): what sled holds for each value (inline, or a pointer
+//! The bytes of the value log (FORMAT.md §5.3): what sled holds for each value (inline, or a pointer
 //! into a segment file), the records of the segment files, and the key-value layer's own records
 //! in sled. Bytes only: the files themselves are `kv/values.rs`'s.
 //!

@@ -99,7 +99,7 @@ pub trait KvStore: Send + Sync {
 }
 
 /// sled 0.34 behind [`KvStore`], with the values of 128 bytes or more in a value log beside it
-/// (`values/`, FORMAT.md §8): one tree of keys and small values, a log append and sync, then one
+/// (`values/`, FORMAT.md §5.3): one tree of keys and small values, a log append and sync, then one
 /// `apply_batch` and one `flush` per write.
 ///
 /// Beside sled's files it keeps a small manifest (`asof.manifest`): for each table, the highest
@@ -312,7 +312,11 @@ impl SledKv {
                         cache_bytes,
                         _lock: lock,
                     };
-                    return Self::with_manifest(kv, path, manifest);
+                    let kv = Self::with_manifest(kv, path, manifest)?;
+                    // Only now that the manifest says sled lost nothing: a log cut back to
+                    // sled's end could otherwise lose what sled lost track of.
+                    kv.values()?.tidy()?;
+                    return Ok(kv);
                 }
                 Err(e) => {
                     let msg = e.to_string();
@@ -387,24 +391,30 @@ impl SledKv {
     }
 
     /// `key`'s value, sled holding `held` for it when the caller read it: read from the log when
-    /// it is there, else sled read again (once), for a compaction or a purge may have moved it
-    /// since. `None`: the key was deleted meanwhile.
+    /// it is there, else sled read again, for a compaction or a purge may have moved it since; as
+    /// long as it keeps moving, again. `None`: the key was deleted meanwhile. The same pointer
+    /// missing twice in the same log is damage.
     fn resolve(&self, log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
         if let Some(v) = separated::value(log, key, held)? {
             return Ok(Some(v));
         }
-        let log = self.values()?;
-        let Some(held) = self.db()?.get(key)? else {
-            return Ok(None);
-        };
-        separated::value(&log, key, &held)?
-            .map(Some)
-            .ok_or_else(|| {
-                Error::Corrupt(format!(
+        let mut last = (held.to_vec(), None::<Arc<ValueLog>>);
+        loop {
+            let log = self.values()?;
+            let Some(held) = self.db()?.get(key)? else {
+                return Ok(None);
+            };
+            if held[..] == last.0[..] && last.1.as_ref().is_some_and(|l| Arc::ptr_eq(l, &log)) {
+                return Err(Error::Corrupt(format!(
                     "the value of key {} is not in the value log where the store's records say",
                     String::from_utf8_lossy(key)
-                ))
-            })
+                )));
+            }
+            if let Some(v) = separated::value(&log, key, &held)? {
+                return Ok(Some(v));
+            }
+            last = (held.to_vec(), Some(log));
+        }
     }
 
     /// How many times sled was closed and opened again to let go of what its cache kept
@@ -595,6 +605,11 @@ impl KvStore for SledKv {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        if batch.ops.iter().any(|(k, _)| separated::is_own(k)) {
+            return Err(Error::Io(
+                "a key starting with byte 0 is the key-value layer's own".into(),
+            ));
+        }
         let mut marks = self
             .manifest
             .marks
@@ -628,11 +643,6 @@ impl KvStore for SledKv {
                 }
             }
         }
-        if batch.ops.iter().any(|(k, _)| separated::is_own(k)) {
-            return Err(Error::Io(
-                "a key starting with byte 0 is the key-value layer's own".into(),
-            ));
-        }
         let log = self.values()?;
         let db = self.db()?;
         let in_sled: usize = batch
@@ -645,7 +655,13 @@ impl KvStore for SledKv {
             .lock()
             .map_err(|_| Error::Poisoned("value log".into()))?;
         separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
+        let current = log.current()?;
         *dead = separated::apply(&db, &log, batch.ops, &[])?;
+        if log.current()? != current {
+            // The segment this write left behind, which later writes may kill while it was
+            // current, is looked at by the next one.
+            dead.push(current);
+        }
         self.db.moved(in_sled, Through::ScanOrWrite);
         if grew {
             self.manifest.save(&grown)?;
@@ -678,7 +694,8 @@ impl KvStore for SledKv {
         let copied = db
             .flush()
             .map_err(Error::from)
-            .and_then(|_| rewrite::copy(&self.dir, pairs, self.cache_bytes));
+            .and_then(|_| log.current())
+            .and_then(|current| rewrite::copy(&self.dir, pairs, self.cache_bytes, current + 1));
         if let Err(e) = copied {
             // The old files are whole and still in use; the next open discards the copy.
             *g = Some(db);

@@ -71,10 +71,14 @@ fn remove(path: &Path) -> Result<()> {
 /// Step 1 and 2: writes `pairs` (every live pair, resolved) into a new sled database and value
 /// log in `dir/compact.tmp` (with `cache_bytes` of page cache: sled's default is a GiB), flushes
 /// and closes them, and marks the copy complete.
+/// The copy's log starts at segment `first`: a purge starts it past the old log's segments, so
+/// that a pointer of the new files can never name a record of the old ones (a reader that took the
+/// old log just before the swap then misses, and reads again).
 pub(super) fn copy(
     dir: &Path,
     pairs: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
     cache_bytes: u64,
+    first: u32,
 ) -> Result<()> {
     let tmp = dir.join(TMP);
     remove(&tmp)?;
@@ -86,6 +90,7 @@ pub(super) fn copy(
             .cache_capacity(cache_bytes)
             .open()?;
         let log = separated::open_log(&tmp, &new)?;
+        separated::start_at(&new, &log, first)?;
         // sled keeps what it has not flushed in memory: each batch is flushed.
         separated::fill(&new, &log, pairs, FLUSH_BYTES)?;
     }
@@ -103,7 +108,7 @@ pub(super) fn needs_migration(dir: &Path) -> bool {
 /// files or the new ones.
 pub(super) fn migrate(dir: &Path, cache_bytes: u64) -> Result<()> {
     let scan = ReopeningScan::new(dir, cache_bytes, MIGRATE_REOPEN_BYTES);
-    copy(dir, scan, cache_bytes)?;
+    copy(dir, scan, cache_bytes, 0)?;
     wait_released(&dir.join("db"))?;
     swap(dir)
 }
@@ -361,7 +366,7 @@ mod tests {
                     .map(|p| p.unwrap())
                     .filter(|(k, _)| &k[..] != b"skip")
                     .map(|(k, v)| Ok((k.to_vec(), v.to_vec())));
-                copy(d, pairs, 1 << 20).unwrap();
+                copy(d, pairs, 1 << 20, 0).unwrap();
             }
             wait_released(&d.join("db")).unwrap();
             if matches!(cut, Cut::OldMoved | Cut::NewHalfMoved) {

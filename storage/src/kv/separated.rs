@@ -2,7 +2,7 @@
 //! (`kv/values.rs`), how a value is read back, and how a segment that is mostly dead is
 //! compacted. sled holds each key with either its value (under
 //! [`SEPARATE_AT`](crate::format::value_log::SEPARATE_AT) bytes) or a pointer to its record in
-//! the log (FORMAT.md §8).
+//! the log (FORMAT.md §5.3).
 //!
 //! Every function here runs with writes serialised by the caller ([`super::SledKv`] holds its
 //! manifest's lock): a compaction decides which records are live and moves them without another
@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::values::{Found, ValueLog};
-use crate::error::Result;
+use crate::error::{corrupt, Error, Result};
 use crate::format::value_log::{
     counts, end, inline, parse_counts, parse_end, parse_segment_key, pointer, record_len,
     segment_key, stored, Stored, END_KEY, LAYOUT, LAYOUT_KEY, OWN_PREFIX, SEGMENT_PREFIX,
@@ -26,16 +26,31 @@ pub(super) fn is_own(key: &[u8]) -> bool {
     key.first() == Some(&OWN_PREFIX)
 }
 
-/// Opens the value log of the store in `dir` whose sled database is `db`, marking the database
-/// as one whose values are kept this way ([`LAYOUT_KEY`]) if it is not yet.
+/// Opens the value log of the store in `dir` whose sled database is `db`. A new (empty) database
+/// is marked as one whose values are kept this way ([`LAYOUT_KEY`]); one with data and without
+/// the mark holds its values in sled (sled's files from before the value log beside a `values/`
+/// folder), and is refused rather than read wrong.
 pub(super) fn open_log(dir: &std::path::Path, db: &sled::Db) -> Result<ValueLog> {
     if db.get(LAYOUT_KEY)?.is_none() {
+        if db.first()?.is_some() {
+            return Err(Error::Corrupt(format!(
+                "the store in {} has a `values/` folder, and sled's files are of a store written before the value log",
+                dir.display()
+            )));
+        }
         db.insert(LAYOUT_KEY, LAYOUT)?;
         db.flush()?;
     }
     let end = db.get(END_KEY)?.map(|v| parse_end(&v)).transpose()?;
     let live: BTreeSet<u32> = segments(db)?.into_iter().collect();
     ValueLog::open(dir, end, &live)
+}
+
+/// Makes the empty log of a new store (a purge's copy) start at segment `first`.
+pub(super) fn start_at(db: &sled::Db, log: &ValueLog, first: u32) -> Result<()> {
+    db.insert(END_KEY, end(first, 0))?;
+    db.flush()?;
+    log.start_at(first)
 }
 
 /// The segments the tree has counts for: those holding records it may point to.
@@ -114,7 +129,10 @@ pub(super) fn apply(
             Some(v) => parse_counts(&v)?,
             None => (0, 0),
         };
-        batch.insert(key, counts(w + written, d + died));
+        let (Some(w), Some(d)) = (w.checked_add(written), d.checked_add(died)) else {
+            return Err(corrupt("a value log segment's counts are damaged"));
+        };
+        batch.insert(key, counts(w, d));
         if died > 0 {
             dead.push(segment);
         }
@@ -136,11 +154,11 @@ pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -
             continue;
         };
         let (written, dead) = parse_counts(&v)?;
-        if dead * 2 < written {
+        if dead < written - written / 2 {
             continue;
         }
         let mut live: Vec<Op> = Vec::new();
-        log.for_each_record(segment, |offset, key, value| {
+        let read = log.for_each_record(segment, |offset, key, value| {
             let here = match db.get(key)? {
                 Some(held) => match stored(&held)? {
                     Stored::Logged(p) => p.segment == segment && p.offset == offset,
@@ -152,7 +170,14 @@ pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -
                 live.push((key.to_vec(), Some(value.to_vec())));
             }
             Ok(())
-        })?;
+        });
+        match read {
+            Ok(()) => {}
+            // A damaged record: the segment stays as it is (a read of a value in the damaged
+            // part fails as damage), and writes go on.
+            Err(Error::Corrupt(_)) => continue,
+            Err(e) => return Err(e),
+        }
         apply(db, log, live, &[segment])?;
         log.remove(segment)?;
     }
@@ -191,8 +216,12 @@ mod tests {
         if !dir.join(super::super::values::DIR).exists() {
             ValueLog::create(dir).unwrap();
         }
+        if dir.join("db").exists() {
+            super::super::rewrite::wait_released(&dir.join("db")).unwrap();
+        }
         let db = sled::Config::new().path(dir).open().unwrap();
         let log = open_log(dir, &db).unwrap().with_segment_bytes(4096);
+        log.tidy().unwrap();
         (db, log)
     }
 
@@ -324,6 +353,65 @@ mod tests {
         for i in 0u8..8 {
             assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![i; 1000]));
         }
+    }
+
+    #[test]
+    fn a_log_whose_end_is_behind_its_segments_is_refused_and_left_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        for i in 0u8..8 {
+            put(&db, &log, &[b'k', i], vec![i; 1000]);
+        }
+        // sled gone back to an earlier end (a rollback the manifest reports): nothing is cut.
+        db.insert(END_KEY, end(0, 1014)).unwrap();
+        db.flush().unwrap();
+        let sizes = |d: &std::path::Path| {
+            segments(d)
+                .iter()
+                .map(|n| std::fs::metadata(d.join("values").join(n)).unwrap().len())
+                .collect::<Vec<_>>()
+        };
+        let before = sizes(dir.path());
+        assert!(matches!(
+            open_log(dir.path(), &db),
+            Err(Error::Corrupt(m)) if m.contains("past the log's end")
+        ));
+        assert_eq!(sizes(dir.path()), before);
+    }
+
+    #[test]
+    fn a_copy_starting_past_the_old_segments_points_only_into_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        start_at(&db, &log, 7).unwrap();
+        put(&db, &log, b"k", vec![1; 1000]);
+        assert!(matches!(
+            stored(&db.get(b"k").unwrap().unwrap()).unwrap(),
+            Stored::Logged(Pointer {
+                segment: 7,
+                offset: 0,
+                ..
+            })
+        ));
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        assert_eq!(get(&db, &log, b"k"), Some(vec![1; 1000]));
+        assert_eq!(segments(dir.path()), ["00000007.vlog"]);
+    }
+
+    #[test]
+    fn sled_files_with_values_inline_beside_a_value_log_folder_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = sled::Config::new().path(dir.path()).open().unwrap();
+            db.insert(b"k", vec![0u8; 10]).unwrap();
+            db.flush().unwrap();
+        }
+        ValueLog::create(dir.path()).unwrap();
+        super::super::rewrite::wait_released(&dir.path().join("db")).unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        assert!(matches!(open_log(dir.path(), &db), Err(Error::Corrupt(_))));
+        assert_eq!(db.get(LAYOUT_KEY).unwrap(), None);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub(super) struct ValueLog {
     files: RwLock<BTreeMap<u32, Arc<File>>>,
     /// The segment appends go to and its durable end.
     end: Mutex<(u32, u64)>,
+    /// The segments sled had counts for when the log was opened ([`ValueLog::tidy`]).
+    live: std::collections::BTreeSet<u32>,
     /// [`SEGMENT_BYTES`] (tests set less).
     segment_bytes: u64,
 }
@@ -93,9 +95,12 @@ impl ValueLog {
     }
 
     /// Opens the log in `store` whose durable end sled records as `end` (none: nothing was ever
-    /// appended). What lies past the end is a batch sled never applied: it is cut off, and the
-    /// segments after it removed, as are segments not in `live` (compacted, their removal cut
-    /// short).
+    /// appended) and whose segments with records sled may point to are `live`. Checks, and
+    /// changes nothing: every live segment must be there, none past the end, and the end's
+    /// segment must reach the end. What lies past the end (a batch sled never applied) and
+    /// segments sled has no counts for (compacted, their removal cut short) are removed by
+    /// [`ValueLog::tidy`], once the store's manifest was checked too: a store whose sled lost
+    /// acknowledged writes is reported before a byte of its log is touched.
     pub fn open(
         store: &Path,
         end: Option<(u32, u64)>,
@@ -104,18 +109,12 @@ impl ValueLog {
         let dir = store.join(DIR);
         let end = end.unwrap_or((0, 0));
         let mut files = BTreeMap::new();
-        let mut removed = false;
         for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
             let entry = entry.map_err(|e| io(&dir, e))?;
             let path = entry.path();
             let Some(segment) = segment_of(&entry.file_name().to_string_lossy()) else {
                 continue;
             };
-            if segment > end.0 || (segment < end.0 && !live.contains(&segment)) {
-                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-                removed = true;
-                continue;
-            }
             let f = OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -130,15 +129,8 @@ impl ValueLog {
                         end.1
                     )));
                 }
-                if len > end.1 {
-                    f.set_len(end.1).map_err(|e| io(&path, e))?;
-                    f.sync_all().map_err(|e| io(&path, e))?;
-                }
             }
             files.insert(segment, Arc::new(f));
-        }
-        if removed {
-            sync_dir(&dir)?;
         }
         if let Some(missing) = live.iter().find(|s| !files.contains_key(s)) {
             return Err(Error::Corrupt(format!(
@@ -146,12 +138,47 @@ impl ValueLog {
                 dir.join(file_name(*missing)).display()
             )));
         }
+        if let Some(past) = live.iter().find(|s| **s > end.0) {
+            return Err(Error::Corrupt(format!(
+                "the store's records count on value log segment {past}, past the log's end in segment {}",
+                end.0
+            )));
+        }
         Ok(ValueLog {
             dir,
             files: RwLock::new(files),
             end: Mutex::new(end),
+            live: live.clone(),
             segment_bytes: SEGMENT_BYTES,
         })
+    }
+
+    /// Cuts the end's segment back to the end and removes the segments past it and those sled
+    /// has no counts for (see [`ValueLog::open`]). Run once, after the open's checks.
+    pub fn tidy(&self) -> Result<()> {
+        let end = *self.end.lock().map_err(|_| poisoned())?;
+        let mut files = self.files.write().map_err(|_| poisoned())?;
+        let mut removed = false;
+        let segments: Vec<u32> = files.keys().copied().collect();
+        for segment in segments {
+            let path = self.dir.join(file_name(segment));
+            if segment > end.0 || (segment < end.0 && !self.live.contains(&segment)) {
+                files.remove(&segment);
+                std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+                removed = true;
+            } else if segment == end.0 {
+                let f = &files[&segment];
+                if f.metadata().map_err(|e| io(&path, e))?.len() > end.1 {
+                    f.set_len(end.1)
+                        .and_then(|_| f.sync_all())
+                        .map_err(|e| io(&path, e))?;
+                }
+            }
+        }
+        if removed {
+            sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 
     /// The same, starting a new segment past `bytes` (tests).
@@ -178,8 +205,14 @@ impl ValueLog {
         let Some(f) = self.files()?.get(&pointer.segment).cloned() else {
             return Ok(Found::Moved);
         };
-        let mut bytes = vec![0u8; RECORD_HEADER + key.len() + pointer.len as usize];
         let path = || self.dir.join(file_name(pointer.segment));
+        let want = RECORD_HEADER as u64 + key.len() as u64 + u64::from(pointer.len);
+        // A damaged pointer must not make the read allocate what the file does not hold.
+        let len = f.metadata().map_err(|e| io(&path(), e))?.len();
+        if pointer.offset.checked_add(want).is_none_or(|to| to > len) {
+            return Ok(Found::Moved);
+        }
+        let mut bytes = vec![0u8; want as usize];
         match f.read_exact_at(&mut bytes, pointer.offset) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(Found::Moved),
@@ -232,12 +265,21 @@ impl ValueLog {
                 f
             }
         };
-        f.write_all_at(&a.buf, a.start)
-            .and_then(|_| f.sync_data())
-            .map_err(|e| io(&path, e))?;
+        if let Err(e) = f.write_all_at(&a.buf, a.start).and_then(|_| f.sync_data()) {
+            // Nothing points past the end: what the write left there goes (best effort; the
+            // next open cuts it off in any case).
+            let _ = f.set_len(a.start);
+            return Err(io(&path, e));
+        }
         let end = (a.segment, a.start + a.buf.len() as u64);
         *self.end.lock().map_err(|_| poisoned())? = end;
         Ok(end)
+    }
+
+    /// Makes a log with nothing in it start at `segment`.
+    pub fn start_at(&self, segment: u32) -> Result<()> {
+        *self.end.lock().map_err(|_| poisoned())? = (segment, 0);
+        Ok(())
     }
 
     /// The segment appends go to.
