@@ -163,13 +163,17 @@ const FIXTURE_V8_PART_ROWS: u64 = 4;
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate format change"]
 fn write_fixture() {
-    let dir = fixture_dir(FORMAT_VERSION);
-    let _ = std::fs::remove_dir_all(&dir);
+    write_v8_fixture(&fixture_dir(FORMAT_VERSION));
+}
+
+/// Writes the fixture of version 8 afresh in `dir`.
+fn write_v8_fixture(dir: &std::path::Path) {
+    let _ = std::fs::remove_dir_all(dir);
     let options = asof::StoreOptions {
         commit_part_rows: FIXTURE_V8_PART_ROWS,
         ..Default::default()
     };
-    let mut s = SqlSession::new(Store::open_with(&dir, options).unwrap()).unwrap();
+    let mut s = SqlSession::new(Store::open_with(dir, options).unwrap()).unwrap();
     s.execute(&script_v8()).unwrap();
 }
 
@@ -680,14 +684,7 @@ fn value_log_fixture_dir() -> std::path::PathBuf {
 #[test]
 #[ignore = "rebuilds the committed fixture; run only with a deliberate change of the value log"]
 fn write_value_log_fixture() {
-    let dir = value_log_fixture_dir();
-    let _ = std::fs::remove_dir_all(&dir);
-    let options = asof::StoreOptions {
-        commit_part_rows: FIXTURE_V8_PART_ROWS,
-        ..Default::default()
-    };
-    let mut s = SqlSession::new(Store::open_with(&dir, options).unwrap()).unwrap();
-    s.execute(&script_v8()).unwrap();
+    write_v8_fixture(&value_log_fixture_dir());
 }
 
 /// The files of the store in `dir` and their bytes, `asof.*` aside.
