@@ -92,9 +92,9 @@ pub(crate) fn stored(v: &[u8]) -> Result<Stored<'_>> {
     match v.split_first() {
         Some((&INLINE, rest)) => Ok(Stored::Inline(rest)),
         Some((&POINTER, rest)) if rest.len() == 16 => Ok(Stored::Logged(Pointer {
-            segment: u32::from_be_bytes(rest[0..4].try_into().expect("4 bytes")),
-            offset: u64::from_be_bytes(rest[4..12].try_into().expect("8 bytes")),
-            len: u32::from_be_bytes(rest[12..16].try_into().expect("4 bytes")),
+            segment: be_u32(rest, 0).expect("16 bytes"),
+            offset: be_u64(rest, 4).expect("16 bytes"),
+            len: be_u32(rest, 12).expect("16 bytes"),
         })),
         _ => Err(corrupt(
             "a value in the key-value files is neither inline nor a pointer into the value log",
@@ -150,13 +150,10 @@ pub(crate) fn end(segment: u32, offset: u64) -> Vec<u8> {
 
 /// Reads [`end`].
 pub(crate) fn parse_end(v: &[u8]) -> Result<(u32, u64)> {
-    if v.len() != 12 {
-        return Err(corrupt("the value log's end record is damaged"));
+    match (be_u32(v, 0), be_u64(v, 4), v.len()) {
+        (Some(segment), Some(offset), 12) => Ok((segment, offset)),
+        _ => Err(corrupt("the value log's end record is damaged")),
     }
-    Ok((
-        u32::from_be_bytes(v[0..4].try_into().expect("4 bytes")),
-        u64::from_be_bytes(v[4..12].try_into().expect("8 bytes")),
-    ))
 }
 
 /// A segment's counts: bytes written, bytes dead.
@@ -168,13 +165,20 @@ pub(crate) fn counts(written: u64, dead: u64) -> Vec<u8> {
 
 /// Reads [`counts`].
 pub(crate) fn parse_counts(v: &[u8]) -> Result<(u64, u64)> {
-    if v.len() != 16 {
-        return Err(corrupt("a value log segment's counts are damaged"));
+    match (be_u64(v, 0), be_u64(v, 8), v.len()) {
+        (Some(written), Some(dead), 16) => Ok((written, dead)),
+        _ => Err(corrupt("a value log segment's counts are damaged")),
     }
-    Ok((
-        u64::from_be_bytes(v[0..8].try_into().expect("8 bytes")),
-        u64::from_be_bytes(v[8..16].try_into().expect("8 bytes")),
-    ))
+}
+
+/// The big-endian u32 at `at` of `v`, if `v` holds it.
+fn be_u32(v: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(v.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The big-endian u64 at `at` of `v`, if `v` holds it.
+fn be_u64(v: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(v.get(at..at + 8)?.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -320,17 +320,17 @@ mod tests {
         compact_if_dead(&db, &log, &dead).unwrap();
         assert!(!segments(dir.path()).contains(&"00000000.vlog".to_string()));
         assert_eq!(db.get(segment_key(0)).unwrap(), None);
-        for i in 0u8..12 {
-            let want = if i < 3 { 100 + i } else { i };
-            assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![want; 1000]), "{i}");
-        }
+        let every_value_reads = |db: &sled::Db, log: &ValueLog| {
+            for i in 0u8..12 {
+                let want = if i < 3 { 100 + i } else { i };
+                assert_eq!(get(db, log, &[b'k', i]), Some(vec![want; 1000]), "{i}");
+            }
+        };
+        every_value_reads(&db, &log);
         // And after a reopen.
         drop((db, log));
         let (db, log) = open(dir.path());
-        for i in 0u8..12 {
-            let want = if i < 3 { 100 + i } else { i };
-            assert_eq!(get(&db, &log, &[b'k', i]), Some(vec![want; 1000]), "{i}");
-        }
+        every_value_reads(&db, &log);
     }
 
     #[test]
