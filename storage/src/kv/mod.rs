@@ -12,7 +12,7 @@ mod values;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use handle::{open_sled, SledHandle, Through};
+use handle::{open_sled, SledHandle};
 use values::ValueLog;
 
 use crate::error::{Error, Result};
@@ -113,7 +113,7 @@ pub trait KvStore: Send + Sync {
 /// process opens the store while [`KvStore::purge`] swaps sled's files (sled's lock is released
 /// for that moment).
 pub struct SledKv {
-    /// The open database, reopened now and then to let go of what sled's cache keeps.
+    /// The open database.
     db: SledHandle,
     /// The value log, replaced when a purge swaps the files.
     values: RwLock<Arc<ValueLog>>,
@@ -294,17 +294,15 @@ impl SledKv {
             ValueLog::create(path)?;
         }
         loop {
-            let started = std::time::Instant::now();
             match open_sled(path, cache_bytes) {
                 Ok(db) => {
                     write_pid_file(path);
-                    let opened_in = started.elapsed();
                     let log = separated::open_log(path, &db)?;
                     // The first write looks at every segment: one left half dead by a write
                     // before a crash is compacted then.
                     let segments = separated::segments(&db)?;
                     let kv = |manifest| SledKv {
-                        db: SledHandle::new(db, path, cache_bytes, opened_in),
+                        db: SledHandle::new(db, path, cache_bytes),
                         values: RwLock::new(Arc::new(log)),
                         dead: std::sync::Mutex::new(segments),
                         manifest,
@@ -417,13 +415,7 @@ impl SledKv {
         }
     }
 
-    /// How many times sled was closed and opened again to let go of what its cache kept
-    /// (`kv/handle.rs`).
-    pub fn reopened(&self) -> u64 {
-        self.db.reopened()
-    }
-
-    /// A pair read by a scan, counted as read, its value read from the log when it is there:
+    /// A pair read by a scan, its value read from the log when it is there:
     /// `None` for the key-value layer's own records, and for a key deleted since the scan saw it.
     fn pair(
         &self,
@@ -437,7 +429,6 @@ impl SledKv {
         if separated::is_own(&k) {
             return None;
         }
-        self.db.moved(k.len() + held.len(), Through::ScanOrWrite);
         self.resolve(log, &k, &held)
             .map(|v| v.map(|v| (k.to_vec(), v)))
             .transpose()
@@ -541,10 +532,8 @@ impl KvStore for SledKv {
         }
         let log = self.values()?;
         let Some(held) = self.db()?.get(key)? else {
-            self.db.moved(key.len(), Through::Get);
             return Ok(None);
         };
-        self.db.moved(key.len() + held.len(), Through::Get);
         self.resolve(&log, key, &held)
     }
 
@@ -554,7 +543,7 @@ impl KvStore for SledKv {
             Err(e) => return Box::new(std::iter::once(Err(e))),
         };
         let pairs = db.scan_prefix(prefix);
-        // The iterator holds the handle, so that sled is not reopened under it.
+        // The iterator holds the handle: a purge waits for it to let go of sled's files.
         Box::new(pairs.filter_map(move |r| {
             let _held = &db;
             self.pair(&log, r)
@@ -577,7 +566,6 @@ impl KvStore for SledKv {
                 Ok(k) => k.to_vec(),
                 Err(e) => return Some(Err(e.into())),
             };
-            self.db.moved(k.len(), Through::ScanOrWrite);
             Some(Ok(k))
         }))
     }
@@ -645,11 +633,6 @@ impl KvStore for SledKv {
         }
         let log = self.values()?;
         let db = self.db()?;
-        let in_sled: usize = batch
-            .ops
-            .iter()
-            .map(|(k, v)| k.len() + v.as_ref().map_or(0, |v| v.len().min(17)))
-            .sum();
         let mut dead = self
             .dead
             .lock()
@@ -662,7 +645,6 @@ impl KvStore for SledKv {
             // current, is looked at by the next one.
             dead.push(current);
         }
-        self.db.moved(in_sled, Through::ScanOrWrite);
         if grew {
             self.manifest.save(&grown)?;
             *marks = grown;

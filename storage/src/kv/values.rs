@@ -41,10 +41,34 @@ pub(super) fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| io(dir, e))
 }
 
+/// A segment file, and how many of its bytes a read may reach (its length, known without asking
+/// the file on each read).
+struct Segment {
+    file: File,
+    len: std::sync::atomic::AtomicU64,
+}
+
+impl Segment {
+    fn new(file: File, len: u64) -> Arc<Segment> {
+        Arc::new(Segment {
+            file,
+            len: len.into(),
+        })
+    }
+
+    fn len(&self) -> u64 {
+        self.len.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    fn set_len(&self, len: u64) {
+        self.len.store(len, std::sync::atomic::Ordering::Release);
+    }
+}
+
 /// The segment files of an open store.
 pub(super) struct ValueLog {
     dir: PathBuf,
-    files: RwLock<BTreeMap<u32, Arc<File>>>,
+    files: RwLock<BTreeMap<u32, Arc<Segment>>>,
     /// The segment appends go to and its durable end.
     end: Mutex<(u32, u64)>,
     /// The segments sled had counts for when the log was opened ([`ValueLog::tidy`]).
@@ -120,8 +144,8 @@ impl ValueLog {
                 .write(true)
                 .open(&path)
                 .map_err(|e| io(&path, e))?;
+            let len = f.metadata().map_err(|e| io(&path, e))?.len();
             if segment == end.0 {
-                let len = f.metadata().map_err(|e| io(&path, e))?.len();
                 if len < end.1 {
                     return Err(Error::Corrupt(format!(
                         "the value log segment {} holds {len} bytes, and the store's records reach byte {}: it was truncated",
@@ -130,7 +154,7 @@ impl ValueLog {
                     )));
                 }
             }
-            files.insert(segment, Arc::new(f));
+            files.insert(segment, Segment::new(f, len));
         }
         if let Some(missing) = live.iter().find(|s| !files.contains_key(s)) {
             return Err(Error::Corrupt(format!(
@@ -166,13 +190,13 @@ impl ValueLog {
                 files.remove(&segment);
                 std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
                 removed = true;
-            } else if segment == end.0 {
-                let f = &files[&segment];
-                if f.metadata().map_err(|e| io(&path, e))?.len() > end.1 {
-                    f.set_len(end.1)
-                        .and_then(|_| f.sync_all())
-                        .map_err(|e| io(&path, e))?;
-                }
+            } else if segment == end.0 && files[&segment].len() > end.1 {
+                let seg = &files[&segment];
+                seg.file
+                    .set_len(end.1)
+                    .and_then(|_| seg.file.sync_all())
+                    .map_err(|e| io(&path, e))?;
+                seg.set_len(end.1);
             }
         }
         if removed {
@@ -194,7 +218,7 @@ impl ValueLog {
         self.dir.join(file_name(segment))
     }
 
-    fn files(&self) -> Result<std::sync::RwLockReadGuard<'_, BTreeMap<u32, Arc<File>>>> {
+    fn files(&self) -> Result<std::sync::RwLockReadGuard<'_, BTreeMap<u32, Arc<Segment>>>> {
         self.files
             .read()
             .map_err(|_| Error::Poisoned("value log".into()))
@@ -202,18 +226,21 @@ impl ValueLog {
 
     /// Reads the value `pointer` names, which must be `key`'s.
     pub fn read(&self, pointer: Pointer, key: &[u8]) -> Result<Found> {
-        let Some(f) = self.files()?.get(&pointer.segment).cloned() else {
+        let Some(seg) = self.files()?.get(&pointer.segment).cloned() else {
             return Ok(Found::Moved);
         };
         let path = || self.dir.join(file_name(pointer.segment));
         let want = RECORD_HEADER as u64 + key.len() as u64 + u64::from(pointer.len);
         // A damaged pointer must not make the read allocate what the file does not hold.
-        let len = f.metadata().map_err(|e| io(&path(), e))?.len();
-        if pointer.offset.checked_add(want).is_none_or(|to| to > len) {
+        if pointer
+            .offset
+            .checked_add(want)
+            .is_none_or(|to| to > seg.len())
+        {
             return Ok(Found::Moved);
         }
         let mut bytes = vec![0u8; want as usize];
-        match f.read_exact_at(&mut bytes, pointer.offset) {
+        match seg.file.read_exact_at(&mut bytes, pointer.offset) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(Found::Moved),
             Err(e) => return Err(io(&path(), e)),
@@ -246,8 +273,8 @@ impl ValueLog {
     pub fn append(&self, a: Appending) -> Result<(u32, u64)> {
         let path = self.dir.join(file_name(a.segment));
         let open = self.files()?.get(&a.segment).cloned();
-        let f = match open {
-            Some(f) => f,
+        let seg = match open {
+            Some(seg) => seg,
             None => {
                 let f = OpenOptions::new()
                     .read(true)
@@ -257,14 +284,15 @@ impl ValueLog {
                     .open(&path)
                     .map_err(|e| io(&path, e))?;
                 sync_dir(&self.dir)?;
-                let f = Arc::new(f);
+                let seg = Segment::new(f, 0);
                 self.files
                     .write()
                     .map_err(|_| poisoned())?
-                    .insert(a.segment, f.clone());
-                f
+                    .insert(a.segment, seg.clone());
+                seg
             }
         };
+        let f = &seg.file;
         if let Err(e) = f.write_all_at(&a.buf, a.start).and_then(|_| f.sync_data()) {
             // Nothing points past the end: what the write left there goes (best effort; the
             // next open cuts it off in any case).
@@ -272,6 +300,7 @@ impl ValueLog {
             return Err(io(&path, e));
         }
         let end = (a.segment, a.start + a.buf.len() as u64);
+        seg.set_len(end.1);
         *self.end.lock().map_err(|_| poisoned())? = end;
         Ok(end)
     }
