@@ -145,14 +145,12 @@ impl ValueLog {
                 .open(&path)
                 .map_err(|e| io(&path, e))?;
             let len = f.metadata().map_err(|e| io(&path, e))?.len();
-            if segment == end.0 {
-                if len < end.1 {
-                    return Err(Error::Corrupt(format!(
-                        "the value log segment {} holds {len} bytes, and the store's records reach byte {}: it was truncated",
-                        path.display(),
-                        end.1
-                    )));
-                }
+            if segment == end.0 && len < end.1 {
+                return Err(Error::Corrupt(format!(
+                    "the value log segment {} holds {len} bytes, and the store's records reach byte {}: it was truncated",
+                    path.display(),
+                    end.1
+                )));
             }
             files.insert(segment, Segment::new(f, len));
         }
