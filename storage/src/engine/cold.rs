@@ -92,6 +92,145 @@ struct Cut {
     sys: Option<Bytes>,
 }
 
+/// A [`Cut`] as pages ([`encode_cut`]), to be installed in its key ([`KeyState::install`]).
+struct EncodedCut {
+    pieces: Vec<Piece>,
+    hot_from: Bytes,
+    sys: Option<Bytes>,
+    /// How many events the pages hold.
+    events: usize,
+}
+
+/// One page of a cut: its bytes and zone, the length of its head, and the rows it holds.
+struct Piece {
+    page: (Vec<u8>, Vec<u8>),
+    head: usize,
+    rows: Vec<RowId>,
+}
+
+/// Encodes what `cut` moves out of a key's memory as pages: pieces of at most
+/// [`PAGE_SEQUENCES`] sequences and versions and [`PAGE_ROWS`] rows each (a key that gathers
+/// thousands of events in one commit freezes them all at once, and one page of them was a value
+/// of hundreds of KB, which sled kept in blob files read whole: a count over a table loaded by
+/// one refresh of 10M events took 2.1 GB). Reads `rows`, changes nothing.
+fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<EncodedCut> {
+    let Cut {
+        events,
+        versions,
+        rows: cut_rows,
+        hot_from,
+        sys,
+    } = cut;
+    let n_events = events.len();
+    let n_pieces = [
+        n_events.div_ceil(PAGE_SEQUENCES),
+        versions.len().div_ceil(PAGE_SEQUENCES),
+        cut_rows.len().div_ceil(PAGE_ROWS),
+    ]
+    .into_iter()
+    .max()
+    .unwrap_or(1)
+    .max(1);
+    let (mut events, mut versions) = (events.into_iter(), versions.into_iter());
+    let mut row_pieces = cut_rows.chunks(cut_rows.len().div_ceil(n_pieces).max(1));
+    let per = |n: usize| n.div_ceil(n_pieces);
+    let (events_per, versions_per) = (per(n_events), per(versions.len()));
+    let mut pieces = Vec::with_capacity(n_pieces);
+    for _ in 0..n_pieces {
+        let evs: Vec<_> = events.by_ref().take(events_per).collect();
+        let vers: Vec<_> = versions.by_ref().take(versions_per).collect();
+        let piece_rows = row_pieces.next().unwrap_or(&[]);
+        let page = crate::format::cold_page::encode_cold(
+            types,
+            evs.iter()
+                .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
+            vers.iter()
+                .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
+            piece_rows.iter().map(|&r| (r, &rows[r])),
+        )?;
+        let head = crate::format::cold_page::cold_page_head(&page.0);
+        pieces.push(Piece {
+            page,
+            head,
+            rows: piece_rows.to_vec(),
+        });
+    }
+    Ok(EncodedCut {
+        pieces,
+        hot_from,
+        sys,
+        events: n_events,
+    })
+}
+
+/// [`encode_cut`] of each cut, in turn.
+fn encode_cuts<'k>(
+    cuts: Vec<(&'k Bytes, Cut)>,
+    rows: &RowStore,
+    types: &[ColumnType],
+) -> Result<Vec<(&'k Bytes, EncodedCut)>> {
+    cuts.into_iter()
+        .map(|(k, c)| Ok((k, encode_cut(c, rows, types)?)))
+        .collect()
+}
+
+/// Below this many events, versions and rows to freeze in all, a commit's cuts are encoded on
+/// its own thread: a second one would cost more than it saves.
+const ENCODE_APART_FROM: usize = 4096;
+
+/// Freezes, of `touched`, each key that holds more than `FREEZE_AT × tail` sequences in memory
+/// ([`KeyState::cut`]). The cuts are taken and installed in turn, and encoded as pages on two
+/// threads (the commit's and one more), about half of them each: encoding is most of a freeze,
+/// and it changes nothing but the cut.
+pub(super) fn freeze_keys(
+    keys: &mut BTreeMap<Bytes, KeyState>,
+    touched: &[Bytes],
+    rows: &mut RowStore,
+    pages: &mut Pages,
+    types: &[ColumnType],
+    tail: usize,
+) -> Result<()> {
+    let mut cuts = Vec::new();
+    for key in touched {
+        if let Some(cut) = keys.get_mut(key).and_then(|ks| ks.cut(rows, tail)) {
+            cuts.push((key, cut));
+        }
+    }
+    let weight = |c: &Cut| c.events.len() + c.versions.len() + c.rows.len();
+    let total: usize = cuts.iter().map(|(_, c)| weight(c)).sum();
+    let shared: &RowStore = rows;
+    let encode = |cuts| encode_cuts(cuts, shared, types);
+    let encoded = if total < ENCODE_APART_FROM {
+        encode(cuts)?
+    } else {
+        let mut seen = 0;
+        let half = cuts
+            .iter()
+            .position(|(_, c)| {
+                seen += weight(c);
+                seen * 2 >= total
+            })
+            .map_or(cuts.len(), |i| i + 1);
+        let second = cuts.split_off(half);
+        std::thread::scope(|scope| -> Result<_> {
+            let other = scope.spawn(|| encode(second));
+            let mut all = encode(cuts)?;
+            let theirs = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            all.extend(theirs);
+            Ok(all)
+        })?
+    };
+    for (key, cut) in encoded {
+        let ks = keys
+            .get_mut(key)
+            .ok_or_else(|| corrupt("a key frozen is gone"))?;
+        ks.install(key, cut, rows, pages)?;
+    }
+    Ok(())
+}
+
 impl Frozen {
     /// As a key's head lists it.
     pub fn to_head(&self) -> FrozenHead {
@@ -318,17 +457,12 @@ impl KeyState {
 
     /// If the key holds more than `FREEZE_AT × tail` sequences in memory, freezes all but about the last
     /// `tail` of them, and the rows no commit will touch again (see the module documentation).
-    pub fn freeze(
-        &mut self,
-        key: &Bytes,
-        rows: &mut RowStore,
-        pages: &mut Pages,
-        types: &[ColumnType],
-        tail: usize,
-    ) -> Result<()> {
+    /// What moves out is taken from the key and returned, for [`encode_cut`] and
+    /// [`KeyState::install`] ([`freeze_keys`] does all three).
+    fn cut(&mut self, rows: &RowStore, tail: usize) -> Option<Cut> {
         let n = self.events.len();
         if n <= tail.saturating_mul(FREEZE_AT) {
-            return Ok(());
+            return None;
         }
         // From the back: a key whose history cannot freeze (one long open version) comes here
         // on every commit, and must not pay for its length.
@@ -397,16 +531,15 @@ impl KeyState {
         }
         self.rows = kept;
         if cold_events.is_empty() && cold_versions.is_empty() && cold_rows.is_empty() {
-            return Ok(());
+            return None;
         }
-        let cut = Cut {
+        Some(Cut {
             events: cold_events,
             versions: cold_versions,
             rows: cold_rows,
             hot_from,
             sys,
-        };
-        self.push_page(key, rows, pages, types, cut)
+        })
     }
 
     /// Freezes the rows of a key that has no events left (a full refresh reset it, retiring
@@ -449,48 +582,28 @@ impl KeyState {
         types: &[ColumnType],
         cut: Cut,
     ) -> Result<()> {
-        let Cut {
-            events,
-            versions,
-            rows: cut_rows,
+        let encoded = encode_cut(cut, rows, types)?;
+        self.install(key, encoded, rows, pages)
+    }
+
+    /// Makes `cut`'s pages the key's next pages, and freezes their rows.
+    fn install(
+        &mut self,
+        key: &Bytes,
+        cut: EncodedCut,
+        rows: &mut RowStore,
+        pages: &mut Pages,
+    ) -> Result<()> {
+        let EncodedCut {
+            pieces,
             hot_from,
             sys,
+            events,
         } = cut;
-        let n_events = events.len();
-        // Pieces of at most PAGE_SEQUENCES sequences and versions and PAGE_ROWS rows each: a
-        // key that gathers thousands of events in one commit freezes them all at once, and one
-        // page of them was a value of hundreds of KB, which sled keeps in blob files read whole
-        // (a count over a table loaded by one refresh of 10M events took 2.1 GB).
-        let pieces = [
-            n_events.div_ceil(PAGE_SEQUENCES),
-            versions.len().div_ceil(PAGE_SEQUENCES),
-            cut_rows.len().div_ceil(PAGE_ROWS),
-        ]
-        .into_iter()
-        .max()
-        .unwrap_or(1)
-        .max(1);
-        let (mut events, mut versions) = (events.into_iter(), versions.into_iter());
-        let mut row_pieces = cut_rows.chunks(cut_rows.len().div_ceil(pieces).max(1));
-        let per = |n: usize| n.div_ceil(pieces);
-        let (events_per, versions_per) = (per(n_events), per(versions.len()));
-        for _ in 0..pieces {
-            let evs: Vec<_> = events.by_ref().take(events_per).collect();
-            let vers: Vec<_> = versions.by_ref().take(versions_per).collect();
-            let piece_rows = row_pieces.next().unwrap_or(&[]);
-            let page = crate::format::cold_page::encode_cold(
-                types,
-                evs.iter().flat_map(|(seq, cands)| {
-                    cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))
-                }),
-                vers.iter()
-                    .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
-                piece_rows.iter().map(|&r| (r, &rows[r])),
-            )?;
-            let head = crate::format::cold_page::cold_page_head(&page.0);
+        for piece in pieces {
             let no = self.next_page;
-            let page = pages.put(key, no, page, head)?;
-            for &r in piece_rows {
+            let page = pages.put(key, no, piece.page, piece.head)?;
+            for r in piece.rows {
                 rows.freeze(r);
             }
             self.next_page = no + 1;
@@ -506,10 +619,13 @@ impl KeyState {
         }
         // The lookup index keeps copies of the rows that were frozen when it was built.
         self.lookup = std::sync::OnceLock::new();
-        let frozen = self.frozen.as_mut().expect("a page was pushed");
+        let frozen = self
+            .frozen
+            .as_mut()
+            .ok_or_else(|| corrupt("a freeze made no page"))?;
         frozen.hot_from = hot_from;
         frozen.sys = sys;
-        frozen.events += n_events;
+        frozen.events += events;
         Ok(())
     }
 

@@ -502,16 +502,15 @@ impl TableState {
         }
         for key in &touched {
             self.dirty.add(key);
-            if let Some(ks) = self.keys.get_mut(key) {
-                ks.freeze(
-                    key,
-                    &mut self.rows,
-                    &mut self.pages,
-                    &self.types,
-                    self.hot_tail,
-                )?;
-            }
         }
+        cold::freeze_keys(
+            &mut self.keys,
+            &touched,
+            &mut self.rows,
+            &mut self.pages,
+            &self.types,
+            self.hot_tail,
+        )?;
         // Keys a reset retired and this part brought no event to: their rows go back to pages.
         let reset = std::mem::take(&mut self.reset_pending);
         for key in reset.keys {

@@ -8,6 +8,7 @@ use crate::error::{corrupt, Result};
 use crate::flow::TableSchema;
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
+use crate::value::ColumnType;
 
 pub use crate::commit_info::CommitInfo;
 
@@ -46,15 +47,14 @@ pub(crate) fn put_event_blocks_from(
     b: &mut WriteBatch,
     (table_id, version): (u32, u64),
     first: u32,
-    schema: &TableSchema,
+    types: &[ColumnType],
     events: &[Incoming],
 ) -> Result<u32> {
     if first > 0 && events.is_empty() {
         return Ok(first);
     }
-    let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
     let mut next = first;
-    for blk in crate::format::event_block::event_blocks(events, &[], &types) {
+    for blk in crate::format::event_block::event_blocks(events, &[], types) {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(next)),
             crate::format::event_block::encode_block(&blk)?,

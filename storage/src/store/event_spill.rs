@@ -8,6 +8,8 @@
 use std::fs::File;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::format::event_block::{decode_block, encode_block, event_blocks};
@@ -17,28 +19,48 @@ use crate::value::ColumnType;
 /// Events buffered per bucket before they go to its file, at most.
 const BUFFER_EVENTS: usize = 4096;
 
+/// Full buffers waiting for the thread that writes them, at most.
+const BUFFERS_QUEUED: usize = 4;
+
 /// The buckets of a commit's events ([`EventSpill::push`], then [`EventSpill::buckets`]).
+///
+/// Two threads share the work with the commit's: one encodes and writes the buffers that fill
+/// while the events are gathered, and one reads the next bucket back while the commit applies
+/// the one before it (docs/PERFORMANCE.md, session 24).
 pub(crate) struct EventSpill {
     types: Vec<ColumnType>,
-    buckets: Vec<Bucket>,
+    /// Each bucket's events not yet handed to the writer.
+    buffered: Vec<Vec<Incoming>>,
     /// Events a bucket buffers before writing them out.
     buffer: usize,
     events: u64,
-    /// One temporary file for every bucket (a file each would need thousands open at once for a
-    /// refresh of a few hundred million rows), made when a first buffer fills.
-    file: Option<BufWriter<File>>,
-    /// Bytes written to it.
-    written: u64,
+    /// The thread that writes full buffers to the one temporary file every bucket shares (a
+    /// file each would need thousands open at once for a refresh of a few hundred million
+    /// rows), started when a first buffer fills.
+    writer: Option<Writer>,
 }
 
-struct Bucket {
-    buffered: Vec<Incoming>,
-    /// Where its blocks are in the file: offset and length.
-    blocks: Vec<(u64, usize)>,
+struct Writer {
+    buffers: SyncSender<(usize, Vec<Incoming>)>,
+    thread: JoinHandle<Result<Spilled>>,
+}
+
+/// What the writer wrote: the file, and where each bucket's blocks are in it (offset and
+/// length).
+struct Spilled {
+    file: File,
+    blocks: Vec<Vec<(u64, usize)>>,
 }
 
 fn io(e: std::io::Error) -> Error {
     Error::Io(format!("temporary file of a large commit: {e}"))
+}
+
+/// The result of a thread of the spill; its panic goes on in the caller.
+fn joined<T>(thread: JoinHandle<T>) -> T {
+    thread
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 impl EventSpill {
@@ -48,16 +70,10 @@ impl EventSpill {
         let n = events.div_ceil(part.max(1)).max(1) as usize;
         EventSpill {
             types,
-            buckets: (0..n)
-                .map(|_| Bucket {
-                    buffered: Vec::new(),
-                    blocks: Vec::new(),
-                })
-                .collect(),
+            buffered: (0..n).map(|_| Vec::new()).collect(),
             buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
             events: 0,
-            file: None,
-            written: 0,
+            writer: None,
         }
     }
 
@@ -68,7 +84,7 @@ impl EventSpill {
 
     /// Which bucket a key's events go to.
     pub(crate) fn parting(&self) -> Parting {
-        Parting(self.buckets.len() as u64)
+        Parting(self.buffered.len() as u64)
     }
 
     /// Adds events (in any order).
@@ -77,60 +93,175 @@ impl EventSpill {
         for e in events {
             self.events += 1;
             let b = parting.bucket_of(&e.key);
-            self.buckets[b].buffered.push(e);
-            if self.buckets[b].buffered.len() >= self.buffer {
+            self.buffered[b].push(e);
+            if self.buffered[b].len() >= self.buffer {
                 self.write_out(b)?;
             }
         }
         Ok(())
     }
 
-    /// Writes bucket `b`'s buffered events to the file, as event blocks.
+    /// Hands bucket `b`'s buffered events to the writer.
     fn write_out(&mut self, b: usize) -> Result<()> {
-        if self.file.is_none() {
-            self.file = Some(BufWriter::new(tempfile::tempfile().map_err(io)?));
-        }
-        let f = self.file.as_mut().expect("just made");
-        let bucket = &mut self.buckets[b];
-        for blk in event_blocks(&std::mem::take(&mut bucket.buffered), &[], &self.types) {
-            let bytes = encode_block(&blk)?;
-            f.write_all(&bytes).map_err(io)?;
-            bucket.blocks.push((self.written, bytes.len()));
-            self.written += bytes.len() as u64;
+        let events = std::mem::take(&mut self.buffered[b]);
+        let writer = match &mut self.writer {
+            Some(w) => w,
+            None => {
+                let (buffers, queued) = sync_channel(BUFFERS_QUEUED);
+                let (types, n) = (self.types.clone(), self.buffered.len());
+                let thread = std::thread::Builder::new()
+                    .name("asof-spill-write".into())
+                    .spawn(move || write_buffers(queued, &types, n))
+                    .map_err(io)?;
+                self.writer.insert(Writer { buffers, thread })
+            }
+        };
+        if writer.buffers.send((b, events)).is_err() {
+            // The writer stopped on an error: that error is the one to report.
+            let w = self.writer.take().expect("the writer");
+            return Err(match joined(w.thread) {
+                Err(e) => e,
+                Ok(_) => io(std::io::ErrorKind::BrokenPipe.into()),
+            });
         }
         Ok(())
     }
 
     /// The buckets' events, one bucket at a time, in the order of their numbers
-    /// ([`Parting::bucket_of`]); in no particular order within one.
-    pub(crate) fn buckets(self) -> impl Iterator<Item = Result<Vec<Incoming>>> {
-        let width = self.types.len();
-        let file = self
-            .file
-            .map(|f| f.into_inner().map_err(|e| io(e.into_error())))
-            .transpose();
-        let mut file = match file {
-            Ok(f) => Ok(f.map(BufReader::new)),
-            Err(e) => Err(e),
+    /// ([`Parting::bucket_of`]); within one, in key order, and a key's in the order they were
+    /// pushed. The next bucket is read while the caller works on one.
+    pub(crate) fn buckets(self) -> Buckets {
+        let n = self.buffered.len();
+        let spilled = match self.writer {
+            None => Ok(None),
+            Some(w) => {
+                drop(w.buffers);
+                joined(w.thread).map(Some)
+            }
         };
-        self.buckets.into_iter().map(move |b| {
-            let mut events = Vec::new();
-            if !b.blocks.is_empty() {
-                let f = match &mut file {
-                    Ok(Some(f)) => f,
-                    Ok(None) => return Err(io(std::io::ErrorKind::NotFound.into())),
-                    Err(e) => return Err(Error::Io(e.to_string())),
-                };
-                for (at, len) in b.blocks {
-                    let mut bytes = vec![0; len];
-                    f.seek(SeekFrom::Start(at)).map_err(io)?;
-                    f.read_exact(&mut bytes).map_err(io)?;
-                    events.extend(decode_block(&bytes)?.events(width)?);
+        let (tx, rx) = sync_channel(0);
+        let (width, buffered) = (self.types.len(), self.buffered);
+        let thread = std::thread::Builder::new()
+            .name("asof-spill-read".into())
+            .spawn(move || read_buckets(spilled, buffered, width, &tx));
+        match thread {
+            Ok(thread) => Buckets {
+                rx,
+                thread: Some(thread),
+                left: n,
+            },
+            Err(e) => {
+                let (tx, rx) = sync_channel(1);
+                let _ = tx.send(Err(io(e)));
+                Buckets {
+                    rx,
+                    thread: None,
+                    left: 1,
                 }
             }
-            events.extend(b.buffered);
-            Ok(events)
-        })
+        }
+    }
+}
+
+/// The writer's loop: each buffer as event blocks at the end of the file.
+fn write_buffers(
+    buffers: Receiver<(usize, Vec<Incoming>)>,
+    types: &[ColumnType],
+    n: usize,
+) -> Result<Spilled> {
+    let mut file = BufWriter::new(tempfile::tempfile().map_err(io)?);
+    let mut blocks = vec![Vec::new(); n];
+    let mut written = 0u64;
+    for (b, events) in buffers {
+        for blk in event_blocks(&events, &[], types) {
+            let bytes = encode_block(&blk)?;
+            file.write_all(&bytes).map_err(io)?;
+            blocks[b].push((written, bytes.len()));
+            written += bytes.len() as u64;
+        }
+    }
+    let file = file.into_inner().map_err(|e| io(e.into_error()))?;
+    Ok(Spilled { file, blocks })
+}
+
+/// The reader's loop: each bucket's blocks read back, with the events it still buffered, sent
+/// in order until the first error or until the receiver is gone.
+fn read_buckets(
+    spilled: Result<Option<Spilled>>,
+    buffered: Vec<Vec<Incoming>>,
+    width: usize,
+    to: &SyncSender<Result<Vec<Incoming>>>,
+) {
+    let (mut file, blocks) = match spilled {
+        Ok(Some(s)) => (Some(BufReader::new(s.file)), s.blocks),
+        Ok(None) => (None, Vec::new()),
+        Err(e) => {
+            let _ = to.send(Err(e));
+            return;
+        }
+    };
+    let mut blocks = blocks.into_iter();
+    for buffered in buffered {
+        let at = blocks.next().unwrap_or_default();
+        let bucket = read_bucket(file.as_mut(), at, width).map(|mut events| {
+            events.extend(buffered);
+            // In key order (and in the order they came within a key), as a commit applies them.
+            events.sort_by(|a, b| a.key.cmp(&b.key));
+            events
+        });
+        let failed = bucket.is_err();
+        if to.send(bucket).is_err() || failed {
+            return;
+        }
+    }
+}
+
+fn read_bucket(
+    file: Option<&mut BufReader<File>>,
+    blocks: Vec<(u64, usize)>,
+    width: usize,
+) -> Result<Vec<Incoming>> {
+    let mut events = Vec::new();
+    if blocks.is_empty() {
+        return Ok(events);
+    }
+    let f = file.ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+    for (at, len) in blocks {
+        let mut bytes = vec![0; len];
+        f.seek(SeekFrom::Start(at)).map_err(io)?;
+        f.read_exact(&mut bytes).map_err(io)?;
+        events.extend(decode_block(&bytes)?.events(width)?);
+    }
+    Ok(events)
+}
+
+/// The buckets of an [`EventSpill`], each read while the one before it is used.
+pub(crate) struct Buckets {
+    rx: Receiver<Result<Vec<Incoming>>>,
+    thread: Option<JoinHandle<()>>,
+    /// Buckets not received yet.
+    left: usize,
+}
+
+impl Iterator for Buckets {
+    type Item = Result<Vec<Incoming>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        match self.rx.recv() {
+            Ok(bucket) => {
+                self.left = if bucket.is_ok() { self.left - 1 } else { 0 };
+                Some(bucket)
+            }
+            // The reader ended before its last bucket: it panicked, and so does the caller.
+            Err(_) => {
+                self.left = 0;
+                self.thread.take().map(joined);
+                Some(Err(io(std::io::ErrorKind::UnexpectedEof.into())))
+            }
+        }
     }
 }
 

@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 use arrow::record_batch::RecordBatch;
 
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
-use super::commit::{now_us, put_event_blocks, put_event_blocks_from, put_json, CommitInfo};
+use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::event_spill::EventSpill;
 use super::load::{evict_after_parts, EvictKeys, KeysFrom, Load};
 use super::pages;
+use super::part_writer::{PartWrite, PartWriter, Target};
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
 use super::written_ahead::WrittenAhead;
 use super::{Inner, Table};
@@ -480,20 +481,49 @@ fn apply_parts(
     tick: &mut dyn FnMut(u64),
     clock: &mut CommitClock,
 ) -> Result<(CommitMetrics, Vec<u32>, WrittenAhead)> {
-    let mut starts = Vec::new();
-    let mut ahead = WrittenAhead::default();
-    let mut metrics = CommitMetrics {
-        num_dropped_rows: at.dropped,
-        ..Default::default()
-    };
-    let (mut chunk, mut done) = (0u32, 0u64);
-    // The table's keys by part, for a reset (read once, not looked for among all the keys at
-    // every part).
-    let parting = spill.parting();
     let evict = evict_after_parts(table.state.schema.mode);
     if evict == EvictKeys::AfterEachPart {
         pages::forget_summary(kv, table.id)?;
     }
+    let target = Target {
+        kv,
+        table_id: table.id,
+        version: at.version,
+        types: table
+            .state
+            .schema
+            .columns
+            .iter()
+            .map(|(_, t)| t.clone())
+            .collect(),
+    };
+    std::thread::scope(|scope| {
+        let writer = PartWriter::start(scope, target)?;
+        let applied = apply_each_part(kv, table, spill, &at, &writer, tick, clock);
+        let (mut metrics, written) = writer.finish(applied)?;
+        metrics.num_dropped_rows = at.dropped;
+        // Tombstones are collected once, after every part, as one apply collects them after
+        // its events: a key deleted long ago that a later part brings a late event to is not
+        // collected before it.
+        metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
+        Ok((metrics, written.starts, written.ahead))
+    })
+}
+
+/// The loop of [`apply_parts`]: each part applied, its writes handed to `writer`.
+fn apply_each_part(
+    kv: &dyn KvStore,
+    table: &mut Table,
+    spill: EventSpill,
+    at: &Parts,
+    writer: &PartWriter,
+    tick: &mut dyn FnMut(u64),
+    clock: &mut CommitClock,
+) -> Result<CommitMetrics> {
+    let evict = evict_after_parts(table.state.schema.mode);
+    let mut metrics = CommitMetrics::default();
+    let mut done = 0u64;
+    let parting = spill.parting();
     // The table's keys by part, read once (not looked for among all the keys at every part): a
     // full refresh resets each part's before it, and a commit that evicts keys drops them after.
     let mut by_part: Vec<Vec<Bytes>> = Vec::new();
@@ -518,8 +548,11 @@ fn apply_parts(
             table.state.reset_keys(at.version, at.ts, &keys)?;
         }
         if evict == EvictKeys::AfterEachPart {
-            // With the keys the part brings to the table: every key of the part.
-            keys.extend(events.iter().map(|e| e.key.clone()));
+            // With the keys the part brings to the table: every key of the part (its events
+            // come in key order, so each key once).
+            let mut brought: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
+            brought.dedup();
+            keys.extend(brought);
             keys.sort_unstable();
             keys.dedup();
         }
@@ -537,27 +570,21 @@ fn apply_parts(
         done += n;
         tick(done);
         metrics.add(&fx.metrics);
-        let mut b = WriteBatch::default();
-        let at_version = (table.id, at.version);
-        let from = chunk;
-        chunk = put_event_blocks_from(&mut b, at_version, from, &table.state.schema, &fx.events)?;
-        if chunk > from {
-            starts.push(from);
+        writer.send(PartWrite::Events(fx.events))?;
+        writer.send(PartWrite::Pages(table.state.take_pages()))?;
+        let dir = pages::row_directory_ahead(table.id, &mut table.state, at.version)?;
+        if let Some(b) = dir {
+            writer.send(PartWrite::Batch(b))?;
         }
-        ahead.add(&b)?;
-        kv.write(b)?;
-        pages::write_pending_pages(kv, table.id, &mut table.state)?;
-        pages::write_row_directory_ahead(kv, table.id, &mut table.state, at.version)?;
         if evict == EvictKeys::AfterEachPart {
-            pages::write_heads_and_evict(kv, table.id, &mut table.state, &keys)?;
+            for b in pages::head_batches(table.id, &mut table.state)? {
+                writer.send(PartWrite::Batch(b))?;
+            }
+            table.state.evict(&keys);
         }
         clock.sample();
     }
-    // Tombstones are collected once, after every part, as one apply collects them after its
-    // events: a key deleted long ago that a later part brings a late event to is not collected
-    // before it.
-    metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
-    Ok((metrics, starts, ahead))
+    Ok(metrics)
 }
 
 /// Where a commit's events are logged.

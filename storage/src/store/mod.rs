@@ -29,6 +29,7 @@ mod key_log;
 mod lineage;
 mod load;
 mod pages;
+mod part_writer;
 mod properties;
 mod reader;
 mod records;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
 use crate::engine::fold::Bytes;
-use crate::engine::{DirPart, PageSource, Scope, TableState};
+use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
     decode_freed, decode_row_dir, decode_summary, encode_freed, encode_row_dir, encode_summary,
@@ -168,24 +168,12 @@ pub(super) fn forget_summary(kv: &dyn KvStore, id: u32) -> Result<()> {
     kv.write(b)
 }
 
-/// Writes the heads of the keys `state` changed since its last checkpoint, for a table whose
-/// summary is deleted ([`forget_summary`]), and then drops `keys` from memory
-/// ([`TableState::evict`]): a commit applied in parts does this after each part, with the part's
-/// keys (the others changed stay: a later part may bring them events).
-pub(super) fn write_heads_and_evict(
-    kv: &dyn KvStore,
-    id: u32,
-    state: &mut TableState,
-    keys: &[Bytes],
-) -> Result<()> {
-    write_heads(kv, id, state)?;
-    state.evict(keys);
-    Ok(())
-}
-
-/// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
-/// batch, for a table that has no summary ([`write_heads_ahead`]).
-fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
+/// The batches that write the heads of the keys `state` changed since its last checkpoint,
+/// [`HEAD_BATCH`] per batch, for a table whose summary is deleted ([`forget_summary`]). A commit
+/// applied in parts writes them after each part, and then drops the part's keys from memory
+/// ([`TableState::evict`]; the others changed stay: a later part may bring them events).
+pub(super) fn head_batches(id: u32, state: &mut TableState) -> Result<Vec<WriteBatch>> {
+    let mut batches = Vec::new();
     for part in state.take_changed_keys().chunks(HEAD_BATCH) {
         let mut b = WriteBatch::default();
         for k in part {
@@ -193,27 +181,37 @@ fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> 
                 b.put(keys::key_head(id, k), head);
             }
         }
+        batches.push(b);
+    }
+    Ok(batches)
+}
+
+/// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
+/// batch, for a table that has no summary ([`write_heads_ahead`]).
+fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
+    for b in head_batches(id, state)? {
         kv.write(b)?;
     }
     Ok(())
 }
 
-/// Writes, in a batch of its own, the part of commit `version`'s row directory that its part
+/// The batch of its own that writes the part of commit `version`'s row directory that its part
 /// just applied wrote (a commit applied in parts: `store/flow_commit.rs`). Nothing reads it
 /// before the commit's record and summary are written; an open deletes it if they never are
 /// (`replay::remove_unfinished`).
-pub(super) fn write_row_directory_ahead(
-    kv: &dyn KvStore,
+pub(super) fn row_directory_ahead(
     id: u32,
     state: &mut TableState,
     version: u64,
-) -> Result<()> {
-    if let Some((part, dir)) = state.take_row_directory(version, DirPart::Ahead) {
-        let mut b = WriteBatch::default();
-        b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
-        kv.write(b)?;
-    }
-    Ok(())
+) -> Result<Option<WriteBatch>> {
+    state
+        .take_row_directory(version, DirPart::Ahead)
+        .map(|(part, dir)| {
+            let mut b = WriteBatch::default();
+            b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
+            Ok(b)
+        })
+        .transpose()
 }
 
 /// Writes the pages `state` froze and has not written yet (a replay's), in batches of a few
@@ -221,7 +219,12 @@ pub(super) fn write_row_directory_ahead(
 /// thousands, and one sled batch of them costs gigabytes. A page no head lists yet is never read,
 /// so a crash between these batches and the checkpoint leaves nothing wrong.
 pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
-    let pages = state.take_pages();
+    write_pages(kv, id, state.take_pages())
+}
+
+/// Writes frozen pages taken from a table's state, a few thousand per batch
+/// ([`write_pending_pages`]).
+pub(super) fn write_pages(kv: &dyn KvStore, id: u32, pages: Vec<PageWrite>) -> Result<()> {
     for part in pages.chunks(PAGE_BATCH) {
         let mut b = WriteBatch::default();
         put_pages(&mut b, id, part.to_vec());
@@ -230,7 +233,7 @@ pub(super) fn write_pending_pages(kv: &dyn KvStore, id: u32, state: &mut TableSt
     Ok(())
 }
 
-fn put_pages(b: &mut WriteBatch, id: u32, pages: Vec<crate::engine::PageWrite>) {
+fn put_pages(b: &mut WriteBatch, id: u32, pages: Vec<PageWrite>) {
     for ((k, no), page) in pages {
         match page {
             Some(p) => b.put(keys::page(id, &k, no), p.to_vec()),

@@ -1,0 +1,121 @@
+//! The writes of a commit applied in parts (`store/flow_commit.rs`), on a thread of their own:
+//! while it writes one part's event blocks, pages, row directory and key heads, the commit
+//! applies the next part. Every part's writes are ahead of the commit's record, which nothing
+//! reads them before, and a part's keys are in no other part, so the commit never reads what is
+//! still on its way. The writes keep their order, and the commit's record is written only once
+//! every write before it is done ([`PartWriter::finish`]).
+
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::thread::{Scope, ScopedJoinHandle};
+
+use super::commit::put_event_blocks_from;
+use super::pages::write_pages;
+use super::written_ahead::WrittenAhead;
+use crate::engine::PageWrite;
+use crate::error::{Error, Result};
+use crate::kv::{KvStore, WriteBatch};
+use crate::record::Incoming;
+use crate::value::ColumnType;
+
+/// Writes waiting for the thread, at most: one part's, while the next is applied.
+const QUEUED: usize = 8;
+
+/// One write of a part, in the order the part makes them.
+pub(super) enum PartWrite {
+    /// The events the part logs, as event blocks numbered on from the part before's.
+    Events(Vec<Incoming>),
+    /// Pages the part froze.
+    Pages(Vec<PageWrite>),
+    /// A batch as it is (key heads, a part of the row directory).
+    Batch(WriteBatch),
+}
+
+/// The commit whose parts are written, and what its event blocks are made of.
+pub(super) struct Target<'a> {
+    pub kv: &'a dyn KvStore,
+    pub table_id: u32,
+    pub version: u64,
+    pub types: Vec<ColumnType>,
+}
+
+/// What the writer wrote: the first event block of each part that logged events, and every
+/// block, for the commit's digest.
+pub(super) struct Written {
+    pub starts: Vec<u32>,
+    pub ahead: WrittenAhead,
+}
+
+/// The thread that writes a commit's parts ([`PartWriter::start`], [`PartWriter::send`],
+/// [`PartWriter::finish`]).
+pub(super) struct PartWriter<'scope> {
+    writes: SyncSender<PartWrite>,
+    thread: ScopedJoinHandle<'scope, Result<Written>>,
+}
+
+/// What [`PartWriter::send`] returns once the thread has stopped on an error: the error itself
+/// comes from [`PartWriter::finish`].
+fn stopped() -> Error {
+    Error::Io("the writer of a large commit's parts stopped".into())
+}
+
+impl<'scope> PartWriter<'scope> {
+    /// Starts the thread in `scope`.
+    pub(super) fn start<'env>(
+        scope: &'scope Scope<'scope, 'env>,
+        target: Target<'env>,
+    ) -> Result<PartWriter<'scope>> {
+        let (writes, queued) = sync_channel(QUEUED);
+        let thread = std::thread::Builder::new()
+            .name("asof-part-write".into())
+            .spawn_scoped(scope, move || write_parts(queued, target))
+            .map_err(|e| Error::Io(format!("starting the writer of a large commit: {e}")))?;
+        Ok(PartWriter { writes, thread })
+    }
+
+    /// Queues a write; waits while the thread is [`QUEUED`] writes behind.
+    pub(super) fn send(&self, write: PartWrite) -> Result<()> {
+        self.writes.send(write).map_err(|_| stopped())
+    }
+
+    /// Waits for every write queued, and returns what they wrote, or the first error: the
+    /// thread's, or else `applied`'s (the commit's own work, which may have stopped first).
+    pub(super) fn finish<T>(self, applied: Result<T>) -> Result<(T, Written)> {
+        drop(self.writes);
+        let written = self
+            .thread
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        match (applied, written) {
+            (Ok(t), Ok(w)) => Ok((t, w)),
+            (_, Err(e)) | (Err(e), Ok(_)) => Err(e),
+        }
+    }
+}
+
+/// The thread's loop, until the commit has sent its last write or a write fails.
+fn write_parts(writes: Receiver<PartWrite>, target: Target) -> Result<Written> {
+    let mut written = Written {
+        starts: Vec::new(),
+        ahead: WrittenAhead::default(),
+    };
+    let mut chunk = 0u32;
+    for write in writes {
+        match write {
+            PartWrite::Events(events) => {
+                let mut b = WriteBatch::default();
+                let at = (target.table_id, target.version);
+                let from = chunk;
+                chunk = put_event_blocks_from(&mut b, at, from, &target.types, &events)?;
+                drop(events);
+                if chunk > from {
+                    written.starts.push(from);
+                }
+                written.ahead.add(&b)?;
+                target.kv.write(b)?;
+            }
+            PartWrite::Pages(pages) => write_pages(target.kv, target.table_id, pages)?,
+            PartWrite::Batch(b) => target.kv.write(b)?,
+        }
+    }
+    Ok(written)
+}
