@@ -145,6 +145,13 @@ fn history_frozen_in_several_pages_at_once_reads_like_memory() {
     frozen_history_reads_like_memory_with_commits_of(600, 6000);
 }
 
+/// Commits of 5,000 events over 4 keys: each freezes thousands of events, versions and rows at
+/// once, which are encoded as pages on two threads (`engine/cold.rs`, `freeze_keys`).
+#[test]
+fn history_frozen_by_large_commits_on_two_threads_reads_like_memory() {
+    frozen_history_reads_like_memory_with_commits_of(5000, 10000);
+}
+
 fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize, n: i64) {
     for (mode, seed) in [
         (StoredAs::Bitemporal, 1),

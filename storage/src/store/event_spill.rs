@@ -335,4 +335,44 @@ mod tests {
             "the events went to several buckets"
         );
     }
+
+    #[test]
+    fn a_bucket_comes_back_in_key_order_and_a_key_in_the_order_pushed() {
+        // Buffers of 10 events: most of each bucket goes through the writer's file, the rest
+        // stays buffered, and both come back as one bucket.
+        let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
+        assert_eq!(spill.buffer, 10);
+        // Keys pushed out of order, each key's sequences in the order 0, 1, 2...; pushed in
+        // three calls.
+        let events: Vec<Incoming> = (0..999u32)
+            .map(|i| event((36 - i % 37) as u8, (i / 37) as u8))
+            .collect();
+        for chunk in events.chunks(333) {
+            spill.push(chunk.to_vec()).unwrap();
+        }
+        let mut total = 0;
+        for bucket in spill.buckets() {
+            let got: Vec<(u8, u8)> = bucket
+                .unwrap()
+                .iter()
+                .map(|e| (e.key[0], e.seq[0]))
+                .collect();
+            total += got.len();
+            let mut want = got.clone();
+            want.sort();
+            assert_eq!(got, want, "key order, then the order pushed");
+        }
+        assert_eq!(total, 999);
+    }
+
+    #[test]
+    fn buckets_left_unread_stop_the_reader_without_a_hang() {
+        let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
+        let events: Vec<Incoming> = (0..1000u32).map(|i| event((i % 37) as u8, 0)).collect();
+        spill.push(events).unwrap();
+        let mut buckets = spill.buckets();
+        assert!(buckets.next().unwrap().is_ok());
+        // Dropped after one bucket: the reader's next send fails, and it ends.
+        drop(buckets);
+    }
 }

@@ -119,3 +119,88 @@ fn write_parts(writes: Receiver<PartWrite>, target: Target) -> Result<Written> {
     }
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::MemKv;
+
+    fn batch(key: &[u8]) -> WriteBatch {
+        let mut b = WriteBatch::default();
+        b.put(key.to_vec(), b"v".to_vec());
+        b
+    }
+
+    fn target(kv: &dyn KvStore) -> Target<'_> {
+        Target {
+            kv,
+            table_id: 1,
+            version: 2,
+            types: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_write_sent_is_done_when_finish_returns() {
+        let kv = MemKv::default();
+        let ((), written) = std::thread::scope(|scope| {
+            let writer = PartWriter::start(scope, target(&kv)).unwrap();
+            for i in 0..100u8 {
+                writer.send(PartWrite::Batch(batch(&[b'k', i]))).unwrap();
+            }
+            writer.finish(Ok(()))
+        })
+        .unwrap();
+        assert!(written.starts.is_empty(), "no events were sent");
+        assert_eq!(kv.scan_prefix(b"k").count(), 100);
+    }
+
+    /// Fails every write.
+    struct Full;
+    impl KvStore for Full {
+        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn scan_prefix<'a>(
+            &'a self,
+            _: &[u8],
+        ) -> Box<dyn Iterator<Item = Result<crate::kv::KvPair>> + 'a> {
+            Box::new(std::iter::empty())
+        }
+        fn write(&self, _: WriteBatch) -> Result<()> {
+            Err(Error::Io("disk full".into()))
+        }
+    }
+
+    #[test]
+    fn a_failed_write_is_the_error_finish_returns_and_later_sends_fail() {
+        let e = std::thread::scope(|scope| {
+            let writer = PartWriter::start(scope, target(&Full)).unwrap();
+            // The first write fails; the thread stops, so that some later send fails too.
+            let mut sent = Ok(());
+            for i in 0..100u8 {
+                sent = writer.send(PartWrite::Batch(batch(&[b'k', i])));
+                if sent.is_err() {
+                    break;
+                }
+            }
+            writer.finish(sent).map(|_| ())
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), Error::Io("disk full".into()).to_string());
+    }
+
+    #[test]
+    fn the_commits_own_error_is_returned_once_the_writes_are_done() {
+        let kv = MemKv::default();
+        let e = std::thread::scope(|scope| {
+            let writer = PartWriter::start(scope, target(&kv)).unwrap();
+            writer.send(PartWrite::Batch(batch(b"k1"))).unwrap();
+            writer.finish::<()>(Err(Error::Io("a page is damaged".into())))
+        })
+        .map(|_| ())
+        .unwrap_err();
+        assert!(e.to_string().contains("a page is damaged"), "{e}");
+        assert_eq!(kv.scan_prefix(b"k").count(), 1, "the write sent was done");
+    }
+}
