@@ -388,7 +388,13 @@ fn commit_metrics_count_the_rows_the_change_feed_lists() {
 #[test]
 fn a_long_change_feed_reports_its_progress_window_by_window() {
     let dir = tempfile::tempdir().unwrap();
-    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    // Commits applied whole, so that the table stays in memory and its feed is read a window
+    // of commits at a time.
+    let options = asof::StoreOptions {
+        commit_part_rows: 1 << 20,
+        ..Default::default()
+    };
+    let mut s = SqlSession::new(Store::open_with(dir.path(), options).unwrap()).unwrap();
     // 150,000 inserts in one commit and 150,000 updates in the next: more than one window.
     s.execute(
         &(ids_into_scd1(150000)
@@ -414,6 +420,47 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
         Some("begin reading the change feed of t of 450000")
     );
     assert!(feed.contains(&&"at 450000".to_string()), "{calls:?}");
+    assert_eq!(feed.last().map(|c| c.as_str()), Some("end"));
+    assert_eq!(
+        feed.iter().filter(|c| c.starts_with("begin")).count(),
+        1,
+        "{calls:?}"
+    );
+    assert!(
+        feed.iter().filter(|c| c.starts_with("at ")).count() >= 2,
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn a_long_change_feed_reports_its_progress_span_by_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    // 150,000 inserts in one commit and 150,000 updates in the next: commits applied in parts,
+    // after which the table is not in memory.
+    s.execute(
+        &(ids_into_scd1(150000)
+            + "\
+         INSERT INTO ev SELECT id, CAST(2 AS BIGINT) AS seq FROM ev; \
+         REFRESH STREAMING TABLE t"),
+    )
+    .unwrap();
+    let recorded = std::sync::Arc::new(common::Recorded::default());
+    s.set_progress(recorded.clone());
+    let (_, n) = query(&mut s, "SELECT count(*) FROM table_changes('t', 1, 2)");
+    assert_eq!(n, [vec![Some("450000".to_string())]]);
+    let calls = recorded.0.lock().unwrap().clone();
+    let feed: Vec<&String> = calls
+        .iter()
+        .skip_while(|c| !c.starts_with("begin reading the change feed of t"))
+        .collect();
+    // Read from the table's records a span of keys at a time, each span in two passes per
+    // commit: the total is 2 passes × 2 commits × 150,000 keys.
+    assert_eq!(
+        feed.first().map(|c| c.as_str()),
+        Some("begin reading the change feed of t of 600000")
+    );
+    assert!(feed.contains(&&"at 600000".to_string()), "{calls:?}");
     assert_eq!(feed.last().map(|c| c.as_str()), Some("end"));
     assert_eq!(
         feed.iter().filter(|c| c.starts_with("begin")).count(),

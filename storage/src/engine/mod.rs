@@ -719,6 +719,26 @@ impl TableState {
         Ok(fx.metrics.num_tombstones_collected)
     }
 
+    /// [`TableState::collect_tombstones_at`] for `keys` (sorted) only: a commit applied in parts
+    /// collects a part's keys after the part, before it drops them from memory. No other part
+    /// brings them events, so that is as if after every part.
+    pub fn collect_tombstones_of(&mut self, now: i64, keys: &[Bytes]) -> Result<u64> {
+        if self.mode() != StoredAs::Scd1 {
+            return Ok(0);
+        }
+        let (mine, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.gc_queue)
+            .into_iter()
+            .partition(|(_, k)| keys.binary_search(k).is_ok());
+        self.gc_queue = mine;
+        let mut fx = CommitEffects::default();
+        let collected = self.collect_tombstones(now, &mut fx);
+        // Those not due yet go back among the others, in the order of their timestamps.
+        let mut queue: Vec<_> = others.into_iter().chain(self.gc_queue.drain(..)).collect();
+        queue.sort_by_key(|(ts, _)| *ts);
+        self.gc_queue = queue.into();
+        collected.map(|()| fx.metrics.num_tombstones_collected)
+    }
+
     fn collect_tombstones(&mut self, now: i64, fx: &mut CommitEffects) -> Result<()> {
         let width = self.types.len();
         while let Some((ts, _)) = self.gc_queue.front() {

@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::event_spill::EventSpill;
-use super::load::{evict_after_parts, EvictKeys, KeysFrom, Load};
+use super::load::{KeysFrom, Load};
 use super::pages;
 use super::part_writer::{PartWrite, PartWriter, Target};
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
@@ -481,10 +481,7 @@ fn apply_parts(
     tick: &mut dyn FnMut(u64),
     clock: &mut CommitClock,
 ) -> Result<(CommitMetrics, Vec<u32>, WrittenAhead)> {
-    let evict = evict_after_parts(table.state.schema.mode);
-    if evict == EvictKeys::AfterEachPart {
-        pages::forget_summary(kv, table.id)?;
-    }
+    pages::forget_summary(kv, table.id)?;
     let target = Target {
         kv,
         table_id: table.id,
@@ -502,10 +499,6 @@ fn apply_parts(
         let applied = apply_each_part(kv, table, spill, &at, &writer, tick, clock);
         let (mut metrics, written) = writer.finish(applied)?;
         metrics.num_dropped_rows = at.dropped;
-        // Tombstones are collected once, after every part, as one apply collects them after
-        // its events: a key deleted long ago that a later part brings a late event to is not
-        // collected before it.
-        metrics.num_tombstones_collected += table.state.collect_tombstones_at(at.ts)?;
         Ok((metrics, written.starts, written.ahead))
     })
 }
@@ -520,22 +513,19 @@ fn apply_each_part(
     tick: &mut dyn FnMut(u64),
     clock: &mut CommitClock,
 ) -> Result<CommitMetrics> {
-    let evict = evict_after_parts(table.state.schema.mode);
     let mut metrics = CommitMetrics::default();
     let mut done = 0u64;
     let parting = spill.parting();
     // The table's keys by part, read once (not looked for among all the keys at every part): a
-    // full refresh resets each part's before it, and a commit that evicts keys drops them after.
+    // full refresh resets each part's before it, and every part drops its keys after it.
     let mut by_part: Vec<Vec<Bytes>> = Vec::new();
-    if at.before == Before::ResetKeys || evict == EvictKeys::AfterEachPart {
-        by_part.resize_with(parting.parts(), Vec::new);
-        let listed = match at.keys_from {
-            KeysFrom::Memory => table.state.keys.keys().cloned().collect(),
-            KeysFrom::Heads => pages::head_keys(kv, table.id)?,
-        };
-        for k in listed {
-            by_part[parting.bucket_of(&k)].push(k);
-        }
+    by_part.resize_with(parting.parts(), Vec::new);
+    let listed = match at.keys_from {
+        KeysFrom::Memory => table.state.keys.keys().cloned().collect(),
+        KeysFrom::Heads => pages::head_keys(kv, table.id)?,
+    };
+    for k in listed {
+        by_part[parting.bucket_of(&k)].push(k);
     }
     for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
@@ -547,15 +537,13 @@ fn apply_each_part(
         if at.before == Before::ResetKeys {
             table.state.reset_keys(at.version, at.ts, &keys)?;
         }
-        if evict == EvictKeys::AfterEachPart {
-            // With the keys the part brings to the table: every key of the part (its events
-            // come in key order, so each key once).
-            let mut brought: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
-            brought.dedup();
-            keys.extend(brought);
-            keys.sort_unstable();
-            keys.dedup();
-        }
+        // With the keys the part brings to the table: every key of the part (its events come
+        // in key order, so each key once).
+        let mut brought: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
+        brought.dedup();
+        keys.extend(brought);
+        keys.sort_unstable();
+        keys.dedup();
         let n = events.len() as u64;
         let fx = table.state.apply_part(
             CommitPart {
@@ -570,18 +558,19 @@ fn apply_each_part(
         done += n;
         tick(done);
         metrics.add(&fx.metrics);
+        // SCD TYPE 1: the part's tombstones due, before its keys leave memory (and before its
+        // pages are taken: a key collected is thawed, its pages freed).
+        metrics.num_tombstones_collected += table.state.collect_tombstones_of(at.ts, &keys)?;
         writer.send(PartWrite::Events(fx.events))?;
         writer.send(PartWrite::Pages(table.state.take_pages()))?;
         let dir = pages::row_directory_ahead(table.id, &mut table.state, at.version)?;
         if let Some(b) = dir {
             writer.send(PartWrite::Batch(b))?;
         }
-        if evict == EvictKeys::AfterEachPart {
-            for b in pages::head_batches(table.id, &mut table.state)? {
-                writer.send(PartWrite::Batch(b))?;
-            }
-            table.state.evict(&keys);
+        for b in pages::head_batches(table.id, &mut table.state)? {
+            writer.send(PartWrite::Batch(b))?;
         }
+        table.state.evict(&keys);
         clock.sample();
     }
     Ok(metrics)

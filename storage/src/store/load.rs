@@ -56,25 +56,6 @@ impl Inner {
     }
 }
 
-/// Whether a commit applied in parts keeps the keys of the parts it applied in memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum EvictKeys {
-    /// It keeps them: the table stays in memory.
-    Never,
-    /// It writes each part's heads after the part and drops its keys, so that it never holds
-    /// more than a part of the table; the table is read again from its records on its next use.
-    AfterEachPart,
-}
-
-/// SCD TYPE 1 tables keep their keys: the tombstone collection after the last part may reach
-/// any key. Other modes collect no tombstones.
-pub(super) fn evict_after_parts(mode: StoredAs) -> EvictKeys {
-    match mode {
-        StoredAs::Scd1 => EvictKeys::Never,
-        StoredAs::Scd2 | StoredAs::Bitemporal => EvictKeys::AfterEachPart,
-    }
-}
-
 /// Where a commit finds the keys it changes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum KeysFrom {
@@ -88,14 +69,14 @@ pub(super) enum KeysFrom {
 impl Inner {
     /// Makes `name`'s state one that holds none of its keys, to be read a part at a time by a
     /// commit applied in parts ([`crate::engine::TableState::restore_skeleton`]), if the table
-    /// is not in memory, such a commit drops its keys after each part ([`evict_after_parts`]),
-    /// its records are current, and it holds more than `part_rows` row versions (so that a full
-    /// refresh of it is applied in parts). Else the table is loaded whole.
+    /// is not in memory, its records are current, and it holds more than `part_rows` row
+    /// versions (so that a full refresh of it is applied in parts). Else, and for SCD TYPE 1
+    /// (whose events may hold a truncate, which applies to every key at once), the table is
+    /// loaded whole.
     pub(super) fn load_without_keys(&mut self, name: &str, part_rows: u64) -> Result<KeysFrom> {
         let kv = self.kv.as_ref();
         let t = table_mut(&mut self.tables, name)?;
-        let evicts = evict_after_parts(t.state.schema.mode) == EvictKeys::AfterEachPart;
-        if t.load == Load::Pending && evicts {
+        if t.load == Load::Pending && t.state.schema.mode != StoredAs::Scd1 {
             if let Some(state) = pages::read_skeleton(kv, t, part_rows)? {
                 t.state = state;
                 return Ok(KeysFrom::Heads);
