@@ -17,8 +17,9 @@ use crate::kv::{KvStore, WriteBatch};
 use crate::record::Incoming;
 use crate::value::ColumnType;
 
-/// Writes waiting for the thread, at most: one part's, while the next is applied.
-const QUEUED: usize = 8;
+/// Writes waiting for the thread, at most: about one part's (its events, pages, row directory
+/// and a batch or two of heads), while the next is applied.
+const QUEUED: usize = 4;
 
 /// One write of a part, in the order the part makes them.
 pub(super) enum PartWrite {
