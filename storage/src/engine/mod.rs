@@ -161,7 +161,7 @@ pub(crate) struct TableState {
     pub tombstone_gc_us: i64,
     pub keys: BTreeMap<Bytes, KeyState>,
     /// Keys by number ([`KeyState::no`]); empty in a state that holds only some keys
-    /// ([`TableState::restore_skeleton`]).
+    /// ([`TableState::restore_skeleton`], [`TableState::evict`]).
     key_list: Vec<Bytes>,
     /// How many keys are numbered (the length of `key_list` when it is kept).
     numbered: u32,
