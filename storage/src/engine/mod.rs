@@ -453,7 +453,8 @@ impl TableState {
     /// state may then be half-applied, and the caller must stop using it.
     ///
     /// Last, SCD1 tombstones due at `ts` are collected (a commit applied in parts calls
-    /// [`TableState::apply_part`] for each part, then [`TableState::collect_tombstones_at`]).
+    /// [`TableState::apply_part`] for each part, then [`TableState::collect_tombstones_of`] for
+    /// the part's keys; its replay, [`TableState::collect_tombstones_at`] after the last part).
     pub fn apply(
         &mut self,
         commit: CommitPart,
@@ -466,7 +467,8 @@ impl TableState {
     }
 
     /// [`TableState::apply`] without the tombstone collection: one part of a commit applied in
-    /// parts, each a call with the same `version` and `ts`, the collection after the last. The
+    /// parts, each a call with the same `version` and `ts`, the collection after each part (of
+    /// its keys) or after the last. The
     /// table is the same as after one apply of all the events. With [`Logging::Log`], each part's
     /// metrics count the rows it wrote and retired, so they add up to the commit's when no key's
     /// events are in two parts (and no part but the first has truncates): a row one part wrote
@@ -726,16 +728,20 @@ impl TableState {
         if self.mode() != StoredAs::Scd1 {
             return Ok(0);
         }
-        let (mine, others): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.gc_queue)
-            .into_iter()
+        // The queue is in timestamp order: only its front is due, and of it only `keys`.
+        let gc = self.tombstone_gc_us;
+        let due = self
+            .gc_queue
+            .partition_point(|(ts, _)| now.saturating_sub(*ts) > gc);
+        let (mine, others): (VecDeque<_>, VecDeque<_>) = self
+            .gc_queue
+            .drain(..due)
             .partition(|(_, k)| keys.binary_search(k).is_ok());
-        self.gc_queue = mine;
+        let rest = std::mem::replace(&mut self.gc_queue, mine);
         let mut fx = CommitEffects::default();
         let collected = self.collect_tombstones(now, &mut fx);
-        // Those not due yet go back among the others, in the order of their timestamps.
-        let mut queue: Vec<_> = others.into_iter().chain(self.gc_queue.drain(..)).collect();
-        queue.sort_by_key(|(ts, _)| *ts);
-        self.gc_queue = queue.into();
+        // Every entry of `keys` due was collected; the others are as they were.
+        self.gc_queue = others.into_iter().chain(rest).collect();
         collected.map(|()| fx.metrics.num_tombstones_collected)
     }
 

@@ -2,8 +2,9 @@
 //! hash of its key, and a bucket's events are kept in a temporary file, in event blocks
 //! (docs/FORMAT.md §3.5), until the bucket is read back whole. No key's events are in two
 //! buckets, so a commit applied bucket by bucket counts its changes exactly
-//! (`TableState::apply_part`), and what it holds in memory is one bucket and a small buffer per
-//! bucket, whatever the number of events. All buckets share one temporary file.
+//! (`TableState::apply_part`), and what it holds in memory is two buckets (one applied, the next
+//! read ahead) and a small buffer per bucket, whatever the number of events. All buckets share one
+//! temporary file.
 
 use std::fs::File;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -38,6 +39,8 @@ pub(crate) struct EventSpill {
     /// file each would need thousands open at once for a refresh of a few hundred million
     /// rows), started when a first buffer fills.
     writer: Option<Writer>,
+    /// What the writer wrote, once it is done ([`EventSpill::finish_writing`]).
+    spilled: Option<Spilled>,
 }
 
 struct Writer {
@@ -74,7 +77,18 @@ impl EventSpill {
             buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
             events: 0,
             writer: None,
+            spilled: None,
         }
+    }
+
+    /// Waits for the writer to write every full buffer: an error of the temporary file comes
+    /// here, with the events gathered, before anything is applied. No event may be pushed after.
+    pub(crate) fn finish_writing(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            drop(w.buffers);
+            self.spilled = Some(joined(w.thread)?);
+        }
+        Ok(())
     }
 
     /// How many events were pushed.
@@ -103,6 +117,11 @@ impl EventSpill {
 
     /// Hands bucket `b`'s buffered events to the writer.
     fn write_out(&mut self, b: usize) -> Result<()> {
+        if self.spilled.is_some() {
+            return Err(Error::Io(
+                "events pushed to a large commit's spill after it was written".into(),
+            ));
+        }
         let events = std::mem::take(&mut self.buffered[b]);
         let writer = match &mut self.writer {
             Some(w) => w,
@@ -130,15 +149,9 @@ impl EventSpill {
     /// The buckets' events, one bucket at a time, in the order of their numbers
     /// ([`Parting::bucket_of`]); within one, in key order, and a key's in the order they were
     /// pushed. The next bucket is read while the caller works on one.
-    pub(crate) fn buckets(self) -> Buckets {
+    pub(crate) fn buckets(mut self) -> Buckets {
         let n = self.buffered.len();
-        let spilled = match self.writer {
-            None => Ok(None),
-            Some(w) => {
-                drop(w.buffers);
-                joined(w.thread).map(Some)
-            }
-        };
+        let spilled = self.finish_writing().map(|()| self.spilled.take());
         let (tx, rx) = sync_channel(0);
         let (width, buffered) = (self.types.len(), self.buffered);
         let thread = std::thread::Builder::new()
@@ -146,7 +159,7 @@ impl EventSpill {
             .spawn(move || read_buckets(spilled, buffered, width, &tx));
         match thread {
             Ok(thread) => Buckets {
-                rx,
+                rx: Some(rx),
                 thread: Some(thread),
                 left: n,
             },
@@ -154,7 +167,7 @@ impl EventSpill {
                 let (tx, rx) = sync_channel(1);
                 let _ = tx.send(Err(io(e)));
                 Buckets {
-                    rx,
+                    rx: Some(rx),
                     thread: None,
                     left: 1,
                 }
@@ -237,10 +250,23 @@ fn read_bucket(
 
 /// The buckets of an [`EventSpill`], each read while the one before it is used.
 pub(crate) struct Buckets {
-    rx: Receiver<Result<Vec<Incoming>>>,
+    /// Taken when dropped, so that the reader's next send fails and it ends.
+    rx: Option<Receiver<Result<Vec<Incoming>>>>,
     thread: Option<JoinHandle<()>>,
     /// Buckets not received yet.
     left: usize,
+}
+
+impl Drop for Buckets {
+    /// Waits for the reader to end (it ends at its next send), so that it reads nothing more
+    /// once its buckets are no longer wanted.
+    fn drop(&mut self) {
+        drop(self.rx.take());
+        if let Some(thread) = self.thread.take() {
+            // A panic of the reader was reported to the caller already, or is of no use now.
+            let _ = thread.join();
+        }
+    }
 }
 
 impl Iterator for Buckets {
@@ -250,7 +276,7 @@ impl Iterator for Buckets {
         if self.left == 0 {
             return None;
         }
-        match self.rx.recv() {
+        match self.rx.as_ref()?.recv() {
             Ok(bucket) => {
                 self.left = if bucket.is_ok() { self.left - 1 } else { 0 };
                 Some(bucket)
@@ -372,7 +398,7 @@ mod tests {
         spill.push(events).unwrap();
         let mut buckets = spill.buckets();
         assert!(buckets.next().unwrap().is_ok());
-        // Dropped after one bucket: the reader's next send fails, and it ends.
+        // Dropped after one bucket: the drop waits for the reader, whose next send fails.
         drop(buckets);
     }
 }

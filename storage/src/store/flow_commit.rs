@@ -403,7 +403,14 @@ impl Gathering<'_> {
         }
         match checks.rejection.take() {
             Some(e) => Err(e),
-            None => Ok((checks, truncates)),
+            None => {
+                // A failure of the spill's temporary file is this commit's error now, before
+                // anything is applied.
+                if let Gathered::Parted(spill) = gathered {
+                    spill.finish_writing()?;
+                }
+                Ok((checks, truncates))
+            }
         }
     }
 }
@@ -482,6 +489,9 @@ fn apply_parts(
     clock: &mut CommitClock,
 ) -> Result<(CommitMetrics, Vec<u32>, WrittenAhead)> {
     pages::forget_summary(kv, table.id)?;
+    // Pages a replay froze before this commit may be of any key, a later part's too: they are
+    // written here, so that no part reads one still on its way to the writer.
+    pages::write_pending_pages(kv, table.id, &mut table.state)?;
     let target = Target {
         kv,
         table_id: table.id,
@@ -567,9 +577,9 @@ fn apply_each_part(
         if let Some(b) = dir {
             writer.send(PartWrite::Batch(b))?;
         }
-        for b in pages::head_batches(table.id, &mut table.state)? {
-            writer.send(PartWrite::Batch(b))?;
-        }
+        pages::for_each_head_batch(table.id, &mut table.state, |b| {
+            writer.send(PartWrite::Batch(b))
+        })?;
         table.state.evict(&keys);
         clock.sample();
     }

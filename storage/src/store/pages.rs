@@ -168,12 +168,16 @@ pub(super) fn forget_summary(kv: &dyn KvStore, id: u32) -> Result<()> {
     kv.write(b)
 }
 
-/// The batches that write the heads of the keys `state` changed since its last checkpoint,
-/// [`HEAD_BATCH`] per batch, for a table whose summary is deleted ([`forget_summary`]). A commit
-/// applied in parts writes them after each part, and then drops the part's keys from memory
-/// ([`TableState::evict`]; the others changed stay: a later part may bring them events).
-pub(super) fn head_batches(id: u32, state: &mut TableState) -> Result<Vec<WriteBatch>> {
-    let mut batches = Vec::new();
+/// Hands `to` the batches that write the heads of the keys `state` changed since its last
+/// checkpoint, [`HEAD_BATCH`] per batch, one at a time, for a table whose summary is deleted
+/// ([`forget_summary`]). A commit applied in parts writes them after each part, and then drops
+/// the part's keys from memory ([`TableState::evict`]; the others changed stay: a later part may
+/// bring them events).
+pub(super) fn for_each_head_batch(
+    id: u32,
+    state: &mut TableState,
+    mut to: impl FnMut(WriteBatch) -> Result<()>,
+) -> Result<()> {
     for part in state.take_changed_keys().chunks(HEAD_BATCH) {
         let mut b = WriteBatch::default();
         for k in part {
@@ -181,18 +185,15 @@ pub(super) fn head_batches(id: u32, state: &mut TableState) -> Result<Vec<WriteB
                 b.put(keys::key_head(id, k), head);
             }
         }
-        batches.push(b);
+        to(b)?;
     }
-    Ok(batches)
+    Ok(())
 }
 
 /// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
 /// batch, for a table that has no summary ([`write_heads_ahead`]).
 fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
-    for b in head_batches(id, state)? {
-        kv.write(b)?;
-    }
-    Ok(())
+    for_each_head_batch(id, state, |b| kv.write(b))
 }
 
 /// The batch of its own that writes the part of commit `version`'s row directory that its part

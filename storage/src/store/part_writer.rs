@@ -2,7 +2,8 @@
 //! while it writes one part's event blocks, pages, row directory and key heads, the commit
 //! applies the next part. Every part's writes are ahead of the commit's record, which nothing
 //! reads them before, and a part's keys are in no other part, so the commit never reads what is
-//! still on its way. The writes keep their order, and the commit's record is written only once
+//! still on its way (pages frozen before the commit, by a replay, are written before its first
+//! part). The writes keep their order, and the commit's record is written only once
 //! every write before it is done ([`PartWriter::finish`]).
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -17,8 +18,9 @@ use crate::kv::{KvStore, WriteBatch};
 use crate::record::Incoming;
 use crate::value::ColumnType;
 
-/// Writes waiting for the thread, at most: about one part's (its events, pages, row directory
-/// and a batch or two of heads), while the next is applied.
+/// Writes waiting for the thread, at most. A part sends its events, its pages, its row directory
+/// and its keys' heads, 512 keys a batch: the commit goes on to the next part once all but the
+/// last few of them are written.
 const QUEUED: usize = 4;
 
 /// One write of a part, in the order the part makes them.
