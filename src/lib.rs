@@ -71,7 +71,7 @@ pub use asof_query::{
     scan, scan_all, sequence_type, table_arrow_schema, table_changes, ChangeBound, ChangeFeed,
     CronSchedule, DeltaExport, ExistingFiles, ExportError, ExportKind, ExportReport, FileFormat,
     FileSource, JsonLayout, KeySelection, LookupRow, PlotRequest, QueryError, Receipt, ScanRequest,
-    Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
+    ScanThreads, Schedule, TableScan, TimeSelection, SCHEDULE_PROPERTY,
 };
 pub use asof_storage::{
     append_offset_parameter, keycodec, source_version_parameter, AppendFlow, ChangeCommits,

@@ -28,6 +28,7 @@ mod redefine;
 mod reliability;
 mod reopen;
 mod retention;
+mod scan_threads;
 mod schedule;
 mod serve;
 mod sources;

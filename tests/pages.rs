@@ -391,12 +391,12 @@ fn a_whole_table_scan_of_a_table_not_in_memory_reads_it_span_by_span_as_the_load
     }
     // A span of one key, then the next one after it.
     let span = |lo: Bound<&[u8]>| {
-        let span = fresh
+        let mut span = fresh
             .key_span("t", (lo, Bound::Unbounded), 1)
             .unwrap()
             .expect("the table is not in memory and its records are current");
         let rows = fresh
-            .read_span(&span, |r| {
+            .read_span(&mut span, |r| {
                 let mut rows = 0;
                 let mut cursor = asof_storage::ScanCursor::default();
                 while !cursor.is_done() {

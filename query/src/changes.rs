@@ -49,8 +49,8 @@ pub fn change_feed(
 ) -> Result<ChangeFeed> {
     // A table that is not in memory is read a span of its keys at a time, for a few commits
     // (each commit is two passes over the keys); anything else from the table in memory.
-    if let Some(first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
-        let read = store.read_span(&first, |r| {
+    if let Some(mut first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
+        let read = store.read_span(&mut first, |r| {
             let (from, to) = commit_range(r, table, start, end)?;
             let commits = commits_in(r, from, to).count();
             Ok::<_, QueryError>((from, to, commits, r.schema().clone(), r.generation()))
@@ -351,7 +351,7 @@ impl ChangeFeed {
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
         let keys = (self.window_rows as usize).min(SPAN_FEED_KEYS);
-        let Some(span) = self
+        let Some(mut span) = self
             .store
             .key_span(&self.table, (lo, Bound::Unbounded), keys)?
         else {
@@ -375,7 +375,7 @@ impl ChangeFeed {
             return Ok(());
         };
         let (table, generation, out) = (&self.table, self.generation, &self.out);
-        let batches = self.store.read_span(&span, |r| {
+        let batches = self.store.read_span(&mut span, |r| {
             if r.generation() != generation {
                 return Err(rewritten(table));
             }

@@ -32,7 +32,7 @@ pub use history::history_batch;
 pub use plot::{key_history_svg, PlotRequest};
 pub use receipt::{result_hash, Receipt};
 pub use scan::{
-    key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, TableScan,
-    TimeSelection,
+    key_history, lookup, scan, scan_all, KeySelection, LookupRow, ScanRequest, ScanThreads,
+    TableScan, TimeSelection,
 };
 pub use schedule::{CronSchedule, Schedule, SCHEDULE_PROPERTY};

@@ -601,9 +601,11 @@ impl Store {
         }
         let span = pages::KeySpan { lo, hi, max_keys };
         Ok(
-            pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(state, last)| KeySpan {
+            pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(heads, last)| KeySpan {
                 table: table.to_string(),
-                state,
+                keys: heads.keys(),
+                heads: Some(heads),
+                state: None,
                 last,
             }),
         )
@@ -627,12 +629,28 @@ impl Store {
     /// stay encoded until the scan reaches them); lookups (read them with [`Store::read_key`])
     /// are refused, and the change feed reads a commit's changes to those keys
     /// ([`TableReader::span_changes`]).
-    pub fn read_span<R>(&self, span: &KeySpan, f: impl FnOnce(&TableReader<'_>) -> R) -> Result<R> {
+    ///
+    /// The span's heads are decoded by its first read (on the thread that reads it: a scan may
+    /// read spans on several).
+    pub fn read_span<R>(
+        &self,
+        span: &mut KeySpan,
+        f: impl FnOnce(&TableReader<'_>) -> R,
+    ) -> Result<R> {
         let g = self.read_inner()?;
         let t = g.table(&span.table)?;
+        let state = match (span.heads.take(), &mut span.state) {
+            (_, Some(state)) => state,
+            (Some(heads), state) => state.insert(pages::restore_span(t, heads)?),
+            (None, None) => {
+                return Err(corrupt(
+                    "a span of keys read again after its heads failed to decode",
+                ))
+            }
+        };
         Ok(f(&TableReader {
             table: t,
-            state: &span.state,
+            state,
             scope: ReadScope::Rows,
         }))
     }
@@ -641,7 +659,10 @@ impl Store {
 /// Some keys of a table, read from their heads and pages ([`Store::key_span`]).
 pub struct KeySpan {
     table: String,
-    state: TableState,
+    /// Its keys' heads as read, until its first read decodes them into `state`.
+    heads: Option<pages::SpanHeads>,
+    state: Option<TableState>,
+    keys: usize,
     last: Option<Vec<u8>>,
 }
 
@@ -654,7 +675,7 @@ impl KeySpan {
 
     /// The number of keys it holds.
     pub fn keys(&self) -> usize {
-        self.state.keys.len()
+        self.keys
     }
 }
 
@@ -662,7 +683,7 @@ impl std::fmt::Debug for KeySpan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("KeySpan")
             .field("table", &self.table)
-            .field("keys", &self.state.keys.len())
+            .field("keys", &self.keys)
             .field("last", &self.last)
             .finish()
     }

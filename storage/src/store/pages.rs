@@ -410,16 +410,29 @@ pub(super) struct KeySpan<'a> {
     pub max_keys: usize,
 }
 
-/// The state of `t` restricted to the keys in `span`, in key order, read from their heads and
-/// pages without loading the table, to be scanned (`Scope::Rows`: their events and timelines are
-/// not read), if its last checkpoint is at its last commit (`Ok(None)` if
-/// not). With the state, the last key it holds if keys in the span follow it.
+/// The heads of the keys of a span ([`read_keys`]), as read, with the summary they are current
+/// at: [`restore_span`] decodes them.
+pub(crate) struct SpanHeads {
+    heads: Vec<(Vec<u8>, Vec<u8>)>,
+    summary: Summary,
+}
+
+impl SpanHeads {
+    /// How many keys.
+    pub(super) fn keys(&self) -> usize {
+        self.heads.len()
+    }
+}
+
+/// The heads of the keys of `t` in `span`, in key order, read without loading the table, to be
+/// restored as a state to scan ([`restore_span`]), if its last checkpoint is at its last commit
+/// (`Ok(None)` if not). With them, the last key read if keys in the span follow it.
 pub(super) fn read_keys(
     kv: &dyn KvStore,
     t: &Table,
     span: &KeySpan<'_>,
-) -> Result<Option<(TableState, Option<Vec<u8>>)>> {
-    let Some(s) = current_summary(kv, t)? else {
+) -> Result<Option<(SpanHeads, Option<Vec<u8>>)>> {
+    let Some(summary) = current_summary(kv, t)? else {
         return Ok(None);
     };
     let prefix = keys::key_head(t.id, &[]);
@@ -450,7 +463,13 @@ pub(super) fn read_keys(
         heads.push((key.to_vec(), v));
     }
     let last = heads.last().filter(|_| more).map(|(k, _)| k.clone());
-    Ok(Some((restore_keys(t, heads, Scope::Rows, &s)?, last)))
+    Ok(Some((SpanHeads { heads, summary }, last)))
+}
+
+/// The state of `t` restricted to the keys of `span`, to be scanned (`Scope::Rows`: their
+/// events and timelines are not read).
+pub(super) fn restore_span(t: &Table, span: SpanHeads) -> Result<TableState> {
+    restore_keys(t, span.heads, Scope::Rows, &span.summary)
 }
 
 fn restore_keys(

@@ -484,6 +484,16 @@ impl TableReader<'_> {
         }
     }
 
+    /// A cursor for a scan that starts now, pinned to the table's current generation: a scan
+    /// read by several cursors at once (a span of keys each) gives each a clone of it, so that
+    /// every span checks the same generation ([`Error::ScanInterrupted`]).
+    pub fn scan_cursor(&self) -> ScanCursor {
+        ScanCursor {
+            generation: Some(self.table.generation),
+            ..ScanCursor::default()
+        }
+    }
+
     /// The commit log.
     pub fn history(&self) -> &[CommitInfo] {
         &self.table.commits

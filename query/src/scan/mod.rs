@@ -16,6 +16,10 @@ use asof_storage::{
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
 use crate::error::{QueryError, Result};
 
+mod workers;
+
+use workers::{Next, SpanWorkers};
+
 /// A selection on one timeline (docs/SEMANTICS.md §8). Bounds are values of the timeline's type; strings are
 /// parsed (`"2025-07-18T12:00:00"`). For `SEQUENCE BY STRUCT(...)`, give one value per component.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -152,6 +156,40 @@ pub struct ScanRequest {
     pub business_bounds: Vec<PeriodBound>,
     /// The same on system time.
     pub system_bounds: Vec<PeriodBound>,
+    /// The threads that read a table that is not in memory.
+    pub threads: ScanThreads,
+}
+
+/// The threads a scan of a table that is not in memory reads its keys' pages with, a span of
+/// keys each; the scan returns their rows in key order whatever their number. A table in
+/// memory, and a scan of one key, are read on the scan's own thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ScanThreads {
+    /// One worker per core of the machine, at most four; on one core, [`ScanThreads::One`].
+    #[default]
+    Cores,
+    /// The scan's own thread.
+    One,
+    /// This many workers (zero or one: one worker), beside the scan's own thread, which reads
+    /// the keys' heads and hands the spans out.
+    Workers(usize),
+}
+
+/// The most workers [`ScanThreads::Cores`] starts.
+const MAX_WORKERS: usize = 4;
+
+impl ScanThreads {
+    /// The workers to start; `None`: none, the scan reads on its own thread.
+    fn workers(self) -> Option<usize> {
+        match self {
+            ScanThreads::One => None,
+            ScanThreads::Workers(n) => Some(n.max(1)),
+            ScanThreads::Cores => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (cores > 1).then_some(cores.min(MAX_WORKERS))
+            }
+        }
+    }
 }
 
 impl Default for ScanRequest {
@@ -165,6 +203,7 @@ impl Default for ScanRequest {
             batch_size: 8192,
             business_bounds: Vec::new(),
             system_bounds: Vec::new(),
+            threads: ScanThreads::Cores,
         }
     }
 }
@@ -372,25 +411,64 @@ pub struct TableScan {
     table: String,
     spec: ScanSpec,
     cursor: ScanCursor,
-    batch_size: usize,
-    schema: TableSchema,
-    out: SchemaRef,
-    columns: Vec<usize>,
-    /// The keys the scan reads now, when it reads a table that is not in memory span by span.
+    shape: BatchShape,
+    /// The keys the scan reads now, when it reads a table that is not in memory span by span on
+    /// its own thread.
     span: Option<KeySpan>,
+    /// The workers that read the spans, when the scan has them (`ScanRequest::threads`).
+    workers: Option<SpanWorkers>,
+    /// How many workers the scan starts once it knows the table is read span by span
+    /// (`ScanRequest::threads`); `None`: it reads on its own thread.
+    workers_wanted: Option<usize>,
     /// Whether the scan reads the table whole, as it is in memory (or its records are not
     /// current).
     whole_table: bool,
-    /// The windows `ONLY FROM a TO b` trims intervals to.
-    clamps: Clamps,
     /// Where a scan read span by span reports the keys it has read ([`TableScan::with_progress`]).
     progress: Option<(asof_storage::Reporter, u64)>,
+    /// Whether the scan has ended before its last key (an error), or its workers read to the end.
+    ended: bool,
+}
+
+/// What a scan's batches hold: the table's columns it returns (output columns, then the
+/// temporal ones), as Arrow fields, how many rows a batch holds at most, and the windows its
+/// intervals are trimmed to.
+#[derive(Clone)]
+struct BatchShape {
+    schema: TableSchema,
+    columns: Vec<usize>,
+    out: SchemaRef,
+    batch_size: usize,
+    clamps: Clamps,
+}
+
+impl BatchShape {
+    /// Empty builders for a batch.
+    fn cols(&self) -> Vec<Col> {
+        make_cols(&self.schema, &self.columns, self.batch_size, &self.clamps)
+    }
+
+    /// The batch of the `n` rows in `cols`.
+    fn finish(&self, cols: &mut [Col], n: usize) -> Result<RecordBatch> {
+        let arrays = cols
+            .iter_mut()
+            .map(Col::finish)
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        Ok(if arrays.is_empty() {
+            RecordBatch::try_new_with_options(
+                self.out.clone(),
+                arrays,
+                &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n)),
+            )
+        } else {
+            RecordBatch::try_new(self.out.clone(), arrays)
+        }?)
+    }
 }
 
 impl TableScan {
     /// The Arrow schema of the batches.
     pub fn schema(&self) -> SchemaRef {
-        self.out.clone()
+        self.shape.out.clone()
     }
 
     /// The scan, reporting to `progress` as `task` the keys it has read, if it reads the table
@@ -406,10 +484,6 @@ impl TableScan {
             self.progress = Some((report, 0));
         }
         Ok(self)
-    }
-
-    fn make_cols(&self) -> Vec<Col> {
-        make_cols(&self.schema, &self.columns, self.batch_size, &self.clamps)
     }
 }
 
@@ -457,17 +531,18 @@ pub(crate) fn make_cols(
         .collect()
 }
 
-/// How many keys of a table that is not in memory a scan holds at a time (see
+/// How many keys of a table that is not in memory a scan on one thread holds at a time (see
 /// [`TableScan::read_some`]).
 const SPAN_KEYS: usize = 256;
 
 impl TableScan {
     /// Reads rows into `cols` (`n` of them so far) until the batch is full or the span of keys
     /// held ends. A point scan reads its key; any other scan of a table that is not in memory
-    /// reads spans of keys from their heads and pages ([`Store::key_span`]), one at a time; a
-    /// table in memory is read as it is.
+    /// reads spans of keys from their heads and pages ([`Store::key_span`]), one at a time, or
+    /// hands them to workers (see [`TableScan::start_workers`]); a table in memory is read as it
+    /// is.
     fn read_some(&mut self, cols: &mut [Col], n: &mut usize) -> Result<()> {
-        let max_rows = self.batch_size - *n;
+        let max_rows = self.shape.batch_size - *n;
         let point = matches!(
             (&self.spec.key_lo, &self.spec.key_hi),
             (Bound::Included(lo), Bound::Included(hi)) if lo == hi
@@ -475,9 +550,17 @@ impl TableScan {
         if !point && self.span.is_none() && !self.whole_table {
             let lo = self.spec.key_lo.as_ref().map(|k| &k[..]);
             let hi = self.spec.key_hi.as_ref().map(|k| &k[..]);
-            self.span = self.store.key_span(&self.table, (lo, hi), SPAN_KEYS)?;
+            // Workers start with a smaller span: the first is read by one of them alone.
+            let (keys, workers) = match self.workers_wanted.take() {
+                Some(w) if *n == 0 => (workers::FIRST_SPAN_KEYS, Some(w)),
+                _ => (SPAN_KEYS, None),
+            };
+            self.span = self.store.key_span(&self.table, (lo, hi), keys)?;
             // Once the table is read whole (it came into memory), the scan goes on that way.
             self.whole_table = self.span.is_none();
+            if let (Some(workers), Some(_)) = (workers, &self.span) {
+                return self.start_workers(workers);
+            }
         }
         let spec = &self.spec;
         let cursor = &mut self.cursor;
@@ -488,7 +571,7 @@ impl TableScan {
         };
         let read =
             |r: &asof_storage::TableReader<'_>| r.scan_into(spec, cursor, max_rows, &mut filling);
-        match (&self.span, &spec.key_lo) {
+        match (&mut self.span, &spec.key_lo) {
             (Some(span), _) => self.store.read_span(span, read)??,
             (None, Bound::Included(lo)) if point => {
                 self.store.read_key(&self.table, &lo.clone(), read)??
@@ -512,49 +595,93 @@ impl TableScan {
         }
         Ok(())
     }
+
+    /// Hands the span just read (`self.span`) and the ones after it to `workers` threads, each
+    /// span's cursor pinned to the table's generation now; the scan then returns their batches
+    /// ([`TableScan::next_from_workers`]).
+    fn start_workers(&mut self, workers: usize) -> Result<()> {
+        let Some(mut first) = self.span.take() else {
+            return Ok(());
+        };
+        let cursor = self.store.read_span(&mut first, |r| r.scan_cursor())?;
+        self.cursor = cursor.clone();
+        self.workers = Some(SpanWorkers::start(
+            &self.store,
+            &self.table,
+            (self.spec.clone(), cursor),
+            self.shape.clone(),
+            first,
+            workers,
+        )?);
+        Ok(())
+    }
+
+    /// The next batch the workers read; when they have read every span, the scan is done, or
+    /// goes on by itself from where they stopped (the table came into memory meanwhile).
+    fn next_from_workers(&mut self) -> Option<Result<RecordBatch>> {
+        let workers = self.workers.as_mut()?;
+        let progress = &mut self.progress;
+        let next = workers.next_batch(|keys| {
+            if let Some((report, done)) = progress {
+                *done += keys as u64;
+                report.advance(*done);
+            }
+        });
+        match next {
+            Ok(Next::Batch(b)) => return Some(Ok(b)),
+            Ok(Next::Done) => {
+                self.workers = None;
+                self.ended = true;
+            }
+            Ok(Next::Rest(lo)) => {
+                // The cursor is the pinned one the workers' were cloned from.
+                self.spec.key_lo = lo;
+                self.whole_table = true;
+            }
+            Err(e) => {
+                self.end();
+                return Some(Err(e));
+            }
+        }
+        self.workers = None;
+        self.next()
+    }
+
+    /// Ends the scan (after an error): nothing more is read.
+    fn end(&mut self) {
+        self.workers = None;
+        self.span = None;
+        self.ended = true;
+    }
 }
 
 impl Iterator for TableScan {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.cursor.is_done() {
+        if self.workers.is_some() {
+            return self.next_from_workers();
+        }
+        if self.ended || self.cursor.is_done() {
             self.progress = None; // ends the report
             return None;
         }
-        let mut cols = self.make_cols();
+        let mut cols = self.shape.cols();
         let mut n = 0usize;
         // Spans of keys are read until the batch is full or the scan is done.
-        while n < self.batch_size && !self.cursor.is_done() {
+        while n < self.shape.batch_size && !self.cursor.is_done() {
             if let Err(e) = self.read_some(&mut cols, &mut n) {
-                self.cursor = ScanCursor::default();
-                self.spec.key_hi = Bound::Excluded(Vec::new());
+                self.end();
                 return Some(Err(e));
+            }
+            if self.workers.is_some() {
+                return self.next_from_workers();
             }
         }
         if n == 0 && self.cursor.is_done() {
             return None;
         }
-        let arrays = match cols
-            .iter_mut()
-            .map(Col::finish)
-            .collect::<Result<Vec<ArrayRef>>>()
-        {
-            Ok(a) => a,
-            Err(e) => return Some(Err(e)),
-        };
-        Some(
-            if arrays.is_empty() {
-                RecordBatch::try_new_with_options(
-                    self.out.clone(),
-                    arrays,
-                    &arrow::record_batch::RecordBatchOptions::new().with_row_count(Some(n)),
-                )
-            } else {
-                RecordBatch::try_new(self.out.clone(), arrays)
-            }
-            .map_err(QueryError::from),
-        )
+        Some(self.shape.finish(&mut cols, n))
     }
 }
 
@@ -628,14 +755,19 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
         table: table.to_string(),
         spec,
         cursor: ScanCursor::default(),
-        batch_size: req.batch_size.max(1),
-        schema,
-        out,
-        columns,
+        shape: BatchShape {
+            schema,
+            columns,
+            out,
+            batch_size: req.batch_size.max(1),
+            clamps,
+        },
         span: None,
+        workers: None,
+        workers_wanted: req.threads.workers(),
         whole_table: false,
-        clamps,
         progress: None,
+        ended: false,
     })
 }
 
