@@ -261,6 +261,46 @@ fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() 
     );
 }
 
+#[test]
+fn a_vacuum_under_a_scan_on_worker_threads_interrupts_it_after_the_rows_read_before() {
+    let dir = closed_store(StoredAs::Bitemporal, 4000, 600, 6);
+    let store = open(dir.path(), None);
+    let req = ScanRequest {
+        batch_size: 16,
+        threads: ScanThreads::Workers(2),
+        ..Default::default()
+    };
+    let (all, _) = rows_in_order(
+        &store,
+        &ScanRequest {
+            threads: ScanThreads::One,
+            ..req.clone()
+        },
+    );
+    let mut scan = asof::scan(&store, "t", &req).unwrap();
+    let first = scan.next().unwrap().unwrap();
+    store
+        .vacuum_with(
+            "t",
+            std::time::Duration::ZERO,
+            asof::RetentionCheck::Disabled,
+        )
+        .unwrap();
+    let rest: Vec<_> = scan.collect();
+    // The batches read before the VACUUM (a few queued by each worker), then its error, last.
+    let (last, before) = rest.split_last().expect("the scan reported the VACUUM");
+    match last {
+        Err(asof::QueryError::Storage(asof::Error::ScanInterrupted(t))) => assert_eq!(t, "t"),
+        other => panic!("{other:?}"),
+    }
+    let rows = first.num_rows()
+        + before
+            .iter()
+            .map(|b| b.as_ref().unwrap().num_rows())
+            .sum::<usize>();
+    assert!(rows < all.len(), "{rows} of {}", all.len());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
 

@@ -14,6 +14,15 @@ pub enum QueryError {
     /// this type does not depend on the export's).
     #[error(transparent)]
     Export(Box<dyn std::error::Error + Send + Sync>),
+    /// A thread that reads a scan's spans of keys ([`crate::ScanThreads`]) stopped: it
+    /// panicked (`what` is its message).
+    #[error("a thread scanning `{table}` stopped: {what}")]
+    ScanThread {
+        /// The table scanned.
+        table: String,
+        /// Why it stopped.
+        what: String,
+    },
     /// Arrow failed to assemble a batch.
     #[error("arrow: {0}")]
     Arrow(#[from] arrow::error::ArrowError),

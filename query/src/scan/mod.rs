@@ -18,7 +18,7 @@ use crate::error::{QueryError, Result};
 
 mod workers;
 
-use workers::{Next, SpanWorkers};
+use workers::{Next, SpanRead, SpanWorkers};
 
 /// A selection on one timeline (docs/SEMANTICS.md §8). Bounds are values of the timeline's type; strings are
 /// parsed (`"2025-07-18T12:00:00"`). For `SEQUENCE BY STRUCT(...)`, give one value per component.
@@ -149,7 +149,8 @@ pub struct ScanRequest {
     pub projection: Option<Vec<String>>,
     /// Read the table as it was after this commit (time travel); `None` = latest.
     pub version: Option<u64>,
-    /// Rows per record batch.
+    /// Rows per record batch, at most (a scan on worker threads ends a batch where a span of
+    /// keys ends).
     pub batch_size: usize,
     /// Comparisons on business time a query's filter makes (pushed down from `WHERE`: the scan
     /// may return more rows, never fewer).
@@ -170,23 +171,26 @@ pub enum ScanThreads {
     Cores,
     /// The scan's own thread.
     One,
-    /// This many workers (zero or one: one worker), beside the scan's own thread, which reads
-    /// the keys' heads and hands the spans out.
+    /// This many workers (at least one, at most [`ScanThreads::MOST`]), beside the scan's own
+    /// thread, which reads the keys' heads and hands the spans out.
     Workers(usize),
 }
 
 /// The most workers [`ScanThreads::Cores`] starts.
-const MAX_WORKERS: usize = 4;
+const CORES_AT_MOST: usize = 4;
 
 impl ScanThreads {
+    /// The most workers [`ScanThreads::Workers`] starts.
+    pub const MOST: usize = 64;
+
     /// The workers to start; `None`: none, the scan reads on its own thread.
     fn workers(self) -> Option<usize> {
         match self {
             ScanThreads::One => None,
-            ScanThreads::Workers(n) => Some(n.max(1)),
+            ScanThreads::Workers(n) => Some(n.clamp(1, Self::MOST)),
             ScanThreads::Cores => {
                 let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                (cores > 1).then_some(cores.min(MAX_WORKERS))
+                (cores > 1).then_some(cores.min(CORES_AT_MOST))
             }
         }
     }
@@ -559,7 +563,10 @@ impl TableScan {
             // Once the table is read whole (it came into memory), the scan goes on that way.
             self.whole_table = self.span.is_none();
             if let (Some(workers), Some(_)) = (workers, &self.span) {
-                return self.start_workers(workers);
+                self.start_workers(workers);
+                if self.workers.is_some() {
+                    return Ok(());
+                }
             }
         }
         let spec = &self.spec;
@@ -597,23 +604,27 @@ impl TableScan {
     }
 
     /// Hands the span just read (`self.span`) and the ones after it to `workers` threads, each
-    /// span's cursor pinned to the table's generation now; the scan then returns their batches
-    /// ([`TableScan::next_from_workers`]).
-    fn start_workers(&mut self, workers: usize) -> Result<()> {
-        let Some(mut first) = self.span.take() else {
-            return Ok(());
+    /// span's cursor pinned to the generation the first span was read at; the scan then returns
+    /// their batches ([`TableScan::next_from_workers`]). If no thread can start, the scan reads
+    /// on its own.
+    fn start_workers(&mut self, workers: usize) {
+        let Some(first) = self.span.take() else {
+            return;
         };
-        let cursor = self.store.read_span(&mut first, |r| r.scan_cursor())?;
+        let cursor = first.scan_cursor();
         self.cursor = cursor.clone();
-        self.workers = Some(SpanWorkers::start(
-            &self.store,
-            &self.table,
-            (self.spec.clone(), cursor),
-            self.shape.clone(),
-            first,
-            workers,
-        )?);
-        Ok(())
+        let read = SpanRead {
+            spec: self.spec.clone(),
+            cursor,
+            shape: self.shape.clone(),
+        };
+        match SpanWorkers::spawn(&self.store, &self.table, read, workers) {
+            Some(mut w) => {
+                w.hand(first);
+                self.workers = Some(w);
+            }
+            None => self.span = Some(first),
+        }
     }
 
     /// The next batch the workers read; when they have read every span, the scan is done, or

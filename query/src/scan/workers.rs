@@ -1,14 +1,16 @@
 //! A scan of a table that is not in memory, read on worker threads a span of keys each.
 //!
-//! The scan's own thread takes the spans of keys in key order ([`Store::key_span`]: their heads)
-//! and hands each to the next free worker, which reads its rows from the key's pages into
+//! The scan's own thread reads the heads of the spans of keys in key order ([`Store::key_span`])
+//! and hands each to the next free worker, which decodes them, reads the keys' pages and builds
 //! batches; the scan returns each span's batches in turn, so the rows come in the order a scan
-//! on one thread returns them, and nothing but a few batches per span waits in memory. A span
-//! of keys is made larger or smaller after each, so that it gives about one batch: a span's
-//! worker waits once it is [`QUEUED`] batches ahead of the one the scan returns from.
+//! on one thread returns them, and only a few batches per span wait in memory. A span of keys is
+//! made larger or smaller after each, so that it gives about one batch: a span's worker waits
+//! once it is [`QUEUED`] batches ahead of the scan.
 
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -20,7 +22,7 @@ use super::{BatchShape, Filling};
 use crate::error::{QueryError, Result};
 
 /// Batches a span's worker may read ahead of the scan.
-const QUEUED: usize = 4;
+const QUEUED: usize = 2;
 
 /// The keys of the first span; each next one has between [`MIN_SPAN_KEYS`] and
 /// [`MAX_SPAN_KEYS`].
@@ -41,17 +43,25 @@ struct Job {
     pieces: SyncSender<Piece>,
 }
 
-/// The scan no longer takes a span's batches (it was dropped, or ended).
-struct Stopped;
+/// What every span of a scan is read with.
+pub(super) struct SpanRead {
+    pub(super) spec: ScanSpec,
+    /// Each span's cursor is a clone: it checks the generation the scan started on.
+    pub(super) cursor: ScanCursor,
+    pub(super) shape: BatchShape,
+}
 
-/// What every span is read with.
+/// What the workers of a scan share.
 struct Shared {
     store: Store,
-    spec: ScanSpec,
-    /// Each span's cursor is a clone: it checks the generation the scan started on.
-    cursor: ScanCursor,
-    shape: BatchShape,
+    table: String,
+    read: SpanRead,
+    /// Set when the scan is dropped: the spans still queued are not read.
+    stopped: AtomicBool,
 }
+
+/// The scan no longer takes a span's batches (it was dropped).
+struct Stopped;
 
 /// A span handed out, whose batches the scan has not all returned yet.
 struct InFlight {
@@ -73,77 +83,57 @@ pub(super) enum Next {
 
 /// The workers of one scan and the spans handed to them.
 pub(super) struct SpanWorkers {
-    store: Store,
-    table: String,
+    shared: Arc<Shared>,
     /// Where the next span starts; `None` once the last one was handed out.
     next: Option<Bound<Vec<u8>>>,
-    hi: Bound<Vec<u8>>,
     /// Where the scan itself goes on, once the spans handed out are read (see [`Next::Rest`]).
     rest: Option<Bound<Vec<u8>>>,
     span_keys: usize,
-    /// The batch size, which a span's size is set by.
-    batch_size: usize,
     jobs: Option<mpsc::Sender<Job>>,
     handles: Vec<JoinHandle<()>>,
     in_flight: VecDeque<InFlight>,
 }
 
 impl SpanWorkers {
-    /// `workers` threads (at least one) that read the keys of `table` in `spec`'s range, from
-    /// `first` (its first span, already read) on, each with a clone of `cursor`.
-    pub(super) fn start(
+    /// Up to `workers` threads that read spans of `table` with `read`; `None` if not one could
+    /// start (the scan then reads on its own thread). Hand them the first span with
+    /// [`SpanWorkers::hand`].
+    pub(super) fn spawn(
         store: &Store,
         table: &str,
-        (spec, cursor): (ScanSpec, ScanCursor),
-        shape: BatchShape,
-        first: KeySpan,
+        read: SpanRead,
         workers: usize,
-    ) -> Result<SpanWorkers> {
-        let hi = spec.key_hi.clone();
-        let batch_size = shape.batch_size;
+    ) -> Option<SpanWorkers> {
         let shared = Arc::new(Shared {
             store: store.clone(),
-            spec,
-            cursor,
-            shape,
+            table: table.to_string(),
+            read,
+            stopped: AtomicBool::new(false),
         });
         let (jobs, queue) = mpsc::channel::<Job>();
         let queue = Arc::new(Mutex::new(queue));
-        let mut handles = Vec::new();
-        for _ in 0..workers.max(1) {
-            let (shared, queue) = (shared.clone(), queue.clone());
-            let spawned = std::thread::Builder::new()
-                .name("asof-scan".into())
-                .spawn(move || work(&shared, &queue));
-            match spawned {
-                Ok(h) => handles.push(h),
-                // Fewer workers than asked for do the same work; none cannot.
-                Err(e) if handles.is_empty() => {
-                    return Err(QueryError::Invalid(format!(
-                        "could not start a thread to scan `{table}`: {e}"
-                    )))
-                }
-                Err(_) => break,
-            }
-        }
-        let mut w = SpanWorkers {
-            store: store.clone(),
-            table: table.to_string(),
+        let handles: Vec<JoinHandle<()>> = (0..workers.max(1))
+            .map_while(|_| {
+                let (shared, queue) = (shared.clone(), queue.clone());
+                std::thread::Builder::new()
+                    .name("asof-scan".into())
+                    .spawn(move || work(&shared, &queue))
+                    .ok()
+            })
+            .collect();
+        (!handles.is_empty()).then(|| SpanWorkers {
+            shared,
             next: None,
-            hi,
             rest: None,
             span_keys: FIRST_SPAN_KEYS,
-            batch_size,
             jobs: Some(jobs),
             handles,
             in_flight: VecDeque::new(),
-        };
-        w.hand(first);
-        Ok(w)
+        })
     }
 
     /// Hands `span` to the workers; the next span starts after its last key.
-    fn hand(&mut self, span: KeySpan) {
+    pub(super) fn hand(&mut self, span: KeySpan) {
         self.next = span.last_key().map(|k| Bound::Excluded(k.to_vec()));
         let (pieces, arrive) = mpsc::sync_channel(QUEUED);
         let keys = span.keys();
@@ -165,11 +155,10 @@ impl SpanWorkers {
             let Some(lo) = self.next.take() else {
                 return Ok(());
             };
-            let range = (
-                lo.as_ref().map(|k| &k[..]),
-                self.hi.as_ref().map(|k| &k[..]),
-            );
-            match self.store.key_span(&self.table, range, self.span_keys)? {
+            let hi = &self.shared.read.spec.key_hi;
+            let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
+            let (store, table) = (&self.shared.store, &self.shared.table);
+            match store.key_span(table, range, self.span_keys)? {
                 Some(span) => self.hand(span),
                 None => self.rest = Some(lo),
             }
@@ -199,11 +188,13 @@ impl SpanWorkers {
                     on_span(keys);
                 }
                 Ok(Piece::Failed(e)) => return Err(e),
+                // A worker ends a span with its end or its error, a panic included: this is
+                // a worker gone without either.
                 Err(RecvError) => {
-                    return Err(QueryError::Invalid(format!(
-                        "a thread scanning `{}` stopped before the end of its keys",
-                        self.table
-                    )))
+                    return Err(QueryError::ScanThread {
+                        table: self.shared.table.clone(),
+                        what: "it ended before the end of its keys".into(),
+                    })
                 }
             }
         }
@@ -211,9 +202,10 @@ impl SpanWorkers {
 
     /// Sizes the next spans after one that gave `rows` rows: about a batch each.
     fn resize(&mut self, rows: usize) {
-        if rows < self.batch_size {
+        let batch = self.shared.read.shape.batch_size;
+        if rows < batch {
             self.span_keys = (self.span_keys * 2).min(MAX_SPAN_KEYS);
-        } else if rows > 3 * self.batch_size {
+        } else if rows > 3 * batch {
             self.span_keys = (self.span_keys / 2).max(MIN_SPAN_KEYS);
         }
     }
@@ -221,7 +213,9 @@ impl SpanWorkers {
 
 impl Drop for SpanWorkers {
     fn drop(&mut self) {
-        // The queue closes, and each span's channel: a worker's next send fails, it stops.
+        // Spans still queued are skipped; the queue closes, and each span's channel: a worker's
+        // next send fails, it stops.
+        self.shared.stopped.store(true, Ordering::Relaxed);
         self.jobs = None;
         self.in_flight.clear();
         for h in self.handles.drain(..) {
@@ -240,8 +234,26 @@ fn work(shared: &Shared, queue: &Mutex<Receiver<Job>>) {
         let Ok(mut job) = job else {
             return;
         };
-        // A span whose scan is gone (its channel closed) ends early; the worker goes on.
-        let _ = read_span(shared, &mut job.span, &job.pieces);
+        if shared.stopped.load(Ordering::Relaxed) {
+            continue;
+        }
+        // A panic ends the span with its message (and the worker goes on).
+        let read = catch_unwind(AssertUnwindSafe(|| {
+            read_span(shared, &mut job.span, &job.pieces)
+        }));
+        if let Err(panic) = read {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "it panicked".into());
+            let table = shared.table.clone();
+            let _ = job
+                .pieces
+                .send(Piece::Failed(QueryError::ScanThread { table, what }));
+        }
+        // A span whose scan is gone (its channel closed) ends early; the worker goes on to
+        // find the queue closed.
     }
 }
 
@@ -252,9 +264,16 @@ fn read_span(
     span: &mut KeySpan,
     pieces: &SyncSender<Piece>,
 ) -> std::result::Result<(), Stopped> {
-    let shape = &shared.shape;
-    let mut cursor = shared.cursor.clone();
+    let SpanRead {
+        spec,
+        cursor,
+        shape,
+    } = &shared.read;
+    let mut cursor = cursor.clone();
     while !cursor.is_done() {
+        if shared.stopped.load(Ordering::Relaxed) {
+            return Err(Stopped);
+        }
         let mut cols = shape.cols();
         let mut n = 0usize;
         let mut fill = || -> Result<RecordBatch> {
@@ -266,7 +285,7 @@ fn read_span(
                     failed: None,
                 };
                 shared.store.read_span(span, |r| {
-                    r.scan_into(&shared.spec, &mut cursor, max_rows, &mut filling)
+                    r.scan_into(spec, &mut cursor, max_rows, &mut filling)
                 })??;
                 if let Some(e) = filling.failed {
                     return Err(e);
@@ -277,9 +296,7 @@ fn read_span(
         match fill() {
             Ok(b) if b.num_rows() == 0 => {}
             Ok(b) => pieces.send(Piece::Batch(b)).map_err(|_| Stopped)?,
-            Err(e) => {
-                return pieces.send(Piece::Failed(e)).map_err(|_| Stopped);
-            }
+            Err(e) => return pieces.send(Piece::Failed(e)).map_err(|_| Stopped),
         }
     }
     pieces.send(Piece::End).map_err(|_| Stopped)

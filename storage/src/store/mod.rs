@@ -603,6 +603,7 @@ impl Store {
         Ok(
             pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(heads, last)| KeySpan {
                 table: table.to_string(),
+                generation: t.generation,
                 keys: heads.keys(),
                 heads: Some(heads),
                 state: None,
@@ -639,6 +640,10 @@ impl Store {
     ) -> Result<R> {
         let g = self.read_inner()?;
         let t = g.table(&span.table)?;
+        // Rewritten since (VACUUM, ERASE, a widening): its heads list pages that are gone.
+        if t.generation != span.generation {
+            return Err(Error::ScanInterrupted(span.table.clone()));
+        }
         let state = match (span.heads.take(), &mut span.state) {
             (_, Some(state)) => state,
             (Some(heads), state) => state.insert(pages::restore_span(t, heads)?),
@@ -659,6 +664,8 @@ impl Store {
 /// Some keys of a table, read from their heads and pages ([`Store::key_span`]).
 pub struct KeySpan {
     table: String,
+    /// The generation of the table's rows its heads were read at.
+    generation: u64,
     /// Its keys' heads as read, until its first read decodes them into `state`.
     heads: Option<pages::SpanHeads>,
     state: Option<TableState>,
@@ -676,6 +683,14 @@ impl KeySpan {
     /// The number of keys it holds.
     pub fn keys(&self) -> usize {
         self.keys
+    }
+
+    /// A cursor for a scan that starts with this span, pinned to the generation of the table's
+    /// rows the span was read at: a scan read by several cursors at once (a span each) gives
+    /// each a clone of it, so that every span checks that generation
+    /// ([`Error::ScanInterrupted`]).
+    pub fn scan_cursor(&self) -> ScanCursor {
+        ScanCursor::pinned(self.generation)
     }
 }
 

@@ -159,6 +159,14 @@ pub struct ScanCursor {
 }
 
 impl ScanCursor {
+    /// A cursor for a scan that starts on the rows of `generation`.
+    pub(crate) fn pinned(generation: u64) -> ScanCursor {
+        ScanCursor {
+            generation: Some(generation),
+            ..ScanCursor::default()
+        }
+    }
+
     /// Whether the scan has read everything.
     pub fn is_done(&self) -> bool {
         self.done
@@ -481,16 +489,6 @@ impl TableReader<'_> {
         TableGeneration {
             id: self.table.id,
             generation: self.table.generation,
-        }
-    }
-
-    /// A cursor for a scan that starts now, pinned to the table's current generation: a scan
-    /// read by several cursors at once (a span of keys each) gives each a clone of it, so that
-    /// every span checks the same generation ([`Error::ScanInterrupted`]).
-    pub fn scan_cursor(&self) -> ScanCursor {
-        ScanCursor {
-            generation: Some(self.table.generation),
-            ..ScanCursor::default()
         }
     }
 
