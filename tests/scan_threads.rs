@@ -96,17 +96,13 @@ fn closed_store(mode: StoredAs, n: i64, keys: i64, seed: u64) -> tempfile::TempD
     dir
 }
 
-/// The rows of a scan, in the order it returned them, each as its cells joined; and its batches'
-/// sizes.
-fn rows_in_order(store: &Store, req: &ScanRequest) -> (Vec<String>, Vec<usize>) {
-    let (mut rows, mut sizes) = (Vec::new(), Vec::new());
-    for b in asof::scan(store, "t", req).unwrap() {
-        let b = b.unwrap();
-        sizes.push(b.num_rows());
-        let cells: Vec<_> = (0..b.num_columns())
-            .map(|c| arrow::compute::cast(b.column(c), &DataType::Utf8).unwrap())
-            .collect();
-        for r in 0..b.num_rows() {
+/// The rows of `b`, each as its cells joined.
+fn rows_of(b: &RecordBatch) -> Vec<String> {
+    let cells: Vec<_> = (0..b.num_columns())
+        .map(|c| arrow::compute::cast(b.column(c), &DataType::Utf8).unwrap())
+        .collect();
+    (0..b.num_rows())
+        .map(|r| {
             let row: Vec<&str> = cells
                 .iter()
                 .map(|a| {
@@ -118,8 +114,19 @@ fn rows_in_order(store: &Store, req: &ScanRequest) -> (Vec<String>, Vec<usize>) 
                     }
                 })
                 .collect();
-            rows.push(row.join("|"));
-        }
+            row.join("|")
+        })
+        .collect()
+}
+
+/// The rows of a scan, in the order it returned them, each as its cells joined; and its batches'
+/// sizes.
+fn rows_in_order(store: &Store, req: &ScanRequest) -> (Vec<String>, Vec<usize>) {
+    let (mut rows, mut sizes) = (Vec::new(), Vec::new());
+    for b in asof::scan(store, "t", req).unwrap() {
+        let b = b.unwrap();
+        sizes.push(b.num_rows());
+        rows.extend(rows_of(&b));
     }
     (rows, sizes)
 }
@@ -223,33 +230,12 @@ fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() 
         },
     );
     let mut scan = asof::scan(&store, "t", &req).unwrap();
-    let mut got = Vec::new();
-    let mut first = scan.next().unwrap().unwrap();
+    let mut got = rows_of(&scan.next().unwrap().unwrap());
     // A commit in this process brings the table into memory; the scan is pinned to its version.
     store.apply("f", &batch(300, 600, 5)).unwrap();
     assert!(!is_span_by_span(&store));
-    loop {
-        let cells: Vec<_> = (0..first.num_columns())
-            .map(|c| arrow::compute::cast(first.column(c), &DataType::Utf8).unwrap())
-            .collect();
-        for r in 0..first.num_rows() {
-            let row: Vec<&str> = cells
-                .iter()
-                .map(|a| {
-                    let a = a.as_any().downcast_ref::<StringArray>().unwrap();
-                    if a.is_null(r) {
-                        "∅"
-                    } else {
-                        a.value(r)
-                    }
-                })
-                .collect();
-            got.push(row.join("|"));
-        }
-        match scan.next() {
-            Some(b) => first = b.unwrap(),
-            None => break,
-        }
+    for b in scan {
+        got.extend(rows_of(&b.unwrap()));
     }
     got.sort();
     let mut want = want;
