@@ -189,7 +189,10 @@ impl ScanThreads {
             ScanThreads::One => None,
             ScanThreads::Workers(n) => Some(n.clamp(1, Self::MOST)),
             ScanThreads::Cores => {
-                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                // Asked once: on Linux it reads the process's cgroup limits.
+                static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+                let cores = *CORES
+                    .get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
                 (cores > 1).then_some(cores.min(CORES_AT_MOST))
             }
         }
