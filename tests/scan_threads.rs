@@ -213,22 +213,29 @@ fn a_scan_on_worker_threads_dropped_half_read_leaves_the_store_usable() {
     assert!(rows == rows_in_order(&store, &one).0);
 }
 
-#[test]
-fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() {
-    let dir = closed_store(StoredAs::Bitemporal, 4000, 600, 4);
+/// A closed bitemporal store of 4,000 events over 600 keys (events of `seed`), opened again; a
+/// request for batches of 16 on two workers; and the rows it selects read on one thread.
+fn reopened_with_rows_of_one_thread(
+    seed: u64,
+) -> (tempfile::TempDir, Store, ScanRequest, Vec<String>) {
+    let dir = closed_store(StoredAs::Bitemporal, 4000, 600, seed);
     let store = open(dir.path(), None);
     let req = ScanRequest {
         batch_size: 16,
         threads: ScanThreads::Workers(2),
         ..Default::default()
     };
-    let (want, _) = rows_in_order(
-        &store,
-        &ScanRequest {
-            threads: ScanThreads::One,
-            ..req.clone()
-        },
-    );
+    let one = ScanRequest {
+        threads: ScanThreads::One,
+        ..req.clone()
+    };
+    let (rows, _) = rows_in_order(&store, &one);
+    (dir, store, req, rows)
+}
+
+#[test]
+fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() {
+    let (_dir, store, req, want) = reopened_with_rows_of_one_thread(4);
     let mut scan = asof::scan(&store, "t", &req).unwrap();
     let mut got = rows_of(&scan.next().unwrap().unwrap());
     // A commit in this process brings the table into memory; the scan is pinned to its version.
@@ -249,20 +256,7 @@ fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() 
 
 #[test]
 fn a_vacuum_under_a_scan_on_worker_threads_interrupts_it_after_the_rows_read_before() {
-    let dir = closed_store(StoredAs::Bitemporal, 4000, 600, 6);
-    let store = open(dir.path(), None);
-    let req = ScanRequest {
-        batch_size: 16,
-        threads: ScanThreads::Workers(2),
-        ..Default::default()
-    };
-    let (all, _) = rows_in_order(
-        &store,
-        &ScanRequest {
-            threads: ScanThreads::One,
-            ..req.clone()
-        },
-    );
+    let (_dir, store, req, all) = reopened_with_rows_of_one_thread(6);
     let mut scan = asof::scan(&store, "t", &req).unwrap();
     let first = scan.next().unwrap().unwrap();
     store

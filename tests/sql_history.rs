@@ -403,33 +403,10 @@ fn a_long_change_feed_reports_its_progress_window_by_window() {
          REFRESH STREAMING TABLE t"),
     )
     .unwrap();
-    let recorded = std::sync::Arc::new(common::Recorded::default());
-    s.set_progress(recorded.clone());
-    let (_, n) = query(&mut s, "SELECT count(*) FROM table_changes('t', 1, 2)");
-    assert_eq!(n, [vec![Some("450000".to_string())]]);
-    let calls = recorded.0.lock().unwrap().clone();
-    let feed: Vec<&String> = calls
-        .iter()
-        .skip_while(|c| !c.starts_with("begin reading the change feed of t"))
-        .collect();
     // The total is the row versions the commits wrote or retired: 150,000 written, then
     // 150,000 retired and 150,000 written. The second commit is larger than a window: it is
     // read a group of keys at a time.
-    assert_eq!(
-        feed.first().map(|c| c.as_str()),
-        Some("begin reading the change feed of t of 450000")
-    );
-    assert!(feed.contains(&&"at 450000".to_string()), "{calls:?}");
-    assert_eq!(feed.last().map(|c| c.as_str()), Some("end"));
-    assert_eq!(
-        feed.iter().filter(|c| c.starts_with("begin")).count(),
-        1,
-        "{calls:?}"
-    );
-    assert!(
-        feed.iter().filter(|c| c.starts_with("at ")).count() >= 2,
-        "{calls:?}"
-    );
+    feed_of_two_commits_reports(&mut s, 450000);
 }
 
 #[test]
@@ -445,22 +422,26 @@ fn a_long_change_feed_reports_its_progress_span_by_span() {
          REFRESH STREAMING TABLE t"),
     )
     .unwrap();
+    // Read from the table's records a span of keys at a time, each span in two passes per
+    // commit: the total is 2 passes × 2 commits × 150,000 keys.
+    feed_of_two_commits_reports(&mut s, 600000);
+}
+
+/// `table_changes('t', 1, 2)` counts 450,000 changes and reports its progress once, in two
+/// steps or more, from `begin ... of {total}` to `at {total}` and its end.
+fn feed_of_two_commits_reports(s: &mut SqlSession, total: u64) {
     let recorded = std::sync::Arc::new(common::Recorded::default());
     s.set_progress(recorded.clone());
-    let (_, n) = query(&mut s, "SELECT count(*) FROM table_changes('t', 1, 2)");
+    let (_, n) = query(s, "SELECT count(*) FROM table_changes('t', 1, 2)");
     assert_eq!(n, [vec![Some("450000".to_string())]]);
     let calls = recorded.0.lock().unwrap().clone();
     let feed: Vec<&String> = calls
         .iter()
         .skip_while(|c| !c.starts_with("begin reading the change feed of t"))
         .collect();
-    // Read from the table's records a span of keys at a time, each span in two passes per
-    // commit: the total is 2 passes × 2 commits × 150,000 keys.
-    assert_eq!(
-        feed.first().map(|c| c.as_str()),
-        Some("begin reading the change feed of t of 600000")
-    );
-    assert!(feed.contains(&&"at 600000".to_string()), "{calls:?}");
+    let begin = format!("begin reading the change feed of t of {total}");
+    assert_eq!(feed.first().map(|c| c.as_str()), Some(begin.as_str()));
+    assert!(feed.contains(&&format!("at {total}")), "{calls:?}");
     assert_eq!(feed.last().map(|c| c.as_str()), Some("end"));
     assert_eq!(
         feed.iter().filter(|c| c.starts_with("begin")).count(),
