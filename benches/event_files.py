@@ -1,9 +1,9 @@
 """Writes the workload's change feed as Parquet files, for measuring `read_files` flows.
 
-    python benches/event_files.py DIR [EVENTS] [PER_FILE]
+    python benches/event_files.py DIR [EVENTS] [PER_FILE] [KEYS]
 
 Writes EVENTS (default 1,000,000) bitemporal events in files of PER_FILE (default 10,000):
-10k keys `id`, six value columns `v0..v5`, the business time `seq` and the system time `sys`
+KEYS (default 10,000) keys `id`, six value columns `v0..v5`, the business time `seq` and the system time `sys`
 (microsecond timestamps), 10% of events late on business time, 1% late on system time, 1%
 deletes (`op = 'D'`). The same seed gives the same files. Needs pyarrow (`python/run-tests.sh`
 puts it in `target/python-venv`). The flow that reads them:
@@ -21,7 +21,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-KEYS = 10_000
+KEYS = 10_000  # the default
 STEP_US = 1_000_000
 BASE_US = 1_700_000_000_000_000
 
@@ -30,6 +30,7 @@ def main() -> None:
     out = sys.argv[1]
     events = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
     per_file = int(sys.argv[3]) if len(sys.argv) > 3 else 10_000
+    keys = int(sys.argv[4]) if len(sys.argv) > 4 else KEYS
     os.makedirs(out, exist_ok=True)
     rng = random.Random(42)
     n = 0
@@ -39,7 +40,7 @@ def main() -> None:
         ids, seqs, syss, ops = [], [], [], []
         values = [[] for _ in range(6)]
         for i in range(n, n + rows):
-            ids.append(rng.randrange(KEYS))
+            ids.append(rng.randrange(keys))
             late_business = rng.random() < 0.10
             late_system = rng.random() < 0.01
             seq = i - (rng.randrange(1, 5_000) if late_business else 0)

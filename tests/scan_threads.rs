@@ -238,7 +238,9 @@ fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() 
     let (_dir, store, req, want) = reopened_with_rows_of_one_thread(4);
     let mut scan = asof::scan(&store, "t", &req).unwrap();
     let mut got = rows_of(&scan.next().unwrap().unwrap());
-    // A commit in this process brings the table into memory; the scan is pinned to its version.
+    // A read of the whole table brings it into memory, and a commit follows; the scan is pinned
+    // to its version.
+    store.read("t", |r| r.live_rows()).unwrap();
     store.apply("f", &batch(300, 600, 5)).unwrap();
     assert!(!is_span_by_span(&store));
     for b in scan {
@@ -252,6 +254,40 @@ fn a_table_loaded_under_a_scan_on_worker_threads_is_read_on_as_the_scan_began() 
         got == want,
         "the scan read rows of the later commit, or lost some"
     );
+}
+
+#[test]
+fn a_commit_under_a_scan_on_worker_threads_leaves_the_table_out_of_memory_and_the_scan_as_it_began()
+{
+    let (dir, store, req, want) = reopened_with_rows_of_one_thread(7);
+    let mut scan = asof::scan(&store, "t", &req).unwrap();
+    let mut got = rows_of(&scan.next().unwrap().unwrap());
+    // Late events on every timeline of most keys: their frozen pages are thawed, and freed by
+    // the commit's checkpoint while the scan's workers hold spans that list them.
+    for seed in 8..11 {
+        store.apply("f", &batch(300, 600, seed)).unwrap();
+        assert!(is_span_by_span(&store), "an increment reads only its keys");
+    }
+    for b in scan {
+        got.extend(rows_of(&b.unwrap()));
+    }
+    assert_eq!(got.len(), want.len());
+    assert!(
+        got == want,
+        "the scan read rows of the later commits, or lost some"
+    );
+    // The pages the commits freed under the scan were kept for it, listed in the table's `F`
+    // record; a commit with no scan under way deletes them, and the record with the last.
+    drop(store);
+    let freed = || {
+        let kv = asof::SledKv::open(dir.path(), 1 << 20).unwrap();
+        asof::KvStore::get(&kv, b"F\0\0\0\0").unwrap()
+    };
+    assert!(freed().is_some());
+    let store = open(dir.path(), None);
+    store.apply("f", &batch(300, 600, 11)).unwrap();
+    drop(store);
+    assert_eq!(freed(), None);
 }
 
 #[test]

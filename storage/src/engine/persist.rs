@@ -51,6 +51,13 @@ impl TableState {
         self.evicted = Evicted::Keys;
     }
 
+    /// [`TableState::evict`] of every key in memory: what is left is the state
+    /// [`TableState::restore_skeleton`] would read from the records just written.
+    pub fn evict_all(&mut self) {
+        let keys: Vec<Bytes> = self.keys.keys().cloned().collect();
+        self.evict(&keys);
+    }
+
     /// Whether [`TableState::evict`] dropped keys: the state must not be used once its commit
     /// is written.
     pub fn evicted(&self) -> Evicted {

@@ -185,6 +185,7 @@ impl Store {
                         cold: inner.cold_config(id),
                         unsaved: 0,
                         recent_keys: Default::default(),
+                        pins: Default::default(),
                     },
                 );
             }
@@ -412,6 +413,7 @@ impl Inner {
                     load: Load::Pending,
                     unsaved: 0,
                     recent_keys: Default::default(),
+                    pins: Default::default(),
                 },
             );
             // Read now only when asked; otherwise on first use (`Inner::ensure_replayed`).

@@ -72,7 +72,7 @@ impl Store {
             let g = self.read_inner()?;
             let t = g.table(table)?;
             let types = t.state.schema.key_types();
-            if t.load == Load::Pending {
+            if !t.load.in_memory() {
                 if let Some(keys) = pages::key_list(g.kv.as_ref(), t)? {
                     return keys
                         .iter()

@@ -158,10 +158,12 @@ impl Inner {
         let name = self.flow_table(&first)?;
         let part_rows = self.commit_part_rows;
         // A full refresh of a large table not in memory reads each part's keys when the part
-        // comes, instead of the whole table first.
+        // comes, and an increment of a table not in memory the keys its events bring, instead
+        // of the whole table first.
         let keys_from = match how {
             Apply::Full => self.load_without_keys(&name, part_rows)?,
-            _ => {
+            Apply::Increment => self.load_for_increment(&name)?,
+            Apply::Redefine(_) => {
                 self.ensure_replayed(&name)?;
                 KeysFrom::Memory
             }
@@ -201,6 +203,7 @@ impl Inner {
                 // Nothing applied: a state read without its keys is not kept.
                 if keys_from == KeysFrom::Heads {
                     table.state = table.new_state();
+                    table.load = Load::Pending;
                 }
                 return Err(e);
             }
@@ -212,9 +215,6 @@ impl Inner {
                 format!("{n} rows failed ({action})"),
             );
         }
-        // A state read without its keys is only ever applied in parts (it holds more rows than
-        // a part, and only SCD TYPE 1 has truncates).
-        debug_assert!(keys_from == KeysFrom::Memory || matches!(gathered, Gathered::Parted(_)));
         // A truncate changes every key: such a commit is applied whole.
         let gathered = match gathered {
             Gathered::Parted(spill) if !truncates.is_empty() => Gathered::Whole(
@@ -270,6 +270,15 @@ impl Inner {
         };
         let kv = inner.kv.as_ref();
         let every = inner.checkpoints.every_events;
+        // An increment applied whole to a table not in memory reads its keys now; on an error
+        // nothing is applied, and the table is read again by its next use.
+        if let (KeysFrom::Heads, Gathered::Whole(events)) = (keys_from, &gathered) {
+            if let Err(e) = read_keys_of(kv, table, events) {
+                table.state = table.new_state();
+                table.load = Load::Pending;
+                return Err(e);
+            }
+        }
         // From here on, on an error memory is ahead of disk: refuse everything until the store
         // is reopened.
         let written = match gathered {
@@ -330,8 +339,13 @@ impl Inner {
         drop(bar);
         let commit = written.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         // A commit that dropped keys from memory leaves a state that is no longer the table:
-        // its next use reads it from the records just written.
-        if table.state.evicted() == Evicted::Keys {
+        // its next use reads it from the records just written. An increment that read its keys
+        // from their heads drops them, its checkpoint written, and the next one starts from
+        // what is left ([`Load::Skeleton`]).
+        if keys_from == KeysFrom::Heads && matches!(how, Apply::Increment) {
+            table.state.evict_all();
+            table.load = Load::Skeleton;
+        } else if table.state.evicted() == Evicted::Keys {
             table.state = table.new_state();
             table.load = Load::Pending;
         }
@@ -530,9 +544,11 @@ fn apply_each_part(
     // full refresh resets each part's before it, and every part drops its keys after it.
     let mut by_part: Vec<Vec<Bytes>> = Vec::new();
     by_part.resize_with(parting.parts(), Vec::new);
-    let listed = match at.keys_from {
-        KeysFrom::Memory => table.state.keys.keys().cloned().collect(),
-        KeysFrom::Heads => pages::head_keys(kv, table.id)?,
+    let listed = match (at.keys_from, at.before) {
+        (KeysFrom::Memory, _) => table.state.keys.keys().cloned().collect(),
+        (KeysFrom::Heads, Before::ResetKeys) => pages::head_keys(kv, table.id)?,
+        // An increment reads only the keys its events bring.
+        (KeysFrom::Heads, Before::Nothing) => Vec::new(),
     };
     for k in listed {
         by_part[parting.bucket_of(&k)].push(k);
@@ -540,17 +556,22 @@ fn apply_each_part(
     for (i, bucket) in spill.buckets().enumerate() {
         let events = bucket?;
         let mut keys = by_part.get_mut(i).map(std::mem::take).unwrap_or_default();
+        // The keys the part brings to the table (its events come in key order, so each key
+        // once).
+        let mut brought: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
+        brought.dedup();
         if at.keys_from == KeysFrom::Heads {
-            let heads = pages::read_heads(kv, table.id, &keys)?;
+            let wanted = match at.before {
+                Before::ResetKeys => &keys,
+                Before::Nothing => &brought,
+            };
+            let heads = pages::read_heads(kv, table.id, wanted)?;
             table.state.load_keys(heads)?;
         }
         if at.before == Before::ResetKeys {
             table.state.reset_keys(at.version, at.ts, &keys)?;
         }
-        // With the keys the part brings to the table: every key of the part (its events come
-        // in key order, so each key once).
-        let mut brought: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
-        brought.dedup();
+        // With the keys the part brings: every key of the part.
         keys.extend(brought);
         keys.sort_unstable();
         keys.dedup();
@@ -584,6 +605,16 @@ fn apply_each_part(
         clock.sample();
     }
     Ok(metrics)
+}
+
+/// Reads into `table`'s state, which holds none of its keys ([`Load::Skeleton`]), the heads of
+/// the keys `events` bring that the table has.
+fn read_keys_of(kv: &dyn KvStore, table: &mut Table, events: &[Incoming]) -> Result<()> {
+    let mut keys: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let heads = pages::read_heads(kv, table.id, &keys)?;
+    table.state.load_keys(heads)
 }
 
 /// Where a commit's events are logged.
@@ -650,7 +681,10 @@ pub(super) fn write_applied(
         )?;
     }
     let unsaved = table.unsaved + events;
-    let checkpoint = match (&log, unsaved >= every) {
+    // A state that is not the whole table (it read only the keys it changes) cannot be
+    // replayed onto later: its commit is a checkpoint.
+    let partial = table.state.evicted() == Evicted::Keys;
+    let checkpoint = match (&log, unsaved >= every || partial) {
         (Log::WrittenAhead(_), _) | (_, true) => pages::Checkpoint::Now,
         _ => pages::Checkpoint::Later,
     };
@@ -682,7 +716,7 @@ pub(super) fn write_applied(
         Log::WrittenAhead(ahead) => put_commit_written(&mut b, at, &mut commit, ahead.pairs()?)?,
     }
     match checkpoint {
-        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b)?,
+        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b, table.pins.readers())?,
         pages::Checkpoint::Later => kv.write(b)?,
     }
     table.commits.push(commit.clone());

@@ -18,6 +18,17 @@ pub(super) enum Load {
     Pending,
     /// Its state is the table.
     Replayed,
+    /// Its state holds none of its keys: only its row store and how many keys it numbered, as
+    /// of its last commit, which is a checkpoint ([`Inner::load_for_increment`]). Reads go to
+    /// its records, as for [`Load::Pending`]; the next increment reads its own keys into it.
+    Skeleton,
+}
+
+impl Load {
+    /// Whether the table's state is the whole table (reads use memory, not the records).
+    pub(super) fn in_memory(self) -> bool {
+        self == Load::Replayed
+    }
 }
 
 impl Inner {
@@ -46,6 +57,7 @@ impl Inner {
             }
             Err(e) => {
                 t.state = t.new_state();
+                t.load = Load::Pending;
                 // Errors of `pages::load` name the table already.
                 Err(match e {
                     Error::Corrupt(m) if !m.starts_with("table `") => in_table(name, corrupt(m)),
@@ -76,11 +88,37 @@ impl Inner {
     pub(super) fn load_without_keys(&mut self, name: &str, part_rows: u64) -> Result<KeysFrom> {
         let kv = self.kv.as_ref();
         let t = table_mut(&mut self.tables, name)?;
-        if t.load == Load::Pending && t.state.schema.mode != StoredAs::Scd1 {
+        if !t.load.in_memory() && t.state.schema.mode != StoredAs::Scd1 {
             if let Some(state) = pages::read_skeleton(kv, t, part_rows)? {
                 t.state = state;
                 return Ok(KeysFrom::Heads);
             }
+        }
+        self.ensure_replayed(name)?;
+        Ok(KeysFrom::Memory)
+    }
+
+    /// Where an increment of `name` finds its keys: a table not in memory whose records are
+    /// current is not loaded; its state becomes one that holds none of its keys
+    /// ([`Load::Skeleton`], kept from one increment to the next), and each increment reads the
+    /// heads of the keys its events bring, and drops them once its checkpoint is written. The
+    /// table is loaded whole if it is in memory already, if its records are not current (commits
+    /// since its last checkpoint), and for SCD TYPE 1 (a truncate, or the collection of
+    /// tombstones due, reaches every key).
+    pub(super) fn load_for_increment(&mut self, name: &str) -> Result<KeysFrom> {
+        let kv = self.kv.as_ref();
+        let t = table_mut(&mut self.tables, name)?;
+        match t.load {
+            Load::Replayed => return Ok(KeysFrom::Memory),
+            Load::Skeleton => return Ok(KeysFrom::Heads),
+            Load::Pending if t.state.schema.mode != StoredAs::Scd1 => {
+                if let Some(state) = pages::read_skeleton(kv, t, 0)? {
+                    t.state = state;
+                    t.load = Load::Skeleton;
+                    return Ok(KeysFrom::Heads);
+                }
+            }
+            Load::Pending => {}
         }
         self.ensure_replayed(name)?;
         Ok(KeysFrom::Memory)
@@ -92,7 +130,7 @@ impl Store {
     pub(super) fn read_replayed(&self, table: &str) -> Result<RwLockReadGuard<'_, Inner>> {
         {
             let g = self.read_inner()?;
-            if g.table(table)?.load == Load::Replayed {
+            if g.table(table)?.load.in_memory() {
                 return Ok(g);
             }
         }

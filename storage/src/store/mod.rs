@@ -28,6 +28,7 @@ mod key_cache;
 mod key_log;
 mod lineage;
 mod load;
+mod page_pins;
 mod pages;
 mod part_writer;
 mod properties;
@@ -214,6 +215,8 @@ struct Table {
     unsaved: u64,
     /// Keys read lately without loading the table.
     recent_keys: key_cache::KeyCache,
+    /// Held by the spans of keys read from its heads, whose pages must stay.
+    pins: page_pins::PagePins,
 }
 
 struct Inner {
@@ -450,14 +453,14 @@ impl Drop for Inner {
             return;
         }
         for t in self.tables.values_mut() {
-            if t.load != Load::Replayed || t.unsaved == 0 {
+            if !t.load.in_memory() || t.unsaved == 0 {
                 continue;
             }
             let last = t.commits.last().expect("a commit").version;
             let mut b = WriteBatch::default();
             if pages::write_pending_pages(self.kv.as_ref(), t.id, &mut t.state).is_ok()
                 && pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
-                && pages::write_checkpoint(self.kv.as_ref(), t.id, b).is_ok()
+                && pages::write_checkpoint(self.kv.as_ref(), t.id, b, t.pins.readers()).is_ok()
             {
                 t.unsaved = 0;
             }
@@ -561,7 +564,7 @@ impl Store {
         {
             let g = self.read_inner()?;
             let t = g.table(table)?;
-            if t.load == Load::Pending {
+            if !t.load.in_memory() {
                 let version = t.commits.last().expect("a commit").version;
                 let state = match t.recent_keys.get(key, version) {
                     Some(state) => Some(state),
@@ -596,7 +599,7 @@ impl Store {
     ) -> Result<Option<KeySpan>> {
         let g = self.read_inner()?;
         let t = g.table(table)?;
-        if t.load != Load::Pending {
+        if t.load.in_memory() {
             return Ok(None);
         }
         let span = pages::KeySpan { lo, hi, max_keys };
@@ -604,6 +607,7 @@ impl Store {
             pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(heads, last)| KeySpan {
                 table: table.to_string(),
                 generation: t.generation,
+                _pin: t.pins.pin(),
                 keys: heads.keys(),
                 heads: Some(heads),
                 state: None,
@@ -618,7 +622,7 @@ impl Store {
     pub fn key_count(&self, table: &str) -> Result<Option<u64>> {
         let g = self.read_inner()?;
         let t = g.table(table)?;
-        if t.load != Load::Pending {
+        if t.load.in_memory() {
             return Ok(None);
         }
         pages::key_count(g.kv.as_ref(), t)
@@ -666,6 +670,8 @@ pub struct KeySpan {
     table: String,
     /// The generation of the table's rows its heads were read at.
     generation: u64,
+    /// Keeps the pages its heads list (`page_pins`).
+    _pin: page_pins::PagePin,
     /// Its keys' heads as read, until its first read decodes them into `state`.
     heads: Option<pages::SpanHeads>,
     state: Option<TableState>,

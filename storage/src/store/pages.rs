@@ -8,6 +8,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
+use super::page_pins::Readers;
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
 use crate::engine::fold::Bytes;
@@ -137,10 +138,46 @@ pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
 /// Writes batch `b`, which holds a checkpoint of table `id`, and then deletes the pages it freed
 /// ([`free_pages`]): best effort, since the checkpoint is written; what is left is finished by
 /// the next checkpoint or open.
-pub(super) fn write_checkpoint(kv: &dyn KvStore, id: u32, b: WriteBatch) -> Result<()> {
-    free_pages(kv, id)?;
-    kv.write(b)?;
-    let _ = free_pages(kv, id);
+///
+/// While a span of keys read before it may still read those pages (`readers` is
+/// [`Readers::Pinned`]), nothing is deleted: the batch's `F` record lists its pages and those
+/// the record it replaces listed, for a later checkpoint or open to delete.
+pub(super) fn write_checkpoint(
+    kv: &dyn KvStore,
+    id: u32,
+    mut b: WriteBatch,
+    readers: Readers,
+) -> Result<()> {
+    match readers {
+        Readers::None => {
+            free_pages(kv, id)?;
+            kv.write(b)?;
+            let _ = free_pages(kv, id);
+            Ok(())
+        }
+        Readers::Pinned => {
+            keep_freed(kv, id, &mut b)?;
+            kv.write(b)
+        }
+    }
+}
+
+/// Makes the `F` record that batch `b` puts (if any) also list the pages of the one it replaces
+/// (if any), none of which are deleted yet.
+fn keep_freed(kv: &dyn KvStore, id: u32, b: &mut WriteBatch) -> Result<()> {
+    let record = key(keys::FREED, id, None, None);
+    let put = b
+        .ops()
+        .iter()
+        .rev()
+        .find(|(k, _)| *k == record)
+        .and_then(|(_, v)| v.clone());
+    let (Some(new), Some(old)) = (put, kv.get(&record)?) else {
+        return Ok(());
+    };
+    let mut pages = decode_freed(&old)?;
+    pages.extend(decode_freed(&new)?);
+    b.put(record, encode_freed(&pages)?);
     Ok(())
 }
 
@@ -561,7 +598,7 @@ pub(super) fn rebuild(
     write_heads(kv, t.id, &mut state)?;
     let mut b = WriteBatch::default();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
-    write_checkpoint(kv, t.id, b)?;
+    write_checkpoint(kv, t.id, b, t.pins.readers())?;
     t.state = state;
     Ok(())
 }
