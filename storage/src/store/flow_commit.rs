@@ -235,6 +235,13 @@ impl Inner {
             Apply::Increment => Before::Nothing,
             _ => Before::ResetKeys,
         };
+        // A state read without its keys is reset (a full refresh) only in parts, a part's keys
+        // at a time, and never meets a truncate (SCD TYPE 1 is always loaded whole).
+        debug_assert!(
+            keys_from == KeysFrom::Memory
+                || (truncates.is_empty()
+                    && (before == Before::Nothing || matches!(gathered, Gathered::Parted(_))))
+        );
         if before == Before::ResetKeys {
             params.insert(FULL_REFRESH.to_string(), "true".to_string());
             // An error comes from reading a page, with the state half-reset: refuse everything
@@ -716,7 +723,7 @@ pub(super) fn write_applied(
         Log::WrittenAhead(ahead) => put_commit_written(&mut b, at, &mut commit, ahead.pairs()?)?,
     }
     match checkpoint {
-        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b, table.pins.readers())?,
+        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b, &mut table.pins)?,
         pages::Checkpoint::Later => kv.write(b)?,
     }
     table.commits.push(commit.clone());

@@ -2,7 +2,7 @@
 //! application that looks up the same keys again and again (a service answering as-of questions
 //! about its customers) reads each key's head and pages once, then answers from memory, and its
 //! point index ([`crate::engine::lookup`]) is built once. Bounded by [`KEYS`]; valid for one
-//! commit of the table (a later commit loads the table, and the cache is no longer asked).
+//! commit of the table (a key asked after a later commit is read again).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};

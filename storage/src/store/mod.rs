@@ -460,7 +460,7 @@ impl Drop for Inner {
             let mut b = WriteBatch::default();
             if pages::write_pending_pages(self.kv.as_ref(), t.id, &mut t.state).is_ok()
                 && pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
-                && pages::write_checkpoint(self.kv.as_ref(), t.id, b, t.pins.readers()).is_ok()
+                && pages::write_checkpoint(self.kv.as_ref(), t.id, b, &mut t.pins).is_ok()
             {
                 t.unsaved = 0;
             }
@@ -606,6 +606,7 @@ impl Store {
         Ok(
             pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(heads, last)| KeySpan {
                 table: table.to_string(),
+                id: t.id,
                 generation: t.generation,
                 _pin: t.pins.pin(),
                 keys: heads.keys(),
@@ -644,8 +645,9 @@ impl Store {
     ) -> Result<R> {
         let g = self.read_inner()?;
         let t = g.table(&span.table)?;
-        // Rewritten since (VACUUM, ERASE, a widening): its heads list pages that are gone.
-        if t.generation != span.generation {
+        // Rewritten since (VACUUM, ERASE, a widening), or dropped and made again: its heads
+        // list pages that are gone.
+        if (t.id, t.generation) != (span.id, span.generation) {
             return Err(Error::ScanInterrupted(span.table.clone()));
         }
         let state = match (span.heads.take(), &mut span.state) {
@@ -668,6 +670,8 @@ impl Store {
 /// Some keys of a table, read from their heads and pages ([`Store::key_span`]).
 pub struct KeySpan {
     table: String,
+    /// The id of the table it was read from.
+    id: u32,
     /// The generation of the table's rows its heads were read at.
     generation: u64,
     /// Keeps the pages its heads list (`page_pins`).

@@ -8,7 +8,7 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::page_pins::Readers;
+use super::page_pins::{FreedPage, PagePins};
 use super::replay::{gc_secs_in, replay_log, ReplayRange};
 use super::{in_table, Table};
 use crate::engine::fold::Bytes;
@@ -136,35 +136,16 @@ pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
 }
 
 /// Writes batch `b`, which holds a checkpoint of table `id`, and then deletes the pages it freed
-/// ([`free_pages`]): best effort, since the checkpoint is written; what is left is finished by
-/// the next checkpoint or open.
-///
-/// While a span of keys read before it may still read those pages (`readers` is
-/// [`Readers::Pinned`]), nothing is deleted: the batch's `F` record lists its pages and those
-/// the record it replaces listed, for a later checkpoint or open to delete.
+/// and those earlier checkpoints kept, as far as `pins` allows (`page_pins`): its `F` record
+/// lists every page freed and not deleted yet, and the deletions after it leave it listing those
+/// a span may still read (or delete it with the last). They are best effort, since the
+/// checkpoint is written: what is left is deleted by a later checkpoint or the next open.
 pub(super) fn write_checkpoint(
     kv: &dyn KvStore,
     id: u32,
     mut b: WriteBatch,
-    readers: Readers,
+    pins: &mut PagePins,
 ) -> Result<()> {
-    match readers {
-        Readers::None => {
-            free_pages(kv, id)?;
-            kv.write(b)?;
-            let _ = free_pages(kv, id);
-            Ok(())
-        }
-        Readers::Pinned => {
-            keep_freed(kv, id, &mut b)?;
-            kv.write(b)
-        }
-    }
-}
-
-/// Makes the `F` record that batch `b` puts (if any) also list the pages of the one it replaces
-/// (if any), none of which are deleted yet.
-fn keep_freed(kv: &dyn KvStore, id: u32, b: &mut WriteBatch) -> Result<()> {
     let record = key(keys::FREED, id, None, None);
     let put = b
         .ops()
@@ -172,12 +153,39 @@ fn keep_freed(kv: &dyn KvStore, id: u32, b: &mut WriteBatch) -> Result<()> {
         .rev()
         .find(|(k, _)| *k == record)
         .and_then(|(_, v)| v.clone());
-    let (Some(new), Some(old)) = (put, kv.get(&record)?) else {
-        return Ok(());
-    };
-    let mut pages = decode_freed(&old)?;
-    pages.extend(decode_freed(&new)?);
-    b.put(record, encode_freed(&pages)?);
+    let freed = put
+        .map(|v| decode_freed(&v))
+        .transpose()?
+        .unwrap_or_default();
+    let f = pins.checkpoint(freed);
+    if !f.listed.is_empty() {
+        b.put(record, encode_freed(&f.listed)?);
+    }
+    kv.write(b)?;
+    if !f.now.is_empty() && delete_pages(kv, id, &f.now, &f.kept).is_err() {
+        pins.not_deleted(f);
+    }
+    Ok(())
+}
+
+/// Deletes pages `now` of table `id`, [`FREE_BATCH`] per batch; the last batch leaves its `F`
+/// record listing `kept`, or deletes it.
+fn delete_pages(kv: &dyn KvStore, id: u32, now: &[FreedPage], kept: &[FreedPage]) -> Result<()> {
+    let record = key(keys::FREED, id, None, None);
+    let mut parts = now.chunks(FREE_BATCH).peekable();
+    while let Some(part) = parts.next() {
+        let mut b = WriteBatch::default();
+        for (k, no) in part {
+            b.delete(keys::page(id, k, *no));
+        }
+        if parts.peek().is_none() {
+            match kept.is_empty() {
+                true => b.delete(record.clone()),
+                false => b.put(record.clone(), encode_freed(kept)?),
+            }
+        }
+        kv.write(b)?;
+    }
     Ok(())
 }
 
@@ -598,7 +606,8 @@ pub(super) fn rebuild(
     write_heads(kv, t.id, &mut state)?;
     let mut b = WriteBatch::default();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
-    write_checkpoint(kv, t.id, b, t.pins.readers())?;
+    t.pins.forget_freed();
+    write_checkpoint(kv, t.id, b, &mut t.pins)?;
     t.state = state;
     Ok(())
 }
