@@ -65,6 +65,33 @@ fn batch(events: &[Ev]) -> RecordBatch {
     .unwrap()
 }
 
+/// The flow `f` into `t`, stored as `mode`.
+fn flow(mode: StoredAs) -> asof::Flow {
+    let mut f = FlowSpec::builder("f", "t", &schema())
+        .keys(["k"])
+        .sequence_by(["seq"])
+        .delete_when(Condition::equals("op", "D"))
+        .stored_as(mode);
+    if mode == StoredAs::Bitemporal {
+        f = f.system_sequence_by("sys");
+    }
+    f.build().unwrap()
+}
+
+/// The events of one commit, over keys `0..keys`.
+fn events(keys: i64) -> impl Strategy<Value = Vec<Ev>> {
+    prop::collection::vec(
+        (
+            0i64..keys,
+            0i64..30,
+            0i64..30,
+            prop::bool::weighted(0.1),
+            prop::option::of("[a-c]{1,2}"),
+        ),
+        1..12,
+    )
+}
+
 /// What a reopen does before the next commit.
 #[derive(Clone, Copy, Debug)]
 enum Reopen {
@@ -95,10 +122,7 @@ proptest! {
         mode in prop_oneof![Just(StoredAs::Scd1), Just(StoredAs::Scd2), Just(StoredAs::Bitemporal)],
         commits in prop::collection::vec(
             (
-                prop::collection::vec(
-                    (0i64..4, 0i64..30, 0i64..30, prop::bool::weighted(0.1), prop::option::of("[a-c]{1,2}")),
-                    1..12,
-                ),
+                events(4),
                 prop_oneof![
                     Just(Reopen::No),
                     Just(Reopen::ThenCommit),
@@ -112,15 +136,7 @@ proptest! {
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = open(a_dir.path(), OpenMode::Eager);
         let mut b = open(b_dir.path(), OpenMode::Lazy);
-        let mut f = FlowSpec::builder("f", "t", &schema())
-            .keys(["k"])
-            .sequence_by(["seq"])
-            .delete_when(Condition::equals("op", "D"))
-            .stored_as(mode);
-        if mode == StoredAs::Bitemporal {
-            f = f.system_sequence_by("sys");
-        }
-        let flow = f.build().unwrap();
+        let flow = flow(mode);
         a.create_flow(flow.clone()).unwrap();
         b.create_flow(flow).unwrap();
         for (events, reopen) in &commits {
@@ -218,10 +234,7 @@ proptest! {
         part_rows in prop_oneof![Just(3u64), Just(1u64 << 16)],
         commits in prop::collection::vec(
             (
-                prop::collection::vec(
-                    (0i64..6, 0i64..30, 0i64..30, prop::bool::weighted(0.1), prop::option::of("[a-c]{1,2}")),
-                    1..12,
-                ),
+                events(6),
                 prop_oneof![
                     Just(After::Commit),
                     Just(After::Reopen),
@@ -235,15 +248,7 @@ proptest! {
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = open_checkpointed(a_dir.path(), 1 << 16);
         let mut b = open_checkpointed(b_dir.path(), part_rows);
-        let mut f = FlowSpec::builder("f", "t", &schema())
-            .keys(["k"])
-            .sequence_by(["seq"])
-            .delete_when(Condition::equals("op", "D"))
-            .stored_as(mode);
-        if mode == StoredAs::Bitemporal {
-            f = f.system_sequence_by("sys");
-        }
-        let flow = f.build().unwrap();
+        let flow = flow(mode);
         a.create_flow(flow.clone()).unwrap();
         b.create_flow(flow).unwrap();
         // The first commit, then a reopen: every later commit of `b` finds the table out of memory.

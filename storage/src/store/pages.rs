@@ -102,37 +102,20 @@ const REBUILD_PROGRESS_BLOCKS: u64 = 200;
 /// Where long work reports its progress ([`crate::Progress`]).
 pub(super) type Progressing = std::sync::Arc<dyn crate::Progress>;
 
-/// Pages deleted per batch by [`free_pages`].
+/// Pages deleted per batch by [`free_pages`] and [`write_checkpoint`].
 const FREE_BATCH: usize = 512;
 
-/// Deletes the pages the last checkpoint of table `id` freed (its `F` record), a few hundred
-/// per batch, the record itself with the last. No head lists them, so a crash between the
-/// batches leaves pages nothing reads, and the record, which the next open or checkpoint
-/// finishes. A checkpoint calls this before its batch (so that it never writes a record over
-/// one not finished) and after it; an open, for every table.
+/// Deletes the pages table `id`'s `F` record lists (freed by checkpoints, not deleted yet), a few
+/// hundred per batch, the record itself with the last. No head lists them, so a crash between
+/// the batches leaves pages nothing reads, and the record, which the next open finishes. An open
+/// calls this for every table (no scan holds a pin then); a checkpoint deletes what the pins
+/// allow ([`write_checkpoint`]).
 pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
     let record = key(keys::FREED, id, None, None);
     let Some(bytes) = kv.get(&record)? else {
         return Ok(());
     };
-    let freed = decode_freed(&bytes)?;
-    let mut parts = freed.chunks(FREE_BATCH).peekable();
-    while let Some(part) = parts.next() {
-        let mut b = WriteBatch::default();
-        for (k, no) in part {
-            b.delete(keys::page(id, k, *no));
-        }
-        if parts.peek().is_none() {
-            b.delete(record.clone());
-        }
-        kv.write(b)?;
-    }
-    if freed.is_empty() {
-        let mut b = WriteBatch::default();
-        b.delete(record);
-        kv.write(b)?;
-    }
-    Ok(())
+    delete_pages(kv, id, &decode_freed(&bytes)?, &[])
 }
 
 /// Writes batch `b`, which holds a checkpoint of table `id`, and then deletes the pages it freed
@@ -172,13 +155,17 @@ pub(super) fn write_checkpoint(
 /// record listing `kept`, or deletes it.
 fn delete_pages(kv: &dyn KvStore, id: u32, now: &[FreedPage], kept: &[FreedPage]) -> Result<()> {
     let record = key(keys::FREED, id, None, None);
-    let mut parts = now.chunks(FREE_BATCH).peekable();
-    while let Some(part) = parts.next() {
+    let parts: Vec<&[FreedPage]> = match now.is_empty() {
+        true => vec![&[]],
+        false => now.chunks(FREE_BATCH).collect(),
+    };
+    let last = parts.len() - 1;
+    for (i, part) in parts.into_iter().enumerate() {
         let mut b = WriteBatch::default();
         for (k, no) in part {
             b.delete(keys::page(id, k, *no));
         }
-        if parts.peek().is_none() {
+        if i == last {
             match kept.is_empty() {
                 true => b.delete(record.clone()),
                 false => b.put(record.clone(), encode_freed(kept)?),
