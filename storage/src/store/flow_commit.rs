@@ -723,7 +723,9 @@ pub(super) fn write_applied(
         Log::WrittenAhead(ahead) => put_commit_written(&mut b, at, &mut commit, ahead.pairs()?)?,
     }
     match checkpoint {
-        pages::Checkpoint::Now => pages::write_checkpoint(kv, table.id, b, &mut table.pins)?,
+        pages::Checkpoint::Now => {
+            pages::write_checkpoint(kv, table.id, b, &mut table.state, &mut table.pins)?
+        }
         pages::Checkpoint::Later => kv.write(b)?,
     }
     table.commits.push(commit.clone());

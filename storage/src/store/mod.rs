@@ -460,7 +460,8 @@ impl Drop for Inner {
             let mut b = WriteBatch::default();
             if pages::write_pending_pages(self.kv.as_ref(), t.id, &mut t.state).is_ok()
                 && pages::put_checkpoint(&mut b, t.id, &mut t.state, last).is_ok()
-                && pages::write_checkpoint(self.kv.as_ref(), t.id, b, &mut t.pins).is_ok()
+                && pages::write_checkpoint(self.kv.as_ref(), t.id, b, &mut t.state, &mut t.pins)
+                    .is_ok()
             {
                 t.unsaved = 0;
             }

@@ -80,16 +80,7 @@ pub(super) fn put_checkpoint(
             b.put(keys::key_head(id, &k), head);
         }
     }
-    // The pages it freed are deleted after it, a few at a time ([`free_pages`]): one sled batch
-    // deleting thousands of pages cost a full refresh of 1M events 620 MB (docs/PERFORMANCE.md).
-    let freed: Vec<(Vec<u8>, u32)> = state
-        .take_freed()
-        .into_iter()
-        .map(|((k, no), _)| (k.to_vec(), no))
-        .collect();
-    if !freed.is_empty() {
-        b.put(key(keys::FREED, id, None, None), encode_freed(&freed)?);
-    }
+    // The pages it freed are listed and deleted by [`write_checkpoint`].
     put_summary(b, id, &state.summary(version))
 }
 
@@ -122,27 +113,24 @@ pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
 /// and those earlier checkpoints kept, as far as `pins` allows (`page_pins`): its `F` record
 /// lists every page freed and not deleted yet, and the deletions after it leave it listing those
 /// a span may still read (or delete it with the last). They are best effort, since the
-/// checkpoint is written: what is left is deleted by a later checkpoint or the next open.
+/// checkpoint is written: what is left is deleted by a later checkpoint or the next open. They
+/// go a few hundred per batch: one sled batch deleting thousands of pages cost a full refresh of
+/// 1M events 620 MB (docs/PERFORMANCE.md).
 pub(super) fn write_checkpoint(
     kv: &dyn KvStore,
     id: u32,
     mut b: WriteBatch,
+    state: &mut TableState,
     pins: &mut PagePins,
 ) -> Result<()> {
-    let record = key(keys::FREED, id, None, None);
-    let put = b
-        .ops()
-        .iter()
-        .rev()
-        .find(|(k, _)| *k == record)
-        .and_then(|(_, v)| v.clone());
-    let freed = put
-        .map(|v| decode_freed(&v))
-        .transpose()?
-        .unwrap_or_default();
+    let freed = state
+        .take_freed()
+        .into_iter()
+        .map(|((k, no), _)| (k.to_vec(), no))
+        .collect();
     let f = pins.checkpoint(freed);
     if !f.listed.is_empty() {
-        b.put(record, encode_freed(&f.listed)?);
+        b.put(key(keys::FREED, id, None, None), encode_freed(&f.listed)?);
     }
     kv.write(b)?;
     if !f.now.is_empty() && delete_pages(kv, id, &f.now, &f.kept).is_err() {
@@ -594,7 +582,7 @@ pub(super) fn rebuild(
     let mut b = WriteBatch::default();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
     t.pins.forget_freed();
-    write_checkpoint(kv, t.id, b, &mut t.pins)?;
+    write_checkpoint(kv, t.id, b, &mut state, &mut t.pins)?;
     t.state = state;
     Ok(())
 }
