@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
-use asof::{Checkpoints, Condition, FlowSpec, OnClose, OpenMode, Store, StoreOptions, StoredAs};
+use asof::{
+    Checkpoints, Condition, FlowSpec, Increments, OnClose, OpenMode, Store, StoreOptions, StoredAs,
+};
 use proptest::prelude::*;
 
 fn schema() -> Arc<Schema> {
@@ -185,12 +187,13 @@ proptest! {
 /// A store that checkpoints on close, whose commits of more than `part_rows` events are applied
 /// in parts: after a reopen its table's records are current, and an increment reads only the
 /// keys its events bring.
-fn open_checkpointed(dir: &std::path::Path, part_rows: u64) -> Store {
+fn open_checkpointed(dir: &std::path::Path, part_rows: u64, increments: Increments) -> Store {
     Store::open_with(
         dir,
         StoreOptions {
             hot_events_per_key: 2,
             commit_part_rows: part_rows,
+            increments,
             ..Default::default()
         },
     )
@@ -232,6 +235,10 @@ proptest! {
     fn increments_that_read_only_their_keys_equal_a_store_that_never_closed(
         mode in prop_oneof![Just(StoredAs::Scd2), Just(StoredAs::Bitemporal)],
         part_rows in prop_oneof![Just(3u64), Just(1u64 << 16)],
+        increments in prop_oneof![
+            Just(Increments::ReadKeys),
+            (1u32..4).prop_map(|one_in| Increments::ReadKeysUpTo { one_in }),
+        ],
         commits in prop::collection::vec(
             (
                 events(6),
@@ -246,8 +253,8 @@ proptest! {
         ),
     ) {
         let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let a = open_checkpointed(a_dir.path(), 1 << 16);
-        let mut b = open_checkpointed(b_dir.path(), part_rows);
+        let a = open_checkpointed(a_dir.path(), 1 << 16, Increments::ReadKeys);
+        let mut b = open_checkpointed(b_dir.path(), part_rows, increments);
         let flow = flow(mode);
         a.create_flow(flow.clone()).unwrap();
         b.create_flow(flow).unwrap();
@@ -256,7 +263,7 @@ proptest! {
         a.apply("f", &batch(&first)).unwrap();
         b.apply("f", &batch(&first)).unwrap();
         drop(b);
-        b = open_checkpointed(b_dir.path(), part_rows);
+        b = open_checkpointed(b_dir.path(), part_rows, increments);
         // Whether `b`'s table was read whole since it was last opened.
         let mut read_whole = false;
         for (events, after) in &commits {
@@ -267,13 +274,16 @@ proptest! {
                 After::Commit => {}
                 After::Reopen => {
                     drop(b);
-                    b = open_checkpointed(b_dir.path(), part_rows);
+                    b = open_checkpointed(b_dir.path(), part_rows, increments);
                     read_whole = false;
                 }
                 // Each increment's checkpoint equals a replay of the log.
                 After::Scan if !read_whole => {
                     prop_assert!(b.verify().unwrap().ok());
-                    prop_assert!(b.key_count("t").unwrap().is_some(), "read from its records");
+                    // Read whole by an increment only once enough keys were read.
+                    if increments == Increments::ReadKeys {
+                        prop_assert!(b.key_count("t").unwrap().is_some(), "read from its records");
+                    }
                     prop_assert_eq!(scanned(&b, "t", None), scanned(&a, "t", None));
                 }
                 After::Scan => prop_assert_eq!(scanned(&b, "t", None), scanned(&a, "t", None)),
@@ -295,7 +305,7 @@ proptest! {
             common::engine_changes(&a, "t", 1, latest).unwrap()
         );
         drop(b);
-        let b = open_checkpointed(b_dir.path(), part_rows);
+        let b = open_checkpointed(b_dir.path(), part_rows, increments);
         prop_assert!(b.verify().unwrap().ok());
         for v in 0..=latest {
             prop_assert_eq!(
@@ -304,5 +314,112 @@ proptest! {
                 "version {}", v
             );
         }
+    }
+}
+
+/// An upsert of each of `keys`, at sequence (and system sequence) `seq`.
+fn upserts(keys: std::ops::Range<i64>, seq: i64) -> RecordBatch {
+    let events: Vec<Ev> = keys
+        .map(|k| (k, seq, seq, false, Some(format!("v{seq}"))))
+        .collect();
+    batch(&events)
+}
+
+/// The same upserts applied to `b` and to `never`: their commits.
+fn apply_both(
+    b: &Store,
+    never: &Store,
+    keys: std::ops::Range<i64>,
+    seq: i64,
+) -> (asof::CommitInfo, asof::CommitInfo) {
+    let batch = upserts(keys, seq);
+    (
+        b.apply("f", &batch).unwrap(),
+        never.apply("f", &batch).unwrap(),
+    )
+}
+
+/// Whether `t` is read from its records (not in memory).
+fn out_of_memory(store: &Store) -> bool {
+    store.key_count("t").unwrap().is_some()
+}
+
+/// A table of 40 keys, closed; and a store that never closed, with the same commit.
+fn forty_keys(
+    dir: &std::path::Path,
+    mode: StoredAs,
+    increments: Increments,
+) -> (tempfile::TempDir, Store, Store) {
+    let never_dir = tempfile::tempdir().unwrap();
+    let never = open_checkpointed(never_dir.path(), 1 << 16, Increments::ReadKeys);
+    let b = open_checkpointed(dir, 1 << 16, increments);
+    for s in [&never, &b] {
+        s.create_flow(flow(mode)).unwrap();
+        s.apply("f", &upserts(0..40, 1)).unwrap();
+    }
+    drop(b);
+    (
+        never_dir,
+        never,
+        open_checkpointed(dir, 1 << 16, increments),
+    )
+}
+
+#[test]
+fn increments_read_their_keys_until_they_have_read_a_quarter_of_the_table_then_read_it_whole() {
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let dir = tempfile::tempdir().unwrap();
+        let (_never_dir, never, b) = forty_keys(dir.path(), mode, Increments::default());
+        assert!(out_of_memory(&b));
+        // 4 keys, then 5: 9 of 40 read, under a quarter.
+        for (keys, seq) in [(0..4, 2), (10..15, 3)] {
+            let (commit, expected) = apply_both(&b, &never, keys, seq);
+            assert_eq!(commit.metrics, expected.metrics);
+            assert!(out_of_memory(&b), "{mode:?}, commit {seq}");
+        }
+        // One more key makes 10 of 40: this increment reads the table whole, and keeps it.
+        apply_both(&b, &never, 20..21, 4);
+        assert!(!out_of_memory(&b), "{mode:?}");
+        apply_both(&b, &never, 30..32, 5);
+        assert!(!out_of_memory(&b), "{mode:?}");
+        assert_eq!(scanned(&b, "t", None), scanned(&never, "t", None));
+        assert_eq!(
+            common::engine_changes(&b, "t", 1, 5).unwrap(),
+            common::engine_changes(&never, "t", 1, 5).unwrap()
+        );
+        // A reopen starts the count again.
+        drop(b);
+        let b = open_checkpointed(dir.path(), 1 << 16, Increments::default());
+        b.apply("f", &upserts(0..9, 6)).unwrap();
+        assert!(out_of_memory(&b), "{mode:?}");
+        b.apply("f", &upserts(0..1, 7)).unwrap();
+        assert!(!out_of_memory(&b), "{mode:?}");
+        assert!(b.verify().unwrap().ok());
+    }
+}
+
+#[test]
+fn the_first_increment_after_an_open_reads_its_keys_however_many_and_the_next_reads_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_never_dir, never, b) =
+        forty_keys(dir.path(), StoredAs::Bitemporal, Increments::default());
+    apply_both(&b, &never, 0..40, 2);
+    assert!(out_of_memory(&b));
+    apply_both(&b, &never, 7..8, 3);
+    assert!(!out_of_memory(&b));
+    assert_eq!(scanned(&b, "t", None), scanned(&never, "t", None));
+}
+
+#[test]
+fn increments_that_always_read_their_keys_leave_the_table_out_of_memory_however_many() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_never_dir, never, b) = forty_keys(dir.path(), StoredAs::Scd2, Increments::ReadKeys);
+    for seq in 2..6 {
+        apply_both(&b, &never, 0..40, seq);
+        assert!(out_of_memory(&b));
+    }
+    assert_eq!(scanned(&b, "t", None), scanned(&never, "t", None));
+    for v in 0..=5 {
+        assert_eq!(scanned(&b, "t", Some(v)), scanned(&never, "t", Some(v)));
     }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use asof::{
-    ColumnSelection, Condition, FlowSpec, ScanRequest, ScanThreads, Store, StoreOptions, StoredAs,
-    TimeSelection,
+    ColumnSelection, Condition, FlowSpec, Increments, ScanRequest, ScanThreads, Store,
+    StoreOptions, StoredAs, TimeSelection,
 };
 use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
@@ -27,8 +27,10 @@ fn schema() -> SchemaRef {
 }
 
 fn open(dir: &std::path::Path, create: Option<StoredAs>) -> Store {
+    // Every increment reads only its keys: commits under a scan leave the table out of memory.
     let options = StoreOptions {
         hot_events_per_key: 2,
+        increments: Increments::ReadKeys,
         ..Default::default()
     };
     let store = Store::open_with(dir, options).unwrap();

@@ -49,12 +49,13 @@ pub use source::{AppendFlow, PositionedRows, PositionedTable, SourceWrite, Strea
 pub use source_dml::SourceDmlOperation;
 pub use store::{
     append_offset_parameter, source_version_parameter, ChangePass, ChangeType, Checkpoints,
-    CommitInfo, Dml, DmlOperation, Edit, EraseReport, EventKind, KeyGroup, KeySpan, LoggedEvent,
-    OnClose, OpenMode, Origin, Problem, RefreshMode, RetentionCheck, RowSink, RowValues, RowView,
-    ScanCursor, ScanSpec, SourceRead, SourceRow, SourceRows, Store, StoreOptions, StoredRows,
-    TableCheck, TableGeneration, TableOptions, TableReader, TimeFilter, VacuumReport, Values,
-    VerifyReport, DEFAULT_COMMIT_PART_ROWS, DEFAULT_HOT_EVENTS_PER_KEY, ERASE, ERASED_BY,
-    ERASE_REASON, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED,
-    RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
+    CommitInfo, Dml, DmlOperation, Edit, EraseReport, EventKind, Increments, KeyGroup, KeySpan,
+    LoggedEvent, OnClose, OpenMode, Origin, Problem, RefreshMode, RetentionCheck, RowSink,
+    RowValues, RowView, ScanCursor, ScanSpec, SourceRead, SourceRow, SourceRows, Store,
+    StoreOptions, StoredRows, TableCheck, TableGeneration, TableOptions, TableReader, TimeFilter,
+    VacuumReport, Values, VerifyReport, DEFAULT_COMMIT_PART_ROWS, DEFAULT_HOT_EVENTS_PER_KEY,
+    ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN,
+    PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY,
+    SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value, ValueRef};

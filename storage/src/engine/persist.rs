@@ -64,6 +64,11 @@ impl TableState {
         self.evicted
     }
 
+    /// How many keys the table numbered: every key it has, in memory or not.
+    pub fn numbered(&self) -> u32 {
+        self.numbered
+    }
+
     /// The pages thawed since the last call (to delete).
     pub fn take_freed(&mut self) -> Vec<PageWrite> {
         self.pages.take_freed()

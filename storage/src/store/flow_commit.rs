@@ -16,7 +16,7 @@ use arrow::record_batch::RecordBatch;
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
 use super::event_spill::EventSpill;
-use super::load::{KeysFrom, Load};
+use super::load::{self, KeysFrom, Load};
 use super::pages;
 use super::part_writer::{PartWrite, PartWriter, Target};
 use super::records::{TableRecord, FULL_REFRESH, PARTS, REDEFINED};
@@ -277,14 +277,35 @@ impl Inner {
         };
         let kv = inner.kv.as_ref();
         let every = inner.checkpoints.every_events;
-        // An increment applied whole to a table not in memory reads its keys now; on an error
-        // nothing is applied, and the table is read again by its next use.
-        if let (KeysFrom::Heads, Gathered::Whole(events)) = (keys_from, &gathered) {
-            if let Err(e) = read_keys_of(kv, table, events) {
-                table.state = table.new_state();
-                table.load = Load::Pending;
-                return Err(e);
-            }
+        // An increment applied whole to a table not in memory reads its keys now, or the whole
+        // table once the increments since it was read have read enough keys (`Increments`); on
+        // an error nothing is applied, and the table is read again by its next use.
+        let mut keys_from = keys_from;
+        if let (KeysFrom::Heads, Gathered::Whole(events), Load::Skeleton { keys_read }) =
+            (keys_from, &gathered, table.load)
+        {
+            let keys = keys_of(events);
+            let n = keys.len() as u64;
+            let numbered = u64::from(table.state.numbered());
+            let read = match inner.increments.reads_whole(keys_read, n, numbered) {
+                true => {
+                    load::read_whole(kv, inner.progress.as_ref(), table).map(|()| KeysFrom::Memory)
+                }
+                false => read_keys(kv, table, &keys).map(|()| {
+                    table.load = Load::Skeleton {
+                        keys_read: keys_read + n,
+                    };
+                    KeysFrom::Heads
+                }),
+            };
+            keys_from = match read {
+                Ok(from) => from,
+                Err(e) => {
+                    table.state = table.new_state();
+                    table.load = Load::Pending;
+                    return Err(e);
+                }
+            };
         }
         // From here on, on an error memory is ahead of disk: refuse everything until the store
         // is reopened.
@@ -350,8 +371,8 @@ impl Inner {
         // from their heads drops them, its checkpoint written, and the next one starts from
         // what is left ([`Load::Skeleton`]).
         if keys_from == KeysFrom::Heads && matches!(how, Apply::Increment) {
+            debug_assert!(matches!(table.load, Load::Skeleton { .. }));
             table.state.evict_all();
-            table.load = Load::Skeleton;
         } else if table.state.evicted() == Evicted::Keys {
             table.state = table.new_state();
             table.load = Load::Pending;
@@ -614,13 +635,18 @@ fn apply_each_part(
     Ok(metrics)
 }
 
-/// Reads into `table`'s state, which holds none of its keys ([`Load::Skeleton`]), the heads of
-/// the keys `events` bring that the table has.
-fn read_keys_of(kv: &dyn KvStore, table: &mut Table, events: &[Incoming]) -> Result<()> {
+/// The keys `events` bring, sorted, each once.
+fn keys_of(events: &[Incoming]) -> Vec<Bytes> {
     let mut keys: Vec<Bytes> = events.iter().map(|e| e.key.clone()).collect();
     keys.sort_unstable();
     keys.dedup();
-    let heads = pages::read_heads(kv, table.id, &keys)?;
+    keys
+}
+
+/// Reads into `table`'s state, which holds none of its keys ([`Load::Skeleton`]), the heads of
+/// `keys` (sorted) that the table has.
+fn read_keys(kv: &dyn KvStore, table: &mut Table, keys: &[Bytes]) -> Result<()> {
+    let heads = pages::read_heads(kv, table.id, keys)?;
     table.state.load_keys(heads)
 }
 

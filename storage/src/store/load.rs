@@ -7,9 +7,10 @@
 use std::sync::RwLockReadGuard;
 
 use super::pages;
-use super::{in_table, table_mut, Inner, Store};
+use super::{in_table, table_mut, Inner, Store, Table};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::StoredAs;
+use crate::kv::KvStore;
 
 /// Whether a table's state was read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,7 +22,11 @@ pub(super) enum Load {
     /// Its state holds none of its keys: only its row store and how many keys it numbered, as
     /// of its last commit, which is a checkpoint ([`Inner::load_for_increment`]). Reads go to
     /// its records, as for [`Load::Pending`]; the next increment reads its own keys into it.
-    Skeleton,
+    Skeleton {
+        /// How many keys the increments applied whole since it was read have read
+        /// ([`Increments`]).
+        keys_read: u64,
+    },
 }
 
 impl Load {
@@ -31,39 +36,99 @@ impl Load {
     }
 }
 
+/// How an increment (a refresh of a streaming table, [`Store::apply`]) of a table that is not in
+/// memory finds the keys its events change ([`super::StoreOptions::increments`]).
+///
+/// Reading only its keys costs an increment about three times what the same keys cost a read of
+/// the whole table (it decodes their heads, puts their rows back, and writes their heads again
+/// with its commit, since the table it leaves is not in memory), and so it does for every later
+/// increment; a table read whole costs later increments only their events. A process that
+/// applies one increment and closes (a scheduled refresh) writes the keys' heads on close either
+/// way. docs/PERFORMANCE.md (session 27) has the figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Increments {
+    /// The first increment applied whole after the table was read from the store reads only
+    /// the keys its events bring, however many; so do the next ones, until the increments since
+    /// it was read have read, with their own, as many keys as one in `one_in` of the table's
+    /// keys. That increment reads the table whole instead, and it stays in memory, as a table
+    /// written by the process does. The default is one in 4: a scheduled refresh of a large
+    /// table reads only the keys of its new rows, and a process that goes on ingesting into a
+    /// table it opened reads it once, with its second increment.
+    ReadKeysUpTo {
+        /// The share of the table's keys, one in this many (at least 1).
+        one_in: u32,
+    },
+    /// Every increment reads only the keys its events bring, however many increments follow:
+    /// each costs in proportion to its keys, never to the table, and so does its memory.
+    ReadKeys,
+}
+
+impl Default for Increments {
+    fn default() -> Self {
+        Increments::ReadKeysUpTo { one_in: 4 }
+    }
+}
+
+impl Increments {
+    /// Whether an increment that brings `keys` keys reads the table (of `numbered` keys) whole,
+    /// after increments that read `read` keys since it was read.
+    pub(super) fn reads_whole(self, read: u64, keys: u64, numbered: u64) -> bool {
+        match self {
+            Increments::ReadKeysUpTo { one_in } => {
+                read > 0
+                    && read
+                        .saturating_add(keys)
+                        .saturating_mul(u64::from(one_in.max(1)))
+                        >= numbered
+            }
+            Increments::ReadKeys => false,
+        }
+    }
+}
+
+/// Reads `t`'s state from its last checkpoint and the commits after it (or replays its whole
+/// log and writes a checkpoint, if it has none). On an error the state is left empty and
+/// pending, so the store stays usable and the next use tries again.
+pub(super) fn read_whole(
+    kv: &dyn KvStore,
+    progress: Option<&pages::Progressing>,
+    t: &mut Table,
+) -> Result<()> {
+    let read = match pages::load(kv, t) {
+        Ok(Some(replayed)) => {
+            t.unsaved = replayed;
+            Ok(())
+        }
+        Ok(None) => pages::rebuild(kv, t, progress).map(|()| t.unsaved = 0),
+        Err(e) => Err(e),
+    };
+    match read {
+        Ok(()) => {
+            t.load = Load::Replayed;
+            t.recent_keys.clear();
+            Ok(())
+        }
+        Err(e) => {
+            t.state = t.new_state();
+            t.load = Load::Pending;
+            // Errors of `pages::load` name the table already.
+            Err(match e {
+                Error::Corrupt(m) if !m.starts_with("table `") => in_table(&t.name, corrupt(m)),
+                e => e,
+            })
+        }
+    }
+}
+
 impl Inner {
-    /// Reads `name`'s state from its last checkpoint and the commits after it (or replays its
-    /// whole log and writes a checkpoint, if it has none), unless that was done. On an error the state is left empty and pending,
-    /// so the store stays usable and the next use tries again.
+    /// Reads `name`'s state whole ([`read_whole`]), unless that was done.
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
         let (kv, progress) = (self.kv.as_ref(), self.progress.as_ref());
         let t = table_mut(&mut self.tables, name)?;
-        if t.load == Load::Replayed {
-            return Ok(());
-        }
-        let read = match pages::load(kv, t) {
-            Ok(Some(replayed)) => {
-                t.unsaved = replayed;
-                Ok(())
-            }
-            Ok(None) => pages::rebuild(kv, t, progress).map(|()| t.unsaved = 0),
-            Err(e) => Err(e),
-        };
-        match read {
-            Ok(()) => {
-                t.load = Load::Replayed;
-                t.recent_keys.clear();
-                Ok(())
-            }
-            Err(e) => {
-                t.state = t.new_state();
-                t.load = Load::Pending;
-                // Errors of `pages::load` name the table already.
-                Err(match e {
-                    Error::Corrupt(m) if !m.starts_with("table `") => in_table(name, corrupt(m)),
-                    e => e,
-                })
-            }
+        match t.load {
+            Load::Replayed => Ok(()),
+            _ => read_whole(kv, progress, t),
         }
     }
 }
@@ -101,20 +166,21 @@ impl Inner {
     /// Where an increment of `name` finds its keys: a table not in memory whose records are
     /// current is not loaded; its state becomes one that holds none of its keys
     /// ([`Load::Skeleton`], kept from one increment to the next), and each increment reads the
-    /// heads of the keys its events bring, and drops them once its checkpoint is written. The
-    /// table is loaded whole if it is in memory already, if its records are not current (commits
-    /// since its last checkpoint), and for SCD TYPE 1 (a truncate, or the collection of
+    /// heads of the keys its events bring, and drops them once its checkpoint is written (until
+    /// [`Increments`] says to read the table whole: the commit decides, once it knows its keys).
+    /// The table is loaded whole if it is in memory already, if its records are not current
+    /// (commits since its last checkpoint), and for SCD TYPE 1 (a truncate, or the collection of
     /// tombstones due, reaches every key).
     pub(super) fn load_for_increment(&mut self, name: &str) -> Result<KeysFrom> {
         let kv = self.kv.as_ref();
         let t = table_mut(&mut self.tables, name)?;
         match t.load {
             Load::Replayed => return Ok(KeysFrom::Memory),
-            Load::Skeleton => return Ok(KeysFrom::Heads),
+            Load::Skeleton { .. } => return Ok(KeysFrom::Heads),
             Load::Pending if t.state.schema.mode != StoredAs::Scd1 => {
                 if let Some(state) = pages::read_skeleton(kv, t, 0)? {
                     t.state = state;
-                    t.load = Load::Skeleton;
+                    t.load = Load::Skeleton { keys_read: 0 };
                     return Ok(KeysFrom::Heads);
                 }
             }
@@ -136,5 +202,30 @@ impl Store {
         }
         self.write_inner()?.ensure_replayed(table)?;
         self.read_inner()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Increments;
+
+    #[test]
+    fn the_first_increment_reads_its_keys_however_many() {
+        let rule = Increments::default();
+        assert!(!rule.reads_whole(0, 1_000, 1_000));
+        assert!(!rule.reads_whole(0, 0, 0));
+    }
+
+    #[test]
+    fn later_increments_read_the_table_once_a_quarter_of_its_keys_was_read() {
+        let rule = Increments::default();
+        assert!(!rule.reads_whole(100, 149, 1_000));
+        assert!(rule.reads_whole(100, 150, 1_000));
+        assert!(rule.reads_whole(1, 1, 8));
+        // One in 0 is one in 1: every key read.
+        let every = Increments::ReadKeysUpTo { one_in: 0 };
+        assert!(!every.reads_whole(500, 499, 1_000));
+        assert!(every.reads_whole(500, 500, 1_000));
+        assert!(!Increments::ReadKeys.reads_whole(u64::MAX, u64::MAX, 1));
     }
 }

@@ -72,6 +72,7 @@ pub use dml::{Dml, DmlOperation, Edit};
 pub use erase::EraseReport;
 pub use key_log::{EventKind, LoggedEvent, Origin};
 pub use lineage::SourceRow;
+pub use load::Increments;
 use load::Load;
 use reader::ReadScope;
 pub use reader::{
@@ -121,6 +122,11 @@ pub struct StoreOptions {
     /// writing each part ahead of the commit record: still one commit, all or nothing, in memory
     /// bounded by the part instead of the refresh (docs/SEMANTICS.md §2.7).
     pub commit_part_rows: u64,
+    /// How an increment of a table not in memory reads it: the first after the table was read
+    /// reads only the keys its events bring, and so do the next ones until those since it was
+    /// read have read a quarter of its keys, then the table is read whole (the default); or
+    /// only their keys, always.
+    pub increments: Increments,
 }
 
 /// The default of [`StoreOptions::commit_part_rows`].
@@ -188,6 +194,7 @@ impl Default for StoreOptions {
             open: OpenMode::Lazy,
             checkpoints: Checkpoints::default(),
             commit_part_rows: DEFAULT_COMMIT_PART_ROWS,
+            increments: Increments::default(),
         }
     }
 }
@@ -236,6 +243,7 @@ struct Inner {
     checkpoints: Checkpoints,
     /// See [`StoreOptions::commit_part_rows`].
     commit_part_rows: u64,
+    increments: Increments,
     /// Moves when ERASE or DROP TABLE rewrites source chunks (reads under way stop).
     rewrites: source_rows::ChunkRewrites,
 }
@@ -347,6 +355,7 @@ impl Store {
             open: options.open,
             checkpoints: options.checkpoints,
             commit_part_rows: options.commit_part_rows.max(1),
+            increments: options.increments,
             rewrites: Default::default(),
         };
         inner.load()?;
