@@ -3,6 +3,7 @@
 //! whole-process `asof sql` timings when the binary is built), and what VACUUM frees:
 //! `cargo run --profile bench --example workload -- [events] [scd2|bitemporal] [hot events per key]`.
 
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -159,7 +160,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cold.frozen_keys,
         cold.page_bytes as f64 / (1 << 20) as f64,
     );
+    let start = Instant::now();
     drop(store);
+    println!(
+        "close after the ingest (checkpoint, sled's snapshot): {:.1} ms",
+        start.elapsed().as_secs_f64() * 1000.0
+    );
     let disk_after_ingest = disk(dir.path());
     println!(
         "on disk after ingest (checkpoint on close): {disk_after_ingest} bytes = {:.0} B/event",

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod runner;
 
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

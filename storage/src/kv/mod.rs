@@ -639,6 +639,7 @@ impl KvStore for SledKv {
             .map_err(|_| Error::Poisoned("value log".into()))?;
         separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
         let current = log.current()?;
+        self.db.wrote(batch.ops.len());
         *dead = separated::apply(&db, &log, batch.ops, &[])?;
         if log.current()? != current {
             // The segment this write left behind, which later writes may kill while it was
