@@ -126,7 +126,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| a.parse())
         .transpose()?
         .unwrap_or(asof::DEFAULT_HOT_EVENTS_PER_KEY);
-    // `ASOF_WORKLOAD_DIR` keeps the store there (for timing the CLI on it) and skips VACUUM.
+    // `ASOF_WORKLOAD_DIR` keeps the store there (for timing the CLI on it) and skips VACUUM;
+    // `ASOF_WORKLOAD_INGEST_ONLY` stops after the ingest's figures.
     let kept = std::env::var_os("ASOF_WORKLOAD_DIR").map(std::path::PathBuf::from);
     let tmp = tempfile::tempdir()?;
     let dir = Dir(kept.clone().unwrap_or_else(|| tmp.path().to_path_buf()));
@@ -160,6 +161,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         cold.frozen_keys,
         cold.page_bytes as f64 / (1 << 20) as f64,
     );
+    if std::env::var_os("ASOF_WORKLOAD_INGEST_ONLY").is_some() {
+        // For profiling the ingest alone (heaptrack's peak is the whole run's).
+        return Ok(());
+    }
     let start = Instant::now();
     drop(store);
     println!(

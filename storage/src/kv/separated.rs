@@ -110,7 +110,7 @@ pub(super) fn apply(
         }
         match v {
             Some(v) if v.len() >= SEPARATE_AT => {
-                let p = appending.push(&k, &v);
+                let p = appending.push(&k, &v)?;
                 gained.entry(p.segment).or_default().0 += record_len(k.len(), v.len());
                 batch.insert(k, pointer(p));
             }
@@ -289,7 +289,7 @@ mod tests {
         put(&db, &log, b"k", vec![3; 1000]);
         // A batch whose records reached the log but whose sled batch did not (a crash between).
         let mut a = log.begin().unwrap();
-        a.push(b"lost", &[4; 1000]);
+        a.push(b"lost", &[4; 1000]).unwrap();
         log.append(a).unwrap();
         drop((db, log));
         let seg = dir.path().join("values").join("00000000.vlog");

@@ -2,8 +2,8 @@
 //! (`format/value_log.rs`). This module reads and appends bytes; which records are live, and the
 //! counts that say when a segment is worth compacting, are in sled (`kv/separated.rs`).
 //!
-//! A batch's records are appended at the segment's end with one positioned write and synced
-//! before sled's batch that points at them is applied; sled then records the new end. A crash in
+//! A batch's records are appended at the segment's end with positioned writes of a few MiB and
+//! synced before sled's batch that points at them is applied; sled then records the new end. A crash in
 //! between leaves bytes past the recorded end, which [`ValueLog::open`] cuts off.
 
 use std::collections::BTreeMap;
@@ -85,28 +85,69 @@ pub(super) enum Found {
     Moved,
 }
 
-/// Records on their way into the log, one batch's.
-pub(super) struct Appending {
+/// How many bytes of records an [`Appending`] gathers before it writes them: a batch of many
+/// large values (a checkpoint's key heads) goes to the file as it is built, and is never held
+/// twice, once in the batch and once as one buffer of records (133 MB at the checkpoint of a
+/// 10M-event ingest, docs/PERFORMANCE.md).
+const WRITE_AT: usize = 4 << 20;
+
+/// Records on their way into the log, one batch's: written (not synced) as they fill
+/// [`WRITE_AT`] bytes, the rest and the sync by [`ValueLog::append`]. Nothing reads past the end
+/// sled records, so records written by a batch that fails are never read, and the next open cuts
+/// them off.
+pub(super) struct Appending<'a> {
+    log: &'a ValueLog,
     segment: u32,
     start: u64,
+    /// Bytes of records written to the file so far.
+    written: u64,
+    /// The segment's file, once something was written.
+    file: Option<Arc<Segment>>,
     buf: Vec<u8>,
 }
 
-impl Appending {
+impl Appending<'_> {
     /// Adds the record of `key` and `value` and returns where it will be.
-    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Pointer {
-        let offset = self.start + self.buf.len() as u64;
+    pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<Pointer> {
+        let offset = self.start + self.bytes();
         put_record(&mut self.buf, key, value);
-        Pointer {
+        if self.buf.len() >= WRITE_AT {
+            self.write()?;
+        }
+        Ok(Pointer {
             segment: self.segment,
             offset,
             len: value.len() as u32,
-        }
+        })
     }
 
     /// Bytes of the records added.
     pub fn bytes(&self) -> u64 {
-        self.buf.len() as u64
+        self.written + self.buf.len() as u64
+    }
+
+    /// Writes the records gathered at their place in the segment, whose file is made if it is
+    /// new. On an error what was written goes again (best effort; the next open cuts it off in
+    /// any case).
+    fn write(&mut self) -> Result<()> {
+        let seg = match &self.file {
+            Some(seg) => seg.clone(),
+            None => {
+                let seg = self.log.segment_file(self.segment)?;
+                self.file = Some(seg.clone());
+                seg
+            }
+        };
+        if let Err(e) = seg
+            .file
+            .write_all_at(&self.buf, self.start + self.written)
+        {
+            let _ = seg.file.set_len(self.start);
+            return Err(io(&self.log.dir.join(file_name(self.segment)), e));
+        }
+        self.written += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
     }
 }
 
@@ -253,51 +294,59 @@ impl ValueLog {
 
     /// Starts a batch of appends: at the end of the current segment, or in a new one once it
     /// holds [`SEGMENT_BYTES`].
-    pub fn begin(&self) -> Result<Appending> {
+    pub fn begin(&self) -> Result<Appending<'_>> {
         let (mut segment, mut start) = *self.end.lock().map_err(|_| poisoned())?;
         if start >= self.segment_bytes {
             segment += 1;
             start = 0;
         }
         Ok(Appending {
+            log: self,
             segment,
             start,
+            written: 0,
+            file: None,
             buf: Vec::new(),
         })
     }
 
-    /// Writes the records and syncs them; returns the new end, which the caller records in sled
-    /// with the pointers. Nothing reads them before that.
-    pub fn append(&self, a: Appending) -> Result<(u32, u64)> {
-        let path = self.dir.join(file_name(a.segment));
-        let open = self.files()?.get(&a.segment).cloned();
-        let seg = match open {
+    /// Segment `segment`'s file, made (and its folder synced) if it is new.
+    fn segment_file(&self, segment: u32) -> Result<Arc<Segment>> {
+        if let Some(seg) = self.files()?.get(&segment) {
+            return Ok(seg.clone());
+        }
+        let path = self.dir.join(file_name(segment));
+        let f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| io(&path, e))?;
+        sync_dir(&self.dir)?;
+        let seg = Segment::new(f, 0);
+        self.files
+            .write()
+            .map_err(|_| poisoned())?
+            .insert(segment, seg.clone());
+        Ok(seg)
+    }
+
+    /// Writes the records not written yet and syncs them; returns the new end, which the caller
+    /// records in sled with the pointers. Nothing reads them before that.
+    pub fn append(&self, mut a: Appending<'_>) -> Result<(u32, u64)> {
+        a.write()?;
+        let seg = match a.file.clone() {
             Some(seg) => seg,
-            None => {
-                let f = OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(&path)
-                    .map_err(|e| io(&path, e))?;
-                sync_dir(&self.dir)?;
-                let seg = Segment::new(f, 0);
-                self.files
-                    .write()
-                    .map_err(|_| poisoned())?
-                    .insert(a.segment, seg.clone());
-                seg
-            }
+            None => self.segment_file(a.segment)?,
         };
-        let f = &seg.file;
-        if let Err(e) = f.write_all_at(&a.buf, a.start).and_then(|_| f.sync_data()) {
+        if let Err(e) = seg.file.sync_data() {
             // Nothing points past the end: what the write left there goes (best effort; the
             // next open cuts it off in any case).
-            let _ = f.set_len(a.start);
-            return Err(io(&path, e));
+            let _ = seg.file.set_len(a.start);
+            return Err(io(&self.dir.join(file_name(a.segment)), e));
         }
-        let end = (a.segment, a.start + a.buf.len() as u64);
+        let end = (a.segment, a.start + a.written);
         seg.set_len(end.1);
         *self.end.lock().map_err(|_| poisoned())? = end;
         Ok(end)
