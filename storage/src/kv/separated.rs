@@ -283,6 +283,30 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_of_more_records_than_one_write_takes_reads_back_whole_after_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        // Twelve values of 1 MiB: three writes of 4 MiB in one batch, one sync.
+        let ops: Vec<_> = (0u8..12)
+            .map(|i| (vec![b'v', i], Some(vec![i; 1 << 20])))
+            .collect();
+        apply(&db, &log, ops, &[]).unwrap();
+        for i in 0u8..12 {
+            assert_eq!(get(&db, &log, &[b'v', i]), Some(vec![i; 1 << 20]), "value {i}");
+        }
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        for i in 0u8..12 {
+            assert_eq!(get(&db, &log, &[b'v', i]), Some(vec![i; 1 << 20]), "value {i}");
+        }
+        let seg = dir.path().join("values").join("00000000.vlog");
+        assert_eq!(
+            std::fs::metadata(&seg).unwrap().len(),
+            12 * (12 + 2 + (1 << 20))
+        );
+    }
+
+    #[test]
     fn bytes_appended_by_a_batch_sled_never_applied_are_cut_off_by_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let (db, log) = open(dir.path());
