@@ -145,6 +145,9 @@ pub(super) fn apply(
     Ok(dead)
 }
 
+/// Bytes of live records a compaction moves per batch.
+const MOVE_BATCH: usize = 8 << 20;
+
 /// Compacts each of `segments` (other than the one appends go to) of which half or more is dead:
 /// its live records appended again, sled pointed at them, and the segment removed.
 pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -> Result<()> {
@@ -157,7 +160,11 @@ pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -
         if dead < written - written / 2 {
             continue;
         }
+        // The live records move in batches of about `MOVE_BATCH` bytes; the segment's counts
+        // go with the last, so that a crash between leaves the segment counted (its moved
+        // records dead), never removed while records in it are still pointed at.
         let mut live: Vec<Op> = Vec::new();
+        let mut bytes = 0usize;
         let read = log.for_each_record(segment, |offset, key, value| {
             let here = match db.get(key)? {
                 Some(held) => match stored(&held)? {
@@ -168,6 +175,11 @@ pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -
             };
             if here {
                 live.push((key.to_vec(), Some(value.to_vec())));
+                bytes += key.len() + value.len();
+                if bytes >= MOVE_BATCH {
+                    apply(db, log, std::mem::take(&mut live), &[])?;
+                    bytes = 0;
+                }
             }
             Ok(())
         });
