@@ -370,6 +370,34 @@ mod tests {
     }
 
     #[test]
+    fn a_segment_with_more_live_bytes_than_one_move_batch_is_compacted_in_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        // One batch of 24 values of 1 MiB: one segment (a batch never spans two).
+        let mib = |i: u8| vec![i; 1 << 20];
+        let ops: Vec<_> = (0u8..24).map(|i| (vec![b'k', i], Some(mib(i)))).collect();
+        apply(&db, &log, ops, &[]).unwrap();
+        // Half of them overwritten: 12 MiB live, two move batches.
+        let ops: Vec<_> = (0u8..12)
+            .map(|i| (vec![b'k', i], Some(mib(100 + i))))
+            .collect();
+        let dead = apply(&db, &log, ops, &[]).unwrap();
+        assert_eq!(dead, vec![0]);
+        compact_if_dead(&db, &log, &dead).unwrap();
+        assert!(!segments(dir.path()).contains(&"00000000.vlog".to_string()));
+        let every_value_reads = |db: &sled::Db, log: &ValueLog| {
+            for i in 0u8..24 {
+                let want = if i < 12 { 100 + i } else { i };
+                assert_eq!(get(db, log, &[b'k', i]), Some(mib(want)), "{i}");
+            }
+        };
+        every_value_reads(&db, &log);
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        every_value_reads(&db, &log);
+    }
+
+    #[test]
     fn a_segment_left_behind_by_a_compaction_cut_short_is_removed_by_the_next_open() {
         let dir = tempfile::tempdir().unwrap();
         let (db, log) = open(dir.path());
