@@ -289,6 +289,8 @@ pub struct ColdStats {
     pub frozen_events: u64,
     /// Events (sequences) held in memory.
     pub hot_events: u64,
+    /// Frozen pages (of keys in memory).
+    pub pages: u64,
     /// Bytes of the frozen pages.
     pub page_bytes: u64,
     /// Row versions that have a slot in memory (about 128 bytes each, frozen or not): the hot
@@ -400,6 +402,7 @@ impl Frozen {
     pub fn add_stats(&self, stats: &mut ColdStats) {
         stats.frozen_keys += 1;
         stats.frozen_events += self.events as u64;
+        stats.pages += self.pages.len() as u64;
     }
 }
 

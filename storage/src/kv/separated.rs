@@ -304,12 +304,20 @@ mod tests {
             .collect();
         apply(&db, &log, ops, &[]).unwrap();
         for i in 0u8..12 {
-            assert_eq!(get(&db, &log, &[b'v', i]), Some(vec![i; 1 << 20]), "value {i}");
+            assert_eq!(
+                get(&db, &log, &[b'v', i]),
+                Some(vec![i; 1 << 20]),
+                "value {i}"
+            );
         }
         drop((db, log));
         let (db, log) = open(dir.path());
         for i in 0u8..12 {
-            assert_eq!(get(&db, &log, &[b'v', i]), Some(vec![i; 1 << 20]), "value {i}");
+            assert_eq!(
+                get(&db, &log, &[b'v', i]),
+                Some(vec![i; 1 << 20]),
+                "value {i}"
+            );
         }
         let seg = dir.path().join("values").join("00000000.vlog");
         assert_eq!(

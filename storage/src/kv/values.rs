@@ -138,10 +138,7 @@ impl Appending<'_> {
                 seg
             }
         };
-        if let Err(e) = seg
-            .file
-            .write_all_at(&self.buf, self.start + self.written)
-        {
+        if let Err(e) = seg.file.write_all_at(&self.buf, self.start + self.written) {
             let _ = seg.file.set_len(self.start);
             return Err(io(&self.log.dir.join(file_name(self.segment)), e));
         }
