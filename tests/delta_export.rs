@@ -559,7 +559,9 @@ fn an_export_of_a_table_read_span_by_span_reports_the_keys_it_has_written() {
     }
     assert_delta_holds(&store, "accounts", &delta, 1);
     // The refresh below reads only the keys it changes: the table stays out of memory, and the
-    // carry-over reads its one commit's changes span by span (two passes over the 600 keys).
+    // carry-over reads its one commit's changes span by span: one pass over the 600 keys (its
+    // few changes other than deletes held until its last delete), each span of 64 keys counted
+    // for the two passes a feed may need.
     let mut s = SqlSession::new(store).unwrap();
     s.execute(
         "INSERT INTO moves VALUES (7, 70, 'm', 2, TIMESTAMP '2025-01-02', 'U');
@@ -577,7 +579,7 @@ fn an_export_of_a_table_read_span_by_span_reports_the_keys_it_has_written() {
     let mut last = 0;
     for c in &calls[1..calls.len() - 1] {
         let d: u64 = c.strip_prefix("at ").unwrap().parse().unwrap();
-        assert!(d > last && d - last <= 64, "{calls:?}");
+        assert!(d > last && d - last <= 128, "{calls:?}");
         last = d;
     }
     assert_delta_holds(s.store(), "accounts", &delta, 2);

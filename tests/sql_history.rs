@@ -422,8 +422,9 @@ fn a_long_change_feed_reports_its_progress_span_by_span() {
          REFRESH STREAMING TABLE t"),
     )
     .unwrap();
-    // Read from the table's records a span of keys at a time, each span in two passes per
-    // commit: the total is 2 passes × 2 commits × 150,000 keys.
+    // Read from the table's records a span of keys at a time, each commit in one pass (its
+    // 150,000 changes other than deletes held: under a window) that counts for the two a
+    // commit may need: the total is 2 passes × 2 commits × 150,000 keys.
     feed_of_two_commits_reports(&mut s, 600000);
 }
 

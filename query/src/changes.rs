@@ -48,7 +48,8 @@ pub fn change_feed(
     end: Option<&ChangeBound>,
 ) -> Result<ChangeFeed> {
     // A table that is not in memory is read a span of its keys at a time, for a few commits
-    // (each commit is two passes over the keys); anything else from the table in memory.
+    // (each commit one pass over the keys, two when its changes other than deletes are more than
+    // a window's); anything else from the table in memory.
     if let Some(mut first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
         let read = store.read_span(&mut first, |r| {
             let (from, to) = commit_range(r, table, start, end)?;
@@ -167,6 +168,9 @@ pub struct ChangeFeed {
     generation: asof_storage::TableGeneration,
     /// About how many changed rows a window holds.
     window_rows: u64,
+    /// Read by spans: the other changes of the commit whose deletes are being read, held until
+    /// its last span, so that the commit is read in one pass over its keys, not two.
+    held: Held,
     /// What is left of a commit larger than a window, read a group of its keys at a time: each
     /// group's deletes, then each group's other changes, with about how many rows each step
     /// reads (for the progress report).
@@ -175,7 +179,7 @@ pub struct ChangeFeed {
     failed: bool,
     /// Where a feed longer than one window reports how far it is: the rows (or, read by spans,
     /// the keys) read so far, of about how many.
-    progress: Option<(asof_storage::Reporter, u64)>,
+    progress: Option<(asof_storage::Reporter, u64, u64)>,
 }
 
 /// How a [`ChangeFeed`] reads its table.
@@ -191,6 +195,21 @@ enum Reading {
     Done,
 }
 
+/// The changes other than deletes a commit read by spans listed in its pass of deletes
+/// ([`ChangeFeed::read_span`]).
+enum Held {
+    /// These batches, of this many rows: listed after the commit's last delete.
+    Rows(Vec<RecordBatch>, u64),
+    /// More than a window's rows: dropped, and read in a second pass over the keys.
+    Overflowed,
+}
+
+impl Held {
+    fn none() -> Held {
+        Held::Rows(Vec::new(), 0)
+    }
+}
+
 /// Where a change feed read by spans of keys is.
 #[derive(Clone)]
 struct SpanCursor {
@@ -201,8 +220,9 @@ struct SpanCursor {
 }
 
 /// The most commits a change feed of a table that is not in memory reads span by span: each
-/// commit reads the table's heads twice (and the pages that hold its changes), so a feed of more
-/// commits reads the table into memory instead.
+/// commit reads the table's heads (and the pages that hold its changes) once, or twice when its
+/// changes other than deletes are more than a window's rows and cannot be held until its last
+/// delete; a feed of more commits reads the table into memory instead.
 const SPAN_FEED_COMMITS: usize = 4;
 
 /// How many keys a change feed read by spans reads at a time: their rows that a commit wrote or
@@ -240,6 +260,7 @@ impl ChangeFeed {
             reading,
             generation,
             window_rows: CHANGE_WINDOW_ROWS,
+            held: Held::none(),
             steps: VecDeque::new(),
             pending: VecDeque::new(),
             failed: false,
@@ -260,7 +281,7 @@ impl ChangeFeed {
             Reading::Done => (0, 1),
         };
         let report = asof_storage::Reporter::begin(Some(&progress), &task, total, least);
-        self.progress = Some((report, 0));
+        self.progress = Some((report, 0, total));
         self
     }
 
@@ -309,7 +330,7 @@ impl ChangeFeed {
                         let half = g.rows() / 2;
                         let rows = match pass {
                             ChangePass::Deletes => half,
-                            ChangePass::Others => g.rows() - half,
+                            _ => g.rows() - half,
                         };
                         (from, g.clone(), pass, rows)
                     });
@@ -372,31 +393,57 @@ impl ChangeFeed {
             self.reading = Reading::Windows(sizes);
             self.next = v + 1;
             self.progress = None;
+            // The steps list every group's other changes again.
+            self.held = Held::none();
             return Ok(());
         };
         let (table, generation, out) = (&self.table, self.generation, &self.out);
-        let batches = self.store.read_span(&mut span, |r| {
+        // In the pass of deletes, the span's other changes are listed too and held, unless the
+        // commit's held ones outgrew a window already.
+        let hold = at.pass == ChangePass::Deletes && matches!(self.held, Held::Rows(..));
+        let (batches, others) = self.store.read_span(&mut span, |r| {
             if r.generation() != generation {
                 return Err(rewritten(table));
             }
-            changes_batches(r, out, |f| r.span_changes(at.version, at.pass, f))
+            match hold {
+                true => split_changes_batches(r, out, |f| {
+                    r.span_changes(at.version, ChangePass::All, f)
+                })
+                .map(|(deletes, others)| (deletes, Some(others))),
+                false => changes_batches(r, out, |f| r.span_changes(at.version, at.pass, f))
+                    .map(|b| (b, None)),
+            }
         })??;
-        let next = match (span.last_key(), at.pass) {
-            (Some(last), _) => Some(SpanCursor {
+        if let (Some(others), Held::Rows(held, rows)) = (others, &mut self.held) {
+            *rows += others.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            held.extend(others);
+            if *rows > self.window_rows {
+                self.held = Held::Overflowed;
+            }
+        }
+        // After the commit's last span of deletes come its other changes: held, they follow,
+        // and the pass over the others is not needed.
+        // A span read in one pass counts for both.
+        let counted = span.keys() as u64 * if hold { 2 } else { 1 };
+        let mut after = Vec::new();
+        let next = match span.last_key() {
+            Some(last) => Some(SpanCursor {
                 after: Some(last.to_vec()),
                 ..at
             }),
-            (None, ChangePass::Deletes) => Some(SpanCursor {
-                pass: ChangePass::Others,
-                after: None,
-                ..at
-            }),
-            (None, ChangePass::Others) if at.version < self.to => Some(SpanCursor {
-                version: at.version + 1,
-                pass: ChangePass::Deletes,
-                after: None,
-            }),
-            (None, ChangePass::Others) => None,
+            None if at.pass == ChangePass::Deletes && matches!(self.held, Held::Overflowed) => {
+                Some(SpanCursor {
+                    pass: ChangePass::Others,
+                    after: None,
+                    ..at
+                })
+            }
+            None => {
+                if let (ChangePass::Deletes, Held::Rows(held, _)) = (at.pass, &mut self.held) {
+                    after = std::mem::take(held);
+                }
+                self.next_commit(at.version)
+            }
         };
         match (next, &mut self.reading) {
             (Some(next), Reading::Spans { at, .. }) => *at = next,
@@ -405,8 +452,20 @@ impl ChangeFeed {
                 self.reading = Reading::Done;
             }
         }
-        self.done(batches, span.keys() as u64);
+        self.pending.extend(batches);
+        self.done(after, counted);
         Ok(())
+    }
+
+    /// Where the commit after `version` starts, if the feed reads it; its held changes start
+    /// afresh.
+    fn next_commit(&mut self, version: u64) -> Option<SpanCursor> {
+        self.held = Held::none();
+        (version < self.to).then_some(SpanCursor {
+            version: version + 1,
+            pass: ChangePass::Deletes,
+            after: None,
+        })
     }
 
     /// What `read` gives under one short read of the table, checked to be of the rows the feed
@@ -428,8 +487,10 @@ impl ChangeFeed {
     /// Takes the batches of a window or step of about `rows` rows, and reports them.
     fn done(&mut self, batches: Vec<RecordBatch>, rows: u64) {
         self.pending.extend(batches);
-        if let Some((report, done)) = &mut self.progress {
-            *done += rows;
+        if let Some((report, done, total)) = &mut self.progress {
+            // A commit read by spans whose held changes outgrew a window reads its spans again
+            // (each first counted for both passes): what is done never passes the total.
+            *done = (*done + rows).min(*total);
             report.advance(*done);
         }
         if self.next > self.to && self.steps.is_empty() {
@@ -469,56 +530,104 @@ fn changes_batches(
     out: &SchemaRef,
     list: impl FnOnce(&mut dyn FnMut(u64, ChangeType, RowView<'_>)) -> asof_storage::Result<()>,
 ) -> Result<Vec<RecordBatch>> {
-    let schema = r.schema();
-    let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
+    let mut batches = ChangeBatches::new(r, out);
+    list(&mut |v, kind, row| batches.push(v, kind, &row))?;
+    batches.finish()
+}
+
+/// The same, the deletes in one list of batches and the other changes in another (for
+/// `ChangePass::All`).
+fn split_changes_batches(
+    r: &asof_storage::TableReader<'_>,
+    out: &SchemaRef,
+    list: impl FnOnce(&mut dyn FnMut(u64, ChangeType, RowView<'_>)) -> asof_storage::Result<()>,
+) -> Result<(Vec<RecordBatch>, Vec<RecordBatch>)> {
+    let (mut deletes, mut others) = (ChangeBatches::new(r, out), ChangeBatches::new(r, out));
+    list(&mut |v, kind, row| match kind {
+        ChangeType::Delete => deletes.push(v, kind, &row),
+        _ => others.push(v, kind, &row),
+    })?;
+    Ok((deletes.finish()?, others.finish()?))
+}
+
+/// Changed rows on their way into batches of a change feed's schema.
+struct ChangeBatches<'a, 't> {
+    r: &'a asof_storage::TableReader<'t>,
+    out: SchemaRef,
+    cols: Vec<Col>,
+    kinds: StringBuilder,
+    versions: Int64Builder,
+    stamps: TimestampMicrosecondBuilder,
+    /// Rows appended since the last batch.
+    rows: usize,
+    batches: Vec<RecordBatch>,
+    /// The first error, after which rows are ignored.
+    failed: Option<QueryError>,
+}
+
+impl<'a, 't> ChangeBatches<'a, 't> {
     const BATCH: usize = 8192;
-    let mut batches = Vec::new();
-    let mut cols = make_cols(schema, &columns, BATCH, &Clamps::default());
-    let mut kinds = StringBuilder::new();
-    let mut versions = Int64Builder::new();
-    let mut stamps = TimestampMicrosecondBuilder::new();
-    let mut n = 0;
-    let mut flush = |cols: &mut Vec<Col>,
-                     kinds: &mut StringBuilder,
-                     versions: &mut Int64Builder,
-                     stamps: &mut TimestampMicrosecondBuilder|
-     -> Result<()> {
-        let mut arrays = cols
-            .iter_mut()
-            .map(Col::finish)
-            .collect::<Result<Vec<ArrayRef>>>()?;
-        arrays.push(Arc::new(kinds.finish()));
-        arrays.push(Arc::new(versions.finish()));
-        arrays.push(Arc::new(stamps.finish().with_timezone("UTC")));
-        batches.push(RecordBatch::try_new(out.clone(), arrays)?);
-        Ok(())
-    };
-    let mut failed = None;
-    list(&mut |v, kind, row| {
-        if failed.is_some() {
+
+    fn new(r: &'a asof_storage::TableReader<'t>, out: &SchemaRef) -> Self {
+        let schema = r.schema();
+        let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
+        ChangeBatches {
+            r,
+            out: out.clone(),
+            cols: make_cols(schema, &columns, Self::BATCH, &Clamps::default()),
+            kinds: StringBuilder::new(),
+            versions: Int64Builder::new(),
+            stamps: TimestampMicrosecondBuilder::new(),
+            rows: 0,
+            batches: Vec::new(),
+            failed: None,
+        }
+    }
+
+    fn push(&mut self, v: u64, kind: ChangeType, row: &RowView<'_>) {
+        if self.failed.is_some() {
             return;
         }
-        for c in cols.iter_mut() {
-            if let Err(e) = c.append(&row) {
-                failed = Some(e);
+        for c in self.cols.iter_mut() {
+            if let Err(e) = c.append(row) {
+                self.failed = Some(e);
                 return;
             }
         }
-        kinds.append_value(kind.as_str());
-        versions.append_value(v as i64);
-        stamps.append_value(r.commit(v).map_or(0, |c| c.timestamp_us));
-        n += 1;
-        if n % BATCH == 0 {
-            if let Err(e) = flush(&mut cols, &mut kinds, &mut versions, &mut stamps) {
-                failed = Some(e);
+        self.kinds.append_value(kind.as_str());
+        self.versions.append_value(v as i64);
+        self.stamps
+            .append_value(self.r.commit(v).map_or(0, |c| c.timestamp_us));
+        self.rows += 1;
+        if self.rows == Self::BATCH {
+            if let Err(e) = self.flush() {
+                self.failed = Some(e);
             }
         }
-    })?;
-    if let Some(e) = failed {
-        return Err(e);
     }
-    if n % BATCH != 0 {
-        flush(&mut cols, &mut kinds, &mut versions, &mut stamps)?;
+
+    fn flush(&mut self) -> Result<()> {
+        let mut arrays = self
+            .cols
+            .iter_mut()
+            .map(Col::finish)
+            .collect::<Result<Vec<ArrayRef>>>()?;
+        arrays.push(Arc::new(self.kinds.finish()));
+        arrays.push(Arc::new(self.versions.finish()));
+        arrays.push(Arc::new(self.stamps.finish().with_timezone("UTC")));
+        self.batches
+            .push(RecordBatch::try_new(self.out.clone(), arrays)?);
+        self.rows = 0;
+        Ok(())
     }
-    Ok(batches)
+
+    fn finish(mut self) -> Result<Vec<RecordBatch>> {
+        if let Some(e) = self.failed.take() {
+            return Err(e);
+        }
+        if self.rows > 0 {
+            self.flush()?;
+        }
+        Ok(self.batches)
+    }
 }

@@ -61,6 +61,21 @@ pub enum ChangePass {
     Deletes,
     /// Its inserts and updates.
     Others,
+    /// Every change, in the order of the commit's feed (deletes and the others interleaved): for
+    /// a reader that puts the deletes first itself ([`TableReader::span_changes`] of one span, in
+    /// one pass instead of two).
+    All,
+}
+
+impl ChangePass {
+    /// Whether the pass lists a change of type `t`.
+    pub fn lists(self, t: ChangeType) -> bool {
+        match self {
+            ChangePass::Deletes => t == ChangeType::Delete,
+            ChangePass::Others => t != ChangeType::Delete,
+            ChangePass::All => true,
+        }
+    }
 }
 
 impl TableReader<'_> {
@@ -140,10 +155,7 @@ impl TableReader<'_> {
             let no = rows.key_of(id) as usize;
             bits.get(no / 64).is_some_and(|w| w & (1 << (no % 64)) != 0)
         };
-        let listed = |t: ChangeType| match pass {
-            ChangePass::Deletes => t == ChangeType::Delete,
-            ChangePass::Others => t != ChangeType::Delete,
-        };
+        let listed = |t: ChangeType| pass.lists(t);
         let cold = ColdReader::of_commits(&self.table.name, self.state, version, version);
         self.list_commit(version, &cold, ours, listed, &mut f)
     }
@@ -203,11 +215,7 @@ impl TableReader<'_> {
         };
         let mode = state.schema.mode;
         for (t, id) in commit_changes(mode, version, retired, written, row, Listing::Ordered)? {
-            let listed = match pass {
-                ChangePass::Deletes => t == ChangeType::Delete,
-                ChangePass::Others => t != ChangeType::Delete,
-            };
-            if listed {
+            if pass.lists(t) {
                 f(version, t, RowView::of(&*row(id)?));
             }
         }
