@@ -88,6 +88,21 @@ pub trait KvStore: Send + Sync {
     }
     /// Writes `batch` atomically and durably.
     fn write(&self, batch: WriteBatch) -> Result<()>;
+    /// Writes `batch` and the puts `more` yields, atomically and durably, as one write; a store
+    /// that can should not hold `more`'s values all at once (a checkpoint's key heads: 130 MB at
+    /// 10M events, docs/PERFORMANCE.md). Their keys must be in no op of `batch`. The default
+    /// adds them to the batch.
+    fn write_streamed(
+        &self,
+        mut batch: WriteBatch,
+        more: &mut dyn Iterator<Item = Result<KvPair>>,
+    ) -> Result<()> {
+        for pair in more {
+            let (k, v) = pair?;
+            batch.put(k, v);
+        }
+        self.write(batch)
+    }
     /// Rewrites the store's files so that no byte of a deleted or overwritten value remains in
     /// them, without the purge record ([`keys::PURGE_KEY`]), which ERASE sets. The default, for
     /// stores that keep no deleted bytes, removes the record only.
@@ -593,6 +608,29 @@ impl KvStore for SledKv {
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_streamed(batch, &mut std::iter::empty())
+    }
+
+    fn write_streamed(
+        &self,
+        batch: WriteBatch,
+        more: &mut dyn Iterator<Item = Result<KvPair>>,
+    ) -> Result<()> {
+        // The streamed puts are plain values: none is the layer's own, or a record the manifest
+        // follows (those come in `batch`, whose ops are looked at below).
+        let mut streamed = 0usize;
+        let mut more = more.map(|pair| {
+            let (k, v) = pair?;
+            let followed = |t: &u8| FOLLOWED.iter().any(|(c, r)| c == t || r == t);
+            if separated::is_own(&k) || k.first().is_some_and(followed) {
+                return Err(Error::Io(format!(
+                    "key {} cannot be written streamed",
+                    String::from_utf8_lossy(&k)
+                )));
+            }
+            streamed += 1;
+            Ok((k, v))
+        });
         if batch.ops.iter().any(|(k, _)| separated::is_own(k)) {
             return Err(Error::Io(
                 "a key starting with byte 0 is the key-value layer's own".into(),
@@ -639,8 +677,11 @@ impl KvStore for SledKv {
             .map_err(|_| Error::Poisoned("value log".into()))?;
         separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
         let current = log.current()?;
-        self.db.wrote(batch.ops.len());
-        *dead = separated::apply(&db, &log, batch.ops, &[])?;
+        let listed = batch.ops.len();
+        let applied = separated::apply_streamed(&db, &log, &mut more, batch.ops, &[]);
+        drop(more);
+        self.db.wrote(listed + streamed);
+        *dead = applied?;
         if log.current()? != current {
             // The segment this write left behind, which later writes may kill while it was
             // current, is looked at by the next one.

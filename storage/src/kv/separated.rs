@@ -85,6 +85,19 @@ pub(super) fn apply(
     ops: Vec<Op>,
     retire: &[u32],
 ) -> Result<Vec<u32>> {
+    apply_streamed(db, log, &mut std::iter::empty(), ops, retire)
+}
+
+/// [`apply`], with the puts `more` yields applied first, in the same sled batch: their values go
+/// to the log as they come (written a few MiB at a time) and are never held together. Their keys
+/// must be in no op of `ops`.
+pub(super) fn apply_streamed(
+    db: &sled::Db,
+    log: &ValueLog,
+    more: &mut dyn Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+    ops: Vec<Op>,
+    retire: &[u32],
+) -> Result<Vec<u32>> {
     let mut last: HashMap<&[u8], usize> = HashMap::with_capacity(ops.len());
     for (i, (k, _)) in ops.iter().enumerate() {
         last.insert(k, i);
@@ -97,7 +110,10 @@ pub(super) fn apply(
     let mut gained: BTreeMap<u32, (u64, u64)> = BTreeMap::new();
     let mut appending = log.begin()?;
     let mut batch = sled::Batch::default();
-    for ((k, v), keep) in ops.into_iter().zip(keep) {
+    let streamed = more.map(|pair| pair.map(|(k, v)| ((k, Some(v)), true)));
+    let listed = ops.into_iter().zip(keep).map(Ok);
+    for op in streamed.chain(listed) {
+        let ((k, v), keep) = op?;
         if !keep {
             continue;
         }
@@ -324,6 +340,34 @@ mod tests {
             std::fs::metadata(&seg).unwrap().len(),
             12 * (12 + 2 + (1 << 20))
         );
+    }
+
+    #[test]
+    fn streamed_puts_are_applied_with_the_batch_and_a_stream_that_fails_applies_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (db, log) = open(dir.path());
+        // Eight streamed values of 1 MiB (two writes of the log) and a batch of its own.
+        let mut more = (0u8..8).map(|i| Ok((vec![b's', i], vec![i; 1 << 20])));
+        let ops = vec![(b"b".to_vec(), Some(vec![9; 1000])), (b"c".to_vec(), None)];
+        apply_streamed(&db, &log, &mut more, ops, &[]).unwrap();
+        let every_value_reads = |db: &sled::Db, log: &ValueLog| {
+            for i in 0u8..8 {
+                assert_eq!(get(db, log, &[b's', i]), Some(vec![i; 1 << 20]), "{i}");
+            }
+            assert_eq!(get(db, log, b"b"), Some(vec![9; 1000]));
+        };
+        every_value_reads(&db, &log);
+        // A stream whose sixth value fails: its first five went to the log, nothing to sled.
+        let mut failing = (0u8..8).map(|i| match i {
+            5 => Err(corrupt("no sixth value")),
+            _ => Ok((vec![b's', i], vec![100 + i; 1 << 20])),
+        });
+        let ops = vec![(b"b".to_vec(), Some(vec![7; 1000]))];
+        assert!(apply_streamed(&db, &log, &mut failing, ops, &[]).is_err());
+        every_value_reads(&db, &log);
+        drop((db, log));
+        let (db, log) = open(dir.path());
+        every_value_reads(&db, &log);
     }
 
     #[test]

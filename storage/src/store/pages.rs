@@ -75,12 +75,9 @@ pub(super) fn put_checkpoint(
     version: u64,
 ) -> Result<()> {
     put_pages(b, id, state.take_pages());
-    for k in state.take_changed_keys() {
-        if let Some(head) = state.head(&k)? {
-            b.put(keys::key_head(id, &k), head);
-        }
-    }
-    // The pages it freed are listed and deleted by [`write_checkpoint`].
+    // The heads of the keys changed since the last checkpoint are written by
+    // [`write_checkpoint`], streamed with the batch, and so are the pages it freed, listed and
+    // then deleted.
     put_summary(b, id, &state.summary(version))
 }
 
@@ -109,7 +106,9 @@ pub(super) fn free_pages(kv: &dyn KvStore, id: u32) -> Result<()> {
     delete_pages(kv, id, &decode_freed(&bytes)?, &[])
 }
 
-/// Writes batch `b`, which holds a checkpoint of table `id`, and then deletes the pages it freed
+/// Writes batch `b`, which holds a checkpoint of table `id` ([`put_checkpoint`]), with the heads
+/// of the keys changed since the last one, streamed into the same write ([`KvStore::write_streamed`]),
+/// and then deletes the pages it freed
 /// and those earlier checkpoints kept, as far as `pins` allows (`page_pins`): its `F` record
 /// lists every page freed and not deleted yet, and the deletions after it leave it listing those
 /// a span may still read (or delete it with the last). They are best effort, since the
@@ -132,7 +131,16 @@ pub(super) fn write_checkpoint(
     if !f.listed.is_empty() {
         b.put(key(keys::FREED, id, None, None), encode_freed(&f.listed)?);
     }
-    kv.write(b)?;
+    // The heads, encoded one at a time as the write takes them, never held together.
+    let changed = state.take_changed_keys();
+    let state = &*state;
+    let mut heads = changed.iter().filter_map(|k| {
+        state
+            .head(k)
+            .transpose()
+            .map(|head| head.map(|h| (keys::key_head(id, k), h)))
+    });
+    kv.write_streamed(b, &mut heads)?;
     if !f.now.is_empty() && delete_pages(kv, id, &f.now, &f.kept).is_err() {
         pins.not_deleted(f);
     }
