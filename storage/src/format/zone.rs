@@ -204,8 +204,8 @@ impl ZoneBuilder {
     }
 
     /// The zone's bytes, in an allocation of their exact length: a frozen page's zone stays in
-    /// memory with its key (a vector grown to fit held 230 bytes for each, 177 MB at the end of
-    /// a 10M-event ingest, docs/PERFORMANCE.md).
+    /// memory with its key (a vector grown by doubling held 512 bytes for a zone of about 263:
+    /// 177 MB at a 10M-event ingest's peak, 110 MB exact, docs/PERFORMANCE.md).
     pub fn finish(self) -> Vec<u8> {
         let mut out = Vec::with_capacity(512);
         out.extend_from_slice(&self.added.to_le_bytes());
