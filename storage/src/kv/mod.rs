@@ -675,8 +675,9 @@ impl KvStore for SledKv {
             .dead
             .lock()
             .map_err(|_| Error::Poisoned("value log".into()))?;
-        separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
+        // Read before the compaction, whose moves may fill the current segment too.
         let current = log.current()?;
+        separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
         let listed = batch.ops.len();
         let applied = separated::apply_streamed(&db, &log, &mut more, batch.ops, &[]);
         drop(more);

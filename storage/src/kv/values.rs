@@ -104,6 +104,21 @@ pub(super) struct Appending<'a> {
     /// The segment's file, once something was written.
     file: Option<Arc<Segment>>,
     buf: Vec<u8>,
+    /// Whether [`ValueLog::append`] made the records durable; if not, dropping it cuts the
+    /// segment back to where the batch started.
+    appended: bool,
+}
+
+impl Drop for Appending<'_> {
+    fn drop(&mut self) {
+        // A batch that failed (or was given up) after some of its records were written: they go
+        // (best effort). Nothing points at them, and the next open cuts the log back to its
+        // recorded end in any case; left, they would lie in a segment's middle once later
+        // batches fill it, where a compaction reading the segment takes them for damage.
+        if let (false, Some(seg)) = (self.appended, &self.file) {
+            let _ = seg.file.set_len(self.start);
+        }
+    }
 }
 
 impl Appending<'_> {
@@ -127,8 +142,7 @@ impl Appending<'_> {
     }
 
     /// Writes the records gathered at their place in the segment, whose file is made if it is
-    /// new. On an error what was written goes again (best effort; the next open cuts it off in
-    /// any case).
+    /// new. On an error, dropping the batch cuts off what it wrote.
     fn write(&mut self) -> Result<()> {
         let seg = match &self.file {
             Some(seg) => seg.clone(),
@@ -139,7 +153,6 @@ impl Appending<'_> {
             }
         };
         if let Err(e) = seg.file.write_all_at(&self.buf, self.start + self.written) {
-            let _ = seg.file.set_len(self.start);
             return Err(io(&self.log.dir.join(file_name(self.segment)), e));
         }
         self.written += self.buf.len() as u64;
@@ -304,6 +317,7 @@ impl ValueLog {
             written: 0,
             file: None,
             buf: Vec::new(),
+            appended: false,
         })
     }
 
@@ -338,14 +352,13 @@ impl ValueLog {
             None => self.segment_file(a.segment)?,
         };
         if let Err(e) = seg.file.sync_data() {
-            // Nothing points past the end: what the write left there goes (best effort; the
-            // next open cuts it off in any case).
-            let _ = seg.file.set_len(a.start);
+            // Nothing points past the end: dropping `a` cuts off what it wrote.
             return Err(io(&self.dir.join(file_name(a.segment)), e));
         }
         let end = (a.segment, a.start + a.written);
-        seg.set_len(end.1);
         *self.end.lock().map_err(|_| poisoned())? = end;
+        seg.set_len(end.1);
+        a.appended = true;
         Ok(end)
     }
 
@@ -371,7 +384,10 @@ impl ValueLog {
         use std::io::Read;
         let path = self.dir.join(file_name(segment));
         let file = File::open(&path).map_err(|e| io(&path, e))?;
+        // Up to the segment's durable end: bytes past it are a batch's that never completed.
+        let durable = self.files()?.get(&segment).map(|s| s.len());
         let len = file.metadata().map_err(|e| io(&path, e))?.len();
+        let len = durable.map_or(len, |d| d.min(len));
         let mut r = std::io::BufReader::with_capacity(1 << 20, file);
         let mut whole = Vec::new();
         let mut at = 0u64;
