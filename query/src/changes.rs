@@ -421,11 +421,11 @@ impl ChangeFeed {
                 self.held = Held::Overflowed;
             }
         }
-        // After the commit's last span of deletes come its other changes: held, they follow,
-        // and the pass over the others is not needed.
         // A span read in one pass counts for both.
         let counted = span.keys() as u64 * if hold { 2 } else { 1 };
-        let mut after = Vec::new();
+        // After the commit's last span of deletes come its other changes: held, they follow,
+        // and the pass over the others is not needed.
+        let mut held_others = Vec::new();
         let next = match span.last_key() {
             Some(last) => Some(SpanCursor {
                 after: Some(last.to_vec()),
@@ -440,7 +440,7 @@ impl ChangeFeed {
             }
             None => {
                 if let (ChangePass::Deletes, Held::Rows(held, _)) = (at.pass, &mut self.held) {
-                    after = std::mem::take(held);
+                    held_others = std::mem::take(held);
                 }
                 self.next_commit(at.version)
             }
@@ -453,7 +453,7 @@ impl ChangeFeed {
             }
         }
         self.pending.extend(batches);
-        self.done(after, counted);
+        self.done(held_others, counted);
         Ok(())
     }
 
