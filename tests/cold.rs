@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use asof::{ColumnSelection, Condition, FlowSpec, Store, StoreOptions, StoredAs, Value};
+use asof::{
+    Checkpoints, ColumnSelection, Condition, FlowSpec, Store, StoreOptions, StoredAs, Value,
+};
 use rand::{Rng, SeedableRng};
 
 /// `(key, business seq, system seq, delete, value)`
@@ -26,8 +28,19 @@ fn schema() -> SchemaRef {
 }
 
 fn open(dir: &std::path::Path, mode: StoredAs, hot: usize, create: bool) -> Store {
+    open_checkpointing(dir, mode, hot, create, Checkpoints::default())
+}
+
+fn open_checkpointing(
+    dir: &std::path::Path,
+    mode: StoredAs,
+    hot: usize,
+    create: bool,
+    checkpoints: Checkpoints,
+) -> Store {
     let options = StoreOptions {
         hot_events_per_key: hot,
+        checkpoints,
         ..Default::default()
     };
     let store = Store::open_with(dir, options).unwrap();
@@ -136,6 +149,18 @@ fn frozen_history_reads_like_memory() {
     frozen_history_reads_like_memory_with_commits_of(25, 1500);
 }
 
+/// With a checkpoint every 100 events, each key's pages are listed in memory only until the
+/// next checkpoint writes its head; thaws, scans, lookups, the change feed, the heads of later
+/// checkpoints and VACUUM read the rest of the list back from the stored head.
+#[test]
+fn frozen_history_listed_by_stored_heads_reads_like_memory() {
+    let every = Checkpoints {
+        every_events: 100,
+        ..Default::default()
+    };
+    frozen_history_reads_like_memory_checkpointing(25, 1500, every);
+}
+
 /// Commits of 600 events over 4 keys: each freeze cuts about 150 sequences and 300 row versions
 /// of a key at once, more than one page holds, so it writes several. 6,000 events fill chunks of
 /// the row store (4,096 row versions) that are then freed, their few hot rows kept beside them,
@@ -153,6 +178,18 @@ fn history_frozen_by_large_commits_on_two_threads_reads_like_memory() {
 }
 
 fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize, n: i64) {
+    frozen_history_reads_like_memory_checkpointing(commit_events, n, Checkpoints::default());
+}
+
+fn frozen_history_reads_like_memory_checkpointing(
+    commit_events: usize,
+    n: i64,
+    checkpoints: Checkpoints,
+) {
+    let often = checkpoints.every_events < n as u64;
+    let open = |dir: &std::path::Path, mode: StoredAs, hot: usize, create: bool| {
+        open_checkpointing(dir, mode, hot, create, checkpoints)
+    };
     for (mode, seed) in [
         (StoredAs::Bitemporal, 1),
         (StoredAs::Scd2, 2),
@@ -180,6 +217,15 @@ fn frozen_history_reads_like_memory_with_commits_of(commit_events: usize, n: i64
         }
         let stats = cold.read("t", |t| t.cold_stats()).unwrap();
         let hot_stats = hot.read("t", |t| t.cold_stats()).unwrap();
+        if often {
+            // Most pages are listed only by the heads the checkpoints wrote.
+            assert!(
+                stats.pages > 20 && stats.listed_pages * 4 < stats.pages,
+                "{mode:?}: {stats:?}"
+            );
+        } else {
+            assert_eq!(stats.listed_pages, stats.pages, "{mode:?}: {stats:?}");
+        }
         assert_eq!(hot_stats.frozen_events, 0, "{mode:?}: {hot_stats:?}");
         if mode != StoredAs::Scd1 && n >= 6000 {
             // The freed chunks keep only their hot rows: most row versions have no slot.

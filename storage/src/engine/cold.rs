@@ -52,6 +52,10 @@ pub(crate) fn in_key(key: &[u8], e: crate::error::Error) -> crate::error::Error 
 pub(crate) trait PageSource: Send + Sync {
     /// Page `no` of `key`, if it is stored.
     fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>>;
+
+    /// The pages the stored head of `key` lists, if it has a stored head (`Some(vec![])` if it
+    /// lists none).
+    fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>>;
 }
 
 /// A key freezes when it holds more than this many times its hot tail in memory, and keeps the
@@ -62,9 +66,18 @@ pub(crate) trait PageSource: Send + Sync {
 pub(crate) const FREEZE_AT: usize = 4;
 
 /// What a key has frozen: its pages, oldest first, and the sequence its hot tail starts at.
+///
+/// A table that stores its pages lists only some of them in memory once a checkpoint wrote the
+/// key's head ([`Frozen::shed`]): the first ones are those the head lists, read back when they
+/// are needed ([`Frozen::entries`]). A key's page directory grows with its history (about 300
+/// bytes a page, 416,087 pages after 10M events), and an ingest held every key's whole
+/// directory in memory (docs/PERFORMANCE.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Frozen {
-    pub(super) pages: Vec<PageEntry>,
+    /// The pages listed in memory: all of them, or those frozen after the `stored` ones.
+    pages: Vec<PageEntry>,
+    /// The key's first pages, listed by its head in the store rather than in memory.
+    stored: Option<StoredPages>,
     /// Events at or before this sequence need a thaw; everything from it on is in memory.
     pub hot_from: Bytes,
     /// The greatest system time of a frozen event or of a frozen live row's system end: a
@@ -72,6 +85,15 @@ pub(crate) struct Frozen {
     sys: Option<Bytes>,
     /// Events (sequences) in the pages.
     events: usize,
+}
+
+/// The first pages of a key that its stored head lists, and memory does not ([`Frozen::shed`]):
+/// how many, their bytes, and the number of the last, which the head is checked against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct StoredPages {
+    count: usize,
+    bytes: u64,
+    last: u32,
 }
 
 /// At most this many sequences (and as many timeline versions) go to one page.
@@ -240,24 +262,79 @@ pub(super) fn freeze_keys(
 }
 
 impl Frozen {
-    /// As a key's head lists it.
-    pub fn to_head(&self) -> FrozenHead {
-        FrozenHead {
-            pages: self.pages.clone(),
+    /// As the head of `key` lists it (reading the pages listed only by its stored head).
+    pub fn to_head(&self, key: &[u8], pages: &Pages) -> Result<FrozenHead> {
+        Ok(FrozenHead {
+            pages: self.entries(key, pages)?.into_owned(),
             hot_from: self.hot_from.to_vec(),
             sys: self.sys.as_ref().map(|s| s.to_vec()),
             events: self.events as u64,
-        }
+        })
     }
 
     /// As a key's head listed it.
     pub fn from_head(h: FrozenHead) -> Frozen {
         Frozen {
             pages: h.pages,
+            stored: None,
             hot_from: h.hot_from.into(),
             sys: h.sys.map(Bytes::from),
             events: h.events as usize,
         }
+    }
+
+    /// Every page of `key`, oldest first: those its stored head lists, read back, then those
+    /// listed in memory.
+    fn entries<'a>(&'a self, key: &[u8], pages: &Pages) -> Result<Cow<'a, [PageEntry]>> {
+        let Some(stored) = self.stored else {
+            return Ok(Cow::Borrowed(&self.pages));
+        };
+        let mut listed = pages
+            .source
+            .as_ref()
+            .ok_or_else(|| corrupt("pages listed by a head, in a table that stores none"))?
+            .listed(key)?
+            .ok_or_else(|| corrupt("the head that lists its pages is missing"))?;
+        // The stored head lists these pages first; a later head may list more after them.
+        let lists = listed.len() >= stored.count
+            && stored.count > 0
+            && listed[stored.count - 1].no == stored.last
+            && self.pages.first().is_none_or(|p| p.no > stored.last);
+        if !lists {
+            return Err(corrupt(format!(
+                "its head lists {} pages, not the {} up to page {} it listed when written",
+                listed.len(),
+                stored.count,
+                stored.last
+            )));
+        }
+        listed.truncate(stored.count);
+        listed.extend(self.pages.iter().cloned());
+        Ok(Cow::Owned(listed))
+    }
+
+    /// How many pages the key has.
+    fn count(&self) -> usize {
+        self.stored.map_or(0, |s| s.count) + self.pages.len()
+    }
+
+    /// The bytes of the key's pages.
+    fn bytes(&self) -> u64 {
+        self.stored.map_or(0, |s| s.bytes) + self.pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
+    }
+
+    /// Lets go of the page list in memory, once the key's head that lists every page is stored:
+    /// [`Frozen::entries`] reads it back from there.
+    fn shed(&mut self) {
+        let Some(last) = self.pages.last().map(|p| p.no) else {
+            return;
+        };
+        self.stored = Some(StoredPages {
+            count: self.count(),
+            bytes: self.bytes(),
+            last,
+        });
+        self.pages = Vec::new();
     }
 }
 
@@ -291,6 +368,10 @@ pub struct ColdStats {
     pub hot_events: u64,
     /// Frozen pages (of keys in memory).
     pub pages: u64,
+    /// Of those, the pages listed in memory (with their zone maps): the others are listed only
+    /// by their keys' stored heads, read back when needed. A table whose pages are stored lists
+    /// in memory only those frozen since its last checkpoint.
+    pub listed_pages: u64,
     /// Bytes of the frozen pages.
     pub page_bytes: u64,
     /// Row versions that have a slot in memory (about 128 bytes each, frozen or not): the hot
@@ -362,7 +443,13 @@ impl Pages {
 
     /// Counts pages listed by a head read back from the store.
     pub fn count(&mut self, f: &Frozen) {
-        self.bytes += f.pages.iter().map(|p| u64::from(p.len)).sum::<u64>();
+        self.bytes += f.bytes();
+    }
+
+    /// Whether the pages are stored, and so a key's page list can be read back from its stored
+    /// head ([`Frozen::shed`]).
+    pub fn stored(&self) -> bool {
+        self.source.is_some()
     }
 
     /// How many pages are waiting for the store to persist them.
@@ -402,7 +489,8 @@ impl Frozen {
     pub fn add_stats(&self, stats: &mut ColdStats) {
         stats.frozen_keys += 1;
         stats.frozen_events += self.events as u64;
-        stats.pages += self.pages.len() as u64;
+        stats.pages += self.count() as u64;
+        stats.listed_pages += self.pages.len() as u64;
     }
 }
 
@@ -442,7 +530,8 @@ impl KeyState {
         let Some(frozen) = self.frozen.take() else {
             return Ok(());
         };
-        for p in &frozen.pages {
+        let listed = frozen.entries(key, pages).map_err(|e| in_key(key, e))?;
+        for p in listed.iter() {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             let (events, versions, stored) =
                 crate::format::cold_page::decode_cold(&page, key, width)
@@ -458,7 +547,7 @@ impl KeyState {
                 self.rows.push(id);
             }
         }
-        for p in &frozen.pages {
+        for p in listed.iter() {
             pages.free(key, p);
         }
         self.rows.sort_unstable();
@@ -621,6 +710,7 @@ impl KeyState {
             let frozen = self.frozen.get_or_insert_with(|| {
                 Box::new(Frozen {
                     pages: Vec::new(),
+                    stored: None,
                     hot_from: hot_from.clone(),
                     sys: None,
                     events: 0,
@@ -649,7 +739,10 @@ impl KeyState {
     /// The key's frozen events, read back (for VACUUM), with empty keys.
     pub fn frozen_events(&self, key: &Bytes, pages: &Pages, width: usize) -> Result<Vec<Incoming>> {
         let mut events = Vec::new();
-        for p in self.frozen.iter().flat_map(|f| &f.pages) {
+        let Some(frozen) = &self.frozen else {
+            return Ok(events);
+        };
+        for p in frozen.entries(key, pages).map_err(|e| in_key(key, e))?.iter() {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             events.extend(
                 crate::format::cold_page::decode_cold_history(&page, width)
@@ -668,16 +761,29 @@ impl KeyState {
         pages: &Pages,
         keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<Vec<crate::format::cold_page::RowBlock>> {
-        self.frozen
-            .iter()
-            .flat_map(|f| &f.pages)
-            .filter(|p| keep(PageZone::new(&p.zone)))
-            .map(|p| {
-                let page = pages.get(key, p)?;
-                crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
+        let Some(frozen) = &self.frozen else {
+            return Ok(Vec::new());
+        };
+        frozen
+            .entries(key, pages)
+            .and_then(|listed| {
+                listed
+                    .iter()
+                    .filter(|p| keep(PageZone::new(&p.zone)))
+                    .map(|p| {
+                        let page = pages.get(key, p)?;
+                        crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
+                    })
+                    .collect::<Result<_>>()
             })
-            .collect::<Result<_>>()
             .map_err(|e| in_key(key, e))
+    }
+
+    /// Lets go of the key's page list in memory ([`Frozen::shed`]), its head just stored.
+    pub fn shed_page_list(&mut self) {
+        if let Some(f) = &mut self.frozen {
+            f.shed();
+        }
     }
 }
 
@@ -689,6 +795,9 @@ mod tests {
     struct NoPages;
     impl PageSource for NoPages {
         fn page(&self, _: &[u8], _: u32) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
             Ok(None)
         }
     }

@@ -33,6 +33,20 @@ impl TableState {
             .transpose()
     }
 
+    /// Lets go of the page lists of `keys` in memory, their heads just written: each is read
+    /// back from its head when it is needed (a thaw, a scan, the next head). Only a table whose
+    /// pages are stored.
+    pub fn shed_page_lists(&mut self, keys: &[Bytes]) {
+        if !self.pages.stored() {
+            return;
+        }
+        for key in keys {
+            if let Some(ks) = self.keys.get_mut(key) {
+                ks.shed_page_list();
+            }
+        }
+    }
+
     /// Drops `keys` from memory, their heads written: their states, and their rows, which the
     /// row store then counts as frozen. Their numbers stay taken. A commit applied in parts does
     /// this after each part (its keys are in no other part), so that it never holds the whole
@@ -135,7 +149,12 @@ impl TableState {
             no: ks.no,
             max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
             deleted_since: ks.deleted_since,
-            frozen: ks.frozen.as_ref().map(|f| f.to_head()),
+            frozen: ks
+                .frozen
+                .as_ref()
+                .map(|f| f.to_head(key, &self.pages))
+                .transpose()
+                .map_err(|e| super::cold::in_key(key, e))?,
             next_page: ks.next_page,
         };
         encode_head(&meta, &hot)

@@ -15,8 +15,8 @@ use crate::engine::fold::Bytes;
 use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
-    decode_freed, decode_row_dir, decode_summary, encode_freed, encode_row_dir, encode_summary,
-    RowDir, Summary,
+    decode_freed, decode_head, decode_row_dir, decode_summary, encode_freed, encode_row_dir,
+    encode_summary, PageEntry, RowDir, Summary,
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::kv::{KvStore, WriteBatch};
@@ -31,6 +31,14 @@ pub(super) struct TablePages {
 impl PageSource for TablePages {
     fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
         self.kv.get(&keys::page(self.id, key, no))
+    }
+
+    fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>> {
+        let Some(head) = self.kv.get(&keys::key_head(self.id, key))? else {
+            return Ok(None);
+        };
+        let (meta, _) = decode_head(&head)?;
+        Ok(Some(meta.frozen.map(|f| f.pages).unwrap_or_default()))
     }
 }
 
@@ -133,14 +141,17 @@ pub(super) fn write_checkpoint(
     }
     // The heads, encoded one at a time as the write takes them, never held together.
     let changed = state.take_changed_keys();
-    let state = &*state;
+    let shared = &*state;
     let mut heads = changed.iter().filter_map(|k| {
-        state
+        shared
             .head(k)
             .transpose()
             .map(|head| head.map(|h| (keys::key_head(id, k), h)))
     });
     kv.write_streamed(b, &mut heads)?;
+    drop(heads);
+    // The heads list every page of their keys: memory need not.
+    state.shed_page_lists(&changed);
     if !f.now.is_empty() && delete_pages(kv, id, &f.now, &f.kept).is_err() {
         pins.not_deleted(f);
     }
