@@ -155,11 +155,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         peak_rss_mib()
     );
     println!(
-        "cold history: {} events in key heads, {} frozen over {} keys in {} pages, {:.0} MiB",
+        "cold history: {} events in key heads, {} frozen over {} keys in {} pages ({} listed in memory), {:.0} MiB",
         cold.hot_events,
         cold.frozen_events,
         cold.frozen_keys,
         cold.pages,
+        cold.listed_pages,
         cold.page_bytes as f64 / (1 << 20) as f64,
     );
     if std::env::var_os("ASOF_WORKLOAD_INGEST_ONLY").is_some() {
