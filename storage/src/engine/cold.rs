@@ -320,7 +320,8 @@ impl Frozen {
 
     /// The bytes of the key's pages.
     fn bytes(&self) -> u64 {
-        self.stored.map_or(0, |s| s.bytes) + self.pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
+        self.stored.map_or(0, |s| s.bytes)
+            + self.pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
     }
 
     /// Lets go of the page list in memory, once the key's head that lists every page is stored:
@@ -742,7 +743,11 @@ impl KeyState {
         let Some(frozen) = &self.frozen else {
             return Ok(events);
         };
-        for p in frozen.entries(key, pages).map_err(|e| in_key(key, e))?.iter() {
+        for p in frozen
+            .entries(key, pages)
+            .map_err(|e| in_key(key, e))?
+            .iter()
+        {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             events.extend(
                 crate::format::cold_page::decode_cold_history(&page, width)
