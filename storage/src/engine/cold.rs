@@ -434,7 +434,7 @@ impl Pages {
     }
 
     fn free(&mut self, key: &Bytes, e: &PageEntry) {
-        if self.source.is_none() {
+        if !self.stored() {
             self.pending.remove(&(key.clone(), e.no));
         } else {
             self.freed.push((key.clone(), e.no));
@@ -455,7 +455,7 @@ impl Pages {
 
     /// How many pages are waiting for the store to persist them.
     pub fn pending(&self) -> usize {
-        if self.source.is_none() {
+        if !self.stored() {
             return 0;
         }
         self.pending.len()
@@ -464,7 +464,7 @@ impl Pages {
     /// The pages written since the last call, for the store to persist (a table without a
     /// source keeps them).
     pub fn take_pending(&mut self) -> Vec<PageWrite> {
-        if self.source.is_none() {
+        if !self.stored() {
             return Vec::new();
         }
         let pending = std::mem::take(&mut self.pending);
