@@ -1,21 +1,38 @@
-//! An rkyv archive as it is stored: a format byte, then the archive compressed with [`lz4`], then
-//! (format 2) a CRC-32 of both; read back into an aligned buffer, since sled hands out unaligned
+//! An rkyv archive as it is stored: a format byte, then the archive compressed with [`lz4`] (or,
+//! format 3, [`zstd`]), then (formats 2 and 3) a CRC-32 of both; read back into an aligned buffer, since sled hands out unaligned
 //! values. The checksum makes any changed byte of a block an error when it is read, including the
 //! bytes a reader would otherwise never look at (padding, unused flag bits).
 
 use rkyv::util::AlignedVec;
 
 use crate::error::{corrupt, Result};
-use crate::format::lz4;
+use crate::format::{lz4, zstd};
 
 /// First byte of a stored block: the block format. Format 1 (written before store format 3) has
-/// no checksum; format 2 ends with the CRC-32 (IEEE, little-endian) of everything before it.
+/// no checksum; format 2 ends with the CRC-32 (IEEE, little-endian) of everything before it;
+/// format 3 (since store format 9) is format 2 with zstd in place of LZ4.
 const BLOCK_LZ4_RKYV: u8 = 1;
 const BLOCK_LZ4_RKYV_CRC: u8 = 2;
+const BLOCK_ZSTD_RKYV_CRC: u8 = 3;
 
-pub(super) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
-    let mut out = vec![BLOCK_LZ4_RKYV_CRC];
-    out.extend_from_slice(&lz4::compress(raw)?);
+/// How a block is compressed: for reading fast, or for taking little room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Codec {
+    /// LZ4: what scans and commits read (pages, heads, row directories).
+    Fast,
+    /// zstd: what is written once and read seldom (the event log: replays, `verify`).
+    Small,
+}
+
+pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
+    let mut out = match codec {
+        Codec::Fast => vec![BLOCK_LZ4_RKYV_CRC],
+        Codec::Small => vec![BLOCK_ZSTD_RKYV_CRC],
+    };
+    out.extend_from_slice(&match codec {
+        Codec::Fast => lz4::compress(raw)?,
+        Codec::Small => zstd::compress(raw)?,
+    });
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
@@ -25,24 +42,31 @@ pub(super) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
 /// one the block records (see [`lz4`]); no ratio is assumed.
 pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
-    let body = match format {
-        BLOCK_LZ4_RKYV => body,
-        BLOCK_LZ4_RKYV_CRC => {
-            let at = bytes
-                .len()
-                .checked_sub(4)
-                .filter(|&at| at >= 1)
-                .ok_or_else(|| corrupt("block too short for its checksum"))?;
-            let (checked, crc) = bytes.split_at(at);
-            if crc32fast::hash(checked).to_le_bytes() != crc {
-                return Err(corrupt("block fails its checksum"));
-            }
-            &checked[1..]
-        }
+    let (codec, has_crc) = match format {
+        BLOCK_LZ4_RKYV => (Codec::Fast, false),
+        BLOCK_LZ4_RKYV_CRC => (Codec::Fast, true),
+        BLOCK_ZSTD_RKYV_CRC => (Codec::Small, true),
         _ => return Err(corrupt(format!("unknown block format {format}"))),
+    };
+    let body = if has_crc {
+        let at = bytes
+            .len()
+            .checked_sub(4)
+            .filter(|&at| at >= 1)
+            .ok_or_else(|| corrupt("block too short for its checksum"))?;
+        let (checked, crc) = bytes.split_at(at);
+        if crc32fast::hash(checked).to_le_bytes() != crc {
+            return Err(corrupt("block fails its checksum"));
+        }
+        &checked[1..]
+    } else {
+        body
     };
     // Straight into the aligned buffer: no second copy.
     let mut al = AlignedVec::<16>::new();
-    lz4::decompress_into(body, &mut al)?;
+    match codec {
+        Codec::Fast => lz4::decompress_into(body, &mut al)?,
+        Codec::Small => zstd::decompress_into(body, &mut al)?,
+    }
     Ok(al)
 }

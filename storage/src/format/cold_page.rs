@@ -2,9 +2,10 @@
 
 use rkyv::rancor;
 
-use super::archive::{compress, decompress};
+use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::EventBlock;
+use super::packed_rows;
 use super::zone::ZoneBuilder;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
@@ -15,6 +16,10 @@ const OPEN_END: u8 = 4;
 
 /// A row's bound that is absent, in [`RowBlock::bound_of`].
 const NO_BOUND: u32 = u32::MAX;
+
+/// The history part (events and timeline versions) is read by thaws, VACUUM and rebuilds, never
+/// by scans.
+const HISTORY_CODEC: Codec = Codec::Small;
 
 /// The frozen part of one key's state (see `engine::cold`), but for its row versions: its
 /// events, and its timeline versions as pseudo-events (sequence = start, system sequence = end)
@@ -68,25 +73,26 @@ pub(super) fn split_prefixed<'a>(
     Ok(rest.split_at(n))
 }
 
-/// Target row versions of one key, in columns.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
+/// Target row versions of one key, in columns, as readers index them; stored packed
+/// ([`super::packed_rows`]).
+#[derive(Debug, Default)]
 pub(crate) struct RowBlock {
-    ids: Vec<u32>,
+    pub(super) ids: Vec<u32>,
     /// The distinct bounds of the block's rows (encoded sequences), each once: a version's end is
     /// the next one's start, and the rows a commit retires and writes again share theirs.
-    bounds: VarBytes,
+    pub(super) bounds: VarBytes,
     /// Per row, four entries of `bounds`: its start, end, system start and system end
     /// ([`NO_BOUND`]: it has none).
-    bound_of: Vec<u32>,
-    added: Vec<u64>,
+    pub(super) bound_of: Vec<u32>,
+    pub(super) added: Vec<u64>,
     /// `u64::MAX`: not retired.
-    retired: Vec<u64>,
+    pub(super) retired: Vec<u64>,
     /// Per row, which entry of `columns` holds its values: rows that show the same values (a
     /// version retired and written again with a new end, which every late or out-of-order event
     /// makes) share one.
-    value_of: Vec<u32>,
+    pub(super) value_of: Vec<u32>,
     /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
-    columns: Vec<ColumnData>,
+    pub(super) columns: Vec<ColumnData>,
 }
 
 /// A version of a key's business timeline: start, values, end, row.
@@ -164,8 +170,11 @@ pub(crate) fn encode_cold<'a>(
         b.value_of.push(entry);
     }
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
-    let rows = compress(&rkyv::to_bytes::<rancor::Error>(&block).map_err(encode_err)?)?;
-    let history = compress(&rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?)?;
+    let rows = compress(&packed_rows::pack(block)?, Codec::Fast)?;
+    let history = compress(
+        &rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?,
+        HISTORY_CODEC,
+    )?;
     let mut out = Vec::with_capacity(4 + rows.len() + history.len());
     out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
     out.extend_from_slice(&rows);
@@ -213,8 +222,7 @@ pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
 }
 
 fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
-    rkyv::from_bytes::<RowBlock, rancor::Error>(&decompress(rows)?)
-        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))
+    packed_rows::unpack(&decompress(rows)?)
 }
 
 /// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds

@@ -8,7 +8,7 @@ use rkyv::rancor;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
-use super::archive::{compress, decompress};
+use super::archive::{compress, decompress, Codec};
 use crate::error::{corrupt, Result};
 
 /// One frozen page of a key, as its head lists it.
@@ -52,6 +52,7 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
     let m = compress(
         &rkyv::to_bytes::<rancor::Error>(meta)
             .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?,
+        Codec::Fast,
     )?;
     let mut out = Vec::with_capacity(4 + m.len() + hot.len());
     out.extend_from_slice(&(m.len() as u32).to_le_bytes());
@@ -119,6 +120,7 @@ pub(crate) fn encode_row_dir(d: &RowDir) -> Result<Vec<u8>> {
     compress(
         &rkyv::to_bytes::<rancor::Error>(&rec)
             .map_err(|e| corrupt(format!("cannot encode a row directory: {e}")))?,
+        Codec::Fast,
     )
 }
 
@@ -149,6 +151,7 @@ pub(crate) fn encode_freed(pages: &[(Vec<u8>, u32)]) -> Result<Vec<u8>> {
     compress(
         &rkyv::to_bytes::<rancor::Error>(&rec)
             .map_err(|e| corrupt(format!("cannot encode freed pages: {e}")))?,
+        Codec::Fast,
     )
 }
 

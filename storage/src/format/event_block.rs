@@ -10,7 +10,7 @@
 
 use rkyv::rancor;
 
-use super::archive::{compress, decompress};
+use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, Event, EventKind, Incoming, Origin};
@@ -171,11 +171,12 @@ impl EventBlock {
     }
 }
 
-/// Serialises and compresses a block.
-pub(crate) fn encode_block(b: &EventBlock) -> Result<Vec<u8>> {
+/// Serialises and compresses a block: [`Codec::Small`] for the event log, [`Codec::Fast`] for
+/// what is read back soon.
+pub(crate) fn encode_block(b: &EventBlock, codec: Codec) -> Result<Vec<u8>> {
     let raw = rkyv::to_bytes::<rancor::Error>(b)
         .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
-    compress(&raw)
+    compress(&raw, codec)
 }
 
 /// Decompresses and validates a stored block.
@@ -231,37 +232,39 @@ mod tests {
             ev(3, false, Some(vec![])),
         ];
         let blocks = event_blocks(&events, &[vec![9u8].into()], &types);
-        let bytes = encode_block(&blocks[0]).unwrap();
-        let back = decode_block(&bytes).unwrap();
-        let got = back.events(types.len()).unwrap();
-        assert_eq!(got.len(), 3);
-        for (a, b) in got.iter().zip(&events) {
-            assert_eq!(
-                (
-                    &a.key,
-                    &a.seq,
-                    a.event.kind,
-                    &a.event.update,
-                    a.event.origin
-                ),
-                (
-                    &b.key,
-                    &b.seq,
-                    b.event.kind,
-                    &b.event.update,
-                    b.event.origin
-                )
-            );
-            assert_eq!(a.event.values[..], b.event.values[..]);
-        }
-        assert_eq!(back.truncates, vec![vec![9u8]]);
-        for bad in [
-            vec![],
-            vec![7u8, 1, 2],
-            vec![1u8, 255, 255, 255, 255, 0],
-            bytes[..bytes.len() / 2].to_vec(),
-        ] {
-            assert!(decode_block(&bad).is_err());
-        }
+        for codec in [Codec::Fast, Codec::Small] {
+            let bytes = encode_block(&blocks[0], codec).unwrap();
+            let back = decode_block(&bytes).unwrap();
+            let got = back.events(types.len()).unwrap();
+            assert_eq!(got.len(), 3);
+            for (a, b) in got.iter().zip(&events) {
+                assert_eq!(
+                    (
+                        &a.key,
+                        &a.seq,
+                        a.event.kind,
+                        &a.event.update,
+                        a.event.origin
+                    ),
+                    (
+                        &b.key,
+                        &b.seq,
+                        b.event.kind,
+                        &b.event.update,
+                        b.event.origin
+                    )
+                );
+                assert_eq!(a.event.values[..], b.event.values[..]);
+            }
+            assert_eq!(back.truncates, vec![vec![9u8]]);
+            for bad in [
+                vec![],
+                vec![7u8, 1, 2],
+                vec![1u8, 255, 255, 255, 255, 0],
+                bytes[..bytes.len() / 2].to_vec(),
+            ] {
+                assert!(decode_block(&bad).is_err());
+            }
+    }
     }
 }

@@ -2,11 +2,14 @@
 //! stored values. Nothing here knows the engine: it encodes the plain records of `crate::record`. See docs/FORMAT.md.
 
 mod archive;
+pub(crate) use archive::Codec;
 pub(crate) mod cold_page;
 mod columns;
+mod packed_rows;
 pub(crate) mod derived;
 pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;
 pub(crate) mod value_log;
 pub(crate) mod zone;
+mod zstd;

@@ -7,6 +7,7 @@ use crate::engine::Incoming;
 use crate::error::{corrupt, Result};
 use crate::flow::TableSchema;
 use crate::format::keys::{self, key};
+use crate::format::Codec;
 use crate::kv::{KvStore, WriteBatch};
 use crate::value::ColumnType;
 
@@ -34,7 +35,7 @@ pub(crate) fn put_event_blocks(
     {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(i as u32)),
-            crate::format::event_block::encode_block(blk)?,
+            crate::format::event_block::encode_block(blk, Codec::Small)?,
         );
     }
     Ok(())
@@ -57,7 +58,7 @@ pub(crate) fn put_event_blocks_from(
     for blk in crate::format::event_block::event_blocks(events, &[], types) {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(next)),
-            crate::format::event_block::encode_block(&blk)?,
+            crate::format::event_block::encode_block(&blk, Codec::Small)?,
         );
         next += 1;
     }

@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 use crate::format::event_block::{decode_block, encode_block, event_blocks};
+use crate::format::Codec;
 use crate::record::Incoming;
 use crate::value::ColumnType;
 
@@ -187,7 +188,7 @@ fn write_buffers(
     let mut written = 0u64;
     for (b, events) in buffers {
         for blk in event_blocks(&events, &[], types) {
-            let bytes = encode_block(&blk)?;
+            let bytes = encode_block(&blk, Codec::Fast)?;
             file.write_all(&bytes).map_err(io)?;
             blocks[b].push((written, bytes.len()));
             written += bytes.len() as u64;

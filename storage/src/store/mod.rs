@@ -91,11 +91,11 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 8 on open, and each table then writes its derived records again on its first
+/// record is set to 9 on open, and each table then writes its derived records again on its first
 /// use (a version-1 store has none; those of versions 2 to 4 lack the pages' zone maps, those of
 /// versions 5 and 6 the deletion times that retention reads, those of version 7 the shared
-/// values of a page's rows): docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 8;
+/// values of a page's rows, those of version 8 the packed row blocks): docs/FORMAT.md §8.
+pub const FORMAT_VERSION: u32 = 9;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -299,7 +299,7 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    1..=7 => {
+                    1..=8 => {
                         // Version 1 has no derived records; each table writes them on its first
                         // use, as when they are not current (`pages`). Version 2 is version 3
                         // without statement events (flag bit 3), version 3 is version 4 without
@@ -312,7 +312,9 @@ impl Store {
                         // when a key is deleted in SCD1 tables only, and forget it when the
                         // tombstone is collected (retention reads it in every mode). Version 7
                         // is version 8 with every row of a page storing its own values and
-                        // bounds (none shared), and one row directory record per commit. The summaries go in
+                        // bounds (none shared), and one row directory record per commit. Version 8
+                        // is version 9 with row blocks of full-width numbers and event blocks and
+                        // page histories in LZ4 (a version-8 build cannot read zstd). The summaries go in
                         // the batch that sets the format, so each table rebuilds its derived
                         // records on its first use. A build that reads
                         // version 3 only must not read a store whose source rows were erased:

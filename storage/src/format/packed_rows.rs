@@ -1,0 +1,304 @@
+//! A page's row block as it is stored (format 9): the same columns as [`RowBlock`], with each
+//! column of numbers as narrow as its values allow. Row ids are stored as steps from the one
+//! before, commits as offsets from the least, the entries of bounds and values in one byte when a
+//! block has fewer than 255 of them (it has at most a few hundred), and bounds of one length
+//! without offsets. In the 10M-event workload that took a quarter off the row part, and bytes of
+//! rows are what a scan reads and decompresses (PERFORMANCE.md, session 31).
+//!
+//! A stored block is read into a [`RowBlock`] (plain vectors): the readers index it as before.
+
+use rkyv::rancor;
+
+use super::cold_page::RowBlock;
+use super::columns::{ColumnData, VarBytes};
+use crate::error::{corrupt, Result};
+
+/// A column of unsigned numbers, each `Option<u64>`, in the narrowest width that holds them: the
+/// width's greatest value stands for `None`.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, PartialEq)]
+pub(super) enum Numbers {
+    U8(Vec<u8>),
+    U16(Vec<u16>),
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+}
+
+impl Numbers {
+    /// `values` in the narrowest width whose greatest value none of them reaches. A value of
+    /// `u64::MAX` reads back as `None` (no caller stores one: see [`PackedRows`]).
+    fn pack(values: impl Iterator<Item = Option<u64>> + Clone) -> Numbers {
+        let max = values.clone().flatten().max().unwrap_or(0);
+        fn narrow<T: TryFrom<u64>>(values: impl Iterator<Item = Option<u64>>, none: T) -> Vec<T>
+        where
+            T: Copy,
+        {
+            values
+                .map(|v| v.and_then(|v| T::try_from(v).ok()).unwrap_or(none))
+                .collect()
+        }
+        if max < u8::MAX as u64 {
+            Numbers::U8(narrow(values, u8::MAX))
+        } else if max < u16::MAX as u64 {
+            Numbers::U16(narrow(values, u16::MAX))
+        } else if max < u32::MAX as u64 {
+            Numbers::U32(narrow(values, u32::MAX))
+        } else {
+            Numbers::U64(narrow(values, u64::MAX))
+        }
+    }
+}
+
+impl ArchivedNumbers {
+    fn len(&self) -> usize {
+        match self {
+            ArchivedNumbers::U8(v) => v.len(),
+            ArchivedNumbers::U16(v) => v.len(),
+            ArchivedNumbers::U32(v) => v.len(),
+            ArchivedNumbers::U64(v) => v.len(),
+        }
+    }
+
+    /// Each number, `None` where the width's greatest value stands.
+    fn each(&self) -> Box<dyn Iterator<Item = Option<u64>> + '_> {
+        match self {
+            ArchivedNumbers::U8(v) => Box::new(v.iter().map(|&x| (x != u8::MAX).then_some(x as u64))),
+            ArchivedNumbers::U16(v) => Box::new(
+                v.iter()
+                    .map(|x| x.to_native())
+                    .map(|x| (x != u16::MAX).then_some(x as u64)),
+            ),
+            ArchivedNumbers::U32(v) => Box::new(
+                v.iter()
+                    .map(|x| x.to_native())
+                    .map(|x| (x != u32::MAX).then_some(x as u64)),
+            ),
+            ArchivedNumbers::U64(v) => Box::new(
+                v.iter()
+                    .map(|x| x.to_native())
+                    .map(|x| (x != u64::MAX).then_some(x)),
+            ),
+        }
+    }
+}
+
+/// The distinct bounds of a block: without offsets when they all have one length (an encoded
+/// timestamp or integer sequence always has 9 bytes).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
+pub(super) enum Bounds {
+    Fixed { width: u32, data: Vec<u8> },
+    Varied(VarBytes),
+}
+
+/// A [`RowBlock`] as stored: see the module's comment, and FORMAT.md §6 for the bytes.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
+pub(super) struct PackedRows {
+    /// The first row's id.
+    first_id: u32,
+    /// Per row, its id less the one before (wrapping; the first row's step is 0).
+    id_steps: Numbers,
+    bounds: Bounds,
+    /// Four per row, as in [`RowBlock`] (`None`: no bound).
+    bound_of: Numbers,
+    /// The least commit that wrote a row; `added` holds each row's commit less it.
+    added_from: u64,
+    added: Numbers,
+    /// The least commit that retired a row; `retired` holds each row's commit less it (`None`:
+    /// not retired).
+    retired_from: u64,
+    retired: Numbers,
+    value_of: Numbers,
+    columns: Vec<ColumnData>,
+}
+
+/// `block` packed and archived (not compressed).
+pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
+    let first_id = block.ids.first().copied().unwrap_or(0);
+    let steps = (block.ids.iter())
+        .scan(first_id, |prev, &id| Some(Some(id.wrapping_sub(std::mem::replace(prev, id)) as u64)));
+    let lens = (block.bounds.offsets.windows(2)).map(|w| w[1].wrapping_sub(w[0]));
+    let fixed = match lens.clone().next() {
+        Some(width) if width > 0 && lens.clone().all(|l| l == width) => Some(width),
+        _ => None,
+    };
+    let entry = |e: u32| (e != u32::MAX).then_some(e as u64);
+    let added_from = block.added.iter().copied().min().unwrap_or(0);
+    let retired = |r: u64| (r != u64::MAX).then_some(r);
+    let retired_from = block.retired.iter().copied().filter_map(retired).min().unwrap_or(0);
+    let packed = PackedRows {
+        first_id,
+        id_steps: Numbers::pack(steps),
+        bounds: match fixed {
+            Some(width) => Bounds::Fixed {
+                width,
+                data: block.bounds.data,
+            },
+            None => Bounds::Varied(block.bounds),
+        },
+        bound_of: Numbers::pack(block.bound_of.iter().map(|&e| entry(e))),
+        added_from,
+        // Offsets from the least are never `u64::MAX`: the least one would have to be 0 and
+        // the greatest `u64::MAX`, the retired rows' mark, which no commit is.
+        added: Numbers::pack(block.added.iter().map(|&a| Some(a - added_from))),
+        retired_from,
+        retired: Numbers::pack(block.retired.iter().map(|&r| Some(retired(r)? - retired_from))),
+        value_of: Numbers::pack(block.value_of.iter().map(|&e| entry(e))),
+        columns: block.columns,
+    };
+    rkyv::to_bytes::<rancor::Error>(&packed)
+        .map_err(|e| corrupt(format!("cannot encode cold page: {e}")))
+}
+
+/// The block archived by [`pack`] (decompressed), as plain vectors.
+pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
+    let bad = |e: rancor::Error| corrupt(format!("cold page fails validation: {e}"));
+    let p = rkyv::access::<ArchivedPackedRows, rancor::Error>(bytes).map_err(bad)?;
+    let n = p.id_steps.len();
+    let mut id = p.first_id.to_native();
+    let ids = (p.id_steps.each())
+        .map(|step| {
+            id = id.wrapping_add(step.unwrap_or(0) as u32);
+            id
+        })
+        .collect();
+    let bounds = match &p.bounds {
+        ArchivedBounds::Fixed { width, data } => {
+            let width = width.to_native();
+            if width == 0 || data.len() % width as usize != 0 || data.len() > u32::MAX as usize {
+                return Err(corrupt("a cold row block's bounds are cut short"));
+            }
+            VarBytes {
+                offsets: (0..=data.len() as u32).step_by(width as usize).collect(),
+                data: data.to_vec(),
+            }
+        }
+        ArchivedBounds::Varied(v) => rkyv::deserialize::<VarBytes, rancor::Error>(v).map_err(bad)?,
+    };
+    // An entry of `u32::MAX` is one no block has: the readers check every entry against the
+    // number of bounds or values.
+    let entries = |e: &ArchivedNumbers| -> Vec<u32> {
+        e.each()
+            .map(|e| e.map_or(u32::MAX, |e| u32::try_from(e).unwrap_or(u32::MAX - 1)))
+            .collect()
+    };
+    let (added_from, retired_from) = (p.added_from.to_native(), p.retired_from.to_native());
+    let commit = |from: u64, c: Option<u64>| -> Result<u64> {
+        c.and_then(|c| from.checked_add(c))
+            .ok_or_else(|| corrupt("a cold row's commit is out of range"))
+    };
+    let block = RowBlock {
+        ids,
+        bounds,
+        bound_of: entries(&p.bound_of),
+        added: (p.added.each())
+            .map(|a| commit(added_from, a))
+            .collect::<Result<_>>()?,
+        retired: (p.retired.each())
+            .map(|r| r.map_or(Ok(u64::MAX), |r| commit(retired_from, Some(r))))
+            .collect::<Result<_>>()?,
+        value_of: entries(&p.value_of),
+        columns: rkyv::deserialize::<Vec<ColumnData>, rancor::Error>(&p.columns).map_err(bad)?,
+    };
+    if [block.added.len(), block.retired.len(), block.value_of.len()] != [n; 3] {
+        return Err(corrupt("cold row block columns differ in length"));
+    }
+    Ok(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Blocks of up to 300 rows: ids in any order, bounds of one length or several (up to 700
+    /// of them: entries past one byte), commits anywhere below `u64::MAX`, rows not retired.
+    fn blocks() -> impl Strategy<Value = RowBlock> {
+        (1usize..300, 0usize..700, any::<bool>(), any::<u64>()).prop_flat_map(
+            |(n, distinct, fixed, seed)| {
+                let bounds_lens = if fixed {
+                    Just(vec![9u32; distinct]).boxed()
+                } else {
+                    prop::collection::vec(0u32..20, distinct).boxed()
+                };
+                let entry = move |of: usize| {
+                    prop_oneof![Just(u32::MAX), (0..of.max(1) as u32)].boxed()
+                };
+                let commit = prop_oneof![0u64..2000, any::<u64>().prop_map(|c| c.min(u64::MAX - 1))];
+                (
+                    prop::collection::vec(
+                        prop_oneof![any::<u32>(), (seed as u32)..(seed as u32).saturating_add(50)],
+                        n,
+                    ),
+                    bounds_lens,
+                    prop::collection::vec(entry(distinct), 4 * n),
+                    prop::collection::vec(commit.clone(), n),
+                    prop::collection::vec(prop_oneof![Just(u64::MAX), commit], n),
+                    prop::collection::vec(entry(n), n),
+                )
+                    .prop_map(|(ids, lens, bound_of, added, retired, value_of)| {
+                        let mut bounds = VarBytes::default();
+                        for (i, len) in lens.iter().enumerate() {
+                            bounds.push(&vec![i as u8; *len as usize]);
+                        }
+                        RowBlock {
+                            ids,
+                            bounds,
+                            bound_of,
+                            added,
+                            retired,
+                            value_of,
+                            columns: Vec::new(),
+                        }
+                    })
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn a_packed_block_reads_back_as_it_was(block in blocks()) {
+            let want = (
+                block.ids.clone(),
+                block.bounds.offsets.clone(),
+                block.bounds.data.clone(),
+                block.bound_of.clone(),
+                block.added.clone(),
+                block.retired.clone(),
+                block.value_of.clone(),
+            );
+            let back = unpack(&pack(block).unwrap()).unwrap();
+            let got = (
+                back.ids,
+                back.bounds.offsets,
+                back.bounds.data,
+                back.bound_of,
+                back.added,
+                back.retired,
+                back.value_of,
+            );
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    fn numbers(values: &[Option<u64>]) -> Vec<Option<u64>> {
+        let packed = Numbers::pack(values.iter().copied());
+        let bytes = rkyv::to_bytes::<rancor::Error>(&packed).unwrap();
+        let archived = rkyv::access::<ArchivedNumbers, rancor::Error>(&bytes).unwrap();
+        archived.each().collect()
+    }
+
+    #[test]
+    fn numbers_take_the_narrowest_width_that_holds_them_and_read_back() {
+        for (values, width) in [
+            (vec![Some(0), None, Some(254)], "U8"),
+            (vec![Some(255), None], "U16"),
+            (vec![Some(65_535), Some(1)], "U32"),
+            (vec![Some(u32::MAX as u64), None, Some(0)], "U64"),
+            (vec![], "U8"),
+            (vec![None, None], "U8"),
+        ] {
+            let packed = Numbers::pack(values.iter().copied());
+            assert!(format!("{packed:?}").starts_with(width), "{values:?}: {packed:?}");
+            assert_eq!(numbers(&values), values);
+        }
+    }
+}
