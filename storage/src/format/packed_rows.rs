@@ -58,25 +58,23 @@ impl ArchivedNumbers {
         }
     }
 
-    /// Each number, `None` where the width's greatest value stands.
-    fn each(&self) -> Box<dyn Iterator<Item = Option<u64>> + '_> {
+    /// `f` of each number (`None` where the width's greatest value stands), collected: one
+    /// loop per width, no call through a pointer per number.
+    fn collect<T>(&self, mut f: impl FnMut(Option<u64>) -> T) -> Vec<T> {
         match self {
-            ArchivedNumbers::U8(v) => Box::new(v.iter().map(|&x| (x != u8::MAX).then_some(x as u64))),
-            ArchivedNumbers::U16(v) => Box::new(
-                v.iter()
-                    .map(|x| x.to_native())
-                    .map(|x| (x != u16::MAX).then_some(x as u64)),
-            ),
-            ArchivedNumbers::U32(v) => Box::new(
-                v.iter()
-                    .map(|x| x.to_native())
-                    .map(|x| (x != u32::MAX).then_some(x as u64)),
-            ),
-            ArchivedNumbers::U64(v) => Box::new(
-                v.iter()
-                    .map(|x| x.to_native())
-                    .map(|x| (x != u64::MAX).then_some(x)),
-            ),
+            ArchivedNumbers::U8(v) => v.iter().map(|&x| f((x != u8::MAX).then_some(x as u64))).collect(),
+            ArchivedNumbers::U16(v) => (v.iter())
+                .map(|x| x.to_native())
+                .map(|x| f((x != u16::MAX).then_some(x as u64)))
+                .collect(),
+            ArchivedNumbers::U32(v) => (v.iter())
+                .map(|x| x.to_native())
+                .map(|x| f((x != u32::MAX).then_some(x as u64)))
+                .collect(),
+            ArchivedNumbers::U64(v) => (v.iter())
+                .map(|x| x.to_native())
+                .map(|x| f((x != u64::MAX).then_some(x)))
+                .collect(),
         }
     }
 }
@@ -154,12 +152,10 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
     let p = rkyv::access::<ArchivedPackedRows, rancor::Error>(bytes).map_err(bad)?;
     let n = p.id_steps.len();
     let mut id = p.first_id.to_native();
-    let ids = (p.id_steps.each())
-        .map(|step| {
-            id = id.wrapping_add(step.unwrap_or(0) as u32);
-            id
-        })
-        .collect();
+    let ids = p.id_steps.collect(|step| {
+        id = id.wrapping_add(step.unwrap_or(0) as u32);
+        id
+    });
     let bounds = match &p.bounds {
         ArchivedBounds::Fixed { width, data } => {
             let width = width.to_native();
@@ -176,25 +172,28 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
     // An entry of `u32::MAX` is one no block has: the readers check every entry against the
     // number of bounds or values.
     let entries = |e: &ArchivedNumbers| -> Vec<u32> {
-        e.each()
-            .map(|e| e.map_or(u32::MAX, |e| u32::try_from(e).unwrap_or(u32::MAX - 1)))
-            .collect()
+        e.collect(|e| e.map_or(u32::MAX, |e| u32::try_from(e).unwrap_or(u32::MAX - 1)))
     };
     let (added_from, retired_from) = (p.added_from.to_native(), p.retired_from.to_native());
-    let commit = |from: u64, c: Option<u64>| -> Result<u64> {
-        c.and_then(|c| from.checked_add(c))
-            .ok_or_else(|| corrupt("a cold row's commit is out of range"))
+    // A commit past `u64::MAX` is damage; marked, and refused once the column is read.
+    let mut overflow = false;
+    let mut commit = |from: u64, c: u64| {
+        from.checked_add(c).unwrap_or_else(|| {
+            overflow = true;
+            0
+        })
     };
+    let added = p.added.collect(|a| commit(added_from, a.unwrap_or(u64::MAX)));
+    let retired = p.retired.collect(|r| r.map_or(u64::MAX, |r| commit(retired_from, r)));
+    if overflow {
+        return Err(corrupt("a cold row's commit is out of range"));
+    }
     let block = RowBlock {
         ids,
         bounds,
         bound_of: entries(&p.bound_of),
-        added: (p.added.each())
-            .map(|a| commit(added_from, a))
-            .collect::<Result<_>>()?,
-        retired: (p.retired.each())
-            .map(|r| r.map_or(Ok(u64::MAX), |r| commit(retired_from, Some(r))))
-            .collect::<Result<_>>()?,
+        added,
+        retired,
         value_of: entries(&p.value_of),
         columns: rkyv::deserialize::<Vec<ColumnData>, rancor::Error>(&p.columns).map_err(bad)?,
     };
@@ -283,7 +282,7 @@ mod tests {
         let packed = Numbers::pack(values.iter().copied());
         let bytes = rkyv::to_bytes::<rancor::Error>(&packed).unwrap();
         let archived = rkyv::access::<ArchivedNumbers, rancor::Error>(&bytes).unwrap();
-        archived.each().collect()
+        archived.collect(|x| x)
     }
 
     #[test]

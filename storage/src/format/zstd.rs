@@ -7,8 +7,17 @@
 //! +----------------------------+-------------------------------+
 //! ```
 
+use std::cell::RefCell;
+
 use super::lz4::{claimed_len, LenBuffer, MAX_UNCOMPRESSED};
 use crate::error::{corrupt, Error, Result};
+
+thread_local! {
+    /// Each thread's contexts, made on its first block: making one per block cost the ingest 3%
+    /// of its time (they allocate and clear their tables).
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
 
 /// zstd's fastest level: an event block shrinks about a quarter more than with LZ4 (level 3 gains
 /// 1% more, PERFORMANCE.md session 31).
@@ -22,7 +31,14 @@ pub(crate) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
             raw.len()
         )));
     }
-    let frame = zstd::bulk::compress(raw, LEVEL)
+    let frame = COMPRESSOR
+        .with_borrow_mut(|c| {
+            let c = match c {
+                Some(c) => c,
+                None => c.insert(zstd::bulk::Compressor::new(LEVEL)?),
+            };
+            c.compress(raw)
+        })
         .map_err(|e| Error::Io(format!("cannot compress a block: {e}")))?;
     let mut out = Vec::with_capacity(4 + frame.len());
     out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
@@ -35,7 +51,14 @@ pub(crate) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
 pub(crate) fn decompress_into(bytes: &[u8], out: &mut impl LenBuffer) -> Result<()> {
     let claimed = claimed_len(bytes)?;
     out.set_len_zeroed(claimed);
-    let n = zstd::bulk::decompress_to_buffer(&bytes[4..], out.as_mut_slice())
+    let n = DECOMPRESSOR
+        .with_borrow_mut(|d| {
+            let d = match d {
+                Some(d) => d,
+                None => d.insert(zstd::bulk::Decompressor::new()?),
+            };
+            d.decompress_to_buffer(&bytes[4..], out.as_mut_slice())
+        })
         .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
     if n != claimed {
         return Err(corrupt("block is shorter than its size prefix"));
