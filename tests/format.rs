@@ -693,7 +693,10 @@ fn the_version_9_fixture_reads_its_packed_pages_and_zstd_log() {
     // Event blocks in zstd (archive format byte 3).
     assert_eq!(first_bytes(tmp.path(), b"E"), [3].into());
     let parts = row_dir_parts(tmp.path());
-    assert!(parts.values().filter(|p| p.len() > 1).count() >= 2, "{parts:?}");
+    assert!(
+        parts.values().filter(|p| p.len() > 1).count() >= 2,
+        "{parts:?}"
+    );
     let store = Store::open(tmp.path()).unwrap();
     assert!(store.verify().unwrap().ok());
     let frozen = store.read("readings_bt", |r| r.cold_stats()).unwrap();

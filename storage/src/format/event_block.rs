@@ -265,6 +265,6 @@ mod tests {
             ] {
                 assert!(decode_block(&bad).is_err());
             }
-    }
+        }
     }
 }

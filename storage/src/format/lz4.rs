@@ -1,4 +1,6 @@
-//! Size-prefixed LZ4: the one compression of the format (event blocks, cold pages, source chunks).
+//! Size-prefixed LZ4: the compression of what is read often (source chunks, pages' row parts, key
+//! heads, row directories; the event log and pages' histories use [`super::zstd`], which shares
+//! the size prefix and its cap).
 //!
 //! ```text
 //! +----------------------------+-------------------------------+

@@ -28,10 +28,10 @@ impl Numbers {
     /// `u64::MAX` reads back as `None` (no caller stores one: see [`PackedRows`]).
     fn pack(values: impl Iterator<Item = Option<u64>> + Clone) -> Numbers {
         let max = values.clone().flatten().max().unwrap_or(0);
-        fn narrow<T: TryFrom<u64>>(values: impl Iterator<Item = Option<u64>>, none: T) -> Vec<T>
-        where
-            T: Copy,
-        {
+        fn narrow<T: TryFrom<u64> + Copy>(
+            values: impl Iterator<Item = Option<u64>>,
+            none: T,
+        ) -> Vec<T> {
             values
                 .map(|v| v.and_then(|v| T::try_from(v).ok()).unwrap_or(none))
                 .collect()
@@ -62,7 +62,10 @@ impl ArchivedNumbers {
     /// loop per width, no call through a pointer per number.
     fn collect<T>(&self, mut f: impl FnMut(Option<u64>) -> T) -> Vec<T> {
         match self {
-            ArchivedNumbers::U8(v) => v.iter().map(|&x| f((x != u8::MAX).then_some(x as u64))).collect(),
+            ArchivedNumbers::U8(v) => v
+                .iter()
+                .map(|&x| f((x != u8::MAX).then_some(x as u64)))
+                .collect(),
             ArchivedNumbers::U16(v) => (v.iter())
                 .map(|x| x.to_native())
                 .map(|x| f((x != u16::MAX).then_some(x as u64)))
@@ -111,8 +114,9 @@ pub(super) struct PackedRows {
 /// `block` packed and archived (not compressed).
 pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
     let first_id = block.ids.first().copied().unwrap_or(0);
-    let steps = (block.ids.iter())
-        .scan(first_id, |prev, &id| Some(Some(id.wrapping_sub(std::mem::replace(prev, id)) as u64)));
+    let steps = (block.ids.iter()).scan(first_id, |prev, &id| {
+        Some(Some(id.wrapping_sub(std::mem::replace(prev, id)) as u64))
+    });
     let lens = (block.bounds.offsets.windows(2)).map(|w| w[1].wrapping_sub(w[0]));
     let fixed = match lens.clone().next() {
         Some(width) if width > 0 && lens.clone().all(|l| l == width) => Some(width),
@@ -121,7 +125,13 @@ pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
     let entry = |e: u32| (e != u32::MAX).then_some(e as u64);
     let added_from = block.added.iter().copied().min().unwrap_or(0);
     let retired = |r: u64| (r != u64::MAX).then_some(r);
-    let retired_from = block.retired.iter().copied().filter_map(retired).min().unwrap_or(0);
+    let retired_from = block
+        .retired
+        .iter()
+        .copied()
+        .filter_map(retired)
+        .min()
+        .unwrap_or(0);
     let packed = PackedRows {
         first_id,
         id_steps: Numbers::pack(steps),
@@ -138,7 +148,12 @@ pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
         // the greatest `u64::MAX`, the retired rows' mark, which no commit is.
         added: Numbers::pack(block.added.iter().map(|&a| Some(a - added_from))),
         retired_from,
-        retired: Numbers::pack(block.retired.iter().map(|&r| Some(retired(r)? - retired_from))),
+        retired: Numbers::pack(
+            block
+                .retired
+                .iter()
+                .map(|&r| Some(retired(r)? - retired_from)),
+        ),
         value_of: Numbers::pack(block.value_of.iter().map(|&e| entry(e))),
         columns: block.columns,
     };
@@ -167,7 +182,9 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
                 data: data.to_vec(),
             }
         }
-        ArchivedBounds::Varied(v) => rkyv::deserialize::<VarBytes, rancor::Error>(v).map_err(bad)?,
+        ArchivedBounds::Varied(v) => {
+            rkyv::deserialize::<VarBytes, rancor::Error>(v).map_err(bad)?
+        }
     };
     // An entry of `u32::MAX` is one no block has: the readers check every entry against the
     // number of bounds or values.
@@ -183,8 +200,12 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
             0
         })
     };
-    let added = p.added.collect(|a| commit(added_from, a.unwrap_or(u64::MAX)));
-    let retired = p.retired.collect(|r| r.map_or(u64::MAX, |r| commit(retired_from, r)));
+    let added = p
+        .added
+        .collect(|a| commit(added_from, a.unwrap_or(u64::MAX)));
+    let retired = p
+        .retired
+        .collect(|r| r.map_or(u64::MAX, |r| commit(retired_from, r)));
     if overflow {
         return Err(corrupt("a cold row's commit is out of range"));
     }
@@ -218,13 +239,16 @@ mod tests {
                 } else {
                     prop::collection::vec(0u32..20, distinct).boxed()
                 };
-                let entry = move |of: usize| {
-                    prop_oneof![Just(u32::MAX), (0..of.max(1) as u32)].boxed()
-                };
-                let commit = prop_oneof![0u64..2000, any::<u64>().prop_map(|c| c.min(u64::MAX - 1))];
+                let entry =
+                    move |of: usize| prop_oneof![Just(u32::MAX), (0..of.max(1) as u32)].boxed();
+                let commit =
+                    prop_oneof![0u64..2000, any::<u64>().prop_map(|c| c.min(u64::MAX - 1))];
                 (
                     prop::collection::vec(
-                        prop_oneof![any::<u32>(), (seed as u32)..(seed as u32).saturating_add(50)],
+                        prop_oneof![
+                            any::<u32>(),
+                            (seed as u32)..(seed as u32).saturating_add(50)
+                        ],
                         n,
                     ),
                     bounds_lens,
@@ -296,7 +320,10 @@ mod tests {
             (vec![None, None], "U8"),
         ] {
             let packed = Numbers::pack(values.iter().copied());
-            assert!(format!("{packed:?}").starts_with(width), "{values:?}: {packed:?}");
+            assert!(
+                format!("{packed:?}").starts_with(width),
+                "{values:?}: {packed:?}"
+            );
             assert_eq!(numbers(&values), values);
         }
     }

@@ -94,7 +94,9 @@ mod tests {
             let e = decompress(&bad).unwrap_err().to_string();
             assert!(e.contains("the store is corrupt"), "{claimed}: {e}");
         }
-        let e = decompress(&packed[..packed.len() - 2]).unwrap_err().to_string();
+        let e = decompress(&packed[..packed.len() - 2])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("does not decompress"), "{e}");
     }
 }
