@@ -111,20 +111,18 @@ fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> u
     n_fixed + runs
 }
 
+/// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum) and of the
+/// current format (zstd event blocks).
 fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
     use asof::KvStore;
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(common::data_dir().join("fixture_v1"))
-        .unwrap()
-        .flatten()
-    {
-        if e.path().is_file() {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
+    let mut values = Vec::new();
+    for fixture in ["fixture_v1", "fixture_v9"] {
+        let tmp = common::copy_of_fixture(&common::data_dir().join(fixture));
+        let kv = asof::SledKv::open(tmp.path(), 1 << 20).unwrap();
+        let before = values.len();
+        values.extend(kv.scan_prefix(&[tag]).map(|r| r.unwrap().1));
+        assert!(values.len() > before, "{fixture}");
     }
-    let kv = asof::SledKv::open(tmp.path(), 1 << 20).unwrap();
-    let values: Vec<Vec<u8>> = kv.scan_prefix(&[tag]).map(|r| r.unwrap().1).collect();
-    assert!(!values.is_empty());
     values
 }
 

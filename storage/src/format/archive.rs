@@ -18,9 +18,10 @@ const BLOCK_ZSTD_RKYV_CRC: u8 = 3;
 /// How a block is compressed: for reading fast, or for taking little room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Codec {
-    /// LZ4: what scans and commits read (pages, heads, row directories).
+    /// LZ4: what scans read (pages' row parts, heads' meta, row directories), and what is read
+    /// back soon (a large commit's spill files).
     Fast,
-    /// zstd: what is written once and read seldom (the event log: replays, `verify`).
+    /// zstd: what scans do not read (the event log, the histories of pages and key heads).
     Small,
 }
 

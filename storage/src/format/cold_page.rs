@@ -17,8 +17,8 @@ const OPEN_END: u8 = 4;
 /// A row's bound that is absent, in [`RowBlock::bound_of`].
 const NO_BOUND: u32 = u32::MAX;
 
-/// The history part (events and timeline versions) is read by thaws, VACUUM and rebuilds, never
-/// by scans.
+/// The history part (events and timeline versions) is read by thaws, VACUUM, rebuilds and (in a
+/// key head's hot part) the reads of a key for a lookup or a commit, never by scans.
 const HISTORY_CODEC: Codec = Codec::Small;
 
 /// The frozen part of one key's state (see `engine::cold`), but for its row versions: its

@@ -1,5 +1,6 @@
 //! The stored form of a commit's events: a columnar block, archived with rkyv and validated
-//! (bytecheck) when read, then compressed with LZ4.
+//! (bytecheck) when read, then compressed: zstd for the event log, LZ4 for a large commit's spill
+//! files (`super::Codec`).
 //!
 //! Events are the durable log of a table: the in-memory state (timelines, row versions with the
 //! commits that wrote and retired them) is a deterministic function of the commits' events, and is

@@ -1,5 +1,5 @@
-//! Size-prefixed zstd: the compression of what is written once and read seldom (the event log),
-//! where a smaller file is worth a slower read. Same framing and cap as [`super::lz4`]:
+//! Size-prefixed zstd: the compression of what scans do not read (the event log, the histories of
+//! pages and key heads), where a smaller file is worth a slower read. Same framing and cap as [`super::lz4`]:
 //!
 //! ```text
 //! +----------------------------+-------------------------------+
