@@ -6,6 +6,7 @@ use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::EventBlock;
 use super::packed_rows;
+pub(crate) use super::packed_rows::RowBlock;
 use super::zone::ZoneBuilder;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
@@ -14,7 +15,7 @@ use crate::value::{ColumnType, Row, Value, ValueRef};
 /// Flag of a timeline version in a [`ColdPage`] whose business end is open.
 const OPEN_END: u8 = 4;
 
-/// A row's bound that is absent, in [`RowBlock::bound_of`].
+/// A row's bound that is absent, in `RowBlock::bound_of`.
 const NO_BOUND: u32 = u32::MAX;
 
 /// The history part (events and timeline versions) is read by thaws, VACUUM, rebuilds and (in a
@@ -71,28 +72,6 @@ pub(super) fn split_prefixed<'a>(
         return Err(corrupt(format!("{what} shorter than {part}")));
     }
     Ok(rest.split_at(n))
-}
-
-/// Target row versions of one key, in columns, as readers index them; stored packed
-/// ([`super::packed_rows`]).
-#[derive(Debug, Default)]
-pub(crate) struct RowBlock {
-    pub(super) ids: Vec<u32>,
-    /// The distinct bounds of the block's rows (encoded sequences), each once: a version's end is
-    /// the next one's start, and the rows a commit retires and writes again share theirs.
-    pub(super) bounds: VarBytes,
-    /// Per row, four entries of `bounds`: its start, end, system start and system end
-    /// ([`NO_BOUND`]: it has none).
-    pub(super) bound_of: Vec<u32>,
-    pub(super) added: Vec<u64>,
-    /// `u64::MAX`: not retired.
-    pub(super) retired: Vec<u64>,
-    /// Per row, which entry of `columns` holds its values: rows that show the same values (a
-    /// version retired and written again with a new end, which every late or out-of-order event
-    /// makes) share one.
-    pub(super) value_of: Vec<u32>,
-    /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
-    pub(super) columns: Vec<ColumnData>,
 }
 
 /// A version of a key's business timeline: start, values, end, row.

@@ -2,16 +2,38 @@
 //! column of numbers as narrow as its values allow. Row ids are stored as steps from the one
 //! before, commits as offsets from the least, the entries of bounds and values in one byte when a
 //! block has fewer than 255 of them (it has at most a few hundred), and bounds of one length
-//! without offsets. In the 10M-event workload that took a quarter off the row part, and bytes of
-//! rows are what a scan reads and decompresses (PERFORMANCE.md, session 31).
+//! without offsets; integer value columns as offsets from the least, string columns as lengths.
+//! Bytes of rows are what a scan reads and decompresses; with the histories in zstd, the 10M-event
+//! workload's pages went from 1,657 to 1,082 MiB (PERFORMANCE.md, session 31).
 //!
 //! A stored block is read into a [`RowBlock`] (plain vectors): the readers index it as before.
 
 use rkyv::rancor;
 
-use super::cold_page::RowBlock;
 use super::columns::{ColumnData, VarBytes};
 use crate::error::{corrupt, Result};
+
+/// Target row versions of one key, in columns, as readers index them (`super::cold_page`):
+/// what [`unpack`] gives.
+#[derive(Debug, Default)]
+pub(crate) struct RowBlock {
+    pub(super) ids: Vec<u32>,
+    /// The distinct bounds of the block's rows (encoded sequences), each once: a version's end is
+    /// the next one's start, and the rows a commit retires and writes again share theirs.
+    pub(super) bounds: VarBytes,
+    /// Per row, four entries of `bounds`: its start, end, system start and system end
+    /// (`u32::MAX`: it has none).
+    pub(super) bound_of: Vec<u32>,
+    pub(super) added: Vec<u64>,
+    /// `u64::MAX`: not retired.
+    pub(super) retired: Vec<u64>,
+    /// Per row, which entry of `columns` holds its values: rows that show the same values (a
+    /// version retired and written again with a new end, which every late or out-of-order event
+    /// makes) share one.
+    pub(super) value_of: Vec<u32>,
+    /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
+    pub(super) columns: Vec<ColumnData>,
+}
 
 /// A column of unsigned numbers, each `Option<u64>`, in the narrowest width that holds them: the
 /// width's greatest value stands for `None`.
