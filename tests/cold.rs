@@ -314,6 +314,15 @@ fn frozen_history_reads_like_memory_checkpointing(
             common::engine_rows(&hot, "t"),
             &format!("{mode:?} after VACUUM"),
         );
+        // A reopen reads the table from the records its rebuild wrote.
+        drop(cold);
+        let cold = open(cold_dir.path(), mode, 2, false);
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after VACUUM and a reopen"),
+        );
+        same_lookups(&cold, &hot, mode, &probes);
         // And a replay of everything is recognised, event by event, as duplicates.
         let c = cold.apply("f", &batch(&evs)).unwrap();
         assert_eq!(
