@@ -168,7 +168,12 @@ impl Inner {
             t.recent_keys.clear();
             let rebuilt = load_commits(inner.kv.as_ref(), t.id, &t.name).and_then(|commits| {
                 t.commits = commits;
-                pages::rebuild(inner.kv.as_ref(), t, inner.progress.as_ref())
+                pages::rebuild(
+                    inner.kv.as_ref(),
+                    t,
+                    inner.progress.as_ref(),
+                    &inner.checkpoints,
+                )
             });
             rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
             t.load = Load::Replayed;

@@ -288,9 +288,8 @@ impl Inner {
             let n = keys.len() as u64;
             let numbered = u64::from(table.state.numbered());
             let read = match inner.increments.reads_whole(keys_read, n, numbered) {
-                true => {
-                    load::read_whole(kv, inner.progress.as_ref(), table).map(|()| KeysFrom::Memory)
-                }
+                true => load::read_whole(kv, inner.progress.as_ref(), &inner.checkpoints, table)
+                    .map(|()| KeysFrom::Memory),
                 false => read_keys(kv, table, &keys).map(|()| {
                     table.load = Load::Skeleton {
                         keys_read: keys_read + n,

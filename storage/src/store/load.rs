@@ -7,7 +7,7 @@
 use std::sync::RwLockReadGuard;
 
 use super::pages;
-use super::{in_table, table_mut, Inner, Store, Table};
+use super::{in_table, table_mut, Checkpoints, Inner, Store, Table};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::StoredAs;
 use crate::kv::KvStore;
@@ -93,6 +93,7 @@ impl Increments {
 pub(super) fn read_whole(
     kv: &dyn KvStore,
     progress: Option<&pages::Progressing>,
+    checkpoints: &Checkpoints,
     t: &mut Table,
 ) -> Result<()> {
     let read = match pages::load(kv, t) {
@@ -100,7 +101,7 @@ pub(super) fn read_whole(
             t.unsaved = replayed;
             Ok(())
         }
-        Ok(None) => pages::rebuild(kv, t, progress).map(|()| t.unsaved = 0),
+        Ok(None) => pages::rebuild(kv, t, progress, checkpoints).map(|()| t.unsaved = 0),
         Err(e) => Err(e),
     };
     match read {
@@ -128,7 +129,7 @@ impl Inner {
         let t = table_mut(&mut self.tables, name)?;
         match t.load {
             Load::Replayed => Ok(()),
-            _ => read_whole(kv, progress, t),
+            _ => read_whole(kv, progress, &self.checkpoints, t),
         }
     }
 }

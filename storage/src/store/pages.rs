@@ -9,8 +9,8 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::page_pins::{FreedPage, PagePins};
-use super::replay::{gc_secs_in, replay_log, ReplayRange};
-use super::{in_table, Table};
+use super::replay::{gc_secs_in, replay_log, ReplayRange, Replayed};
+use super::{in_table, Checkpoints, Table};
 use crate::engine::fold::Bytes;
 use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
 use crate::error::Result;
@@ -216,8 +216,9 @@ pub(super) fn for_each_head_batch(
     id: u32,
     state: &mut TableState,
     mut to: impl FnMut(WriteBatch) -> Result<()>,
-) -> Result<()> {
-    for part in state.take_changed_keys().chunks(HEAD_BATCH) {
+) -> Result<Vec<Bytes>> {
+    let changed = state.take_changed_keys();
+    for part in changed.chunks(HEAD_BATCH) {
         let mut b = WriteBatch::default();
         for k in part {
             if let Some(head) = state.head(k)? {
@@ -226,13 +227,13 @@ pub(super) fn for_each_head_batch(
         }
         to(b)?;
     }
-    Ok(())
+    Ok(changed)
 }
 
 /// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
 /// batch, for a table that has no summary ([`write_heads_ahead`]).
 fn write_heads(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
-    for_each_head_batch(id, state, |b| kv.write(b))
+    for_each_head_batch(id, state, |b| kv.write(b)).map(drop)
 }
 
 /// The batch of its own that writes the part of commit `version`'s row directory that its part
@@ -524,6 +525,30 @@ fn restore_keys(
     Ok(state)
 }
 
+/// The row directories `state` holds of the commits before `before` (all of them with `None`),
+/// written ahead of the summary, a part per batch, in parts of a bounded number of rows (one
+/// record of a 20M-row commit took 300 MB to encode): nothing reads them without the summary.
+fn write_row_directories(
+    kv: &dyn KvStore,
+    id: u32,
+    state: &mut TableState,
+    before: Option<u64>,
+) -> Result<()> {
+    for v in state.row_versions_by_commit() {
+        if before.is_some_and(|b| v >= b) {
+            break;
+        }
+        if let Some((_, dir)) = state.take_row_directory(v, DirPart::Rest) {
+            for (part, dir) in (0..).zip(dir.split(REBUILD_DIR_ROWS)) {
+                let mut b = WriteBatch::default();
+                b.put(keys::row_dir(id, v, part), encode_row_dir(&dir)?);
+                kv.write(b)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// How many keys one batch of a rebuild's deletes holds.
 const DELETE_BATCH: usize = 4096;
 /// How many pages one batch of pages written ahead of the heads that list them holds
@@ -533,11 +558,15 @@ pub(super) const PAGE_BATCH: usize = 4096;
 /// Replays `t`'s log into a fresh state and writes its derived records again: the old ones are
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories
 /// and the summary last, so that a crash at any point leaves no summary (and a later open
-/// rebuilds again), never a mixture that claims to be current.
+/// rebuilds again), never a mixture that claims to be current. After every
+/// `checkpoints.every_events` events replayed, the heads of the keys changed since and the row
+/// directories of the commits replayed are written ahead, and the keys' page lists (their zone
+/// maps: 120 MB at 10M events) leave memory, as a checkpoint does but for the summary.
 pub(super) fn rebuild(
     kv: &dyn KvStore,
     t: &mut Table,
     progress: Option<&Progressing>,
+    checkpoints: &Checkpoints,
 ) -> Result<()> {
     let mut b = WriteBatch::default();
     // The summary first: from then on the table is rebuilt on its next use, whatever is left.
@@ -563,41 +592,42 @@ pub(super) fn rebuild(
         .try_fold(0u64, |n, k| k.map(|_| n + 1))?;
     let task = format!("rebuilding the records of {} from its log", t.name);
     let bar = Reporter::begin(progress, &task, total, REBUILD_PROGRESS_BLOCKS);
-    let mut done = 0;
+    let (mut done, mut since) = (0, 0);
     replay_log(
         kv,
         t.id,
         &mut state,
         &t.commits,
         ReplayRange::default(),
-        &mut |state, n| {
-            done += n;
+        &mut |state, Replayed { blocks, events }| {
+            (done, since) = (done + blocks, since + events);
             bar.advance(done);
             let pages = state.take_pages();
-            if pages.is_empty() {
-                return Ok(());
+            if !pages.is_empty() {
+                let mut b = WriteBatch::default();
+                put_pages(&mut b, t.id, pages);
+                kv.write(b)?;
             }
-            let mut b = WriteBatch::default();
-            put_pages(&mut b, t.id, pages);
-            kv.write(b)
+            if since >= checkpoints.every_events {
+                since = 0;
+                // What a checkpoint would let go of, without its summary (nothing reads these
+                // records before the last batch): the directories of the commits replayed
+                // whole (the last may have parts to come), and the page lists of the keys whose
+                // heads are written.
+                let current = state.row_versions_by_commit().last().copied();
+                write_row_directories(kv, t.id, state, current)?;
+                let written = for_each_head_batch(t.id, state, |b| kv.write(b))?;
+                state.shed_page_lists(&written);
+            }
+            Ok(())
         },
     )?;
     let last = t.commits.last().expect("a commit").version;
-    // The row directories ahead of the checkpoint, a part per batch (nothing reads them without
-    // the summary), in parts of a bounded number of rows: one record of a 20M-row commit took
-    // 300 MB to encode.
-    for v in state.row_versions_by_commit() {
-        if let Some((_, dir)) = state.take_row_directory(v, DirPart::Rest) {
-            for (part, dir) in (0..).zip(dir.split(REBUILD_DIR_ROWS)) {
-                let mut b = WriteBatch::default();
-                b.put(keys::row_dir(t.id, v, part), encode_row_dir(&dir)?);
-                kv.write(b)?;
-            }
-        }
-    }
+    write_row_directories(kv, t.id, &mut state, None)?;
     // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
-    write_heads(kv, t.id, &mut state)?;
+    let written = for_each_head_batch(t.id, &mut state, |b| kv.write(b))?;
+    state.shed_page_lists(&written);
     let mut b = WriteBatch::default();
     put_checkpoint(&mut b, t.id, &mut state, last)?;
     t.pins.forget_freed();

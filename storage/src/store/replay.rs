@@ -104,7 +104,7 @@ impl FullRefresh {
     fn finish(
         self,
         state: &mut TableState,
-        after_part: &mut dyn FnMut(&mut TableState, u64) -> Result<()>,
+        after_part: &mut dyn FnMut(&mut TableState, Replayed) -> Result<()>,
     ) -> Result<()> {
         let keys: Vec<Bytes> = self.unreset.into_iter().collect();
         for group in keys.chunks(RESET_KEYS) {
@@ -119,7 +119,7 @@ impl FullRefresh {
                 },
                 &mut |_| {},
             )?;
-            after_part(state, 0)?;
+            after_part(state, Replayed::default())?;
         }
         Ok(())
     }
@@ -167,19 +167,27 @@ struct Part {
     blocks: u64,
 }
 
+/// What one part of a replay applied: the event blocks it read (a rebuild's progress) and its
+/// events (when a rebuild writes its heads ahead).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Replayed {
+    pub blocks: u64,
+    pub events: u64,
+}
+
 /// Replays a table's log into `state`: every data commit's events in `range`, in commit order,
 /// through the same engine path as when they were first applied. The engine is
 /// deterministic, so this rebuilds the timelines and every row version with the commits that
 /// wrote and retired it. Property commits take effect where they are in the log. `after_part`
-/// runs after each part applied, with its number of event blocks (a rebuild writes the pages
-/// frozen so far, and reports its progress).
+/// runs after each part applied, with what it applied (a rebuild writes the pages frozen so far,
+/// and reports its progress).
 pub(crate) fn replay_log(
     kv: &dyn KvStore,
     id: u32,
     state: &mut TableState,
     commits: &[CommitInfo],
     range: ReplayRange,
-    after_part: &mut dyn FnMut(&mut TableState, u64) -> Result<()>,
+    after_part: &mut dyn FnMut(&mut TableState, Replayed) -> Result<()>,
 ) -> Result<()> {
     let ReplayRange { after, up_to } = range;
     let width = state.schema.columns.len();
@@ -235,6 +243,10 @@ pub(crate) fn replay_log(
         }
         last = Some(version);
         gc_due = Some(c.timestamp_us);
+        let replayed = Replayed {
+            blocks,
+            events: events.len() as u64,
+        };
         state.apply_part(
             CommitPart {
                 incoming: events,
@@ -245,7 +257,7 @@ pub(crate) fn replay_log(
             },
             &mut |_| {},
         )?;
-        after_part(state, blocks)
+        after_part(state, replayed)
     };
     // After a VACUUM the log starts with a base commit: every block up to it is its events.
     let base = commits

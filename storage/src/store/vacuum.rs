@@ -283,7 +283,12 @@ impl Store {
         let t = inner.tables.get_mut(table).expect("found");
         let rebuilt = load_commits(inner.kv.as_ref(), id, &t.name).and_then(|commits| {
             t.commits = commits;
-            pages::rebuild(inner.kv.as_ref(), t, inner.progress.as_ref())
+            pages::rebuild(
+                inner.kv.as_ref(),
+                t,
+                inner.progress.as_ref(),
+                &inner.checkpoints,
+            )
         });
         rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
         t.load = Load::Replayed;

@@ -82,7 +82,7 @@ impl Inner {
         t.recent_keys.clear();
         t.load = Load::Pending;
         // On an error memory is behind disk: refuse everything until the store is reopened.
-        pages::rebuild(kv.as_ref(), t, self.progress.as_ref())
+        pages::rebuild(kv.as_ref(), t, self.progress.as_ref(), &self.checkpoints)
             .inspect_err(|e| self.poisoned = Some(e.to_string()))?;
         let t = self.tables.get_mut(table).expect("checked");
         t.load = Load::Replayed;
