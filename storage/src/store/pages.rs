@@ -608,7 +608,8 @@ pub(super) fn rebuild(
                 put_pages(&mut b, t.id, pages);
                 kv.write(b)?;
             }
-            if since >= checkpoints.every_events {
+            // Not after the log's last block: the heads are written once more at the end.
+            if since >= checkpoints.every_events && done < total {
                 since = 0;
                 // What a checkpoint would let go of, without its summary (nothing reads these
                 // records before the last batch): the directories of the commits replayed
