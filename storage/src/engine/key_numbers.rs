@@ -8,7 +8,10 @@
 //! that (an estimate from the run lengths; the loads' peaks are measured in docs/PERFORMANCE.md,
 //! session 21). Many small commits touching each key once write runs of one or two rows, so a
 //! chunk whose runs would take more room than a number per row is kept as the numbers: never
-//! larger than a vector.
+//! larger than a vector, and half of it when the chunk's key numbers lie within 65,536 of each
+//! other (every chunk of a table of fewer keys than that). The workload's commits touch each key
+//! once, runs of about two rows: 48 KB a chunk as runs, 32 KB as numbers of two bytes (a third of
+//! the 38 MB heaptrack found at the peak of a 10M-event rebuild, docs/PERFORMANCE.md).
 
 use std::ops::Range;
 
@@ -23,6 +26,8 @@ enum Sealed {
         starts: Box<[u16]>,
         keys: Box<[u32]>,
     },
+    /// One key number per row, as its offset from the chunk's least.
+    Narrow { least: u32, offsets: Box<[u16]> },
     /// One key number per row.
     Dense(Box<[u32]>),
 }
@@ -36,6 +41,7 @@ impl Sealed {
     fn get(&self, o: usize) -> u32 {
         match self {
             Sealed::Runs { starts, keys } => keys[run_at(starts, o)],
+            Sealed::Narrow { least, offsets } => least + u32::from(offsets[o]),
             Sealed::Dense(v) => v[o],
         }
     }
@@ -43,6 +49,9 @@ impl Sealed {
     fn copy_into(&self, r: Range<usize>, out: &mut Vec<u32>) {
         match self {
             Sealed::Runs { starts, keys } => expand_runs(starts, keys, CHUNK, r, out),
+            Sealed::Narrow { least, offsets } => {
+                out.extend(offsets[r].iter().map(|&o| least + u32::from(o)))
+            }
             Sealed::Dense(v) => out.extend_from_slice(&v[r]),
         }
     }
@@ -92,22 +101,35 @@ impl KeyNumbers {
         }
     }
 
-    /// Keeps the full open chunk in the smaller of its two forms.
+    /// Keeps the full open chunk in the smallest of its forms.
     fn seal(&mut self) {
         let starts = std::mem::take(&mut self.open_starts);
         let keys = std::mem::take(&mut self.open_keys);
-        self.sealed.push(
-            if Sealed::runs_bytes(keys.len()) < CHUNK * size_of::<u32>() {
-                Sealed::Runs {
-                    starts: starts.into(),
-                    keys: keys.into(),
-                }
+        let least = keys.iter().copied().min().unwrap_or(0);
+        let narrow = keys.iter().all(|&k| k - least <= u32::from(u16::MAX));
+        let numbers = CHUNK
+            * if narrow {
+                size_of::<u16>()
             } else {
-                let mut dense = Vec::with_capacity(CHUNK);
-                expand_runs(&starts, &keys, CHUNK, 0..CHUNK, &mut dense);
-                Sealed::Dense(dense.into())
+                size_of::<u32>()
+            };
+        if Sealed::runs_bytes(keys.len()) < numbers {
+            self.sealed.push(Sealed::Runs {
+                starts: starts.into(),
+                keys: keys.into(),
+            });
+            return;
+        }
+        let mut dense = Vec::with_capacity(CHUNK);
+        expand_runs(&starts, &keys, CHUNK, 0..CHUNK, &mut dense);
+        self.sealed.push(match narrow {
+            // Each offset fits: checked above.
+            true => Sealed::Narrow {
+                least,
+                offsets: dense.iter().map(|&k| (k - least) as u16).collect(),
             },
-        );
+            false => Sealed::Dense(dense.into()),
+        });
     }
 
     pub fn extend(&mut self, items: impl IntoIterator<Item = u32>) {
@@ -157,6 +179,7 @@ impl KeyNumbers {
             .iter()
             .map(|s| match s {
                 Sealed::Runs { keys, .. } => Sealed::runs_bytes(keys.len()),
+                Sealed::Narrow { offsets, .. } => offsets.len() * size_of::<u16>(),
                 Sealed::Dense(v) => v.len() * size_of::<u32>(),
             })
             .sum();
@@ -186,14 +209,35 @@ mod tests {
     fn a_new_key_every_row_is_kept_as_numbers_no_larger_than_a_vector() {
         let mut k = KeyNumbers::default();
         let n = 3 * CHUNK + 5;
-        k.extend((0..n).map(|i| i as u32 * 3));
-        assert_eq!(k.get(CHUNK), CHUNK as u32 * 3);
-        assert_eq!(k.get(n - 1), (n - 1) as u32 * 3);
+        k.extend((0..n).map(|i| i as u32 * 5));
+        assert_eq!(k.get(CHUNK), CHUNK as u32 * 5);
+        assert_eq!(k.get(n - 1), (n - 1) as u32 * 5);
         let r = CHUNK - 2..2 * CHUNK + 3;
-        let want: Vec<u32> = r.clone().map(|i| i as u32 * 3).collect();
+        let want: Vec<u32> = r.clone().map(|i| i as u32 * 5).collect();
         assert_eq!(k.copy_range(r), want);
         assert_eq!(k.copy_range(n..n), Vec::<u32>::new());
         assert_eq!(k.heap_bytes(), 3 * CHUNK * 4 + 5 * 6);
+    }
+
+    #[test]
+    fn keys_of_a_chunk_within_65536_of_each_other_take_two_bytes_a_row() {
+        let mut k = KeyNumbers::default();
+        // Rows alternating between keys far apart from one chunk to the next, close within one.
+        let key = |i: usize| (i / CHUNK) as u32 * 1_000_000 + (i % 2) as u32 * 65_535;
+        let n = 2 * CHUNK + 7;
+        k.extend((0..n).map(key));
+        let want: Vec<u32> = (0..n).map(key).collect();
+        assert_eq!(k.copy_range(0..n), want);
+        assert_eq!(
+            (k.get(CHUNK + 1), k.get(n - 1)),
+            (key(CHUNK + 1), key(n - 1))
+        );
+        assert_eq!(k.heap_bytes(), 2 * CHUNK * 2 + 7 * 6);
+        // One key 65,536 past the chunk's least: kept as numbers of four bytes.
+        let mut k = KeyNumbers::default();
+        k.extend((0..CHUNK).map(|i| (i % 2) as u32 * 65_536));
+        assert_eq!(k.heap_bytes(), CHUNK * 4);
+        assert_eq!(k.get(CHUNK - 1), 65_536);
     }
 
     #[test]
@@ -217,6 +261,8 @@ mod tests {
             let want: Vec<u32> = segments
                 .iter()
                 .flat_map(|&(alternate, k, n)| {
+                    // Keys 40,000 apart: chunks of numbers of two bytes and of four.
+                    let k = k * 40_000;
                     (0..n).map(move |i| if alternate { k + (i % 2) as u32 } else { k })
                 })
                 .collect();
