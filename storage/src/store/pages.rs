@@ -525,19 +525,12 @@ fn restore_keys(
     Ok(state)
 }
 
-/// The row directories `state` holds of the commits before `before` (all of them with `None`),
-/// written ahead of the summary, a part per batch, in parts of a bounded number of rows (one
-/// record of a 20M-row commit took 300 MB to encode): nothing reads them without the summary.
-fn write_row_directories(
-    kv: &dyn KvStore,
-    id: u32,
-    state: &mut TableState,
-    before: Option<u64>,
-) -> Result<()> {
+/// Every row directory `state` holds, written ahead of the summary, a part per batch, in parts
+/// of a bounded number of rows (one record of a 20M-row commit took 300 MB to encode): nothing
+/// reads them without the summary. (They are built from the row store when taken, so writing
+/// them earlier would free nothing.)
+fn write_row_directories(kv: &dyn KvStore, id: u32, state: &mut TableState) -> Result<()> {
     for v in state.row_versions_by_commit() {
-        if before.is_some_and(|b| v >= b) {
-            break;
-        }
         if let Some((_, dir)) = state.take_row_directory(v, DirPart::Rest) {
             for (part, dir) in (0..).zip(dir.split(REBUILD_DIR_ROWS)) {
                 let mut b = WriteBatch::default();
@@ -559,9 +552,9 @@ pub(super) const PAGE_BATCH: usize = 4096;
 /// deleted first, the pages written as the replay freezes them, and the heads, row directories
 /// and the summary last, so that a crash at any point leaves no summary (and a later open
 /// rebuilds again), never a mixture that claims to be current. After every
-/// `checkpoints.every_events` events replayed, the heads of the keys changed since and the row
-/// directories of the commits replayed are written ahead, and the keys' page lists (their zone
-/// maps: 120 MB at 10M events) leave memory, as a checkpoint does but for the summary.
+/// `checkpoints.every_events` events replayed, the heads of the keys changed since are written
+/// ahead, and the keys' page lists (their zone maps: 120 MB at 10M events) leave memory, as a
+/// checkpoint does but for the summary.
 pub(super) fn rebuild(
     kv: &dyn KvStore,
     t: &mut Table,
@@ -611,12 +604,9 @@ pub(super) fn rebuild(
             // Not after the log's last block: the heads are written once more at the end.
             if since >= checkpoints.every_events && done < total {
                 since = 0;
-                // What a checkpoint would let go of, without its summary (nothing reads these
-                // records before the last batch): the directories of the commits replayed
-                // whole (the last may have parts to come), and the page lists of the keys whose
-                // heads are written.
-                let current = state.row_versions_by_commit().last().copied();
-                write_row_directories(kv, t.id, state, current)?;
+                // What a checkpoint would let go of, without its summary (nothing reads the
+                // heads before the last batch): the page lists of the keys whose heads are
+                // written.
                 let written = for_each_head_batch(t.id, state, |b| kv.write(b))?;
                 state.shed_page_lists(&written);
             }
@@ -624,7 +614,7 @@ pub(super) fn rebuild(
         },
     )?;
     let last = t.commits.last().expect("a commit").version;
-    write_row_directories(kv, t.id, &mut state, None)?;
+    write_row_directories(kv, t.id, &mut state)?;
     // Pages a thaw freed during the replay were written by it: delete them with the rest.
     state.mark_all_changed();
     let written = for_each_head_batch(t.id, &mut state, |b| kv.write(b))?;
