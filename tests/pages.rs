@@ -299,7 +299,10 @@ fn one_key_is_read_from_its_head_and_pages_as_the_loaded_table_reads_it() {
             .unwrap()
         })
         .collect();
+    let loaded_hot = loaded.read("t", |r| r.cold_stats()).unwrap().hot_events;
+    assert!(loaded_hot > 0, "the keys have hot events");
     drop(loaded);
+    let heads = records(dir.path(), b'K');
     // A fresh store reads each key alone.
     let fresh = open(dir.path());
     for (req, exp) in requests.iter().zip(&expected) {
@@ -319,10 +322,13 @@ fn one_key_is_read_from_its_head_and_pages_as_the_loaded_table_reads_it() {
         .unwrap();
         assert_eq!(got, lookups[i], "key {k} at {b}");
     }
+    // A key read alone to be read holds none of its events: only a commit refolds them.
+    let key0 = &heads[0].0[5..]; // after `K` and the table id
+    let alone = fresh.read_key("t", key0, |r| r.cold_stats()).unwrap();
+    assert_eq!((alone.frozen_keys, alone.hot_events), (1, 0), "{alone:?}");
     drop(fresh);
     // It reads nothing of the other keys: with the head of key 4 damaged, key 0 still reads,
     // and the whole table does not.
-    let heads = records(dir.path(), b'K');
     let (k4, mut v) = heads[4].clone();
     v.truncate(v.len() / 2);
     rewrite(dir.path(), vec![(k4, Some(v))]);

@@ -31,6 +31,7 @@ use std::sync::Arc;
 use super::fold::{Bytes, RowId, Version};
 use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
+use crate::format::cold_page::Events;
 use crate::format::derived::{FrozenHead, PageEntry};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
@@ -535,7 +536,7 @@ impl KeyState {
         for p in listed.iter() {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             let (events, versions, stored) =
-                crate::format::cold_page::decode_cold(&page, key, width)
+                crate::format::cold_page::decode_cold(&page, key, width, Events::Decode)
                     .map_err(|e| in_key(key, e))?;
             for e in events {
                 self.events.entry(e.seq).or_default().push((e.sys, e.event));
@@ -750,7 +751,7 @@ impl KeyState {
         {
             let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
             events.extend(
-                crate::format::cold_page::decode_cold_history(&page, width)
+                crate::format::cold_page::decode_cold_history(&page, width, Events::Decode)
                     .map_err(|e| in_key(key, e))?
                     .0,
             );

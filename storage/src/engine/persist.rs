@@ -12,7 +12,7 @@ use super::fold::{Bytes, RowId};
 use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
-use crate::format::cold_page::{decode_cold, encode_cold};
+use crate::format::cold_page::{decode_cold, encode_cold, Events};
 use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
 
 impl TableState {
@@ -161,9 +161,9 @@ impl TableState {
     }
 
     /// Rebuilds an empty state from the heads of every key (`(key, head record)`, in key order),
-    /// the row directories of every commit (in version order) and the summary. With `Scope::Keys`
-    /// the heads are those of some keys only, and no row directory is read: the state can then
-    /// be read by key, and nothing else (see [`RowStore::sparse`]).
+    /// the row directories of every commit (in version order) and the summary. With the other
+    /// scopes the heads are those of some keys only, and no row directory is read: the state can
+    /// then be read by key, and nothing else (see [`RowStore::sparse`]).
     pub fn restore(
         &mut self,
         heads: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
@@ -232,7 +232,10 @@ impl TableState {
                 self.unread_hot.insert(key.clone(), hot.into());
                 (Vec::new(), Vec::new(), Vec::new())
             }
-            _ => decode_cold(hot, key, width).map_err(bad)?,
+            Scope::Read => decode_cold(hot, key, width, Events::Skip).map_err(bad)?,
+            Scope::Whole(_) | Scope::Keys => {
+                decode_cold(hot, key, width, Events::Decode).map_err(bad)?
+            }
         };
         let mut ks = KeyState {
             no: meta.no,
@@ -324,8 +327,11 @@ fn truncates_of(summary: &Summary) -> BTreeSet<Bytes> {
 pub(crate) enum Scope {
     /// The whole table, from the row directories of every commit (in version order).
     Whole(Vec<(u64, RowDir)>),
-    /// Only the keys whose heads it is given, to be read by key.
+    /// Only the keys whose heads it is given, to be read by key and changed by a commit.
     Keys,
+    /// Only the keys whose heads it is given, to be read by key (lookups, point scans) and never
+    /// changed: their events, which only a commit refolds, are not decoded.
+    Read,
     /// Only the keys whose heads it is given, to be scanned: their events and timelines (which
     /// lookups and commits need) are not read, and their hot row versions are kept encoded, to
     /// be decoded with their frozen ones when the scan reaches them.

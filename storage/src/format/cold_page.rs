@@ -161,33 +161,55 @@ pub(crate) fn encode_cold<'a>(
     Ok((out, zone.finish()))
 }
 
+/// Whether a page's events are decoded: a commit refolds them, a read never uses them (a lookup
+/// of a key read alone spent a third of its decoding on them, docs/PERFORMANCE.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Events {
+    Decode,
+    /// Left out: the page decodes with no events.
+    Skip,
+}
+
 /// Decodes a page of `key` written by [`encode_cold`].
-pub(crate) fn decode_cold(bytes: &[u8], key: &Bytes, width: usize) -> Result<ColdContents> {
+pub(crate) fn decode_cold(
+    bytes: &[u8],
+    key: &Bytes,
+    width: usize,
+    events: Events,
+) -> Result<ColdContents> {
     let (row_part, _) = split_page(bytes)?;
-    let (events, versions) = decode_cold_history(bytes, width)?;
+    let (events, versions) = decode_cold_history(bytes, width, events)?;
     let rows = decode_row_part(row_part)?.rows(key, width)?;
     Ok((events, versions, rows))
 }
 
-/// Only the events (with empty keys) and timeline versions of a page written by
-/// [`encode_cold`].
+/// Only the events (with empty keys; none with [`Events::Skip`]) and timeline versions of a page
+/// written by [`encode_cold`].
 pub(crate) fn decode_cold_history(
     bytes: &[u8],
     width: usize,
+    events: Events,
 ) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
     let (_, history) = split_page(bytes)?;
-    let page = rkyv::from_bytes::<ColdHistory, rancor::Error>(&decompress(history)?)
-        .map_err(|e| corrupt(format!("cold page fails validation: {e}")))?;
-    let events = page.events.events(width)?;
-    let versions = page.versions.events(width)?;
+    let bad = |e: rancor::Error| corrupt(format!("cold page fails validation: {e}"));
+    let raw = decompress(history)?;
+    let page = rkyv::access::<ArchivedColdHistory, rancor::Error>(&raw).map_err(bad)?;
+    let events = match events {
+        Events::Decode => rkyv::deserialize::<EventBlock, rancor::Error>(&page.events)
+            .map_err(bad)?
+            .events(width)?,
+        Events::Skip => Vec::new(),
+    };
+    let block = rkyv::deserialize::<EventBlock, rancor::Error>(&page.versions).map_err(bad)?;
+    let versions = block.events(width)?;
     if versions.len() != page.version_rows.len() {
         return Err(corrupt("cold page has versions without rows"));
     }
     let versions = versions
         .into_iter()
-        .zip(&page.versions.flags)
-        .zip(&page.version_rows)
-        .map(|((v, &flags), &row)| {
+        .zip(&block.flags)
+        .zip(page.version_rows.iter().map(|r| r.to_native()))
+        .map(|((v, &flags), row)| {
             let end = (flags & OPEN_END == 0).then_some(v.sys);
             (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
         })

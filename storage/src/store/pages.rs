@@ -440,7 +440,7 @@ pub(super) fn read_key(kv: &dyn KvStore, t: &Table, key: &[u8]) -> Result<Option
     };
     let head = kv.get(&keys::key_head(t.id, key))?;
     let heads = head.map(|h| (key.to_vec(), h)).into_iter().collect();
-    restore_keys(t, heads, Scope::Keys, &s).map(Some)
+    restore_keys(t, heads, Scope::Read, &s).map(Some)
 }
 
 /// What [`read_keys`] reads: the keys of a table in a range (encoded), at most so many of them.
