@@ -565,8 +565,9 @@ impl Store {
     /// Runs `f` on a read view of `table` that holds the key `key` (encoded, [`crate::keycodec`])
     /// and nothing else: scans of that key and lookups of it read as [`Store::read`] would, and
     /// the counts cover that key only. If the table is not in memory, only that key's head and
-    /// pages are read (a point query does not load the table); if its records are not current
-    /// (commits since its last checkpoint), the table is loaded and read as usual.
+    /// pages are read (a point query does not load the table), and its events, which no read
+    /// uses, are not decoded (`cold_stats().hot_events` counts none); if its records are not
+    /// current (commits since its last checkpoint), the table is loaded and read as usual.
     pub fn read_key<R>(
         &self,
         table: &str,
