@@ -336,6 +336,94 @@ fn frozen_history_reads_like_memory_checkpointing(
     }
 }
 
+/// A late event deep in a key's frozen history thaws only the pages from a little before it:
+/// the key's older pages stay frozen (`engine/cold.rs`, `KeyState::thaw_before`), and the
+/// table, its lookups and its change feed read as in memory, before and after a reopen. A late
+/// event at the key's first version thaws every page.
+#[test]
+fn a_late_event_thaws_only_the_pages_after_it() {
+    for mode in [StoredAs::Bitemporal, StoredAs::Scd2, StoredAs::Scd1] {
+        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cold = open(cold_dir.path(), mode, 2, true);
+        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        // One key, 600 versions in order, on both timelines.
+        let evs: Vec<Ev> = (0..600).map(|i| (1, i * 10, i * 10, false, i)).collect();
+        for chunk in evs.chunks(50) {
+            cold.apply("f", &batch(chunk)).unwrap();
+            hot.apply("f", &batch(chunk)).unwrap();
+        }
+        let frozen = |s: &Store| s.read("t", |t| t.cold_stats()).unwrap();
+        let before = frozen(&cold);
+        assert!(before.frozen_events > 500, "{mode:?}: {before:?}");
+        // Late by 100 versions on business time, new on system time.
+        let late = [(1, 5_005, 6_000, false, 77)];
+        cold.apply("f", &batch(&late)).unwrap();
+        hot.apply("f", &batch(&late)).unwrap();
+        let after = frozen(&cold);
+        let thawed = after.pages_thawed - before.pages_thawed;
+        assert!(
+            thawed > 0 && thawed * 3 < before.pages,
+            "{mode:?}: only the last pages thaw: {before:?} then {after:?}"
+        );
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after a late event"),
+        );
+        // Another, later in the history, then one at the first version.
+        for late in [(1, 5_503, 6_010, false, 78), (1, 1, 6_020, false, 79)] {
+            let before = frozen(&cold);
+            cold.apply("f", &batch(&[late])).unwrap();
+            hot.apply("f", &batch(&[late])).unwrap();
+            let thawed = frozen(&cold).pages_thawed - before.pages_thawed;
+            if late.1 == 1 {
+                assert_eq!(thawed, before.pages, "{mode:?}: every page thaws");
+            } else {
+                assert!(
+                    thawed * 3 < before.pages,
+                    "{mode:?}: {thawed} of {before:?}"
+                );
+            }
+            assert_same(
+                common::engine_rows(&cold, "t"),
+                common::engine_rows(&hot, "t"),
+                &format!("{mode:?} after {late:?}"),
+            );
+        }
+        // More in order: the key freezes again.
+        let more: Vec<Ev> = (600..700)
+            .map(|i| (1, i * 10, 6_100 + i, false, i))
+            .collect();
+        cold.apply("f", &batch(&more)).unwrap();
+        hot.apply("f", &batch(&more)).unwrap();
+        let probes: Vec<_> = (0..200)
+            .map(|i| (1, i * 37 % 7_100, 5_990 + i * 13 % 900))
+            .collect();
+        same_lookups(&cold, &hot, mode, &probes);
+        let latest = hot.read("t", |t| t.latest_version()).unwrap();
+        for v in [latest - 4, latest - 3, latest - 2, latest] {
+            assert_same(
+                common::engine_rows_at(&cold, "t", Some(v)),
+                common::engine_rows_at(&hot, "t", Some(v)),
+                &format!("{mode:?} at version {v}"),
+            );
+        }
+        assert_eq!(
+            common::engine_changes(&cold, "t", 1, latest).unwrap(),
+            common::engine_changes(&hot, "t", 1, latest).unwrap(),
+            "{mode:?}: changes"
+        );
+        drop(cold);
+        let cold = open(cold_dir.path(), mode, 2, false);
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after a reopen"),
+        );
+        same_lookups(&cold, &hot, mode, &probes);
+    }
+}
+
 /// A scan that began in storage order, before anything was frozen, and goes on after commits
 /// froze the rows it has yet to read: it reads them back from their pages (by row id), and
 /// returns exactly the table of the version it is pinned to.

@@ -582,10 +582,27 @@ impl TableState {
                     ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..])
                         && ks.hot_events_before_cut_since(&e.sys)
                 });
-            if replays_into_frozen
-                || evs
-                    .iter()
-                    .any(|e| ks.needs_thaw_at(&e.seq) || ks.needs_thaw_since(&e.sys))
+            if replays_into_frozen || evs.iter().any(|e| ks.needs_thaw_since(&e.sys)) {
+                ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
+                continue;
+            }
+            // Late on business time only: the last pages, back to before the earliest event.
+            let Some(first) = evs
+                .iter()
+                .map(|e| &e.seq)
+                .filter(|s| ks.needs_thaw_at(s))
+                .min()
+            else {
+                continue;
+            };
+            ks.thaw_before(key, first, &mut self.rows, &mut self.pages, width)?;
+            // With `hot_from` moved back, a system-time replay may now start in what is left
+            // frozen.
+            if bitemporal
+                && evs.iter().any(|e| {
+                    ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..])
+                        && ks.hot_events_before_cut_since(&e.sys)
+                })
             {
                 ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
             }
