@@ -12,9 +12,10 @@
 //! and live ones wholly before `keep_from` on business time.
 //!
 //! A key is *thawed* (its pages read back into memory and freed) before a commit that would read
-//! frozen state: an event at or before `hot_from`; a bitemporal event at or before the greatest
-//! system time among its frozen events and frozen live rows' system ends; an SCD1 truncate, a full
-//! refresh, a tombstone GC. A later system-time replay runs on the hot part alone. So the engine
+//! frozen state: for an event at or before `hot_from`, only its last pages, back to a little
+//! before the event ([`KeyState::thaw_before`]); all of them for a bitemporal event at or before
+//! the greatest system time among its frozen events and frozen live rows' system ends, an SCD1
+//! truncate, a full refresh, a tombstone GC. A later system-time replay runs on the hot part alone. So the engine
 //! never reads frozen state, and a table is the same whatever was frozen when (the engine-model
 //! property tests run with tails of one and two events, and `tests/cold.rs` compares a frozen
 //! store with one that keeps everything).
