@@ -160,15 +160,24 @@ struct Thawing {
     starts: Vec<Bytes>,
     /// Their earliest event's sequence.
     first_event: Option<Bytes>,
+    /// The least business start of their rows still believed (live, open on system time): each
+    /// shows a version of the key's current timeline, which must come back with it (a
+    /// bitemporal system-time replay rebuilds the hot timeline from those rows).
+    least_current: Option<Bytes>,
 }
 
 impl Thawing {
     /// Adds the page before those added so far.
     fn push(&mut self, page: ThawedPage, rows: &RowStore) {
         let (events, versions, stored) = &page.contents;
-        for (id, _) in stored {
+        for (id, row) in stored {
             self.rows.insert(*id);
             self.missing.remove(id);
+            if let (None, None, Some(start)) = (row.retired, &row.sys_end, &row.start) {
+                if self.least_current.as_ref().is_none_or(|l| start < l) {
+                    self.least_current = Some(start.clone());
+                }
+            }
         }
         for (start, _, _, row) in versions.iter().rev() {
             if let Some(r) = *row {
@@ -186,7 +195,8 @@ impl Thawing {
 
     /// The key's `hot_from` once these pages are back in memory: the start of the third version
     /// from where both its events and its versions are whole in memory; `None` if there are not
-    /// three, or a version would show a row still frozen.
+    /// three, a version would show a row still frozen, or a row still believed would be back
+    /// without its version.
     fn hot_from(&self, ks: &KeyState) -> Option<Bytes> {
         if !self.missing.is_empty() {
             return None;
@@ -196,6 +206,11 @@ impl Thawing {
             .as_ref()
             .or_else(|| ks.events.keys().next())?;
         let first_version = self.starts.last().or_else(|| ks.timeline.keys().next());
+        if let Some(current) = &self.least_current {
+            if first_version.is_none_or(|v| current[..] < v[..]) {
+                return None;
+            }
+        }
         let whole_from = first_version.map_or(first_event, |v| v.max(first_event));
         self.starts
             .iter()
