@@ -424,6 +424,49 @@ fn a_late_event_thaws_only_the_pages_after_it() {
     }
 }
 
+/// A key that froze a thousand versions at once (one large commit) wrote them as many pages,
+/// each with the rows its versions show: a late event a hundred versions back thaws the last
+/// two or three of them, not the whole commit's (`encode_cut` split rows by id before, so a
+/// row lagged its version by a page and a thaw walked back to the cut's first page).
+#[test]
+fn a_late_event_into_a_large_commit_thaws_only_its_last_pages() {
+    for mode in [StoredAs::Bitemporal, StoredAs::Scd2, StoredAs::Scd1] {
+        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let cold = open(cold_dir.path(), mode, 2, true);
+        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        let evs: Vec<Ev> = (0..1_000).map(|i| (1, i * 10, i * 10, false, i)).collect();
+        cold.apply("f", &batch(&evs)).unwrap();
+        hot.apply("f", &batch(&evs)).unwrap();
+        let frozen = |s: &Store| s.read("t", |t| t.cold_stats()).unwrap();
+        let before = frozen(&cold);
+        assert!(before.pages >= 15, "{mode:?}: {before:?}");
+        let late = [(1, 9_005, 20_000, false, 77)];
+        cold.apply("f", &batch(&late)).unwrap();
+        hot.apply("f", &batch(&late)).unwrap();
+        let thawed = frozen(&cold).pages_thawed - before.pages_thawed;
+        assert!(
+            (1..=3).contains(&thawed),
+            "{mode:?}: {thawed} pages thawed of {before:?}"
+        );
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after a late event"),
+        );
+        let probes: Vec<_> = (0..100)
+            .map(|i| (1, i * 101 % 10_100, 9_000 + i * 113 % 12_000))
+            .collect();
+        same_lookups(&cold, &hot, mode, &probes);
+        drop(cold);
+        let cold = open(cold_dir.path(), mode, 2, false);
+        assert_same(
+            common::engine_rows(&cold, "t"),
+            common::engine_rows(&hot, "t"),
+            &format!("{mode:?} after a reopen"),
+        );
+    }
+}
+
 /// A scan that began in storage order, before anything was frozen, and goes on after commits
 /// froze the rows it has yet to read: it reads them back from their pages (by row id), and
 /// returns exactly the table of the version it is pinned to.

@@ -148,24 +148,41 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
         sys,
     } = cut;
     let n_events = events.len();
+    // A version's row goes to the version's piece, so that the last pages of a key hold whole
+    // versions with their rows, and a late event thaws only those (`cold/thaw.rs`: split by row
+    // id, a row lagged its version by a piece, and a thaw walked back to the cut's first page).
+    // The other rows (retired, or closed on system time) fill the pieces in id order.
+    let in_cut: HashSet<RowId> = cut_rows.iter().copied().collect();
+    let mut shown = HashSet::new();
+    let version_rows: Vec<Option<RowId>> = versions
+        .values()
+        .map(|v| v.row.filter(|r| in_cut.contains(r) && shown.insert(*r)))
+        .collect();
+    let others: Vec<RowId> = cut_rows
+        .into_iter()
+        .filter(|r| !shown.contains(r))
+        .collect();
     let n_pieces = [
         n_events.div_ceil(PAGE_SEQUENCES),
         versions.len().div_ceil(PAGE_SEQUENCES),
-        cut_rows.len().div_ceil(PAGE_ROWS),
+        others.len().div_ceil(PAGE_ROWS - PAGE_SEQUENCES),
     ]
     .into_iter()
     .max()
     .unwrap_or(1)
     .max(1);
     let (mut events, mut versions) = (events.into_iter(), versions.into_iter());
-    let mut row_pieces = cut_rows.chunks(cut_rows.len().div_ceil(n_pieces).max(1));
+    let mut version_rows = version_rows.into_iter();
+    let mut row_pieces = others.chunks(others.len().div_ceil(n_pieces).max(1));
     let per = |n: usize| n.div_ceil(n_pieces);
     let (events_per, versions_per) = (per(n_events), per(versions.len()));
     let mut pieces = Vec::with_capacity(n_pieces);
     for _ in 0..n_pieces {
         let evs: Vec<_> = events.by_ref().take(events_per).collect();
         let vers: Vec<_> = versions.by_ref().take(versions_per).collect();
-        let piece_rows = row_pieces.next().unwrap_or(&[]);
+        let mut piece_rows: Vec<RowId> = version_rows.by_ref().take(vers.len()).flatten().collect();
+        piece_rows.extend_from_slice(row_pieces.next().unwrap_or(&[]));
+        piece_rows.sort_unstable();
         let page = crate::format::cold_page::encode_cold(
             types,
             evs.iter()
@@ -178,7 +195,7 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
         pieces.push(Piece {
             page,
             head,
-            rows: piece_rows.to_vec(),
+            rows: piece_rows,
         });
     }
     Ok(EncodedCut {

@@ -139,8 +139,9 @@ impl KeyState {
     /// memory, and a late event into frozen history thaws first), so the last pages and the hot
     /// part are the key's history from some sequence on. After the thaw, the new `hot_from` is
     /// set as a freeze sets it: two whole versions, with their events, are in memory before it.
-    /// A page's rows and versions are split apart from its events (`encode_cut`), so pages are
-    /// taken back until every version in memory has its row there too.
+    /// A page's versions and events are split apart (`encode_cut`), and a version's row went
+    /// to its version's page only from session 34 on (pages written before split rows by id),
+    /// so pages are taken back until every version in memory has its row there too.
     pub fn thaw_before(
         &mut self,
         key: &Bytes,
