@@ -34,6 +34,7 @@ use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::Events;
 use crate::format::derived::{FrozenHead, PageEntry};
+use crate::format::page_list::PageList;
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 
@@ -82,6 +83,9 @@ pub(crate) struct Frozen {
     pages: Vec<PageEntry>,
     /// The key's first pages, listed by its head in the store rather than in memory.
     stored: Option<StoredPages>,
+    /// The list of the `stored` pages in chunks, as the head held it, for a key read to be
+    /// read ([`Frozen::from_head_listed`]); `None`: read from the store when needed.
+    list: Option<Arc<PageList>>,
     /// Events at or before this sequence need a thaw; everything from it on is in memory.
     pub hot_from: Bytes,
     /// The greatest system time of a frozen event or of a frozen live row's system end: a
@@ -298,18 +302,51 @@ impl Frozen {
         Frozen {
             pages: h.pages,
             stored: None,
+            list: None,
             hot_from: h.hot_from.into(),
             sys: h.sys.map(Bytes::from),
             events: h.events as usize,
         }
     }
 
+    /// As a key's head listed it, with its page list apart, in chunks (`h` lists no page): the
+    /// chunks are decompressed when read, and [`KeyState::frozen_rows`] reads only those whose
+    /// zones it may need.
+    pub fn from_head_listed(h: FrozenHead, list: PageList) -> Frozen {
+        let mut f = Frozen::from_head(h);
+        if let Some(last) = list.last() {
+            f.stored = Some(StoredPages {
+                count: list.count(),
+                bytes: list.bytes(),
+                last,
+            });
+            f.list = Some(Arc::new(list));
+        }
+        f
+    }
+
     /// Every page of `key`, oldest first: those its stored head lists, read back, then those
     /// listed in memory.
     fn entries<'a>(&'a self, key: &[u8], pages: &Pages) -> Result<Cow<'a, [PageEntry]>> {
+        self.entries_where(key, pages, |_| true)
+    }
+
+    /// [`Frozen::entries`], but of the stored pages, only those of the chunks of its list whose
+    /// zone `keep` accepts, if the list is in memory ([`PageList::entries_where`]).
+    fn entries_where<'a>(
+        &'a self,
+        key: &[u8],
+        pages: &Pages,
+        keep: impl Fn(PageZone<'_>) -> bool,
+    ) -> Result<Cow<'a, [PageEntry]>> {
         let Some(stored) = self.stored else {
             return Ok(Cow::Borrowed(&self.pages));
         };
+        if let Some(list) = &self.list {
+            let mut listed = list.entries_where(keep)?;
+            listed.extend(self.pages.iter().cloned());
+            return Ok(Cow::Owned(listed));
+        }
         let mut listed = pages
             .source
             .as_ref()
@@ -357,6 +394,8 @@ impl Frozen {
             last,
         });
         self.pages = Vec::new();
+        // The head just stored lists them all.
+        self.list = None;
     }
 }
 
@@ -706,6 +745,7 @@ impl KeyState {
                 Box::new(Frozen {
                     pages: Vec::new(),
                     stored: None,
+                    list: None,
                     hot_from: hot_from.clone(),
                     sys: None,
                     events: 0,
@@ -764,7 +804,7 @@ impl KeyState {
             return Ok(Vec::new());
         };
         frozen
-            .entries(key, pages)
+            .entries_where(key, pages, &keep)
             .and_then(|listed| {
                 listed
                     .iter()

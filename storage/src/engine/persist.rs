@@ -13,7 +13,9 @@ use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold, Events};
-use crate::format::derived::{decode_head, encode_head, HeadMeta, RowDir, Summary};
+use crate::format::derived::{
+    decode_head, decode_head_listed, encode_head, HeadMeta, RowDir, Summary,
+};
 
 impl TableState {
     /// The keys changed since the last call (every key after [`TableState::mark_all_changed`]),
@@ -226,7 +228,14 @@ impl TableState {
     ) -> Result<(KeyState, Vec<(RowId, StoredRow)>)> {
         let width = self.types.len();
         let bad = |e: crate::error::Error| super::cold::in_key(key, e);
-        let (meta, hot) = decode_head(bytes).map_err(bad)?;
+        // A key read to be read keeps a long page list in chunks, decompressed as needed.
+        let (meta, list, hot) = match scope {
+            Scope::Read | Scope::Rows => decode_head_listed(bytes).map_err(bad)?,
+            Scope::Whole(_) | Scope::Keys => {
+                let (meta, hot) = decode_head(bytes).map_err(bad)?;
+                (meta, None, hot)
+            }
+        };
         let (events, versions, rows) = match scope {
             Scope::Rows => {
                 self.unread_hot.insert(key.clone(), hot.into());
@@ -241,7 +250,12 @@ impl TableState {
             no: meta.no,
             max_sys: meta.max_sys.map(Bytes::from),
             deleted_since: meta.deleted_since,
-            frozen: meta.frozen.map(|f| Box::new(Frozen::from_head(f))),
+            frozen: meta.frozen.map(|f| {
+                Box::new(match list {
+                    Some(list) => Frozen::from_head_listed(f, list),
+                    None => Frozen::from_head(f),
+                })
+            }),
             next_page: meta.next_page,
             ..Default::default()
         };

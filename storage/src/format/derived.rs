@@ -9,6 +9,7 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 use super::archive::{compress, decompress, Codec};
+use super::page_list::PageList;
 use crate::error::{corrupt, Result};
 
 /// One frozen page of a key, as its head lists it.
@@ -47,26 +48,116 @@ pub(crate) struct HeadMeta {
     pub next_page: u32,
 }
 
-/// A `K` record: the length of the archived meta (u32 LE), the meta, then the hot part.
+/// Set in a `K` record's first word when a page list in chunks ([`super::page_list`]) follows
+/// the meta (format 10): the meta then lists no page itself.
+const LISTED_APART: u32 = 1 << 31;
+
+/// A `K` record: the length of the archived meta (u32 LE), the meta, then the hot part; for a
+/// key of more than [`super::page_list::CHUNK`] pages, the first word has [`LISTED_APART`] set
+/// and the meta is followed by the length of its page list (u32 LE) and the list.
 pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
-    let m = compress(
-        &rkyv::to_bytes::<rancor::Error>(meta)
-            .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?,
-        Codec::Fast,
-    )?;
-    let mut out = Vec::with_capacity(4 + m.len() + hot.len());
-    out.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    let archived = |meta: &HeadMeta| {
+        let m = rkyv::to_bytes::<rancor::Error>(meta)
+            .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?;
+        compress(&m, Codec::Fast)
+    };
+    let (m, list) = match &meta.frozen {
+        Some(f) if f.pages.len() > super::page_list::CHUNK => {
+            let list = super::page_list::encode_list(&f.pages)?;
+            let unlisted = HeadMeta {
+                frozen: Some(FrozenHead {
+                    pages: Vec::new(),
+                    hot_from: f.hot_from.clone(),
+                    sys: f.sys.clone(),
+                    events: f.events,
+                }),
+                max_sys: meta.max_sys.clone(),
+                ..*meta
+            };
+            (archived(&unlisted)?, Some(list))
+        }
+        _ => (archived(meta)?, None),
+    };
+    let len = u32::try_from(m.len())
+        .ok()
+        .filter(|&n| n < LISTED_APART)
+        .ok_or_else(|| corrupt("a key head's meta is too long"))?;
+    let list_len = list.as_ref().map_or(0, |l| 4 + l.len());
+    let mut out = Vec::with_capacity(4 + m.len() + list_len + hot.len());
+    let flag = if list.is_some() { LISTED_APART } else { 0 };
+    out.extend_from_slice(&(len | flag).to_le_bytes());
     out.extend_from_slice(&m);
+    if let Some(list) = list {
+        let n = u32::try_from(list.len()).map_err(corrupt)?;
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&list);
+    }
     out.extend_from_slice(hot);
     Ok(out)
 }
 
-/// The meta and the hot part of a `K` record.
-pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
-    let (m, hot) = super::cold_page::split_prefixed(bytes, "key head", "its meta")?;
+/// A `K` record taken apart: its meta, its page list if kept apart (not decoded), its hot part.
+struct SplitHead<'a> {
+    meta: HeadMeta,
+    list: Option<&'a [u8]>,
+    hot: &'a [u8],
+}
+
+fn split_head(bytes: &[u8]) -> Result<SplitHead<'_>> {
+    let word = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .ok_or_else(|| corrupt("key head too short"))?;
+    let (m, rest) = if word & LISTED_APART == 0 {
+        super::cold_page::split_prefixed(bytes, "key head", "its meta")?
+    } else {
+        let n = (word & !LISTED_APART) as usize;
+        let rest = &bytes[4..];
+        if n > rest.len() {
+            return Err(corrupt("key head shorter than its meta"));
+        }
+        rest.split_at(n)
+    };
     let meta = rkyv::from_bytes::<HeadMeta, rancor::Error>(&decompress(m)?)
         .map_err(|e| corrupt(format!("key head fails validation: {e}")))?;
+    if word & LISTED_APART == 0 {
+        return Ok(SplitHead {
+            meta,
+            list: None,
+            hot: rest,
+        });
+    }
+    let (list, hot) = super::cold_page::split_prefixed(rest, "key head", "its page list")?;
+    if meta.frozen.as_ref().is_none_or(|f| !f.pages.is_empty()) {
+        return Err(corrupt("key head lists its pages twice"));
+    }
+    Ok(SplitHead {
+        meta,
+        list: Some(list),
+        hot,
+    })
+}
+
+/// The meta (listing every page) and the hot part of a `K` record.
+pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
+    let SplitHead {
+        mut meta,
+        list,
+        hot,
+    } = split_head(bytes)?;
+    if let (Some(list), Some(f)) = (list, &mut meta.frozen) {
+        f.pages = super::page_list::decode_list(list)?.entries()?;
+    }
     Ok((meta, hot))
+}
+
+/// The meta, the page list in chunks if the key has one (its chunks still compressed: the meta
+/// then lists no page), and the hot part of a `K` record: for a key read to be read, whose
+/// lookups and scans decompress only the chunks their zones may need.
+pub(crate) fn decode_head_listed(bytes: &[u8]) -> Result<(HeadMeta, Option<PageList>, &[u8])> {
+    let SplitHead { meta, list, hot } = split_head(bytes)?;
+    let list = list.map(super::page_list::decode_list).transpose()?;
+    Ok((meta, list, hot))
 }
 
 /// An `X` record: the rows commit `version` wrote (ids `first..first + key_of.len()`, with the
@@ -223,6 +314,57 @@ mod tests {
         assert_eq!(hot, b"hot part");
         assert!(decode_head(&bytes[..3]).is_err());
         assert!(decode_head(&bytes[..10]).is_err());
+    }
+
+    /// A key of more pages than a chunk holds has its list apart, in chunks: its head reads
+    /// back the same, whole or with the list left in chunks.
+    #[test]
+    fn a_head_of_many_pages_reads_back_with_its_list_in_chunks() {
+        let page = |no: u32| PageEntry {
+            no,
+            len: 100,
+            head: 40,
+            zone: {
+                let mut z = crate::format::zone::ZoneBuilder::default();
+                z.add([Some(&no.to_be_bytes()), None, None, None], 2, None);
+                z.finish()
+            },
+        };
+        for n in [0, 1, 64, 65, 1_000] {
+            let meta = HeadMeta {
+                no: 7,
+                max_sys: Some(vec![1, 2]),
+                deleted_since: None,
+                frozen: Some(FrozenHead {
+                    pages: (0..n).map(page).collect(),
+                    hot_from: vec![9],
+                    sys: Some(vec![3]),
+                    events: 12,
+                }),
+                next_page: n,
+            };
+            let bytes = encode_head(&meta, b"hot part").unwrap();
+            let (m, hot) = decode_head(&bytes).unwrap();
+            assert_eq!((&m, hot), (&meta, &b"hot part"[..]), "{n} pages");
+            let (m, list, hot) = decode_head_listed(&bytes).unwrap();
+            assert_eq!(hot, b"hot part");
+            let apart = n as usize > crate::format::page_list::CHUNK;
+            assert_eq!(list.is_some(), apart, "{n} pages");
+            let listed = match list {
+                Some(l) => {
+                    assert!(m.frozen.as_ref().unwrap().pages.is_empty());
+                    l.entries().unwrap()
+                }
+                None => m.frozen.clone().unwrap().pages,
+            };
+            assert_eq!(listed, meta.frozen.as_ref().unwrap().pages);
+            for cut in [3, 10, bytes.len() - 9] {
+                assert!(
+                    decode_head(&bytes[..cut]).is_err(),
+                    "{n} pages, cut at {cut}"
+                );
+            }
+        }
     }
 
     #[test]

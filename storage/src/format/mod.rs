@@ -10,6 +10,7 @@ pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;
 mod packed_rows;
+pub(crate) mod page_list;
 pub(crate) mod value_log;
 pub(crate) mod zone;
 mod zstd;

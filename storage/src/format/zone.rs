@@ -203,6 +203,29 @@ impl ZoneBuilder {
         self.retired = self.retired.max(retired.unwrap_or(u64::MAX));
     }
 
+    /// Widens this zone to cover `zone` too: a chunk of a key's page list keeps its pages'
+    /// zones merged ([`super::page_list`]), and any point or range one of them may hold, the
+    /// merged zone may hold. A group without a bound on a timeline stays so (nothing ruled out).
+    pub fn merge(&mut self, zone: PageZone<'_>) {
+        for (live, groups) in [(true, zone.live()), (false, zone.all())] {
+            for g in groups {
+                let (b, s) = (g.business, g.system);
+                let bounds = [
+                    b.map(|x| x.start),
+                    b.and_then(|x| x.end),
+                    s.map(|x| x.start),
+                    s.and_then(|x| x.end),
+                ];
+                let group =
+                    usize::from(bounds[1].is_none()) | usize::from(bounds[3].is_none()) << 1;
+                let to = if live { &mut self.live } else { &mut self.all };
+                to[group].get_or_insert_with(Default::default).add(bounds);
+            }
+        }
+        self.added = self.added.min(zone.added());
+        self.retired = self.retired.max(zone.retired());
+    }
+
     /// The zone's bytes, in an allocation of their exact length: a frozen page's zone stays in
     /// memory with its key (a vector grown by doubling held 512 bytes for a zone of about 263:
     /// 177 MB at a 10M-event ingest's peak, 110 MB exact, docs/PERFORMANCE.md).
@@ -332,6 +355,38 @@ mod tests {
         let empty = PageZone::new(&bytes);
         assert_eq!((empty.live().count(), empty.all().count()), (0, 0));
         assert_eq!((empty.added(), empty.retired()), (u64::MAX, 0));
+    }
+
+    /// A merged zone holds what each of the zones merged holds, group by group.
+    #[test]
+    fn a_merged_zone_covers_the_zones_merged() {
+        let mut a = ZoneBuilder::default();
+        a.add([Some(&[1]), Some(&[2]), Some(&[1]), None], 3, None);
+        a.add([Some(&[0]), None, Some(&[0]), Some(&[1])], 2, Some(4));
+        let mut b = ZoneBuilder::default();
+        b.add([Some(&[5]), Some(&[7]), Some(&[5]), None], 6, None);
+        b.add([None, None, Some(&[6]), Some(&[8])], 6, Some(9));
+        let (a, b) = (a.finish(), b.finish());
+        let mut m = ZoneBuilder::default();
+        m.merge(PageZone::new(&a));
+        m.merge(PageZone::new(&b));
+        let m = m.finish();
+        let zone = PageZone::new(&m);
+        assert_eq!(
+            zone.live().collect::<Vec<_>>(),
+            [extents(ext(&[1], Some(&[7])), ext(&[1], None))]
+        );
+        assert_eq!(
+            zone.all().collect::<Vec<_>>(),
+            [
+                extents(None, ext(&[0], Some(&[8]))),
+                extents(ext(&[1], Some(&[7])), ext(&[1], None)),
+            ]
+        );
+        assert_eq!((zone.added(), zone.retired()), (2, u64::MAX));
+        let mut empty = ZoneBuilder::default();
+        empty.merge(PageZone::new(&ZoneBuilder::default().finish()));
+        assert_eq!(empty.finish(), ZoneBuilder::default().finish());
     }
 
     /// Bytes cut short read as a group that rules nothing out, never a panic.

@@ -178,6 +178,7 @@ impl KeyState {
         if let Some(hot_from) = hot_from.filter(|_| !kept.is_empty()) {
             frozen.pages = kept;
             frozen.stored = None;
+            frozen.list = None;
             frozen.hot_from = hot_from;
             frozen.events = frozen.events.saturating_sub(sequences);
             // `sys` stays: what is still frozen has no greater system time, and a greater

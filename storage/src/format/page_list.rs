@@ -1,0 +1,216 @@
+//! The page list of a key with many frozen pages, in chunks (docs/FORMAT.md §9.1): a key of
+//! 100,000 versions has about 1,560 pages, and a lookup that decompressed and deserialised
+//! every entry of its head, then tested every page's zone map, took four times as long as one on
+//! a key of 10 versions (docs/PERFORMANCE.md, session 34). Here the entries are kept in chunks
+//! of [`CHUNK`], each compressed alone, behind an index that gives each chunk its merged zone
+//! map: a lookup decompresses the index and only the chunks whose zone may hold its answer.
+//!
+//! ```text
+//! list  = index length: u32 LE | index block | chunk block*
+//! index = archive block of [ChunkEntry]            (one per chunk, in page order)
+//! chunk = archive block of [PageEntry]             (up to CHUNK entries, in page order)
+//! ```
+
+use rkyv::rancor;
+
+use super::archive::{compress, decompress, Codec};
+use super::derived::PageEntry;
+use super::zone::{PageZone, ZoneBuilder};
+use crate::error::{corrupt, Result};
+
+/// Page entries per chunk; a key with more pages than this has its list in chunks.
+pub(crate) const CHUNK: usize = 64;
+
+/// One chunk of a page list, as the index lists it.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
+struct ChunkEntry {
+    /// How many pages it lists.
+    count: u32,
+    /// The length of its block.
+    len: u32,
+    /// The bytes of the pages it lists.
+    bytes: u64,
+    /// The number of its last page.
+    last: u32,
+    /// Its pages' zone maps merged ([`ZoneBuilder::merge`]).
+    zone: Vec<u8>,
+}
+
+/// A page list read from its bytes: the index decoded, the chunks left compressed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageList {
+    chunks: Vec<ChunkEntry>,
+    /// The chunk blocks, one after the other.
+    blocks: Vec<u8>,
+}
+
+/// `pages` as a list in chunks.
+pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
+    let mut index = Vec::with_capacity(pages.len().div_ceil(CHUNK));
+    let mut blocks = Vec::new();
+    for chunk in pages.chunks(CHUNK) {
+        let block = compress(
+            &rkyv::to_bytes::<rancor::Error>(&chunk.to_vec())
+                .map_err(|e| corrupt(format!("cannot encode a page list: {e}")))?,
+            Codec::Fast,
+        )?;
+        let mut zone = ZoneBuilder::default();
+        for p in chunk {
+            zone.merge(PageZone::new(&p.zone));
+        }
+        index.push(ChunkEntry {
+            count: chunk.len() as u32,
+            len: u32::try_from(block.len()).map_err(corrupt)?,
+            bytes: chunk.iter().map(|p| u64::from(p.len)).sum(),
+            last: chunk.last().map_or(0, |p| p.no),
+            zone: zone.finish(),
+        });
+        blocks.extend_from_slice(&block);
+    }
+    let index = compress(
+        &rkyv::to_bytes::<rancor::Error>(&index)
+            .map_err(|e| corrupt(format!("cannot encode a page list: {e}")))?,
+        Codec::Fast,
+    )?;
+    let mut out = Vec::with_capacity(4 + index.len() + blocks.len());
+    out.extend_from_slice(&u32::try_from(index.len()).map_err(corrupt)?.to_le_bytes());
+    out.extend_from_slice(&index);
+    out.extend_from_slice(&blocks);
+    Ok(out)
+}
+
+/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest.
+pub(crate) fn decode_list(bytes: &[u8]) -> Result<PageList> {
+    let (index, blocks) = super::cold_page::split_prefixed(bytes, "page list", "its index")?;
+    let chunks = rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(&decompress(index)?)
+        .map_err(|e| corrupt(format!("page list index fails validation: {e}")))?;
+    let total: u64 = chunks.iter().map(|c| u64::from(c.len)).sum();
+    if total != blocks.len() as u64 {
+        return Err(corrupt(format!(
+            "page list: its chunks take {total} bytes, not the {} that follow its index",
+            blocks.len()
+        )));
+    }
+    Ok(PageList {
+        chunks,
+        blocks: blocks.to_vec(),
+    })
+}
+
+impl PageList {
+    /// How many pages it lists.
+    pub fn count(&self) -> usize {
+        self.chunks.iter().map(|c| c.count as usize).sum()
+    }
+
+    /// The bytes of the pages it lists.
+    pub fn bytes(&self) -> u64 {
+        self.chunks.iter().map(|c| c.bytes).sum()
+    }
+
+    /// The number of its last page.
+    pub fn last(&self) -> Option<u32> {
+        self.chunks.last().map(|c| c.last)
+    }
+
+    /// Every page it lists, in order.
+    pub fn entries(&self) -> Result<Vec<PageEntry>> {
+        self.entries_where(|_| true)
+    }
+
+    /// The pages of the chunks whose merged zone `keep` accepts, in order: every page whose
+    /// own zone `keep` accepts is among them, if `keep` accepts every zone wider than one it
+    /// accepts (as tests of a point or a range against the extents do).
+    pub fn entries_where(&self, keep: impl Fn(PageZone<'_>) -> bool) -> Result<Vec<PageEntry>> {
+        let mut out = Vec::new();
+        let mut at = 0usize;
+        for c in &self.chunks {
+            let block = &self.blocks[at..at + c.len as usize];
+            at += c.len as usize;
+            if !keep(PageZone::new(&c.zone)) {
+                continue;
+            }
+            let entries = rkyv::from_bytes::<Vec<PageEntry>, rancor::Error>(&decompress(block)?)
+                .map_err(|e| corrupt(format!("page list chunk fails validation: {e}")))?;
+            if entries.len() != c.count as usize || entries.last().map(|p| p.no) != Some(c.last) {
+                return Err(corrupt(format!(
+                    "page list chunk holds {} pages, not the {} up to page {} its index lists",
+                    entries.len(),
+                    c.count,
+                    c.last
+                )));
+            }
+            out.extend(entries);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Page `no`, its one row at business time `[no, no + 1)` and system time `[no, ∞)`.
+    fn page(no: u32) -> PageEntry {
+        let mut z = ZoneBuilder::default();
+        let (b, e) = (no.to_be_bytes(), (no + 1).to_be_bytes());
+        z.add([Some(&b), Some(&e), Some(&b), None], u64::from(no), None);
+        PageEntry {
+            no,
+            len: 100 + no,
+            head: 10,
+            zone: z.finish(),
+        }
+    }
+
+    /// Whether a zone may hold business time `t`.
+    fn holds(t: u32) -> impl Fn(PageZone<'_>) -> bool {
+        move |z| {
+            let t = t.to_be_bytes();
+            z.live().any(|g| {
+                g.business
+                    .is_none_or(|x| x.start <= &t[..] && x.end.is_none_or(|e| &t[..] < e))
+            })
+        }
+    }
+
+    #[test]
+    fn a_list_in_chunks_reads_back_whole_and_by_zone() {
+        let pages: Vec<PageEntry> = (0..200).map(page).collect();
+        let list = decode_list(&encode_list(&pages).unwrap()).unwrap();
+        assert_eq!(list.entries().unwrap(), pages);
+        assert_eq!(list.count(), 200);
+        assert_eq!(
+            list.bytes(),
+            pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
+        );
+        assert_eq!(list.last(), Some(199));
+        // Business time 130 is in the third chunk only: its pages, and the page itself among them.
+        let found = list.entries_where(holds(130)).unwrap();
+        assert_eq!(found, pages[128..192]);
+        assert_eq!(
+            found
+                .iter()
+                .filter(|p| holds(130)(PageZone::new(&p.zone)))
+                .count(),
+            1
+        );
+        assert!(list.entries_where(holds(500)).unwrap().is_empty());
+    }
+
+    /// A list cut short or with a changed byte is an error, never a panic or a wrong list.
+    #[test]
+    fn a_damaged_list_is_an_error() {
+        let bytes = encode_list(&(0..100).map(page).collect::<Vec<_>>()).unwrap();
+        for cut in [0, 3, 10, bytes.len() - 1] {
+            assert!(decode_list(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for at in (0..bytes.len()).step_by(7) {
+            let mut bad = bytes.clone();
+            bad[at] ^= 0x20;
+            if let Ok(list) = decode_list(&bad) {
+                assert!(list.entries().is_err(), "byte {at} changed");
+            }
+        }
+    }
+}
