@@ -539,14 +539,15 @@ fn scanned(store: &Store, req: &asof::ScanRequest) -> Vec<String> {
     out
 }
 
-/// `n` events over 4 keys applied 25 at a time to a store with a hot tail of 2, then closed
-/// (its folder is returned), and to one that keeps everything in memory (returned open).
+/// `n` events over `keys` keys applied 25 at a time to a store with a hot tail of 2, then
+/// closed (its folder is returned), and to one that keeps everything in memory (returned open).
 fn closed_and_in_memory(
     mode: StoredAs,
     n: i64,
+    keys: i64,
     seed: u64,
 ) -> (tempfile::TempDir, tempfile::TempDir, Store) {
-    let evs = events(n, 4, seed);
+    let evs = events(n, keys, seed);
     let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let cold = open(cold_dir.path(), mode, 2, true);
     let hot = open(hot_dir.path(), mode, usize::MAX, true);
@@ -562,13 +563,35 @@ fn closed_and_in_memory(
 /// the latest, they return exactly what a store holding everything in memory returns.
 #[test]
 fn time_selective_scans_of_frozen_pages_read_like_memory() {
+    time_selective_scans_read_like_memory(
+        1500,
+        4,
+        &[(StoredAs::Bitemporal, 11), (StoredAs::Scd2, 12)],
+    );
+}
+
+/// 4,000 events on one key make it more than 64 pages: its head lists them apart, in chunks
+/// with merged zone maps (format 10, `format/page_list.rs`), and scans and lookups read only
+/// the chunks whose zones may hold what they read; they answer as memory does.
+#[test]
+fn scans_and_lookups_of_a_key_whose_page_list_is_in_chunks_read_like_memory() {
+    let (cold_dir, _hot_dir, _hot) = closed_and_in_memory(StoredAs::Bitemporal, 4000, 1, 11);
+    let cold = open(cold_dir.path(), StoredAs::Bitemporal, 2, false);
+    let stats = cold.read("t", |t| t.cold_stats()).unwrap();
+    assert!(stats.pages > 64, "{stats:?}");
+    drop(cold);
+    time_selective_scans_read_like_memory(4000, 1, &[(StoredAs::Bitemporal, 11)]);
+    lookups_of_keys_read_alone_answer_like_memory(4000, 1, &[(StoredAs::Bitemporal, 21)]);
+}
+
+fn time_selective_scans_read_like_memory(n: i64, keys: i64, modes: &[(StoredAs, u64)]) {
     use asof::{ScanRequest, TimeSelection};
-    for (mode, seed) in [(StoredAs::Bitemporal, 11), (StoredAs::Scd2, 12)] {
-        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, 1500, seed);
+    for &(mode, seed) in modes {
+        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, n, keys, seed);
         let latest = hot.read("t", |t| t.latest_version()).unwrap();
         // Closed: the table is read back span by span from its heads and pages.
         let cold = open(cold_dir.path(), mode, 2, false);
-        let times = [-100, 0, 333, 900, 1450, 2000];
+        let times = [-100, 0, n * 2 / 9, n * 3 / 5, n - 50, n + 500];
         let mut selections = vec![TimeSelection::All];
         selections.extend(times.iter().map(|&t| TimeSelection::as_of(t)));
         selections.push(TimeSelection::from_to(200, 260));
@@ -614,15 +637,20 @@ fn time_selective_scans_of_frozen_pages_read_like_memory() {
 /// now and in the past.
 #[test]
 fn first_and_later_lookups_of_a_key_read_alone_answer_like_memory() {
-    for (mode, seed) in [(StoredAs::Bitemporal, 21), (StoredAs::Scd2, 22)] {
-        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, 1200, seed);
+    let modes = [(StoredAs::Bitemporal, 21), (StoredAs::Scd2, 22)];
+    lookups_of_keys_read_alone_answer_like_memory(1200, 4, &modes);
+}
+
+fn lookups_of_keys_read_alone_answer_like_memory(n: i64, keys: i64, modes: &[(StoredAs, u64)]) {
+    for &(mode, seed) in modes {
+        let (cold_dir, _hot_dir, hot) = closed_and_in_memory(mode, n, keys, seed);
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let show = |r: Option<asof::LookupRow>| r.map(|r| (r.values, r.start, r.system_start));
         for _ in 0..80 {
             let (k, b, s) = (
-                rng.gen_range(0..4),
-                rng.gen_range(-70..1300),
-                rng.gen_range(-50..1300),
+                rng.gen_range(0..keys),
+                rng.gen_range(-70..n + 100),
+                rng.gen_range(-50..n + 100),
             );
             let key = [Value::Int(k)];
             let bt = [Value::Int(b)];
