@@ -336,6 +336,21 @@ fn frozen_history_reads_like_memory_checkpointing(
     }
 }
 
+/// Applies `evs` to both stores, checks that they hold the same table after, and returns how
+/// many pages the first one thawed for it.
+fn apply_both(cold: &Store, hot: &Store, evs: &[Ev], what: &str) -> u64 {
+    let thawed = |s: &Store| s.read("t", |t| t.cold_stats()).unwrap().pages_thawed;
+    let before = thawed(cold);
+    cold.apply("f", &batch(evs)).unwrap();
+    hot.apply("f", &batch(evs)).unwrap();
+    assert_same(
+        common::engine_rows(cold, "t"),
+        common::engine_rows(hot, "t"),
+        what,
+    );
+    thawed(cold) - before
+}
+
 /// A late event deep in a key's frozen history thaws only the pages from a little before it:
 /// the key's older pages stay frozen (`engine/cold.rs`, `KeyState::thaw_before`), and the
 /// table, its lookups and its change feed read as in memory, before and after a reopen. A late
@@ -357,25 +372,15 @@ fn a_late_event_thaws_only_the_pages_after_it() {
         assert!(before.frozen_events > 500, "{mode:?}: {before:?}");
         // Late by 100 versions on business time, new on system time.
         let late = [(1, 5_005, 6_000, false, 77)];
-        cold.apply("f", &batch(&late)).unwrap();
-        hot.apply("f", &batch(&late)).unwrap();
-        let after = frozen(&cold);
-        let thawed = after.pages_thawed - before.pages_thawed;
+        let thawed = apply_both(&cold, &hot, &late, &format!("{mode:?} after a late event"));
         assert!(
             thawed > 0 && thawed * 3 < before.pages,
-            "{mode:?}: only the last pages thaw: {before:?} then {after:?}"
-        );
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after a late event"),
+            "{mode:?}: only the last pages thaw: {thawed} of {before:?}"
         );
         // Another, later in the history, then one at the first version.
         for late in [(1, 5_503, 6_010, false, 78), (1, 1, 6_020, false, 79)] {
             let before = frozen(&cold);
-            cold.apply("f", &batch(&[late])).unwrap();
-            hot.apply("f", &batch(&[late])).unwrap();
-            let thawed = frozen(&cold).pages_thawed - before.pages_thawed;
+            let thawed = apply_both(&cold, &hot, &[late], &format!("{mode:?} after {late:?}"));
             if late.1 == 1 {
                 assert_eq!(thawed, before.pages, "{mode:?}: every page thaws");
             } else {
@@ -384,11 +389,6 @@ fn a_late_event_thaws_only_the_pages_after_it() {
                     "{mode:?}: {thawed} of {before:?}"
                 );
             }
-            assert_same(
-                common::engine_rows(&cold, "t"),
-                common::engine_rows(&hot, "t"),
-                &format!("{mode:?} after {late:?}"),
-            );
         }
         // More in order: the key freezes again.
         let more: Vec<Ev> = (600..700)
@@ -441,17 +441,10 @@ fn a_late_event_into_a_large_commit_thaws_only_its_last_pages() {
         let before = frozen(&cold);
         assert!(before.pages >= 15, "{mode:?}: {before:?}");
         let late = [(1, 9_005, 20_000, false, 77)];
-        cold.apply("f", &batch(&late)).unwrap();
-        hot.apply("f", &batch(&late)).unwrap();
-        let thawed = frozen(&cold).pages_thawed - before.pages_thawed;
+        let thawed = apply_both(&cold, &hot, &late, &format!("{mode:?} after a late event"));
         assert!(
             (1..=3).contains(&thawed),
             "{mode:?}: {thawed} pages thawed of {before:?}"
-        );
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after a late event"),
         );
         let probes: Vec<_> = (0..100)
             .map(|i| (1, i * 101 % 10_100, 9_000 + i * 113 % 12_000))
