@@ -336,6 +336,14 @@ fn frozen_history_reads_like_memory_checkpointing(
     }
 }
 
+/// A new store with a hot tail of 2 and one that keeps everything in memory, with their folders.
+fn cold_and_hot(mode: StoredAs) -> (tempfile::TempDir, Store, tempfile::TempDir, Store) {
+    let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let cold = open(cold_dir.path(), mode, 2, true);
+    let hot = open(hot_dir.path(), mode, usize::MAX, true);
+    (cold_dir, cold, hot_dir, hot)
+}
+
 /// Applies `evs` to both stores, checks that they hold the same table after, and returns how
 /// many pages the first one thawed for it.
 fn apply_both(cold: &Store, hot: &Store, evs: &[Ev], what: &str) -> u64 {
@@ -358,14 +366,11 @@ fn apply_both(cold: &Store, hot: &Store, evs: &[Ev], what: &str) -> u64 {
 #[test]
 fn a_late_event_thaws_only_the_pages_after_it() {
     for mode in [StoredAs::Bitemporal, StoredAs::Scd2, StoredAs::Scd1] {
-        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let cold = open(cold_dir.path(), mode, 2, true);
-        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        let (cold_dir, cold, _hot_dir, hot) = cold_and_hot(mode);
         // One key, 600 versions in order, on both timelines.
         let evs: Vec<Ev> = (0..600).map(|i| (1, i * 10, i * 10, false, i)).collect();
         for chunk in evs.chunks(50) {
-            cold.apply("f", &batch(chunk)).unwrap();
-            hot.apply("f", &batch(chunk)).unwrap();
+            apply_both(&cold, &hot, chunk, &format!("{mode:?}"));
         }
         let frozen = |s: &Store| s.read("t", |t| t.cold_stats()).unwrap();
         let before = frozen(&cold);
@@ -431,12 +436,9 @@ fn a_late_event_thaws_only_the_pages_after_it() {
 #[test]
 fn a_late_event_into_a_large_commit_thaws_only_its_last_pages() {
     for mode in [StoredAs::Bitemporal, StoredAs::Scd2, StoredAs::Scd1] {
-        let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-        let cold = open(cold_dir.path(), mode, 2, true);
-        let hot = open(hot_dir.path(), mode, usize::MAX, true);
+        let (cold_dir, cold, _hot_dir, hot) = cold_and_hot(mode);
         let evs: Vec<Ev> = (0..1_000).map(|i| (1, i * 10, i * 10, false, i)).collect();
-        cold.apply("f", &batch(&evs)).unwrap();
-        hot.apply("f", &batch(&evs)).unwrap();
+        apply_both(&cold, &hot, &evs, &format!("{mode:?}"));
         let frozen = |s: &Store| s.read("t", |t| t.cold_stats()).unwrap();
         let before = frozen(&cold);
         assert!(before.pages >= 15, "{mode:?}: {before:?}");
