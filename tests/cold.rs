@@ -279,12 +279,7 @@ fn frozen_history_reads_like_memory_checkpointing(
 
         // A reopen replays the log and freezes as it goes.
         drop(cold);
-        let cold = open(cold_dir.path(), mode, 2, false);
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after reopen"),
-        );
+        let cold = reopened_same(cold_dir.path(), &hot, mode, "after reopen");
         if mode != StoredAs::Scd1 {
             let reopened = cold.read("t", |t| t.cold_stats()).unwrap();
             assert!(reopened.frozen_events > 0, "{mode:?}: {reopened:?}");
@@ -319,12 +314,7 @@ fn frozen_history_reads_like_memory_checkpointing(
         assert_eq!(rebuilt.listed_pages, 0, "{mode:?}: {rebuilt:?}");
         // A reopen reads the table from the records its rebuild wrote.
         drop(cold);
-        let cold = open(cold_dir.path(), mode, 2, false);
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after VACUUM and a reopen"),
-        );
+        let cold = reopened_same(cold_dir.path(), &hot, mode, "after VACUUM and a reopen");
         same_lookups(&cold, &hot, mode, &probes);
         // And a replay of everything is recognised, event by event, as duplicates.
         let c = cold.apply("f", &batch(&evs)).unwrap();
@@ -334,6 +324,17 @@ fn frozen_history_reads_like_memory_checkpointing(
             "{mode:?}"
         );
     }
+}
+
+/// The store in `dir` (hot tail of 2) opened again, checked to hold the table `hot` holds.
+fn reopened_same(dir: &std::path::Path, hot: &Store, mode: StoredAs, what: &str) -> Store {
+    let cold = open(dir, mode, 2, false);
+    assert_same(
+        common::engine_rows(&cold, "t"),
+        common::engine_rows(hot, "t"),
+        &format!("{mode:?} {what}"),
+    );
+    cold
 }
 
 /// A new store with a hot tail of 2 and one that keeps everything in memory, with their folders.
@@ -419,12 +420,7 @@ fn a_late_event_thaws_only_the_pages_after_it() {
             "{mode:?}: changes"
         );
         drop(cold);
-        let cold = open(cold_dir.path(), mode, 2, false);
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after a reopen"),
-        );
+        let cold = reopened_same(cold_dir.path(), &hot, mode, "after a reopen");
         same_lookups(&cold, &hot, mode, &probes);
     }
 }
@@ -453,12 +449,7 @@ fn a_late_event_into_a_large_commit_thaws_only_its_last_pages() {
             .collect();
         same_lookups(&cold, &hot, mode, &probes);
         drop(cold);
-        let cold = open(cold_dir.path(), mode, 2, false);
-        assert_same(
-            common::engine_rows(&cold, "t"),
-            common::engine_rows(&hot, "t"),
-            &format!("{mode:?} after a reopen"),
-        );
+        reopened_same(cold_dir.path(), &hot, mode, "after a reopen");
     }
 }
 
