@@ -9,22 +9,8 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 use super::archive::{compress, decompress, Codec};
-use super::page_list::PageList;
+use super::page_list::{PageEntry, PageList};
 use crate::error::{corrupt, Result};
-
-/// One frozen page of a key, as its head lists it.
-#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PageEntry {
-    /// The page number (the last part of its `P` key).
-    pub no: u32,
-    /// Its length in bytes.
-    pub len: u32,
-    /// How many leading bytes hold its row versions.
-    pub head: u32,
-    /// Where its row versions lie on both timelines and in the commit log (its zone map,
-    /// [`super::zone`]): a scan skips a page no row of which can match.
-    pub zone: Vec<u8>,
-}
 
 /// What a key has frozen (see `engine::cold`).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]

@@ -1,4 +1,5 @@
-//! The page list of a key with many frozen pages, in chunks (docs/FORMAT.md §9.1): a key of
+//! A key's frozen pages as its head lists them ([`PageEntry`]), and the list of a key with many
+//! of them, in chunks (docs/FORMAT.md §6, format 10): a key of
 //! 100,000 versions has about 1,560 pages, and a lookup that decompressed and deserialised
 //! every entry of its head, then tested every page's zone map, took four times as long as one on
 //! a key of 10 versions (docs/PERFORMANCE.md, session 34). Here the entries are kept in chunks
@@ -14,9 +15,22 @@
 use rkyv::rancor;
 
 use super::archive::{compress, decompress, Codec};
-use super::derived::PageEntry;
 use super::zone::{PageZone, ZoneBuilder};
 use crate::error::{corrupt, Result};
+
+/// One frozen page of a key, as its head lists it.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageEntry {
+    /// The page number (the last part of its `P` key).
+    pub no: u32,
+    /// Its length in bytes.
+    pub len: u32,
+    /// How many leading bytes hold its row versions.
+    pub head: u32,
+    /// Where its row versions lie on both timelines and in the commit log (its zone map,
+    /// [`super::zone`]): a scan skips a page no row of which can match.
+    pub zone: Vec<u8>,
+}
 
 /// Page entries per chunk; a key with more pages than this has its list in chunks.
 pub(crate) const CHUNK: usize = 64;

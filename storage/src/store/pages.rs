@@ -16,9 +16,10 @@ use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
 use crate::error::Result;
 use crate::format::derived::{
     decode_freed, decode_head, decode_row_dir, decode_summary, encode_freed, encode_row_dir,
-    encode_summary, PageEntry, RowDir, Summary,
+    encode_summary, RowDir, Summary,
 };
 use crate::format::keys::{self, key, parse_version};
+use crate::format::page_list::PageEntry;
 use crate::kv::{KvStore, WriteBatch};
 use crate::progress::Reporter;
 

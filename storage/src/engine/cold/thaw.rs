@@ -8,7 +8,7 @@ use crate::engine::fold::{Bytes, RowId, Version};
 use crate::engine::{KeyState, RowStore};
 use crate::error::Result;
 use crate::format::cold_page::Events;
-use crate::format::derived::PageEntry;
+use crate::format::page_list::PageEntry;
 
 /// A page read back for a thaw.
 struct ThawedPage {
