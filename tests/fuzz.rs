@@ -111,12 +111,17 @@ fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> u
     n_fixed + runs
 }
 
-/// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum) and of the
-/// current format (zstd event blocks).
+/// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum), format 9
+/// (zstd event blocks) and the current format (a key head with its page list in chunks).
 fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
+    values_of(tag, &["fixture_v1", "fixture_v9", "fixture_v10"])
+}
+
+/// The values under `tag` of these fixtures.
+fn values_of(tag: u8, fixtures: &[&str]) -> Vec<Vec<u8>> {
     use asof::KvStore;
     let mut values = Vec::new();
-    for fixture in ["fixture_v1", "fixture_v9"] {
+    for fixture in fixtures {
         let tmp = common::copy_of_fixture(&common::data_dir().join(fixture));
         let kv = asof::SledKv::open(tmp.path(), 1 << 20).unwrap();
         let before = values.len();
@@ -220,5 +225,14 @@ fn stored_data_decoding() {
     let m = run("decode_source_chunk", fixture_values(b'A'), |d| {
         let _ = st::decode_source_chunk(d);
     });
-    println!("decoding: {n} event blocks and {m} source chunks");
+    // Key heads: those of format 9 list their pages in their meta, one of format 10 apart, in
+    // chunks.
+    let k = run(
+        "decode_key_head",
+        values_of(b'K', &["fixture_v9", "fixture_v10"]),
+        |d| {
+            let _ = st::decode_key_head(d);
+        },
+    );
+    println!("decoding: {n} event blocks, {m} source chunks and {k} key heads");
 }

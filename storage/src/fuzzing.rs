@@ -17,3 +17,14 @@ pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
         .map(|b| b.num_rows())
         .sum())
 }
+
+/// Decodes a key head (`K`): its meta, its page list whole and, if kept apart in chunks, chunk
+/// by chunk, as a commit and a read of the key do. Returns the number of pages it lists.
+pub fn decode_key_head(data: &[u8]) -> Result<usize> {
+    let (meta, _) = crate::format::derived::decode_head(data)?;
+    let (_, list, _) = crate::format::derived::decode_head_listed(data)?;
+    if let Some(list) = list {
+        list.entries_where(|z| z.live().next().is_some())?;
+    }
+    Ok(meta.frozen.map_or(0, |f| f.pages.len()))
+}

@@ -167,10 +167,17 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
         .into_iter()
         .filter(|r| !shown.contains(r))
         .collect();
+    // Room for the others beside up to PAGE_SEQUENCES versions' rows (all of it without them:
+    // a cut of retired rows only, `freeze_retired`).
+    let others_per_page = if shown.is_empty() {
+        PAGE_ROWS
+    } else {
+        PAGE_ROWS - PAGE_SEQUENCES
+    };
     let n_pieces = [
         n_events.div_ceil(PAGE_SEQUENCES),
         versions.len().div_ceil(PAGE_SEQUENCES),
-        others.len().div_ceil(PAGE_ROWS - PAGE_SEQUENCES),
+        others.len().div_ceil(others_per_page),
     ]
     .into_iter()
     .max()
