@@ -34,8 +34,7 @@ use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::Events;
 use crate::format::derived::FrozenHead;
-use crate::format::page_list::PageEntry;
-use crate::format::page_list::PageList;
+use crate::format::page_list::{PageEntry, PageList};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 
