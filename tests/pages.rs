@@ -232,6 +232,51 @@ fn a_damaged_page_is_corrupt_naming_the_table_and_the_key() {
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
 }
 
+/// A key of more than 64 pages keeps its page list in chunks in its head (format 10): a chunk
+/// damaged is found by a scan and by a lookup that read it, as corruption naming the table and
+/// the key, and the store stays usable.
+#[test]
+fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = scd2_table(dir.path());
+    store
+        .apply("f", &batch((0..5_000i64).map(|i| (7, i * 10, 0, i))))
+        .unwrap();
+    let stats = store.read("t", |r| r.cold_stats()).unwrap();
+    assert!(stats.pages > 64, "{stats:?}");
+    drop(store);
+    let (k, mut v) = records(dir.path(), b'K').remove(0);
+    let word = |at: usize| u32::from_le_bytes(v[at..at + 4].try_into().unwrap()) as usize;
+    assert_ne!(word(0) & 1 << 31, 0, "the head lists its pages apart");
+    // The head: meta length (flagged), meta, list length, then the list: its index length, its
+    // index, its chunks. A byte of the first chunk changes.
+    let list = 4 + (word(0) & !(1 << 31)) + 4;
+    let first_chunk = list + 4 + word(list);
+    v[first_chunk + 8] ^= 0xff;
+    rewrite(dir.path(), vec![(k.clone(), Some(v))]);
+    let key_hex: String = k[5..].iter().map(|b| format!("{b:02x}")).collect();
+    let scan = |s: &Store| -> Result<(), Error> {
+        match asof::scan_all(s, "t", &asof::ScanRequest::default()) {
+            Ok(_) => Ok(()),
+            Err(asof::QueryError::Storage(e)) => Err(e),
+            Err(e) => panic!("not a storage error: {e}"),
+        }
+    };
+    let msg = corrupt_twice(dir.path(), scan);
+    assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
+    // A lookup at a business time of the first chunk's pages reads it.
+    let lookup = |s: &Store| -> Result<(), Error> {
+        let at = [asof::Value::Int(10)];
+        match asof::lookup(s, "t", &[asof::Value::Int(7)], Some(&at[..]), None) {
+            Ok(_) => Ok(()),
+            Err(asof::QueryError::Storage(e)) => Err(e),
+            Err(e) => panic!("not a storage error: {e}"),
+        }
+    };
+    let msg = corrupt_twice(dir.path(), lookup);
+    assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
+}
+
 /// Rows of `table` in `store` that `req` selects, as strings, in scan order.
 fn scanned(store: &Store, req: &asof::ScanRequest) -> Result<Vec<String>, asof::QueryError> {
     let mut out = Vec::new();
