@@ -207,6 +207,15 @@ fn a_damaged_key_head_is_corrupt_naming_the_table_and_the_key() {
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
 }
 
+/// A full scan of `t`, its storage error if it has one.
+fn full_scan(s: &Store) -> Result<(), Error> {
+    match asof::scan_all(s, "t", &asof::ScanRequest::default()) {
+        Ok(_) => Ok(()),
+        Err(asof::QueryError::Storage(e)) => Err(e),
+        Err(e) => panic!("not a storage error: {e}"),
+    }
+}
+
 #[test]
 fn a_damaged_page_is_corrupt_naming_the_table_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
@@ -221,14 +230,7 @@ fn a_damaged_page_is_corrupt_naming_the_table_and_the_key() {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let scan = |s: &Store| -> Result<(), Error> {
-        match asof::scan_all(s, "t", &asof::ScanRequest::default()) {
-            Ok(_) => Ok(()),
-            Err(asof::QueryError::Storage(e)) => Err(e),
-            Err(e) => panic!("not a storage error: {e}"),
-        }
-    };
-    let msg = corrupt_twice(dir.path(), scan);
+    let msg = corrupt_twice(dir.path(), full_scan);
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
 }
 
@@ -255,14 +257,7 @@ fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key()
     v[first_chunk + 8] ^= 0xff;
     rewrite(dir.path(), vec![(k.clone(), Some(v))]);
     let key_hex: String = k[5..].iter().map(|b| format!("{b:02x}")).collect();
-    let scan = |s: &Store| -> Result<(), Error> {
-        match asof::scan_all(s, "t", &asof::ScanRequest::default()) {
-            Ok(_) => Ok(()),
-            Err(asof::QueryError::Storage(e)) => Err(e),
-            Err(e) => panic!("not a storage error: {e}"),
-        }
-    };
-    let msg = corrupt_twice(dir.path(), scan);
+    let msg = corrupt_twice(dir.path(), full_scan);
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
     // A lookup at a business time of the first chunk's pages reads it.
     let lookup = |s: &Store| -> Result<(), Error> {
