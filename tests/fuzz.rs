@@ -112,9 +112,13 @@ fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> u
 }
 
 /// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum), format 9
-/// (zstd event blocks) and the current format (a key head with its page list in chunks).
+/// (zstd event blocks), 10 (a key head with its page list in chunks) and the current format (key
+/// heads with their hot rows' zone).
 fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
-    values_of(tag, &["fixture_v1", "fixture_v9", "fixture_v10"])
+    values_of(
+        tag,
+        &["fixture_v1", "fixture_v9", "fixture_v10", "fixture_v11"],
+    )
 }
 
 /// The values under `tag` of these fixtures.
@@ -226,10 +230,10 @@ fn stored_data_decoding() {
         let _ = st::decode_source_chunk(d);
     });
     // Key heads: those of format 9 list their pages in their meta, one of format 10 apart, in
-    // chunks.
+    // chunks; those of format 11 hold their hot rows' zone.
     let k = run(
         "decode_key_head",
-        values_of(b'K', &["fixture_v9", "fixture_v10"]),
+        values_of(b'K', &["fixture_v9", "fixture_v10", "fixture_v11"]),
         |d| {
             let _ = st::decode_key_head(d);
         },

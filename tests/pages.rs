@@ -250,9 +250,9 @@ fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key()
     let (k, mut v) = records(dir.path(), b'K').remove(0);
     let word = |at: usize| u32::from_le_bytes(v[at..at + 4].try_into().unwrap()) as usize;
     assert_ne!(word(0) & 1 << 31, 0, "the head lists its pages apart");
-    // The head: meta length (flagged), meta, list length, then the list: its index length, its
-    // index, its chunks. A byte of the first chunk changes.
-    let list = 4 + (word(0) & !(1 << 31)) + 4;
+    // The head: meta length (in the low 30 bits; flags above), meta, list length, then the
+    // list: its index length, its index, its chunks. A byte of the first chunk changes.
+    let list = 4 + (word(0) & ((1 << 30) - 1)) + 4;
     let first_chunk = list + 4 + word(list);
     v[first_chunk + 8] ^= 0xff;
     rewrite(dir.path(), vec![(k.clone(), Some(v))]);

@@ -22,9 +22,12 @@ pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
 /// by chunk, as a commit and a read of the key do. Returns the number of pages it lists.
 pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     let (meta, _) = crate::format::derived::decode_head(data)?;
-    let (_, list, _) = crate::format::derived::decode_head_listed(data)?;
-    if let Some(list) = list {
+    let head = crate::format::derived::decode_head_listed(data)?;
+    if let Some(list) = head.list {
         list.entries_where(|z| z.live().next().is_some())?;
+    }
+    if let Some(z) = head.hot_zone {
+        let _ = crate::format::zone::PageZone::new(z).all().count();
     }
     Ok(meta.frozen.map_or(0, |f| f.pages.len()))
 }

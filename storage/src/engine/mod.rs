@@ -150,6 +150,13 @@ struct ResetPending {
     retired: RoaringBitmap,
 }
 
+/// The hot part of a key read only to be scanned, as its head holds it (a cold page), with the
+/// zone map of its rows (`None`: a head of format 10, which has none).
+struct UnreadHot {
+    zone: Option<Box<[u8]>>,
+    part: Box<[u8]>,
+}
+
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
@@ -180,7 +187,7 @@ pub(crate) struct TableState {
     /// Keys read only to be scanned ([`Scope::Rows`]): each one's hot part as its head holds it
     /// (a cold page), whose row versions [`TableState::cold_batch`] decodes with its frozen ones,
     /// so that a scan builds the values of the rows it returns only.
-    unread_hot: std::collections::HashMap<Bytes, Box<[u8]>>,
+    unread_hot: std::collections::HashMap<Bytes, UnreadHot>,
     /// For a state read for one key (a point query of a table not in memory): whether a lookup
     /// has read it already. Its first lookup reads only the pages that may hold the answer; the
     /// next builds the key's index from all of them (see `TableReader::lookup`).
@@ -346,12 +353,15 @@ impl TableState {
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<crate::format::cold_page::ColdBatch> {
-        let mut blocks = ks.frozen_rows(key, &self.pages, keep)?;
+        let mut blocks = ks.frozen_rows(key, &self.pages, &keep)?;
         if let Some(hot) = self.unread_hot.get(key) {
-            blocks.push(
-                crate::format::cold_page::decode_cold_rows(hot)
-                    .map_err(|e| cold::in_key(key, e))?,
-            );
+            // Decoded unless its zone rules every row out, as a page is read.
+            if hot.zone.as_deref().is_none_or(|z| keep(PageZone::new(z))) {
+                blocks.push(
+                    crate::format::cold_page::decode_cold_rows(&hot.part)
+                        .map_err(|e| cold::in_key(key, e))?,
+                );
+            }
         }
         crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }

@@ -9,12 +9,12 @@ use std::collections::{BTreeSet, VecDeque};
 use super::cold::{Frozen, PageWrite};
 use super::fold::Version;
 use super::fold::{Bytes, RowId};
-use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState};
+use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState, UnreadHot};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold, Events};
 use crate::format::derived::{
-    decode_head, decode_head_listed, encode_head, HeadMeta, RowDir, Summary,
+    decode_head, decode_head_listed, encode_head, HeadMeta, ListedHead, RowDir, Summary,
 };
 
 impl TableState {
@@ -135,7 +135,7 @@ impl TableState {
                 .ok_or_else(|| corrupt(format!("row {r} of a hot key is frozen")))
         });
         let rows: Vec<(RowId, &StoredRow)> = rows.collect::<Result<_>>()?;
-        let hot = encode_cold(
+        let (hot, hot_zone) = encode_cold(
             &self.types,
             ks.events
                 .iter()
@@ -145,8 +145,7 @@ impl TableState {
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             rows.into_iter(),
         )
-        .map_err(|e| super::cold::in_key(key, e))?
-        .0;
+        .map_err(|e| super::cold::in_key(key, e))?;
         let meta = HeadMeta {
             no: ks.no,
             max_sys: ks.max_sys.as_ref().map(|s| s.to_vec()),
@@ -159,7 +158,7 @@ impl TableState {
                 .map_err(|e| super::cold::in_key(key, e))?,
             next_page: ks.next_page,
         };
-        encode_head(&meta, &hot)
+        encode_head(&meta, &hot_zone, &hot)
     }
 
     /// Rebuilds an empty state from the heads of every key (`(key, head record)`, in key order),
@@ -229,16 +228,30 @@ impl TableState {
         let width = self.types.len();
         let bad = |e: crate::error::Error| super::cold::in_key(key, e);
         // A key read to be read keeps a long page list in chunks, decompressed as needed.
-        let (meta, list, hot) = match scope {
+        let ListedHead {
+            meta,
+            list,
+            hot_zone,
+            hot,
+        } = match scope {
             Scope::Read | Scope::Rows => decode_head_listed(bytes).map_err(bad)?,
             Scope::Whole(_) | Scope::Keys => {
                 let (meta, hot) = decode_head(bytes).map_err(bad)?;
-                (meta, None, hot)
+                ListedHead {
+                    meta,
+                    list: None,
+                    hot_zone: None,
+                    hot,
+                }
             }
         };
         let (events, versions, rows) = match scope {
             Scope::Rows => {
-                self.unread_hot.insert(key.clone(), hot.into());
+                let unread = UnreadHot {
+                    zone: hot_zone.map(Box::from),
+                    part: hot.into(),
+                };
+                self.unread_hot.insert(key.clone(), unread);
                 (Vec::new(), Vec::new(), Vec::new())
             }
             Scope::Read => decode_cold(hot, key, width, Events::Skip).map_err(bad)?,

@@ -38,10 +38,19 @@ pub(crate) struct HeadMeta {
 /// the meta (format 10): the meta then lists no page itself.
 const LISTED_APART: u32 = 1 << 31;
 
-/// A `K` record: the length of the archived meta (u32 LE), the meta, then the hot part; for a
-/// key of more than [`super::page_list::CHUNK`] pages, the first word has [`LISTED_APART`] set
-/// and the meta is followed by the length of its page list (u32 LE) and the list.
-pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
+/// Set in a `K` record's first word when the zone map of the hot part's rows follows the meta
+/// and the page list (format 11): a scan whose filter the zone rules out leaves the hot rows
+/// undecoded, as it leaves a page unread. Heads of format 10 have none.
+const HOT_ZONE: u32 = 1 << 30;
+
+/// The bits of a `K` record's first word that hold the meta's length.
+const META_LEN: u32 = HOT_ZONE - 1;
+
+/// A `K` record: the length of the archived meta (u32 LE) and flags in its top bits, the meta,
+/// then for a key of more than [`super::page_list::CHUNK`] pages ([`LISTED_APART`]) the length of
+/// its page list (u32 LE) and the list (the meta then lists no page), then the length of the hot
+/// rows' zone map (u32 LE) and the zone ([`HOT_ZONE`], always written), then the hot part.
+pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Result<Vec<u8>> {
     let archived = |meta: &HeadMeta| {
         let m = rkyv::to_bytes::<rancor::Error>(meta)
             .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?;
@@ -66,26 +75,28 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot: &[u8]) -> Result<Vec<u8>> {
     };
     let len = u32::try_from(m.len())
         .ok()
-        .filter(|&n| n < LISTED_APART)
+        .filter(|&n| n <= META_LEN)
         .ok_or_else(|| corrupt("a key head's meta is too long"))?;
     let list_len = list.as_ref().map_or(0, |l| 4 + l.len());
-    let mut out = Vec::with_capacity(4 + m.len() + list_len + hot.len());
-    let flag = if list.is_some() { LISTED_APART } else { 0 };
-    out.extend_from_slice(&(len | flag).to_le_bytes());
+    let mut out = Vec::with_capacity(4 + m.len() + list_len + 4 + hot_zone.len() + hot.len());
+    let flags = HOT_ZONE | if list.is_some() { LISTED_APART } else { 0 };
+    out.extend_from_slice(&(len | flags).to_le_bytes());
     out.extend_from_slice(&m);
-    if let Some(list) = list {
-        let n = u32::try_from(list.len()).map_err(corrupt)?;
+    for part in list.as_deref().into_iter().chain([hot_zone]) {
+        let n = u32::try_from(part.len()).map_err(corrupt)?;
         out.extend_from_slice(&n.to_le_bytes());
-        out.extend_from_slice(&list);
+        out.extend_from_slice(part);
     }
     out.extend_from_slice(hot);
     Ok(out)
 }
 
-/// A `K` record taken apart: its meta, its page list if kept apart (not decoded), its hot part.
+/// A `K` record taken apart: its meta, its page list if kept apart (not decoded), the zone map
+/// of its hot rows (format 11), its hot part.
 struct SplitHead<'a> {
     meta: HeadMeta,
     list: Option<&'a [u8]>,
+    hot_zone: Option<&'a [u8]>,
     hot: &'a [u8],
 }
 
@@ -94,33 +105,32 @@ fn split_head(bytes: &[u8]) -> Result<SplitHead<'_>> {
         .get(..4)
         .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
         .ok_or_else(|| corrupt("key head too short"))?;
-    let (m, rest) = if word & LISTED_APART == 0 {
-        super::cold_page::split_prefixed(bytes, "key head", "its meta")?
-    } else {
-        let n = (word & !LISTED_APART) as usize;
-        let rest = &bytes[4..];
-        if n > rest.len() {
-            return Err(corrupt("key head shorter than its meta"));
-        }
-        rest.split_at(n)
-    };
+    let n = (word & META_LEN) as usize;
+    let rest = &bytes[4..];
+    if n > rest.len() {
+        return Err(corrupt("key head shorter than its meta"));
+    }
+    let (m, mut rest) = rest.split_at(n);
     let meta = rkyv::from_bytes::<HeadMeta, rancor::Error>(&decompress(m)?)
         .map_err(|e| corrupt(format!("key head fails validation: {e}")))?;
-    if word & LISTED_APART == 0 {
-        return Ok(SplitHead {
-            meta,
-            list: None,
-            hot: rest,
-        });
+    let mut list = None;
+    if word & LISTED_APART != 0 {
+        if meta.frozen.as_ref().is_none_or(|f| !f.pages.is_empty()) {
+            return Err(corrupt("key head lists its pages twice"));
+        }
+        let (l, after) = super::cold_page::split_prefixed(rest, "key head", "its page list")?;
+        (list, rest) = (Some(l), after);
     }
-    let (list, hot) = super::cold_page::split_prefixed(rest, "key head", "its page list")?;
-    if meta.frozen.as_ref().is_none_or(|f| !f.pages.is_empty()) {
-        return Err(corrupt("key head lists its pages twice"));
+    let mut hot_zone = None;
+    if word & HOT_ZONE != 0 {
+        let (z, after) = super::cold_page::split_prefixed(rest, "key head", "its hot zone")?;
+        (hot_zone, rest) = (Some(z), after);
     }
     Ok(SplitHead {
         meta,
-        list: Some(list),
-        hot,
+        list,
+        hot_zone,
+        hot: rest,
     })
 }
 
@@ -130,6 +140,7 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
         mut meta,
         list,
         hot,
+        ..
     } = split_head(bytes)?;
     if let (Some(list), Some(f)) = (list, &mut meta.frozen) {
         f.pages = super::page_list::decode_list(list)?.entries()?;
@@ -137,13 +148,33 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
     Ok((meta, hot))
 }
 
-/// The meta, the page list in chunks if the key has one (its chunks still compressed: the meta
-/// then lists no page), and the hot part of a `K` record: for a key read to be read, whose
-/// lookups and scans decompress only the chunks their zones may need.
-pub(crate) fn decode_head_listed(bytes: &[u8]) -> Result<(HeadMeta, Option<PageList>, &[u8])> {
-    let SplitHead { meta, list, hot } = split_head(bytes)?;
+/// A `K` record as a key read to be read takes it ([`decode_head_listed`]).
+pub(crate) struct ListedHead<'a> {
+    pub meta: HeadMeta,
+    /// The page list in chunks if the key has one (its chunks still compressed: the meta then
+    /// lists no page).
+    pub list: Option<PageList>,
+    /// The zone map of the hot part's rows (`None`: a head of format 10, which has none).
+    pub hot_zone: Option<&'a [u8]>,
+    pub hot: &'a [u8],
+}
+
+/// A `K` record for a key read to be read, whose lookups and scans decompress only the chunks
+/// of its page list, and decode only the hot rows, that their zones may need.
+pub(crate) fn decode_head_listed(bytes: &[u8]) -> Result<ListedHead<'_>> {
+    let SplitHead {
+        meta,
+        list,
+        hot_zone,
+        hot,
+    } = split_head(bytes)?;
     let list = list.map(super::page_list::decode_list).transpose()?;
-    Ok((meta, list, hot))
+    Ok(ListedHead {
+        meta,
+        list,
+        hot_zone,
+        hot,
+    })
 }
 
 /// An `X` record: the rows commit `version` wrote (ids `first..first + key_of.len()`, with the
@@ -294,12 +325,42 @@ mod tests {
             }),
             next_page: 4,
         };
-        let bytes = encode_head(&meta, b"hot part").unwrap();
+        let bytes = encode_head(&meta, b"zone", b"hot part").unwrap();
         let (m, hot) = decode_head(&bytes).unwrap();
         assert_eq!(m, meta);
         assert_eq!(hot, b"hot part");
+        let listed = decode_head_listed(&bytes).unwrap();
+        assert_eq!(
+            (listed.hot_zone, listed.hot),
+            (Some(&b"zone"[..]), &b"hot part"[..])
+        );
         assert!(decode_head(&bytes[..3]).is_err());
         assert!(decode_head(&bytes[..10]).is_err());
+    }
+
+    /// A head of format 10 (no zone of its hot rows, the flag clear) reads as it did: the
+    /// hot part follows the meta, and no zone rules its rows out.
+    #[test]
+    fn a_head_of_format_10_reads_without_a_hot_zone() {
+        let meta = HeadMeta {
+            no: 1,
+            max_sys: None,
+            deleted_since: Some(4),
+            frozen: None,
+            next_page: 0,
+        };
+        let m = compress(
+            &rkyv::to_bytes::<rancor::Error>(&meta).unwrap(),
+            Codec::Fast,
+        )
+        .unwrap();
+        let mut bytes = (m.len() as u32).to_le_bytes().to_vec();
+        bytes.extend_from_slice(&m);
+        bytes.extend_from_slice(b"hot part");
+        let listed = decode_head_listed(&bytes).unwrap();
+        assert_eq!(listed.meta, meta);
+        assert_eq!((listed.hot_zone, listed.hot), (None, &b"hot part"[..]));
+        assert_eq!(decode_head(&bytes).unwrap(), (meta, &b"hot part"[..]));
     }
 
     /// A key of more pages than a chunk holds has its list apart, in chunks: its head reads
@@ -329,11 +390,16 @@ mod tests {
                 }),
                 next_page: n,
             };
-            let bytes = encode_head(&meta, b"hot part").unwrap();
+            let bytes = encode_head(&meta, b"zone", b"hot part").unwrap();
             let (m, hot) = decode_head(&bytes).unwrap();
             assert_eq!((&m, hot), (&meta, &b"hot part"[..]), "{n} pages");
-            let (m, list, hot) = decode_head_listed(&bytes).unwrap();
-            assert_eq!(hot, b"hot part");
+            let ListedHead {
+                meta: m,
+                list,
+                hot_zone,
+                hot,
+            } = decode_head_listed(&bytes).unwrap();
+            assert_eq!((hot_zone, hot), (Some(&b"zone"[..]), &b"hot part"[..]));
             let apart = n as usize > crate::format::page_list::CHUNK;
             assert_eq!(list.is_some(), apart, "{n} pages");
             let listed = match list {

@@ -91,12 +91,12 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 10 on open, and each table of a store before version 9 then writes its
+/// record is set to 11 on open, and each table of a store before version 9 then writes its
 /// derived records again on its first use (a version-1 store has none; those of versions 2 to 4
 /// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads,
 /// those of version 7 the shared values of a page's rows, those of version 8 the packed row
 /// blocks); a version-9 store is read as it is: docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 10;
+pub const FORMAT_VERSION: u32 = 11;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -300,11 +300,13 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    9 => {
-                        // Version 9 is version 10 whose key heads list every page in their
-                        // meta: this build reads those as they are, and a key's head takes its
-                        // page list apart, in chunks, when a checkpoint next writes it. A
-                        // version-9 build would read such a head as damaged.
+                    9 | 10 => {
+                        // Version 10 is version 11 whose key heads hold no zone map of their
+                        // hot rows (flag bit 30 clear), and version 9 is version 10 whose key
+                        // heads list every page in their meta: this build reads both as they
+                        // are (a scan then decodes such a head's hot rows whatever its filter),
+                        // and a key's head takes the new layout when a checkpoint next writes
+                        // it. An older build would read such a head as damaged.
                         let mut b = WriteBatch::default();
                         b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
                         kv.write(b)?;
