@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 9 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v9/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 11 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v11/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.

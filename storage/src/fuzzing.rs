@@ -26,7 +26,7 @@ pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     if let Some(list) = head.list {
         list.entries_where(|z| z.live().next().is_some())?;
     }
-    if let Some(z) = head.hot_zone {
+    if let Some(z) = &head.hot_zone {
         let _ = crate::format::zone::PageZone::new(z).all().count();
     }
     Ok(meta.frozen.map_or(0, |f| f.pages.len()))

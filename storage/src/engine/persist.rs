@@ -248,7 +248,7 @@ impl TableState {
         let (events, versions, rows) = match scope {
             Scope::Rows => {
                 let unread = UnreadHot {
-                    zone: hot_zone.map(Box::from),
+                    zone: hot_zone.map(Vec::into_boxed_slice),
                     part: hot.into(),
                 };
                 self.unread_hot.insert(key.clone(), unread);

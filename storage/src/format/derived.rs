@@ -49,7 +49,8 @@ const META_LEN: u32 = HOT_ZONE - 1;
 /// A `K` record: the length of the archived meta (u32 LE) and flags in its top bits, the meta,
 /// then for a key of more than [`super::page_list::CHUNK`] pages ([`LISTED_APART`]) the length of
 /// its page list (u32 LE) and the list (the meta then lists no page), then the length of the hot
-/// rows' zone map (u32 LE) and the zone ([`HOT_ZONE`], always written), then the hot part.
+/// rows' zone map (u32 LE) and the zone as an archive block, checksummed ([`HOT_ZONE`], always
+/// written), then the hot part.
 pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Result<Vec<u8>> {
     let archived = |meta: &HeadMeta| {
         let m = rkyv::to_bytes::<rancor::Error>(meta)
@@ -78,11 +79,12 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Resul
         .filter(|&n| n <= META_LEN)
         .ok_or_else(|| corrupt("a key head's meta is too long"))?;
     let list_len = list.as_ref().map_or(0, |l| 4 + l.len());
-    let mut out = Vec::with_capacity(4 + m.len() + list_len + 4 + hot_zone.len() + hot.len());
+    let zone = compress(hot_zone, Codec::Fast)?;
+    let mut out = Vec::with_capacity(4 + m.len() + list_len + 4 + zone.len() + hot.len());
     let flags = HOT_ZONE | if list.is_some() { LISTED_APART } else { 0 };
     out.extend_from_slice(&(len | flags).to_le_bytes());
     out.extend_from_slice(&m);
-    for part in list.as_deref().into_iter().chain([hot_zone]) {
+    for part in list.as_deref().into_iter().chain([&zone[..]]) {
         let n = u32::try_from(part.len()).map_err(corrupt)?;
         out.extend_from_slice(&n.to_le_bytes());
         out.extend_from_slice(part);
@@ -96,7 +98,7 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Resul
 struct SplitHead<'a> {
     meta: HeadMeta,
     list: Option<&'a [u8]>,
-    hot_zone: Option<&'a [u8]>,
+    hot_zone: Option<Vec<u8>>,
     hot: &'a [u8],
 }
 
@@ -124,7 +126,7 @@ fn split_head(bytes: &[u8]) -> Result<SplitHead<'_>> {
     let mut hot_zone = None;
     if word & HOT_ZONE != 0 {
         let (z, after) = super::cold_page::split_prefixed(rest, "key head", "its hot zone")?;
-        (hot_zone, rest) = (Some(z), after);
+        (hot_zone, rest) = (Some(decompress(z)?.to_vec()), after);
     }
     Ok(SplitHead {
         meta,
@@ -154,8 +156,8 @@ pub(crate) struct ListedHead<'a> {
     /// The page list in chunks if the key has one (its chunks still compressed: the meta then
     /// lists no page).
     pub list: Option<PageList>,
-    /// The zone map of the hot part's rows (`None`: a head of format 10, which has none).
-    pub hot_zone: Option<&'a [u8]>,
+    /// The zone map of the hot part's rows (`None`: a head of format 9 or 10, which has none).
+    pub hot_zone: Option<Vec<u8>>,
     pub hot: &'a [u8],
 }
 
@@ -331,9 +333,14 @@ mod tests {
         assert_eq!(hot, b"hot part");
         let listed = decode_head_listed(&bytes).unwrap();
         assert_eq!(
-            (listed.hot_zone, listed.hot),
+            (listed.hot_zone.as_deref(), listed.hot),
             (Some(&b"zone"[..]), &b"hot part"[..])
         );
+        // A byte of the zone changed: its checksum fails, and the head reads as damaged.
+        let mut bad = bytes.clone();
+        let at = bad.len() - b"hot part".len() - 3;
+        bad[at] ^= 0x01;
+        assert!(decode_head_listed(&bad).is_err());
         assert!(decode_head(&bytes[..3]).is_err());
         assert!(decode_head(&bytes[..10]).is_err());
     }
@@ -399,7 +406,10 @@ mod tests {
                 hot_zone,
                 hot,
             } = decode_head_listed(&bytes).unwrap();
-            assert_eq!((hot_zone, hot), (Some(&b"zone"[..]), &b"hot part"[..]));
+            assert_eq!(
+                (hot_zone.as_deref(), hot),
+                (Some(&b"zone"[..]), &b"hot part"[..])
+            );
             let apart = n as usize > crate::format::page_list::CHUNK;
             assert_eq!(list.is_some(), apart, "{n} pages");
             let listed = match list {

@@ -76,8 +76,8 @@ impl<'a> PageZone<'a> {
     fn groups(&self, live: bool) -> Groups<'a> {
         let (n_live, n_all) = match self.bytes.get(16..18) {
             Some(&[l, a]) => (usize::from(l), usize::from(a)),
-            // Bytes this build did not write (the head's checksum makes that a bug, not
-            // damage): one group that rules nothing out.
+            // Bytes this build did not write (the checksums of the blocks that hold zones
+            // make that a bug, not damage): one group that rules nothing out.
             _ => return Groups::unknown(),
         };
         let mut g = Groups {

@@ -95,7 +95,7 @@ pub use verify::{Problem, TableCheck, VerifyReport};
 /// derived records again on its first use (a version-1 store has none; those of versions 2 to 4
 /// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads,
 /// those of version 7 the shared values of a page's rows, those of version 8 the packed row
-/// blocks); a version-9 store is read as it is: docs/FORMAT.md §8.
+/// blocks); a version-9 or version-10 store is read as it is: docs/FORMAT.md §8.
 pub const FORMAT_VERSION: u32 = 11;
 
 /// Options for [`Store::open_with`].
