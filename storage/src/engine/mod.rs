@@ -151,7 +151,7 @@ struct ResetPending {
 }
 
 /// The hot part of a key read only to be scanned, as its head holds it (a cold page), with the
-/// zone map of its rows (`None`: a head of format 10, which has none).
+/// zone map of its rows (`None`: a head of format 9 or 10, which has none).
 struct UnreadHot {
     zone: Option<Box<[u8]>>,
     part: Box<[u8]>,
