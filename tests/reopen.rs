@@ -423,3 +423,61 @@ fn increments_that_always_read_their_keys_leave_the_table_out_of_memory_however_
         assert_eq!(scanned(&b, "t", Some(v)), scanned(&never, "t", Some(v)));
     }
 }
+
+/// Commits large enough that their log is encoded on a second thread while the commit counts
+/// and freezes (1,024 logged events and more), with duplicates and conflicts among their events:
+/// the log holds exactly the events that changed something, so a table rebuilt from it equals
+/// the table as applied, at every version, in its change feed and in what each commit counted.
+#[test]
+fn a_large_commit_whose_log_is_encoded_beside_it_rebuilds_as_it_was_applied() {
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let (dir, never_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (a, never) = (
+            open(dir.path(), OpenMode::Eager),
+            open(never_dir.path(), OpenMode::Eager),
+        );
+        a.create_flow(flow(mode)).unwrap();
+        never.create_flow(flow(mode)).unwrap();
+        let ev = |k: i64, seq: i64, v: &str| (k, seq, seq, k % 97 == 0, Some(v.to_string()));
+        let first: Vec<Ev> = (0..1500).map(|k| ev(k, 1, "a")).collect();
+        // A third of the first commit again (duplicates), the same sequences with another
+        // value (conflicts), and 1,500 new events, some late on both timelines.
+        let second: Vec<Ev> = (0..500)
+            .map(|k| ev(k, 1, "a"))
+            .chain((500..700).map(|k| ev(k, 1, "b")))
+            .chain((0..1500).map(|k| ev(k, if k % 10 == 0 { 0 } else { 2 }, "c")))
+            .collect();
+        for events in [&first, &second] {
+            let ca = a.apply("f", &batch(events)).unwrap();
+            let cn = never.apply("f", &batch(events)).unwrap();
+            assert_eq!(ca.metrics, cn.metrics);
+        }
+        let second = &a.history("t").unwrap()[2];
+        assert_eq!(second.metrics.num_duplicates_ignored, 500, "{mode:?}");
+        assert_eq!(second.metrics.num_conflicts_resolved, 200, "{mode:?}");
+        drop(a);
+        // Rebuilt from its log, its pages written again.
+        forget_summary(dir.path());
+        let a = open(dir.path(), OpenMode::Lazy);
+        let metrics = |s: &Store| -> Vec<_> {
+            s.history("t")
+                .unwrap()
+                .iter()
+                .map(|c| c.metrics.clone())
+                .collect()
+        };
+        assert_eq!(metrics(&a), metrics(&never), "{mode:?}");
+        for v in 0..=2 {
+            assert_eq!(
+                common::engine_rows_at(&a, "t", Some(v)),
+                common::engine_rows_at(&never, "t", Some(v)),
+                "{mode:?} version {v}"
+            );
+        }
+        assert_eq!(
+            common::engine_changes(&a, "t", 1, 2).unwrap(),
+            common::engine_changes(&never, "t", 1, 2).unwrap()
+        );
+        assert!(a.verify().unwrap().ok());
+    }
+}

@@ -69,6 +69,15 @@ impl CommitMetrics {
         self.num_tombstones_collected += part.num_tombstones_collected;
         self.num_dropped_rows += part.num_dropped_rows;
     }
+
+    /// Takes the rows upserted and deleted as the change feed lists them, when they were
+    /// counted ([`TableState::settle`]).
+    fn apply_counts(&mut self, counts: Option<(u64, u64)>) {
+        if let Some((upserted, deleted)) = counts {
+            self.num_upserted_rows = upserted;
+            self.num_deleted_rows = deleted;
+        }
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -119,6 +128,18 @@ pub(crate) struct CommitPart {
     pub version: u64,
     pub ts: i64,
     pub logging: Logging,
+}
+
+/// From how many logged events [`TableState::apply_beside`] runs its work on a second thread.
+const BESIDE_APART_FROM: usize = 1024;
+
+/// What [`TableState::settle`] needs of the part [`TableState::fold_part`] folded in.
+struct Settling {
+    version: u64,
+    /// The rows earlier parts of the commit retired.
+    retired_before: RoaringBitmap,
+    /// The keys the part's events touched, in order.
+    touched: Vec<Bytes>,
 }
 
 /// What one commit did to a table, for the commit log and the row blocks.
@@ -476,6 +497,47 @@ impl TableState {
         Ok(fx)
     }
 
+    /// [`TableState::apply`], with `beside` run on a second thread over the events and
+    /// truncates the commit logs while this one counts its changes and freezes its keys (the
+    /// commit's store encodes its log there); returns what `beside` returned too.
+    pub fn apply_beside<R: Send>(
+        &mut self,
+        commit: CommitPart,
+        tick: &mut dyn FnMut(u64),
+        beside: impl FnOnce(&[Incoming], &[Bytes]) -> R + Send,
+    ) -> Result<(CommitEffects, R)> {
+        let ts = commit.ts;
+        let (mut fx, settling) = self.fold_part(commit, tick)?;
+        let (events, truncates) = (&fx.events[..], &fx.truncates[..]);
+        let beside = std::sync::Mutex::new(Some(beside));
+        let run = || {
+            let f = beside.lock().unwrap_or_else(|p| p.into_inner()).take();
+            f.map(|f| f(events, truncates))
+        };
+        let (settled, theirs) = std::thread::scope(|scope| {
+            let other = match events.len() < BESIDE_APART_FROM {
+                true => None,
+                false => std::thread::Builder::new()
+                    .name("asof-log".into())
+                    .spawn_scoped(scope, run)
+                    .ok(),
+            };
+            let settled = self.settle(&fx, settling);
+            let theirs = match other {
+                Some(other) => other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // Few events, or no second thread: this one runs it.
+                None => run(),
+            };
+            (settled, theirs)
+        });
+        let theirs = theirs.expect("`beside` runs once");
+        fx.metrics.apply_counts(settled?);
+        fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
+        Ok((fx, theirs))
+    }
+
     /// [`TableState::apply`] without the tombstone collection: one part of a commit applied in
     /// parts, each a call with the same `version` and `ts`, the collection after each part (of
     /// its keys) or after the last. The
@@ -485,9 +547,22 @@ impl TableState {
     /// and a later part retired would count in both.
     pub fn apply_part(
         &mut self,
-        mut part: CommitPart,
+        part: CommitPart,
         tick: &mut dyn FnMut(u64),
     ) -> Result<CommitEffects> {
+        let (mut fx, settling) = self.fold_part(part, tick)?;
+        let counts = self.settle(&fx, settling)?;
+        fx.metrics.apply_counts(counts);
+        Ok(fx)
+    }
+
+    /// The first half of [`TableState::apply_part`]: thaws what the part's events reach and
+    /// folds them in.
+    fn fold_part(
+        &mut self,
+        mut part: CommitPart,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(CommitEffects, Settling)> {
         part.incoming.sort_by(|a, b| a.key.cmp(&b.key));
         let (version, logging) = (part.version, part.logging);
         // The rows earlier parts of this commit retired: this part's count leaves them out
@@ -505,13 +580,28 @@ impl TableState {
             keys.dedup();
             keys
         };
-        let mut fx = self.apply_thawed(part, tick);
-        if logging == Logging::Log {
+        let fx = self.apply_thawed(part, tick);
+        let settling = Settling {
+            version,
+            retired_before,
+            touched,
+        };
+        Ok((fx, settling))
+    }
+
+    /// The second half of [`TableState::apply_part`]: counts the part's changes (with
+    /// [`Logging::Log`]), then freezes the keys it touched that grew past their hot tail.
+    fn settle(&mut self, fx: &CommitEffects, settling: Settling) -> Result<Option<(u64, u64)>> {
+        let Settling {
+            version,
+            retired_before,
+            touched,
+        } = settling;
+        let counts = match fx.logging {
             // Counted as the change feed lists them, before any row of the commit is frozen.
-            let (upserted, deleted) = self.change_counts(version, fx.first_row, &retired_before)?;
-            fx.metrics.num_upserted_rows = upserted;
-            fx.metrics.num_deleted_rows = deleted;
-        }
+            Logging::Log => Some(self.change_counts(version, fx.first_row, &retired_before)?),
+            Logging::Replay => None,
+        };
         for key in &touched {
             self.dirty.add(key);
         }
@@ -530,7 +620,7 @@ impl TableState {
                 ks.freeze_retired(&key, &mut self.rows, &mut self.pages, &self.types)?;
             }
         }
-        Ok(fx)
+        Ok(counts)
     }
 
     /// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed

@@ -29,16 +29,30 @@ pub(crate) fn put_event_blocks(
     truncates: &[Bytes],
 ) -> Result<()> {
     let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
-    for (i, blk) in crate::format::event_block::event_blocks(events, truncates, &types)
-        .iter()
-        .enumerate()
-    {
-        b.put(
-            key(keys::EVENTS, table_id, Some(version), Some(i as u32)),
-            crate::format::event_block::encode_block(blk, Codec::Small)?,
-        );
+    for (k, v) in event_block_entries((table_id, version), &types, events, truncates)? {
+        b.put(k, v);
     }
     Ok(())
+}
+
+/// The entries (key, value) of the blocks holding `events` and `truncates` as the event log of
+/// commit `version` of table `table_id`, to be put in the commit's batch.
+pub(crate) fn event_block_entries(
+    (table_id, version): (u32, u64),
+    types: &[ColumnType],
+    events: &[Incoming],
+    truncates: &[Bytes],
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    crate::format::event_block::event_blocks(events, truncates, types)
+        .iter()
+        .enumerate()
+        .map(|(i, blk)| {
+            Ok((
+                key(keys::EVENTS, table_id, Some(version), Some(i as u32)),
+                crate::format::event_block::encode_block(blk, Codec::Small)?,
+            ))
+        })
+        .collect()
 }
 
 /// Puts the event blocks of one part of a commit applied in parts (no truncates), numbered from

@@ -161,7 +161,7 @@ impl Store {
         };
         let every = inner.checkpoints.every_events;
         let applied = Applied {
-            log: Log::of(&fx),
+            log: Log::of(t, version, &fx)?,
             commit,
             events: n_events,
             clock,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use arrow::record_batch::RecordBatch;
 
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
-use super::commit::{now_us, put_event_blocks, put_json, CommitInfo};
+use super::commit::{event_block_entries, now_us, put_json, CommitInfo};
 use super::event_spill::EventSpill;
 use super::load::{self, KeysFrom, Load};
 use super::pages;
@@ -310,9 +310,19 @@ impl Inner {
         // is reopened.
         let written = match gathered {
             Gathered::Whole(events) => {
-                let fx = table
+                // The log's blocks are encoded on a second thread while this one counts the
+                // commit's changes and freezes its keys.
+                let types: Vec<_> = table
                     .state
-                    .apply(
+                    .schema
+                    .columns
+                    .iter()
+                    .map(|(_, t)| t.clone())
+                    .collect();
+                let id = table.id;
+                let (fx, blocks) = table
+                    .state
+                    .apply_beside(
                         CommitPart {
                             incoming: events,
                             truncates,
@@ -321,6 +331,9 @@ impl Inner {
                             logging: Logging::Log,
                         },
                         &mut tick,
+                        |events, truncates| {
+                            event_block_entries((id, version), &types, events, truncates)
+                        },
                     )
                     .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
                 tick(n_events);
@@ -328,7 +341,9 @@ impl Inner {
                 commit.metrics = fx.metrics.clone();
                 commit.metrics.num_dropped_rows = checks.dropped;
                 let applied = Applied {
-                    log: Log::of(&fx),
+                    log: Log::InBatch(
+                        blocks.inspect_err(|e| inner.poisoned = Some(e.to_string()))?,
+                    ),
                     commit,
                     events: n_events,
                     clock,
@@ -650,31 +665,34 @@ fn read_keys(kv: &dyn KvStore, table: &mut Table, keys: &[Bytes]) -> Result<()> 
 }
 
 /// Where a commit's events are logged.
-pub(super) enum Log<'a> {
-    /// In the commit's batch.
-    InBatch {
-        events: &'a [Incoming],
-        truncates: &'a [Bytes],
-    },
+pub(super) enum Log {
+    /// In the commit's batch: the entries of its event blocks
+    /// ([`super::commit::event_block_entries`]).
+    InBatch(Vec<(Vec<u8>, Vec<u8>)>),
     /// Written ahead, in batches of their own (a commit applied in parts), and kept to compute
     /// the commit's digest: the commit writes a checkpoint, so that an open never replays it
     /// from its log in other parts.
     WrittenAhead(WrittenAhead),
 }
 
-impl<'a> Log<'a> {
-    /// The events a commit applied whole logs, in its batch.
-    pub(super) fn of(fx: &'a CommitEffects) -> Log<'a> {
-        Log::InBatch {
-            events: &fx.events,
-            truncates: &fx.truncates,
-        }
+impl Log {
+    /// The events a commit applied whole to `table` as `version` logs, in its batch.
+    pub(super) fn of(table: &Table, version: u64, fx: &CommitEffects) -> Result<Log> {
+        let types: Vec<_> = table
+            .state
+            .schema
+            .columns
+            .iter()
+            .map(|(_, t)| t.clone())
+            .collect();
+        event_block_entries((table.id, version), &types, &fx.events, &fx.truncates)
+            .map(Log::InBatch)
     }
 }
 
 /// A commit applied to a table's state, to be written.
 pub(super) struct Applied<'a> {
-    pub log: Log<'a>,
+    pub log: Log,
     pub commit: CommitInfo,
     /// How many events it applied (they count towards the next checkpoint).
     pub events: u64,
@@ -694,7 +712,7 @@ pub(super) fn write_applied(
     applied: Applied<'_>,
 ) -> Result<CommitInfo> {
     let Applied {
-        log,
+        mut log,
         mut commit,
         events,
         mut clock,
@@ -702,15 +720,10 @@ pub(super) fn write_applied(
     } = applied;
     let version = commit.version;
     let mut b = WriteBatch::default();
-    if let Log::InBatch { events, truncates } = log {
-        put_event_blocks(
-            &mut b,
-            table.id,
-            version,
-            &table.state.schema,
-            events,
-            truncates,
-        )?;
+    if let Log::InBatch(blocks) = &mut log {
+        for (k, v) in std::mem::take(blocks) {
+            b.put(k, v);
+        }
     }
     let unsaved = table.unsaved + events;
     // A state that is not the whole table (it read only the keys it changes) cannot be
@@ -744,7 +757,7 @@ pub(super) fn write_applied(
         wrote: Wrote::Events,
     };
     match log {
-        Log::InBatch { .. } => put_commit(&mut b, at, &mut commit)?,
+        Log::InBatch(_) => put_commit(&mut b, at, &mut commit)?,
         Log::WrittenAhead(ahead) => put_commit_written(&mut b, at, &mut commit, ahead.pairs()?)?,
     }
     match checkpoint {
