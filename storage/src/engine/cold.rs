@@ -30,7 +30,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::fold::{Bytes, RowId};
-use super::{Incoming, KeyState, RowStore, StoredRow};
+use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::Events;
 use crate::format::derived::FrozenHead;
@@ -284,32 +284,13 @@ pub(super) fn freeze_keys(
             Ok(all)
         })?
     };
-    let mut freed = Vec::new();
     for (key, cut) in encoded {
         let ks = keys
             .get_mut(key)
             .ok_or_else(|| corrupt("a key frozen is gone"))?;
-        ks.install(key, cut, rows, pages, &mut freed)?;
+        ks.install(key, cut, rows, pages)?;
     }
-    drop_apart(freed);
     Ok(())
-}
-
-/// From how many rows [`drop_apart`] frees them on a thread of its own.
-const DROP_APART_FROM: usize = 1024;
-
-/// Frees the rows a commit froze on a thread of its own, or on this one if they are few or no
-/// thread can be started. Each row holds several shared values whose counts live in memory no
-/// longer in the cache: freeing them on the commit's thread was 5% of an ingest's time (perf,
-/// docs/PERFORMANCE.md, session 36), and nothing waits for it.
-fn drop_apart(rows: Vec<StoredRow>) {
-    if rows.len() < DROP_APART_FROM {
-        return;
-    }
-    // If the thread cannot start, the closure (and the rows with it) is dropped here.
-    let _ = std::thread::Builder::new()
-        .name("asof-free".into())
-        .spawn(move || drop(rows));
 }
 
 impl Frozen {
@@ -743,18 +724,16 @@ impl KeyState {
         cut: Cut,
     ) -> Result<()> {
         let encoded = encode_cut(cut, rows, types)?;
-        self.install(key, encoded, rows, pages, &mut Vec::new())
+        self.install(key, encoded, rows, pages)
     }
 
-    /// Makes `cut`'s pages the key's next pages, and freezes their rows, moving them out of the
-    /// row store into `freed`.
+    /// Makes `cut`'s pages the key's next pages, and freezes their rows.
     fn install(
         &mut self,
         key: &Bytes,
         cut: EncodedCut,
         rows: &mut RowStore,
         pages: &mut Pages,
-        freed: &mut Vec<StoredRow>,
     ) -> Result<()> {
         let EncodedCut {
             pieces,
@@ -765,7 +744,9 @@ impl KeyState {
         for piece in pieces {
             let no = self.next_page;
             let page = pages.put(key, no, piece.page, piece.head)?;
-            freed.extend(piece.rows.into_iter().map(|r| rows.freeze(r)));
+            for r in piece.rows {
+                rows.freeze(r);
+            }
             self.next_page = no + 1;
             let frozen = self.frozen.get_or_insert_with(|| {
                 Box::new(Frozen {
