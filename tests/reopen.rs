@@ -481,3 +481,38 @@ fn a_large_commit_whose_log_is_encoded_beside_it_rebuilds_as_it_was_applied() {
         assert!(a.verify().unwrap().ok());
     }
 }
+
+/// An increment after an open that brings events to 600 keys reads their 600 heads, half of them
+/// on a second thread (from 256), each key with hot rows and events (a tail of 2 with 5 commits
+/// before: pages too): the table equals a store that never closed, at every version, and its
+/// next increment, which reads no head, too.
+#[test]
+fn an_increment_that_reads_hundreds_of_heads_at_once_equals_a_store_that_never_closed() {
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let dir = tempfile::tempdir().unwrap();
+        let never_dir = tempfile::tempdir().unwrap();
+        let never = open_checkpointed(never_dir.path(), 1 << 16, Increments::ReadKeys);
+        let b = open_checkpointed(dir.path(), 1 << 16, Increments::ReadKeys);
+        for s in [&never, &b] {
+            s.create_flow(flow(mode)).unwrap();
+        }
+        for seq in 1..=5 {
+            apply_both(&b, &never, 0..600, seq);
+        }
+        drop(b);
+        let b = open_checkpointed(dir.path(), 1 << 16, Increments::ReadKeys);
+        let (cb, cn) = apply_both(&b, &never, 0..600, 6);
+        assert_eq!(cb.metrics, cn.metrics, "{mode:?}");
+        assert!(out_of_memory(&b), "{mode:?}");
+        let (cb, cn) = apply_both(&b, &never, 300..301, 7);
+        assert_eq!(cb.metrics, cn.metrics, "{mode:?}");
+        for v in 0..=7 {
+            assert_eq!(
+                scanned(&b, "t", Some(v)),
+                scanned(&never, "t", Some(v)),
+                "{mode:?} version {v}"
+            );
+        }
+        assert!(b.verify().unwrap().ok());
+    }
+}

@@ -225,66 +225,22 @@ impl TableState {
         bytes: &[u8],
         scope: &Scope,
     ) -> Result<(KeyState, Vec<(RowId, StoredRow)>)> {
-        let width = self.types.len();
-        let bad = |e: crate::error::Error| super::cold::in_key(key, e);
-        // A key read to be read keeps a long page list in chunks, decompressed as needed.
-        let ListedHead {
-            meta,
-            list,
-            hot_zone,
-            hot,
-        } = match scope {
-            Scope::Read | Scope::Rows => decode_head_listed(bytes).map_err(bad)?,
-            Scope::Whole(_) | Scope::Keys => {
-                let (meta, hot) = decode_head(bytes).map_err(bad)?;
-                ListedHead {
-                    meta,
-                    list: None,
-                    hot_zone: None,
-                    hot,
-                }
-            }
-        };
-        let (events, versions, rows) = match scope {
-            Scope::Rows => {
-                let unread = UnreadHot {
-                    zone: hot_zone.map(Vec::into_boxed_slice),
-                    part: hot.into(),
-                };
-                self.unread_hot.insert(key.clone(), unread);
-                (Vec::new(), Vec::new(), Vec::new())
-            }
-            Scope::Read => decode_cold(hot, key, width, Events::Skip).map_err(bad)?,
-            Scope::Whole(_) | Scope::Keys => {
-                decode_cold(hot, key, width, Events::Decode).map_err(bad)?
-            }
-        };
-        let mut ks = KeyState {
-            no: meta.no,
-            max_sys: meta.max_sys.map(Bytes::from),
-            deleted_since: meta.deleted_since,
-            frozen: meta.frozen.map(|f| {
-                Box::new(match list {
-                    Some(list) => Frozen::from_head_listed(f, list),
-                    None => Frozen::from_head(f),
-                })
-            }),
-            next_page: meta.next_page,
-            ..Default::default()
-        };
-        for e in events {
-            ks.events.entry(e.seq).or_default().push((e.sys, e.event));
+        let read = read_head(key, bytes, scope, self.types.len())?;
+        Ok(self.take_read(key, read))
+    }
+
+    /// What of a key read by [`read_head`] goes to the state beside the key itself: its hot part
+    /// kept encoded, its pages counted.
+    fn take_read(&mut self, key: &Bytes, read: ReadHead) -> (KeyState, Vec<(RowId, StoredRow)>) {
+        let ReadHead { ks, rows, unread } = read;
+        if let Some(unread) = unread {
+            self.unread_hot.insert(key.clone(), unread);
         }
-        for (start, values, end, row) in versions {
-            ks.timeline.insert(start, Version { values, end, row });
-        }
-        ks.rows = rows.iter().map(|(id, _)| *id).collect();
         if let Some(f) = &ks.frozen {
             self.pages.count(f);
         }
-        Ok((ks, rows))
+        (ks, rows)
     }
-
     /// The state of a table that holds none of its keys yet: its row store (every row frozen,
     /// from the row directories of every commit, in version order), its truncates and how many
     /// keys it numbered, as of `summary`. Keys are read in later ([`TableState::load_keys`]);
@@ -298,30 +254,134 @@ impl TableState {
         Ok(())
     }
 
-    /// Reads keys into a state from [`TableState::restore_skeleton`]: `(key, head record)`; their
-    /// hot rows go back in place in the row store. A key it holds already is left as it is.
+    /// Reads keys into a state from [`TableState::restore_skeleton`]: `(key, head record)`, each
+    /// key once; their hot rows go back in place in the row store. A key it holds already is left
+    /// as it is. From [`READ_APART_FROM`] heads, half of them are read on a second thread.
     pub fn load_keys(&mut self, heads: Vec<(Bytes, Vec<u8>)>) -> Result<()> {
-        for (key, bytes) in heads {
-            if self.keys.contains_key(&key) {
-                continue;
-            }
-            let (ks, rows) = self.key_from_head(&key, &bytes, &Scope::Keys)?;
+        let heads: Vec<_> = heads
+            .into_iter()
+            .filter(|(key, _)| !self.keys.contains_key(key))
+            .collect();
+        let width = self.types.len();
+        let read = |heads: &[(Bytes, Vec<u8>)]| -> Result<Vec<ReadHead>> {
+            heads
+                .iter()
+                .map(|(key, bytes)| read_head(key, bytes, &Scope::Keys, width))
+                .collect()
+        };
+        // Reading heads is most of the work, and changes nothing: the second half of them is
+        // read on a second thread (or this one, if none can start).
+        let (first, second) = heads.split_at(match heads.len() < READ_APART_FROM {
+            true => heads.len(),
+            false => heads.len() / 2,
+        });
+        let read = std::thread::scope(|scope| -> Result<Vec<ReadHead>> {
+            let other = match second.is_empty() {
+                true => None,
+                false => std::thread::Builder::new()
+                    .name("asof-read".into())
+                    .spawn_scoped(scope, || read(second))
+                    .ok(),
+            };
+            let mut all = read(first)?;
+            let theirs = match other {
+                Some(other) => other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
+                None => read(second)?,
+            };
+            all.extend(theirs);
+            Ok(all)
+        })?;
+        self.rows
+            .reserve_put_back(read.iter().map(|r| r.rows.len()).sum());
+        for ((key, _), read) in heads.iter().zip(read) {
+            let (ks, rows) = self.take_read(key, read);
             if ks.no >= self.numbered {
                 return Err(super::cold::in_key(
-                    &key,
+                    key,
                     corrupt(format!("its number {} was never given", ks.no)),
                 ));
             }
             for (id, row) in rows {
                 self.rows
                     .put_back(id, row)
-                    .map_err(|e| super::cold::in_key(&key, e))?;
+                    .map_err(|e| super::cold::in_key(key, e))?;
             }
-            self.keys.insert(key, ks);
+            self.keys.insert(key.clone(), ks);
         }
         Ok(())
     }
 }
+
+/// A key's head, read: its state, its hot rows, and (with `Scope::Rows`) its hot part still
+/// encoded. Reading a head changes nothing, so many are read at once ([`TableState::load_keys`]).
+struct ReadHead {
+    ks: KeyState,
+    rows: Vec<(RowId, StoredRow)>,
+    unread: Option<UnreadHot>,
+}
+
+/// Reads the head `bytes` of `key`, in a table of `width` columns, as `scope` asks.
+fn read_head(key: &Bytes, bytes: &[u8], scope: &Scope, width: usize) -> Result<ReadHead> {
+    let bad = |e: crate::error::Error| super::cold::in_key(key, e);
+    // A key read to be read keeps a long page list in chunks, decompressed as needed.
+    let ListedHead {
+        meta,
+        list,
+        hot_zone,
+        hot,
+    } = match scope {
+        Scope::Read | Scope::Rows => decode_head_listed(bytes).map_err(bad)?,
+        Scope::Whole(_) | Scope::Keys => {
+            let (meta, hot) = decode_head(bytes).map_err(bad)?;
+            ListedHead {
+                meta,
+                list: None,
+                hot_zone: None,
+                hot,
+            }
+        }
+    };
+    let mut unread = None;
+    let (events, versions, rows) = match scope {
+        Scope::Rows => {
+            unread = Some(UnreadHot {
+                zone: hot_zone.map(Vec::into_boxed_slice),
+                part: hot.into(),
+            });
+            (Vec::new(), Vec::new(), Vec::new())
+        }
+        Scope::Read => decode_cold(hot, key, width, Events::Skip).map_err(bad)?,
+        Scope::Whole(_) | Scope::Keys => {
+            decode_cold(hot, key, width, Events::Decode).map_err(bad)?
+        }
+    };
+    let mut ks = KeyState {
+        no: meta.no,
+        max_sys: meta.max_sys.map(Bytes::from),
+        deleted_since: meta.deleted_since,
+        frozen: meta.frozen.map(|f| {
+            Box::new(match list {
+                Some(list) => Frozen::from_head_listed(f, list),
+                None => Frozen::from_head(f),
+            })
+        }),
+        next_page: meta.next_page,
+        ..Default::default()
+    };
+    for e in events {
+        ks.events.entry(e.seq).or_default().push((e.sys, e.event));
+    }
+    for (start, values, end, row) in versions {
+        ks.timeline.insert(start, Version { values, end, row });
+    }
+    ks.rows = rows.iter().map(|(id, _)| *id).collect();
+    Ok(ReadHead { ks, rows, unread })
+}
+
+/// From how many heads [`TableState::load_keys`] reads them on two threads.
+const READ_APART_FROM: usize = 256;
 
 /// The row store the row directories `dirs` describe, with the rows of `hot` in place; an error
 /// if it does not hold the rows `summary` counts.

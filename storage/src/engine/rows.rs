@@ -283,6 +283,12 @@ impl RowStore {
         Ok(())
     }
 
+    /// Makes room for `n` rows put back ([`RowStore::put_back`]) beside the chunks, where a row
+    /// whose chunk holds nothing goes, without growing the map many times over.
+    pub fn reserve_put_back(&mut self, n: usize) {
+        self.scattered.reserve(n);
+    }
+
     /// A row written by the commit being applied, to be changed before anyone can see it.
     pub fn get_mut(&mut self, id: RowId) -> &mut StoredRow {
         self.slot_mut(id)
