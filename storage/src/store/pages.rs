@@ -20,7 +20,7 @@ use crate::format::derived::{
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::format::page_list::PageEntry;
-use crate::kv::{KvStore, WriteBatch};
+use crate::kv::{KvPair, KvStore, WriteBatch};
 use crate::progress::Reporter;
 
 /// The frozen pages of table `id`, read from the key-value layer.
@@ -140,15 +140,12 @@ pub(super) fn write_checkpoint(
     if !f.listed.is_empty() {
         b.put(key(keys::FREED, id, None, None), encode_freed(&f.listed)?);
     }
-    // The heads, encoded one at a time as the write takes them, never held together.
+    // The heads, encoded [`HEAD_BATCH`] at a time as the write takes them, never held together.
     let changed = state.take_changed_keys();
     let shared = &*state;
-    let mut heads = changed.iter().filter_map(|k| {
-        shared
-            .head(k)
-            .transpose()
-            .map(|head| head.map(|h| (keys::key_head(id, k), h)))
-    });
+    let mut heads = changed
+        .chunks(HEAD_BATCH)
+        .flat_map(|part| heads_of(id, shared, part));
     kv.write_streamed(b, &mut heads)?;
     drop(heads);
     // The heads list every page of their keys: memory need not.
@@ -221,14 +218,51 @@ pub(super) fn for_each_head_batch(
     let changed = state.take_changed_keys();
     for part in changed.chunks(HEAD_BATCH) {
         let mut b = WriteBatch::default();
-        for k in part {
-            if let Some(head) = state.head(k)? {
-                b.put(keys::key_head(id, k), head);
-            }
+        for head in heads_of(id, state, part) {
+            let (k, v) = head?;
+            b.put(k, v);
         }
         to(b)?;
     }
     Ok(changed)
+}
+
+/// From how many keys [`heads_of`] encodes their heads on two threads.
+const HEADS_APART_FROM: usize = 64;
+
+/// The heads of `part` of table `id`'s keys, as `(record key, head)` (a key with no head has
+/// none), encoded on two threads, the commit's and one more, about half each: encoding is most of
+/// writing a head (perf: 73% of a checkpoint of 10,000 keys), and it changes nothing.
+fn heads_of(id: u32, state: &TableState, part: &[Bytes]) -> Vec<Result<KvPair>> {
+    let encode = |part: &[Bytes]| -> Vec<Result<KvPair>> {
+        part.iter()
+            .filter_map(|k| {
+                state
+                    .head(k)
+                    .transpose()
+                    .map(|head| head.map(|h| (keys::key_head(id, k), h)))
+            })
+            .collect()
+    };
+    if part.len() < HEADS_APART_FROM {
+        return encode(part);
+    }
+    let (first, second) = part.split_at(part.len() / 2);
+    std::thread::scope(|scope| {
+        let other = std::thread::Builder::new()
+            .name("asof-heads".into())
+            .spawn_scoped(scope, || encode(second))
+            .ok();
+        let mut all = encode(first);
+        all.extend(match other {
+            Some(other) => other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No second thread: this one encodes both halves.
+            None => encode(second),
+        });
+        all
+    })
 }
 
 /// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
