@@ -598,6 +598,10 @@ impl TableSchema {
             .map(|&i| self.columns[i].0.as_str())
             .collect()
     }
+    /// Types of the output columns, in order.
+    pub(crate) fn column_types(&self) -> Vec<ColumnType> {
+        self.columns.iter().map(|(_, t)| t.clone()).collect()
+    }
     /// Types of the sequence components.
     pub fn sequence_types(&self) -> Vec<ColumnType> {
         self.sequence.iter().map(|(_, t)| t.clone()).collect()

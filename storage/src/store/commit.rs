@@ -28,7 +28,7 @@ pub(crate) fn put_event_blocks(
     events: &[Incoming],
     truncates: &[Bytes],
 ) -> Result<()> {
-    let types: Vec<_> = schema.columns.iter().map(|(_, t)| t.clone()).collect();
+    let types = schema.column_types();
     for (k, v) in event_block_entries((table_id, version), &types, events, truncates)? {
         b.put(k, v);
     }

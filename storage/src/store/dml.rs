@@ -317,7 +317,7 @@ fn ranges(schema: &TableSchema, batch: &RecordBatch) -> Result<Ranges> {
 /// or a struct of its components.
 fn encoded_sequences(schema: &TableSchema, name: &str, a: &ArrayRef) -> Result<Vec<Option<Bytes>>> {
     let n = a.len();
-    let types: Vec<ColumnType> = schema.sequence.iter().map(|(_, t)| t.clone()).collect();
+    let types: Vec<ColumnType> = schema.sequence_types();
     let parts: Vec<ArrayRef> = if types.len() == 1 {
         vec![a.clone()]
     } else {

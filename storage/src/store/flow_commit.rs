@@ -179,9 +179,9 @@ impl Inner {
             Apply::Increment => rows,
             _ => rows.max(table.state.rows.len() as u64),
         };
-        let types = table.state.schema.columns.iter().map(|(_, t)| t.clone());
+        let types = table.state.schema.column_types();
         let mut gathered = match size > part_rows {
-            true => Gathered::Parted(EventSpill::new(size, part_rows, types.collect())),
+            true => Gathered::Parted(EventSpill::new(size, part_rows, types)),
             false => Gathered::Whole(Vec::new()),
         };
         let flow = inputs
@@ -312,13 +312,7 @@ impl Inner {
             Gathered::Whole(events) => {
                 // The log's blocks are encoded on a second thread while this one counts the
                 // commit's changes and freezes its keys.
-                let types: Vec<_> = table
-                    .state
-                    .schema
-                    .columns
-                    .iter()
-                    .map(|(_, t)| t.clone())
-                    .collect();
+                let types = table.state.schema.column_types();
                 let id = table.id;
                 let (fx, blocks) = table
                     .state
@@ -552,13 +546,7 @@ fn apply_parts(
         kv,
         table_id: table.id,
         version: at.version,
-        types: table
-            .state
-            .schema
-            .columns
-            .iter()
-            .map(|(_, t)| t.clone())
-            .collect(),
+        types: table.state.schema.column_types(),
     };
     std::thread::scope(|scope| {
         let writer = PartWriter::start(scope, target)?;
@@ -678,13 +666,7 @@ pub(super) enum Log {
 impl Log {
     /// The events a commit applied whole to `table` as `version` logs, in its batch.
     pub(super) fn of(table: &Table, version: u64, fx: &CommitEffects) -> Result<Log> {
-        let types: Vec<_> = table
-            .state
-            .schema
-            .columns
-            .iter()
-            .map(|(_, t)| t.clone())
-            .collect();
+        let types = table.state.schema.column_types();
         event_block_entries((table.id, version), &types, &fx.events, &fx.truncates)
             .map(Log::InBatch)
     }

@@ -1,0 +1,418 @@
+//! A commit's path through a table's state: the keys its events reach into frozen history are
+//! thawed, each key's events are folded in by its mode's rules (`fold_part`), then the commit's
+//! changes are counted and the keys that grew past their hot tail are frozen (`settle`); last,
+//! SCD1 tombstones due are collected.
+
+use std::collections::BTreeMap;
+
+use roaring::RoaringBitmap;
+
+use super::fold::{refold, Bytes, Change, FoldInput, FoldRules, Limit, RowId, TimelineDiff};
+use super::key_commit::KeyCommit;
+use super::{bitemporal, changes, cold, scd};
+use super::{CommitEffects, CommitPart, Dirty, Incoming, KeyState, Logging, TableState};
+use crate::error::Result;
+use crate::flow::StoredAs;
+
+/// From how many logged events [`TableState::apply_beside`] runs its work on a second thread.
+const BESIDE_APART_FROM: usize = 1024;
+
+/// What [`TableState::settle`] needs of the part [`TableState::fold_part`] folded in.
+struct Settling {
+    version: u64,
+    /// The rows earlier parts of the commit retired.
+    retired_before: RoaringBitmap,
+    /// The keys the part's events touched, in order.
+    touched: Vec<Bytes>,
+}
+
+impl TableState {
+    /// Applies one commit's events (with [`Logging::Log`], the effects list the events that
+    /// changed the event set, for the log).
+    ///
+    /// Keys whose change reaches into their frozen history are thawed first, and keys that grew
+    /// past their hot tail are frozen after ([`cold`]). An error comes from reading a page; the
+    /// state may then be half-applied, and the caller must stop using it.
+    ///
+    /// Last, SCD1 tombstones due at `ts` are collected (a commit applied in parts calls
+    /// [`TableState::apply_part`] for each part, then [`TableState::collect_tombstones_of`] for
+    /// the part's keys; its replay, [`TableState::collect_tombstones_at`] after the last part).
+    pub fn apply(
+        &mut self,
+        commit: CommitPart,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<CommitEffects> {
+        let ts = commit.ts;
+        let mut fx = self.apply_part(commit, tick)?;
+        fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
+        Ok(fx)
+    }
+
+    /// [`TableState::apply`], with `beside` run on a second thread over the events and
+    /// truncates the commit logs while this one counts its changes and freezes its keys (the
+    /// commit's store encodes its log there); returns what `beside` returned too.
+    pub fn apply_beside<R: Send>(
+        &mut self,
+        commit: CommitPart,
+        tick: &mut dyn FnMut(u64),
+        beside: impl FnOnce(&[Incoming], &[Bytes]) -> R + Send,
+    ) -> Result<(CommitEffects, R)> {
+        let ts = commit.ts;
+        let (mut fx, settling) = self.fold_part(commit, tick)?;
+        let (events, truncates) = (&fx.events[..], &fx.truncates[..]);
+        let beside = std::sync::Mutex::new(Some(beside));
+        let run = || {
+            let f = beside.lock().unwrap_or_else(|p| p.into_inner()).take();
+            f.map(|f| f(events, truncates))
+        };
+        let (settled, theirs) = std::thread::scope(|scope| {
+            let other = match events.len() < BESIDE_APART_FROM {
+                true => None,
+                false => std::thread::Builder::new()
+                    .name("asof-log".into())
+                    .spawn_scoped(scope, run)
+                    .ok(),
+            };
+            let settled = self.settle(&fx, settling);
+            let theirs = match other {
+                Some(other) => other
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // Few events, or no second thread: this one runs it.
+                None => run(),
+            };
+            (settled, theirs)
+        });
+        let theirs = theirs.expect("`beside` runs once");
+        fx.metrics.apply_counts(settled?);
+        fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
+        Ok((fx, theirs))
+    }
+
+    /// [`TableState::apply`] without the tombstone collection: one part of a commit applied in
+    /// parts, each a call with the same `version` and `ts`, the collection after each part (of
+    /// its keys) or after the last. The
+    /// table is the same as after one apply of all the events. With [`Logging::Log`], each part's
+    /// metrics count the rows it wrote and retired, so they add up to the commit's when no key's
+    /// events are in two parts (and no part but the first has truncates): a row one part wrote
+    /// and a later part retired would count in both.
+    pub fn apply_part(
+        &mut self,
+        part: CommitPart,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<CommitEffects> {
+        let (mut fx, settling) = self.fold_part(part, tick)?;
+        let counts = self.settle(&fx, settling)?;
+        fx.metrics.apply_counts(counts);
+        Ok(fx)
+    }
+
+    /// The first half of [`TableState::apply_part`]: thaws what the part's events reach and
+    /// folds them in.
+    fn fold_part(
+        &mut self,
+        mut part: CommitPart,
+        tick: &mut dyn FnMut(u64),
+    ) -> Result<(CommitEffects, Settling)> {
+        part.incoming.sort_by(|a, b| a.key.cmp(&b.key));
+        let (version, logging) = (part.version, part.logging);
+        // The rows earlier parts of this commit retired: this part's count leaves them out
+        // (not those a reset retired just before it: they are this part's).
+        let retired_before = match logging {
+            Logging::Log => {
+                let by = self.rows.retired_by(version).cloned().unwrap_or_default();
+                by - &self.reset_pending.retired
+            }
+            Logging::Replay => RoaringBitmap::new(),
+        };
+        self.thaw_for(&part.incoming, !part.truncates.is_empty())?;
+        let touched: Vec<Bytes> = {
+            let mut keys: Vec<Bytes> = part.incoming.iter().map(|e| e.key.clone()).collect();
+            keys.dedup();
+            keys
+        };
+        let fx = self.apply_thawed(part, tick);
+        let settling = Settling {
+            version,
+            retired_before,
+            touched,
+        };
+        Ok((fx, settling))
+    }
+
+    /// The second half of [`TableState::apply_part`]: counts the part's changes (with
+    /// [`Logging::Log`]), then freezes the keys it touched that grew past their hot tail.
+    fn settle(&mut self, fx: &CommitEffects, settling: Settling) -> Result<Option<(u64, u64)>> {
+        let Settling {
+            version,
+            retired_before,
+            touched,
+        } = settling;
+        let counts = match fx.logging {
+            // Counted as the change feed lists them, before any row of the commit is frozen.
+            Logging::Log => Some(self.change_counts(version, fx.first_row, &retired_before)?),
+            Logging::Replay => None,
+        };
+        for key in &touched {
+            self.dirty.add(key);
+        }
+        cold::freeze_keys(
+            &mut self.keys,
+            &touched,
+            &mut self.rows,
+            &mut self.pages,
+            &self.types,
+            self.hot_tail,
+        )?;
+        // Keys a reset retired and this part brought no event to: their rows go back to pages.
+        let reset = std::mem::take(&mut self.reset_pending);
+        for key in reset.keys {
+            if let Some(ks) = self.keys.get_mut(&key) {
+                ks.freeze_retired(&key, &mut self.rows, &mut self.pages, &self.types)?;
+            }
+        }
+        Ok(counts)
+    }
+
+    /// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed
+    /// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, and those it retired
+    /// but `before`, none of them frozen yet.
+    fn change_counts(
+        &self,
+        version: u64,
+        first_row: RowId,
+        before: &RoaringBitmap,
+    ) -> Result<(u64, u64)> {
+        let retired = self
+            .rows
+            .retired_by(version)
+            .into_iter()
+            .flatten()
+            .filter(|id| !before.contains(*id));
+        let written = first_row..self.rows.len() as RowId;
+        let row = |id: RowId| {
+            self.rows
+                .get(id)
+                .map(std::borrow::Cow::Borrowed)
+                .ok_or_else(|| crate::error::corrupt(format!("row {id} of this commit is frozen")))
+        };
+        let (mut upserted, mut deleted) = (0, 0);
+        // Counts do not depend on the order the rows are listed in.
+        let listed = changes::Listing::Any;
+        for (t, _) in changes::commit_changes(self.mode(), version, retired, written, row, listed)?
+        {
+            match t {
+                changes::ChangeType::Insert | changes::ChangeType::UpdatePostimage => upserted += 1,
+                changes::ChangeType::Delete => deleted += 1,
+                changes::ChangeType::UpdatePreimage => {}
+            }
+        }
+        Ok((upserted, deleted))
+    }
+
+    /// Thaws every key whose frozen history this commit's events (sorted by key) would read:
+    /// events at or before a key's `hot_from`, bitemporal events late on system time, and, for a
+    /// truncate, every key.
+    fn thaw_for(&mut self, incoming: &[Incoming], truncates: bool) -> Result<()> {
+        if truncates {
+            return self.thaw_all();
+        }
+        let width = self.types.len();
+        let bitemporal = self.mode() == StoredAs::Bitemporal;
+        for evs in incoming.chunk_by(|a, b| a.key == b.key) {
+            let key = &evs[0].key;
+            let Some(ks) = self.keys.get_mut(key) else {
+                continue;
+            };
+            // A BITEMPORAL event not after the key's latest system time replays the key's system
+            // history from its system time, refolding at every event since: one in the hot
+            // versions before `hot_from` refolds on the frozen version before them (an ignored
+            // NULL, an untracked column take their values from it). Found by the engine model.
+            let replays_into_frozen = bitemporal
+                && evs.iter().any(|e| {
+                    ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..])
+                        && ks.hot_events_before_cut_since(&e.sys)
+                });
+            if replays_into_frozen || evs.iter().any(|e| ks.needs_thaw_since(&e.sys)) {
+                ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
+                continue;
+            }
+            // Late on business time only: the last pages, back to before the earliest event.
+            let Some(first) = evs
+                .iter()
+                .map(|e| &e.seq)
+                .filter(|s| ks.needs_thaw_at(s))
+                .min()
+            else {
+                continue;
+            };
+            ks.thaw_before(key, first, &mut self.rows, &mut self.pages, width)?;
+            // With `hot_from` moved back, a system-time replay may now start in what is left
+            // frozen.
+            if bitemporal
+                && evs.iter().any(|e| {
+                    ks.max_sys.as_ref().is_some_and(|m| e.sys[..] <= m[..])
+                        && ks.hot_events_before_cut_since(&e.sys)
+                })
+            {
+                ks.thaw(key, &mut self.rows, &mut self.pages, width)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`TableState::apply`] once no key it touches is frozen.
+    fn apply_thawed(&mut self, part: CommitPart, tick: &mut dyn FnMut(u64)) -> CommitEffects {
+        let CommitPart {
+            incoming,
+            truncates,
+            version,
+            ts,
+            logging,
+        } = part;
+        let mut fx = CommitEffects {
+            first_row: self.rows.len() as RowId,
+            logging,
+            ..Default::default()
+        };
+        fx.metrics.num_events_read = (incoming.len() + truncates.len()) as u64;
+        let tracked = std::mem::take(&mut self.tracked);
+        let ignore_null = std::mem::take(&mut self.ignore_null);
+        let rules = FoldRules {
+            tracked: &tracked,
+            ignore_null: &ignore_null,
+            any_ignore_null: ignore_null.iter().any(|&b| b),
+        };
+
+        // Truncates first: each is a delete at its sequence for every key, known or not yet.
+        for t in truncates {
+            if self.truncates.contains(&t) {
+                fx.metrics.num_duplicates_ignored += 1;
+                continue;
+            }
+            if self
+                .truncates
+                .iter()
+                .next_back()
+                .is_some_and(|m| m[..] > t[..])
+            {
+                fx.metrics.num_late_events += 1;
+            }
+            self.truncates.insert(t.clone());
+            self.dirty = Dirty::All;
+            let mode = self.schema.mode;
+            let input = FoldInput {
+                truncates: &self.truncates,
+                limit: Limit::None,
+                rules: &rules,
+            };
+            for (key, ks) in self.keys.iter_mut() {
+                let mut diff = TimelineDiff::default();
+                let change = Change {
+                    at: &t,
+                    appended: false,
+                };
+                refold(&mut ks.timeline, &ks.events, &input, change, &mut diff);
+                let mut c = KeyCommit {
+                    rows: &mut self.rows,
+                    key,
+                    ks,
+                    rules: &rules,
+                    version,
+                    fx: &mut fx,
+                };
+                scd::emit_rows(&mut c, mode, diff);
+                if note_deleted(ks, ts) {
+                    self.gc_queue.push_back((ts, key.clone()));
+                }
+            }
+            fx.truncates.push(t);
+        }
+
+        let mut incoming = incoming.into_iter().peekable();
+        let (mut done, mut reported) = (0u64, 0u64);
+        while let Some(first) = incoming.next() {
+            let key = first.key.clone();
+            let mut evs = vec![first];
+            while let Some(e) = incoming.next_if(|e| e.key == key) {
+                evs.push(e);
+            }
+            done += evs.len() as u64;
+            if done - reported >= 16 * 1024 {
+                tick(done);
+                reported = done;
+            }
+            let mode = self.schema.mode;
+            let ks = key_state(
+                &mut self.keys,
+                (&mut self.key_list, &mut self.numbered),
+                &key,
+            );
+            // A key with no events left (the tombstone GC collected it, or a full refresh reset
+            // it) that gets some starts afresh: deleted since this commit, if it is.
+            let collected = ks.deleted_since.is_some() && ks.eventless();
+            if collected {
+                ks.deleted_since = None;
+            }
+            let c = KeyCommit {
+                rows: &mut self.rows,
+                key: &key,
+                ks,
+                rules: &rules,
+                version,
+                fx: &mut fx,
+            };
+            match mode {
+                StoredAs::Bitemporal => bitemporal::apply_key(c, evs),
+                _ => scd::apply_key(c, mode, &self.truncates, evs),
+            }
+            let ks = self.keys.get_mut(&key).expect("the key was just applied");
+            if note_deleted(ks, ts) && mode == StoredAs::Scd1 {
+                self.gc_queue.push_back((ts, key));
+            }
+        }
+        self.tracked = tracked;
+        self.ignore_null = ignore_null;
+        fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
+        fx
+    }
+}
+
+/// The state of `key`, created (with the next number, and listed by it in `list` when the list
+/// holds every key) if new.
+fn key_state<'a>(
+    keys: &'a mut BTreeMap<Bytes, KeyState>,
+    (list, numbered): (&mut Vec<Bytes>, &mut u32),
+    key: &Bytes,
+) -> &'a mut KeyState {
+    keys.entry(key.clone()).or_insert_with(|| {
+        let no = *numbered;
+        if list.len() == no as usize {
+            list.push(key.clone());
+        }
+        *numbered += 1;
+        KeyState {
+            no,
+            ..Default::default()
+        }
+    })
+}
+
+/// Notes, after commit `ts` changed `ks`, whether the key is deleted: its business timeline (as
+/// now believed) ends, so no row of it is open. Returns whether it became deleted at `ts`.
+fn note_deleted(ks: &mut KeyState, ts: i64) -> bool {
+    let live = ks
+        .timeline
+        .values()
+        .next_back()
+        .is_some_and(|v| v.end.is_none());
+    if live {
+        ks.deleted_since = None;
+        false
+    } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
+        ks.deleted_since = Some(ts);
+        true
+    } else {
+        false
+    }
+}
