@@ -29,6 +29,7 @@ mod record;
 mod source;
 mod source_dml;
 mod store;
+mod two_threads;
 mod value;
 
 pub use engine::cold::ColdStats;

@@ -60,30 +60,14 @@ impl TableState {
         let ts = commit.ts;
         let (mut fx, settling) = self.fold_part(commit, tick)?;
         let (events, truncates) = (&fx.events[..], &fx.truncates[..]);
-        let beside = std::sync::Mutex::new(Some(beside));
-        let run = || {
-            let f = beside.lock().unwrap_or_else(|p| p.into_inner()).take();
-            f.map(|f| f(events, truncates))
+        let (settled, theirs) = match events.len() < BESIDE_APART_FROM {
+            true => (self.settle(&fx, settling), beside(events, truncates)),
+            false => crate::two_threads::both(
+                "asof-log",
+                || self.settle(&fx, settling),
+                || beside(events, truncates),
+            ),
         };
-        let (settled, theirs) = std::thread::scope(|scope| {
-            let other = match events.len() < BESIDE_APART_FROM {
-                true => None,
-                false => std::thread::Builder::new()
-                    .name("asof-log".into())
-                    .spawn_scoped(scope, run)
-                    .ok(),
-            };
-            let settled = self.settle(&fx, settling);
-            let theirs = match other {
-                Some(other) => other
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                // Few events, or no second thread: this one runs it.
-                None => run(),
-            };
-            (settled, theirs)
-        });
-        let theirs = theirs.expect("`beside` runs once");
         fx.metrics.apply_counts(settled?);
         fx.metrics.num_tombstones_collected += self.collect_tombstones_at(ts)?;
         Ok((fx, theirs))

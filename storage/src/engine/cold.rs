@@ -265,24 +265,12 @@ pub(super) fn freeze_keys(
                 seen * 2 >= total
             })
             .map_or(cuts.len(), |i| i + 1);
-        // The second half, for the second thread, or for this one if there is none.
-        let second = std::sync::Mutex::new(cuts.split_off(half));
-        let take = || std::mem::take(&mut *second.lock().unwrap_or_else(|p| p.into_inner()));
-        std::thread::scope(|scope| -> Result<_> {
-            let other = std::thread::Builder::new()
-                .name("asof-encode".into())
-                .spawn_scoped(scope, || encode(take()));
-            let mut all = encode(cuts)?;
-            let theirs = match other {
-                Ok(other) => other
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
-                // No second thread: this one encodes both halves.
-                Err(_) => encode(take())?,
-            };
-            all.extend(theirs);
-            Ok(all)
-        })?
+        let second = cuts.split_off(half);
+        let (ours, theirs) =
+            crate::two_threads::both("asof-encode", || encode(cuts), || encode(second));
+        let mut all = ours?;
+        all.extend(theirs?);
+        all
     };
     for (key, cut) in encoded {
         let ks = keys

@@ -241,6 +241,7 @@ impl TableState {
         }
         (ks, rows)
     }
+
     /// The state of a table that holds none of its keys yet: its row store (every row frozen,
     /// from the row directories of every commit, in version order), its truncates and how many
     /// keys it numbered, as of `summary`. Keys are read in later ([`TableState::load_keys`]);
@@ -270,29 +271,18 @@ impl TableState {
                 .collect()
         };
         // Reading heads is most of the work, and changes nothing: the second half of them is
-        // read on a second thread (or this one, if none can start).
-        let (first, second) = heads.split_at(match heads.len() < READ_APART_FROM {
-            true => heads.len(),
-            false => heads.len() / 2,
-        });
-        let read = std::thread::scope(|scope| -> Result<Vec<ReadHead>> {
-            let other = match second.is_empty() {
-                true => None,
-                false => std::thread::Builder::new()
-                    .name("asof-read".into())
-                    .spawn_scoped(scope, || read(second))
-                    .ok(),
-            };
-            let mut all = read(first)?;
-            let theirs = match other {
-                Some(other) => other
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?,
-                None => read(second)?,
-            };
-            all.extend(theirs);
-            Ok(all)
-        })?;
+        // read on a second thread.
+        let read = match heads.len() < READ_APART_FROM {
+            true => read(&heads)?,
+            false => {
+                let (first, second) = heads.split_at(heads.len() / 2);
+                let (ours, theirs) =
+                    crate::two_threads::both("asof-read", || read(first), || read(second));
+                let mut all = ours?;
+                all.extend(theirs?);
+                all
+            }
+        };
         self.rows
             .reserve_put_back(read.iter().map(|r| r.rows.len()).sum());
         for ((key, _), read) in heads.iter().zip(read) {

@@ -248,21 +248,10 @@ fn heads_of(id: u32, state: &TableState, part: &[Bytes]) -> Vec<Result<KvPair>> 
         return encode(part);
     }
     let (first, second) = part.split_at(part.len() / 2);
-    std::thread::scope(|scope| {
-        let other = std::thread::Builder::new()
-            .name("asof-heads".into())
-            .spawn_scoped(scope, || encode(second))
-            .ok();
-        let mut all = encode(first);
-        all.extend(match other {
-            Some(other) => other
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            // No second thread: this one encodes both halves.
-            None => encode(second),
-        });
-        all
-    })
+    let (mut all, theirs) =
+        crate::two_threads::both("asof-heads", || encode(first), || encode(second));
+    all.extend(theirs);
+    all
 }
 
 /// Writes the heads of the keys `state` changed since its last checkpoint, [`HEAD_BATCH`] per
