@@ -452,6 +452,10 @@ fn a_large_commit_whose_log_is_encoded_beside_it_rebuilds_as_it_was_applied() {
             let cn = never.apply("f", &batch(events)).unwrap();
             assert_eq!(ca.metrics, cn.metrics);
         }
+        // The first commit: 1,500 keys, 16 of them (every 97th) deleted before they existed.
+        let first = &a.history("t").unwrap()[1];
+        assert_eq!(first.metrics.num_upserted_rows, 1484, "{mode:?}");
+        assert_eq!(first.metrics.num_deleted_rows, 0, "{mode:?}");
         let second = &a.history("t").unwrap()[2];
         assert_eq!(second.metrics.num_duplicates_ignored, 500, "{mode:?}");
         assert_eq!(second.metrics.num_conflicts_resolved, 200, "{mode:?}");

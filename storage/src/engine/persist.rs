@@ -259,46 +259,50 @@ impl TableState {
     /// key once; their hot rows go back in place in the row store. A key it holds already is left
     /// as it is. From [`READ_APART_FROM`] heads, half of them are read on a second thread.
     pub fn load_keys(&mut self, heads: Vec<(Bytes, Vec<u8>)>) -> Result<()> {
-        let heads: Vec<_> = heads
+        let mut heads: Vec<_> = heads
             .into_iter()
             .filter(|(key, _)| !self.keys.contains_key(key))
             .collect();
         let width = self.types.len();
-        let read = |heads: &[(Bytes, Vec<u8>)]| -> Result<Vec<ReadHead>> {
+        // Each head's bytes are let go of as soon as it is read.
+        let read = |heads: Vec<(Bytes, Vec<u8>)>| -> Result<Vec<(Bytes, ReadHead)>> {
             heads
-                .iter()
-                .map(|(key, bytes)| read_head(key, bytes, &Scope::Keys, width))
+                .into_iter()
+                .map(|(key, bytes)| {
+                    let read = read_head(&key, &bytes, &Scope::Keys, width)?;
+                    Ok((key, read))
+                })
                 .collect()
         };
         // Reading heads is most of the work, and changes nothing: the second half of them is
         // read on a second thread.
         let read = match heads.len() < READ_APART_FROM {
-            true => read(&heads)?,
+            true => read(heads)?,
             false => {
-                let (first, second) = heads.split_at(heads.len() / 2);
+                let second = heads.split_off(heads.len() / 2);
                 let (ours, theirs) =
-                    crate::two_threads::both("asof-read", || read(first), || read(second));
+                    crate::two_threads::both("asof-read", || read(heads), || read(second));
                 let mut all = ours?;
                 all.extend(theirs?);
                 all
             }
         };
         self.rows
-            .reserve_put_back(read.iter().map(|r| r.rows.len()).sum());
-        for ((key, _), read) in heads.iter().zip(read) {
-            let (ks, rows) = self.take_read(key, read);
+            .reserve_put_back(read.iter().map(|(_, r)| r.rows.len()).sum());
+        for (key, read) in read {
+            let (ks, rows) = self.take_read(&key, read);
             if ks.no >= self.numbered {
                 return Err(super::cold::in_key(
-                    key,
+                    &key,
                     corrupt(format!("its number {} was never given", ks.no)),
                 ));
             }
             for (id, row) in rows {
                 self.rows
                     .put_back(id, row)
-                    .map_err(|e| super::cold::in_key(key, e))?;
+                    .map_err(|e| super::cold::in_key(&key, e))?;
             }
-            self.keys.insert(key.clone(), ks);
+            self.keys.insert(key, ks);
         }
         Ok(())
     }

@@ -161,7 +161,7 @@ impl Store {
         };
         let every = inner.checkpoints.every_events;
         let applied = Applied {
-            log: Log::of(t, version, &fx)?,
+            log: Log::of(t, version, &fx).inspect_err(|e| inner.poisoned = Some(e.to_string()))?,
             commit,
             events: n_events,
             clock,

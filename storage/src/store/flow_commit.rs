@@ -332,8 +332,10 @@ impl Inner {
                     .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
                 tick(n_events);
                 let mut commit = commit;
-                commit.metrics = fx.metrics.clone();
+                commit.metrics = fx.metrics;
                 commit.metrics.num_dropped_rows = checks.dropped;
+                // The commit's events are logged (`blocks`): they need not outlive the write.
+                drop(fx.events);
                 let applied = Applied {
                     log: Log::InBatch(
                         blocks.inspect_err(|e| inner.poisoned = Some(e.to_string()))?,

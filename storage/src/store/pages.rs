@@ -140,7 +140,7 @@ pub(super) fn write_checkpoint(
     if !f.listed.is_empty() {
         b.put(key(keys::FREED, id, None, None), encode_freed(&f.listed)?);
     }
-    // The heads, encoded [`HEAD_BATCH`] at a time as the write takes them, never held together.
+    // The heads, encoded [`HEAD_BATCH`] at a time as the write takes them: never all held at once.
     let changed = state.take_changed_keys();
     let shared = &*state;
     let mut heads = changed
