@@ -42,6 +42,12 @@ struct Cli {
     #[arg(long, global = true, env = "ASOF_CACHE_MIB", value_name = "MIB",
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     cache_mib: Option<u64>,
+    /// The read cache: frozen pages that as-of and time-travel reads decoded, kept for their
+    /// next read, in MiB (default 128; 0 keeps none). It serves a script (`sql -f`) or a server
+    /// that asks about the same times again (docs/PERFORMANCE.md).
+    #[arg(long, global = true, env = "ASOF_READ_CACHE_MIB", value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
+    read_cache_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -285,6 +291,9 @@ fn run(cli: Cli) -> Res<()> {
     };
     if let Some(mib) = cli.cache_mib {
         options.cache_bytes = mib << 20;
+    }
+    if let Some(mib) = cli.read_cache_mib {
+        options.read_cache_bytes = mib << 20;
     }
     if let Some(w) = cli.wait {
         options.lock_wait = std::time::Duration::try_from_secs_f64(w)

@@ -24,6 +24,7 @@ mod ingest;
 mod pages;
 mod plot;
 mod query;
+mod read_cache;
 mod redefine;
 mod reliability;
 mod reopen;

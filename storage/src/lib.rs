@@ -43,7 +43,9 @@ pub use flow::{
 };
 pub use generated::{Generated, GeneratedColumn};
 pub use ingest::ConditionEvaluator;
-pub use kv::{KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT};
+pub use kv::{
+    DecodedValue, Decoder, KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT,
+};
 pub use nested::NestedBuilder;
 pub use progress::{Progress, Reporter};
 pub use source::{AppendFlow, PositionedRows, PositionedTable, SourceWrite, StreamRead};
@@ -55,8 +57,8 @@ pub use store::{
     RowValues, RowView, ScanCursor, ScanSpec, SourceRead, SourceRow, SourceRows, Store,
     StoreOptions, StoredRows, TableCheck, TableGeneration, TableOptions, TableReader, TimeFilter,
     VacuumReport, Values, VerifyReport, DEFAULT_COMMIT_PART_ROWS, DEFAULT_HOT_EVENTS_PER_KEY,
-    ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH, MIN_RETAIN,
-    PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY,
+    DEFAULT_READ_CACHE_BYTES, ERASE, ERASED_BY, ERASE_REASON, FORMAT_VERSION, FULL_REFRESH,
+    MIN_RETAIN, PINNED_VERSION_PROPERTY, REDEFINED, RETENTION_CHECK_PROPERTY, RETENTION_PROPERTY,
     SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
 pub use value::{cmp_rows, ColumnType, Row, TimeUnit, Value, ValueRef};

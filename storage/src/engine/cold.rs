@@ -32,7 +32,7 @@ use std::sync::Arc;
 use super::fold::{Bytes, RowId};
 use super::{Incoming, KeyState, RowStore};
 use crate::error::{corrupt, Result};
-use crate::format::cold_page::Events;
+use crate::format::cold_page::{Events, RowBlock};
 use crate::format::derived::FrozenHead;
 use crate::format::page_list::{PageEntry, PageList};
 use crate::format::zone::PageZone;
@@ -58,9 +58,48 @@ pub(crate) trait PageSource: Send + Sync {
     /// Page `no` of `key`, if it is stored.
     fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>>;
 
+    /// The row versions of page `e` of `key` ([`page_rows`] of its bytes), if it is stored: what
+    /// a scan or a lookup reads of a page, which the store may keep decoded for the next read.
+    fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>>;
+
     /// The pages the stored head of `key` lists, if it has a stored head (`Some(vec![])` if it
     /// lists none).
     fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>>;
+}
+
+/// The row versions of page `e`, read from its bytes `page` (checked against the length its
+/// entry records).
+pub(crate) fn page_rows(e: &PageEntry, page: &[u8]) -> Result<RowBlock> {
+    length_matches(e, page)?;
+    let rows = page
+        .get(..e.head as usize)
+        .ok_or_else(|| corrupt(format!("page {}'s row versions end past it", e.no)))?;
+    crate::format::cold_page::decode_cold_rows(rows)
+}
+
+/// Whether a read keeps the pages it decodes in the store's read cache
+/// ([`PageSource::page_rows`]) or reads them past it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Caching {
+    /// Kept, and found there: reads that pick rows by a point or a span of time, which reports
+    /// and services repeat (a key's rows as of a time, a version read again).
+    Keep,
+    /// Read from the file and decoded, not kept: reads of whole histories, which would push out
+    /// what the selective reads keep (a full scan, the change feed, a key's point index).
+    Pass,
+}
+
+/// Checks that `page` has the length its entry `e` records.
+fn length_matches(e: &PageEntry, page: &[u8]) -> Result<()> {
+    if page.len() != e.len as usize {
+        return Err(corrupt(format!(
+            "page {} has {} bytes, its head says {}",
+            e.no,
+            page.len(),
+            e.len
+        )));
+    }
+    Ok(())
 }
 
 /// A key freezes when it holds more than this many times its hot tail in memory, and keeps the
@@ -474,6 +513,17 @@ impl Pages {
         Ok(e)
     }
 
+    /// The row versions of page `e` of `key`.
+    fn rows(&self, key: &Bytes, e: &PageEntry, caching: Caching) -> Result<Arc<RowBlock>> {
+        let pending = self.pending.contains_key(&(key.clone(), e.no));
+        match (&self.source, caching) {
+            (Some(src), Caching::Keep) if !pending => src
+                .page_rows(key, e)?
+                .ok_or_else(|| corrupt(format!("page {} is missing", e.no))),
+            _ => Ok(Arc::new(page_rows(e, &self.get(key, e)?)?)),
+        }
+    }
+
     /// The bytes of page `e` of `key`.
     fn get(&self, key: &Bytes, e: &PageEntry) -> Result<Cow<'_, [u8]>> {
         let missing = || corrupt(format!("page {} is missing", e.no));
@@ -484,14 +534,7 @@ impl Pages {
                 None => return Err(missing()),
             },
         };
-        if bytes.len() != e.len as usize {
-            return Err(corrupt(format!(
-                "page {} has {} bytes, its head says {}",
-                e.no,
-                bytes.len(),
-                e.len
-            )));
-        }
+        length_matches(e, &bytes)?;
         Ok(bytes)
     }
 
@@ -794,7 +837,8 @@ impl KeyState {
         key: &Bytes,
         pages: &Pages,
         keep: impl Fn(PageZone<'_>) -> bool,
-    ) -> Result<Vec<crate::format::cold_page::RowBlock>> {
+        caching: Caching,
+    ) -> Result<Vec<Arc<RowBlock>>> {
         let Some(frozen) = &self.frozen else {
             return Ok(Vec::new());
         };
@@ -804,10 +848,7 @@ impl KeyState {
                 listed
                     .iter()
                     .filter(|p| keep(PageZone::new(&p.zone)))
-                    .map(|p| {
-                        let page = pages.get(key, p)?;
-                        crate::format::cold_page::decode_cold_rows(&page[..p.head as usize])
-                    })
+                    .map(|p| pages.rows(key, p, caching))
                     .collect::<Result<_>>()
             })
             .map_err(|e| in_key(key, e))
@@ -829,6 +870,9 @@ mod tests {
     struct NoPages;
     impl PageSource for NoPages {
         fn page(&self, _: &[u8], _: u32) -> Result<Option<Vec<u8>>> {
+            Ok(None)
+        }
+        fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
             Ok(None)
         }
         fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {

@@ -17,14 +17,14 @@ pub(crate) mod statement;
 use roaring::RoaringBitmap;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ops::Bound;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
+pub(crate) use cold::{page_rows, Caching, PageSource, PageWrite};
 use cold::{ColdStats, Frozen, Pages};
-pub(crate) use cold::{PageSource, PageWrite};
 use fold::{Bytes, EventMap, RowId, Timeline};
 pub(crate) use persist::Scope;
 pub use rows::StoredRow;
@@ -345,7 +345,7 @@ impl TableState {
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
         let width = self.types.len();
         let mut rows = Vec::new();
-        for b in ks.frozen_rows(key, &self.pages, |_| true)? {
+        for b in ks.frozen_rows(key, &self.pages, |_| true, Caching::Pass)? {
             rows.extend(b.rows(key, width)?);
         }
         rows.sort_by_key(|r| r.0);
@@ -353,21 +353,23 @@ impl TableState {
     }
 
     /// The frozen rows of `key` (whose state is `ks`), decoded for a scan: those of the pages
-    /// whose zone `keep` accepts (and, for a key read only to be scanned, its hot rows).
+    /// whose zone `keep` accepts (and, for a key read only to be scanned, its hot rows); the
+    /// pages read through the read cache or past it, as `caching` says.
     pub fn cold_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
+        caching: Caching,
     ) -> Result<crate::format::cold_page::ColdBatch> {
-        let mut blocks = ks.frozen_rows(key, &self.pages, &keep)?;
+        let mut blocks = ks.frozen_rows(key, &self.pages, &keep, caching)?;
         if let Some(hot) = self.unread_hot.get(key) {
             // Decoded unless its zone rules every row out, as a page is read.
             if hot.zone.as_deref().is_none_or(|z| keep(PageZone::new(z))) {
-                blocks.push(
+                blocks.push(Arc::new(
                     crate::format::cold_page::decode_cold_rows(&hot.part)
                         .map_err(|e| cold::in_key(key, e))?,
-                );
+                ));
             }
         }
         crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
@@ -381,7 +383,7 @@ impl TableState {
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<crate::format::cold_page::ColdBatch> {
-        let blocks = ks.frozen_rows(key, &self.pages, keep)?;
+        let blocks = ks.frozen_rows(key, &self.pages, keep, Caching::Pass)?;
         crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 

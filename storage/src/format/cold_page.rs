@@ -1,5 +1,7 @@
 //! A cold page: the frozen part of one key's state (see `engine::cold`) as it is stored.
 
+use std::sync::Arc;
+
 use rkyv::rancor;
 
 use super::archive::{compress, decompress, Codec};
@@ -223,7 +225,9 @@ pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
 }
 
 fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
-    packed_rows::unpack(&decompress(rows)?)
+    let block = packed_rows::unpack(&decompress(rows)?)?;
+    block.check_rows(block.ids.len())?;
+    Ok(block)
 }
 
 /// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
@@ -231,7 +235,8 @@ fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
 /// are built only when asked for ([`ColdBatch::values`]), so rows a scan filters out cost none.
 pub(crate) struct ColdBatch {
     key: Bytes,
-    blocks: Vec<RowBlock>,
+    /// Shared with the store's cache of decoded pages.
+    blocks: Vec<Arc<RowBlock>>,
     /// (row id, block, row in block), sorted by row id.
     index: Vec<(RowId, u32, u32)>,
 }
@@ -339,13 +344,13 @@ pub(crate) struct ColdRow<'a> {
 }
 
 impl ColdBatch {
-    /// Decodes `blocks` of `key`'s pages (see [`decode_cold_rows`]) for a table `width` columns
-    /// wide.
-    pub fn new(key: Bytes, width: usize, blocks: Vec<RowBlock>) -> Result<ColdBatch> {
+    /// Indexes `blocks` of `key`'s pages (decoded, and so checked, by [`decode_cold_rows`]) for
+    /// a table `width` columns wide.
+    pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
         let mut index = Vec::new();
         for (bi, b) in blocks.iter().enumerate() {
             let n = b.ids.len();
-            b.check(n, width)?;
+            b.check_width(width)?;
             index.extend((0..n).map(|i| (b.ids[i], bi as u32, i as u32)));
         }
         index.sort_unstable_by_key(|e| e.0);
@@ -435,10 +440,24 @@ impl ColdBatch {
 impl RowBlock {
     /// Checks that every column of the block has `n` entries and well-formed offsets.
     fn check(&self, n: usize, width: usize) -> Result<()> {
+        self.check_width(width)?;
+        self.check_rows(n)
+    }
+
+    /// Checks that the block has a column per column of a table `width` columns wide.
+    fn check_width(&self, width: usize) -> Result<()> {
+        match self.columns.len() == width {
+            true => Ok(()),
+            false => Err(corrupt("cold row block columns differ in length")),
+        }
+    }
+
+    /// Checks that every column of the block has `n` entries and that its bounds and values are
+    /// in range: once, as it is decoded ([`decode_cold_rows`]), for it is read many times.
+    fn check_rows(&self, n: usize) -> Result<()> {
         let lens = [self.added.len(), self.retired.len(), self.value_of.len()];
         let distinct = self.bounds.offsets.len().saturating_sub(1);
-        if self.columns.len() != width
-            || lens.iter().any(|&l| l != n)
+        if lens.iter().any(|&l| l != n)
             || self.bound_of.len() != 4 * n
             || !self.bounds.holds(distinct)
         {
@@ -563,7 +582,7 @@ mod tests {
             .collect();
         assert_eq!(starts, [1, 2, 3, 4]);
         // Read one row at a time, as a scan does.
-        let batch = ColdBatch::new(key, types.len(), vec![block]).unwrap();
+        let batch = ColdBatch::new(key, types.len(), vec![Arc::new(block)]).unwrap();
         let mut out = Vec::new();
         batch.values(2, &mut out).unwrap();
         assert_eq!(out, a.to_vec());
@@ -616,7 +635,7 @@ mod tests {
                 |r: &StoredRow| [&r.start, &r.end, &r.sys_start, &r.sys_end].map(Clone::clone);
             assert_eq!(bounds(got), bounds(want));
         }
-        let batch = ColdBatch::new(key, 1, vec![block]).unwrap();
+        let batch = ColdBatch::new(key, 1, vec![Arc::new(block)]).unwrap();
         assert_eq!(
             batch.at(1).bounds,
             [Some(&[1][..]), Some(&[2][..]), Some(&[9][..]), None]
@@ -634,7 +653,9 @@ mod tests {
         let key = Bytes::from(&b"k"[..]);
         let e = block.rows(&key, 1).unwrap_err();
         assert!(e.to_string().contains("bounds are out of range"), "{e}");
-        let e = ColdBatch::new(key, 1, vec![block]).err().unwrap();
+        // Stored so, it is refused as it is decoded, before any batch reads it.
+        let stored = compress(&packed_rows::pack(block).unwrap(), Codec::Fast).unwrap();
+        let e = decode_row_part(&stored).unwrap_err();
         assert!(e.to_string().contains("bounds are out of range"), "{e}");
     }
 }

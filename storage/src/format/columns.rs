@@ -12,6 +12,11 @@ pub(crate) struct VarBytes {
 }
 
 impl VarBytes {
+    /// The bytes it holds in memory.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.offsets.capacity() * 4 + self.data.capacity()
+    }
+
     pub(super) fn push(&mut self, b: &[u8]) {
         if self.offsets.is_empty() {
             self.offsets.push(0);
@@ -115,6 +120,29 @@ pub(super) fn new_column(ty: &ColumnType) -> ColumnData {
 }
 
 impl ColumnData {
+    /// The bytes it holds in memory.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        fn of<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        match self {
+            ColumnData::Bool { valid, values } => of(valid) + of(values),
+            ColumnData::Int { valid, values } => of(valid) + of(values),
+            ColumnData::UInt { valid, values } => of(valid) + of(values),
+            ColumnData::Float { valid, values } => of(valid) + of(values),
+            ColumnData::Decimal { valid, values } => of(valid) + of(values),
+            ColumnData::Str { valid, values } | ColumnData::Bin { valid, values } => {
+                of(valid) + values.heap_bytes()
+            }
+            ColumnData::List {
+                valid,
+                lists,
+                item_valid,
+                items,
+            } => of(valid) + of(lists) + of(item_valid) + items.heap_bytes(),
+        }
+    }
+
     /// Appends `v`; returns its raw size.
     pub(super) fn push(&mut self, v: &Value) -> usize {
         match (self, v) {

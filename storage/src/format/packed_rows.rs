@@ -45,6 +45,28 @@ pub(super) enum Numbers {
     U64(Vec<u64>),
 }
 
+impl RowBlock {
+    /// The bytes it holds in memory (what a cache of decoded pages weighs it at).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        fn of<T>(v: &Vec<T>) -> usize {
+            v.capacity() * std::mem::size_of::<T>()
+        }
+        std::mem::size_of::<RowBlock>()
+            + of(&self.ids)
+            + self.bounds.heap_bytes()
+            + of(&self.bound_of)
+            + of(&self.added)
+            + of(&self.retired)
+            + of(&self.value_of)
+            + of(&self.columns)
+            + self
+                .columns
+                .iter()
+                .map(ColumnData::heap_bytes)
+                .sum::<usize>()
+    }
+}
+
 impl Numbers {
     /// `values` in the narrowest width whose greatest value none of them reaches. A value of
     /// `u64::MAX` reads back as `None` (no caller stores one: see [`PackedRows`]).

@@ -4,6 +4,7 @@
 //! atomically and durably (when `write` returns Ok, the batch survives a crash; when it fails,
 //! none or all of it may be there, and the store stops writing until reopened).
 
+mod decoded;
 mod handle;
 mod rewrite;
 mod separated;
@@ -12,11 +13,16 @@ mod values;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use std::any::{Any, TypeId};
+
+use decoded::DecodedCache;
+pub use decoded::{DecodedValue, Decoder};
 use handle::{open_sled, SledHandle};
 use values::ValueLog;
 
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
+use crate::format::value_log::{stored, Stored};
 
 /// An atomic group of writes, applied in the order they were added (a put after a delete of the
 /// same key leaves the put).
@@ -63,6 +69,19 @@ pub type KvPair = (Vec<u8>, Vec<u8>);
 pub trait KvStore: Send + Sync {
     /// Reads one key.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// `key`'s value as `decode` makes it (a value of type `kind`, returned with the bytes it
+    /// holds in memory), or the one an earlier call made of the same bytes, if the layer kept
+    /// it. A layer that keeps them hands one out only for exactly the bytes `key` holds now
+    /// ([`SledKv::with_read_cache`]). The default decodes at every call.
+    fn get_decoded(
+        &self,
+        key: &[u8],
+        kind: TypeId,
+        decode: Decoder<'_>,
+    ) -> Result<Option<DecodedValue>> {
+        let _ = kind;
+        self.get(key)?.map(|v| Ok(decode(&v)?.0)).transpose()
+    }
     /// All pairs whose key starts with `prefix`, in key order.
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a>;
     /// The pairs whose key starts with `prefix` and is `from` or greater, in key order. (The
@@ -113,6 +132,25 @@ pub trait KvStore: Send + Sync {
     }
 }
 
+/// `key`'s value decoded by `decode` (which returns it with the bytes it holds in memory),
+/// through [`KvStore::get_decoded`]: kept by a layer that keeps decoded values, and shared.
+pub(crate) fn get_decoded<T: Any + Send + Sync>(
+    kv: &dyn KvStore,
+    key: &[u8],
+    decode: impl Fn(&[u8]) -> Result<(T, u64)>,
+) -> Result<Option<Arc<T>>> {
+    let erased = |bytes: &[u8]| -> Result<(DecodedValue, u64)> {
+        let (value, held) = decode(bytes)?;
+        Ok((Arc::new(value), held))
+    };
+    kv.get_decoded(key, TypeId::of::<T>(), &erased)?
+        .map(|v| {
+            v.downcast::<T>()
+                .map_err(|_| corrupt("a decoded value kept as another type"))
+        })
+        .transpose()
+}
+
 /// sled 0.34 behind [`KvStore`], with the values of 128 bytes or more in a value log beside it
 /// (`values/`, FORMAT.md §5.3): one tree of keys and small values, a log append and sync, then one
 /// `apply_batch` and one `flush` per write.
@@ -139,6 +177,8 @@ pub struct SledKv {
     manifest: Manifest,
     dir: PathBuf,
     cache_bytes: u64,
+    /// Values of the log decoded by the layers above ([`KvStore::get_decoded`]).
+    decoded: DecodedCache,
     _lock: std::fs::File,
 }
 
@@ -323,6 +363,7 @@ impl SledKv {
                         manifest,
                         dir: path.to_path_buf(),
                         cache_bytes,
+                        decoded: DecodedCache::new(0),
                         _lock: lock,
                     };
                     let kv = Self::with_manifest(kv, path, manifest)?;
@@ -351,6 +392,13 @@ impl SledKv {
                 }
             }
         }
+    }
+
+    /// Keeps up to `bytes` of the values the layers above decode from the value log
+    /// ([`KvStore::get_decoded`]; none by default).
+    pub fn with_read_cache(mut self, bytes: u64) -> SledKv {
+        self.decoded = DecodedCache::new(bytes);
+        self
     }
 
     fn with_manifest(
@@ -552,6 +600,38 @@ impl KvStore for SledKv {
         self.resolve(&log, key, &held)
     }
 
+    fn get_decoded(
+        &self,
+        key: &[u8],
+        kind: TypeId,
+        decode: Decoder<'_>,
+    ) -> Result<Option<DecodedValue>> {
+        if separated::is_own(key) {
+            return Ok(None);
+        }
+        let log = self.values()?;
+        let Some(held) = self.db()?.get(key)? else {
+            return Ok(None);
+        };
+        let decoded = |v: Option<Vec<u8>>| v.map(|v| Ok(decode(&v)?.0)).transpose();
+        let Stored::Logged(at) = stored(&held)? else {
+            return decoded(self.resolve(&log, key, &held)?);
+        };
+        if let Some(v) = self.decoded.get(&at, kind) {
+            return Ok(Some(v));
+        }
+        match separated::value(&log, key, &held)? {
+            // The bytes of the record at `at`, and so kept by it.
+            Some(bytes) => {
+                let (value, weight) = decode(&bytes)?;
+                self.decoded.put(&at, kind, value.clone(), weight);
+                Ok(Some(value))
+            }
+            // Moved since sled was read: read where it is now, and not kept.
+            None => decoded(self.resolve(&log, key, &held)?),
+        }
+    }
+
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a> {
         let (log, db) = match self.values().and_then(|log| Ok((log, self.db()?))) {
             Ok(files) => files,
@@ -733,6 +813,7 @@ impl KvStore for SledKv {
         if let Ok(mut dead) = self.dead.lock() {
             dead.clear();
         }
+        self.decoded.clear();
         *self
             .values
             .write()
@@ -800,5 +881,111 @@ impl KvStore for MemKv {
             };
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A decoder that counts its calls: the value's length and first byte.
+    fn counted(calls: &AtomicUsize) -> impl Fn(&[u8]) -> Result<((usize, u8), u64)> + '_ {
+        move |v| {
+            calls.fetch_add(1, Ordering::Relaxed);
+            Ok(((v.len(), v[0]), v.len() as u64))
+        }
+    }
+
+    fn put(kv: &SledKv, key: &[u8], value: Vec<u8>) {
+        let mut b = WriteBatch::default();
+        b.put(key.to_vec(), value);
+        kv.write(b).unwrap();
+    }
+
+    /// A value of the log is decoded once and shared; a small value (in sled) at every read; a
+    /// key written again, deleted, or purged reads as it is now, never as kept.
+    #[test]
+    fn a_decoded_value_is_kept_by_its_record_and_never_outlives_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = SledKv::open(dir.path(), 1 << 20)
+            .unwrap()
+            .with_read_cache(1 << 20);
+        let calls = AtomicUsize::new(0);
+        let read = |key: &[u8]| get_decoded(&kv, key, counted(&calls)).unwrap();
+        put(&kv, b"big", vec![1; 1000]);
+        put(&kv, b"small", vec![2; 10]);
+        let first = read(b"big").unwrap();
+        let again = read(b"big").unwrap();
+        assert_eq!(*first, (1000, 1));
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert_eq!(*read(b"small").unwrap(), (10, 2));
+        assert_eq!(*read(b"small").unwrap(), (10, 2));
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+        assert_eq!(kv.decoded.weight(), 1000);
+
+        put(&kv, b"big", vec![3; 2000]);
+        assert_eq!(*read(b"big").unwrap(), (2000, 3));
+        assert_eq!(calls.load(Ordering::Relaxed), 4);
+        let mut b = WriteBatch::default();
+        b.delete(b"big".to_vec());
+        kv.write(b).unwrap();
+        assert_eq!(read(b"big"), None);
+
+        put(&kv, b"other", vec![4; 500]);
+        assert_eq!(*read(b"other").unwrap(), (500, 4));
+        kv.purge().unwrap();
+        assert_eq!(kv.decoded.weight(), 0);
+        assert_eq!(*read(b"other").unwrap(), (500, 4));
+        assert_eq!(calls.load(Ordering::Relaxed), 6);
+    }
+
+    /// Without a read cache every read decodes.
+    #[test]
+    fn with_no_read_cache_every_read_decodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+        let calls = AtomicUsize::new(0);
+        put(&kv, b"big", vec![1; 1000]);
+        for _ in 0..3 {
+            let v = get_decoded(&kv, b"big", counted(&calls)).unwrap();
+            assert_eq!(*v.unwrap(), (1000, 1));
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 3);
+    }
+
+    /// A value a compaction moves to another segment is read from there: the entry of its old
+    /// record is never handed out for it.
+    #[test]
+    fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = SledKv::open(dir.path(), 1 << 20)
+            .unwrap()
+            .with_read_cache(64 << 20);
+        let calls = AtomicUsize::new(0);
+        let mib = |n: usize, b: u8| vec![b; n << 20];
+        // Segment 0 holds all three (a segment takes appends until one ends past 32 MiB).
+        for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3)] {
+            put(&kv, k, mib(12, b));
+        }
+        assert_eq!(
+            *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
+            (12 << 20, 3)
+        );
+        let before = kv.db().unwrap().get(b"c").unwrap().unwrap();
+        // Two of its three values written again: it is more than half dead, and the next write
+        // moves `c` out of it.
+        put(&kv, b"a", mib(1, 4));
+        put(&kv, b"b", mib(1, 5));
+        put(&kv, b"d", mib(1, 6));
+        let after = kv.db().unwrap().get(b"c").unwrap().unwrap();
+        assert_ne!(before, after, "the compaction moved c");
+        assert_eq!(
+            *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
+            (12 << 20, 3)
+        );
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
     }
 }

@@ -18,6 +18,7 @@ use super::reader::{ColdReader, ReadScope, TableReader};
 use super::row_view::RowView;
 use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;
+use crate::engine::Caching;
 use crate::error::{corrupt, Error, Result};
 use crate::record::StoredRow;
 
@@ -188,7 +189,12 @@ impl TableReader<'_> {
             // A page whose rows were all written after the commit, or all retired before it,
             // holds none of its changes.
             let cold = state
-                .cold_batch(key, ks, |z| z.added() <= version && z.retired() >= version)
+                .cold_batch(
+                    key,
+                    ks,
+                    |z| z.added() <= version && z.retired() >= version,
+                    Caching::Pass,
+                )
                 .map_err(|e| in_table(&self.table.name, e))?;
             for pos in 0.. {
                 let Some(id) = cold.id_at(pos) else { break };

@@ -104,6 +104,13 @@ pub struct StoreOptions {
     /// sled's page cache, in bytes (default 64 MiB: queries read pages once, in key order, so a larger
     /// cache mostly holds what was read already; see docs/PERFORMANCE.md).
     pub cache_bytes: u64,
+    /// The frozen pages that reads by time (as-of scans, time travel, point lookups) decode,
+    /// kept decoded for their next read, in bytes of memory (default 128 MiB; 0 keeps none).
+    /// The same as-of report run twice, or a service asking about the same keys, reads each
+    /// page from the file and decodes it once; an as-of snapshot of 10,000 keys keeps about
+    /// 57 MB. Scans of the current table and of whole histories read past it, and a read of
+    /// more pages than it holds leaves those read more than once in place (docs/PERFORMANCE.md).
+    pub read_cache_bytes: u64,
     /// How many of each key's latest sequences the engine keeps in its head (default 8). A key
     /// that gathers four times as many moves the older ones to a frozen page, and reads them back only
     /// for an event that lands among them or is late on system time (see "Cold history" in
@@ -129,6 +136,9 @@ pub struct StoreOptions {
     /// only their keys, always.
     pub increments: Increments,
 }
+
+/// The default of [`StoreOptions::read_cache_bytes`].
+pub const DEFAULT_READ_CACHE_BYTES: u64 = 128 << 20;
 
 /// The default of [`StoreOptions::commit_part_rows`].
 pub const DEFAULT_COMMIT_PART_ROWS: u64 = 1 << 16;
@@ -189,6 +199,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             cache_bytes: 64 << 20,
+            read_cache_bytes: DEFAULT_READ_CACHE_BYTES,
             hot_events_per_key: DEFAULT_HOT_EVENTS_PER_KEY,
             lock_wait: crate::kv::LOCK_WAIT,
             manifest: ManifestCheck::Verify,
@@ -271,7 +282,8 @@ impl Store {
             options.cache_bytes,
             options.lock_wait,
             options.manifest,
-        )?;
+        )?
+        .with_read_cache(options.read_cache_bytes);
         Self::open_kv(Arc::new(kv), &options)
     }
 
@@ -280,8 +292,9 @@ impl Store {
         Self::open_kv(Arc::from(kv), &StoreOptions::default())
     }
 
-    /// [`Store::with_kv`] with options. Those about sled's files (`cache_bytes`, `lock_wait`,
-    /// `manifest`) are the key-value layer's business and are not read.
+    /// [`Store::with_kv`] with options. Those about sled's files (`cache_bytes`,
+    /// `read_cache_bytes`, `lock_wait`, `manifest`) are the key-value layer's business and are
+    /// not read.
     pub fn with_kv_options(kv: Box<dyn KvStore>, options: StoreOptions) -> Result<Store> {
         Self::open_kv(Arc::from(kv), &options)
     }

@@ -14,6 +14,7 @@ use super::{in_table, Checkpoints, Table};
 use crate::engine::fold::Bytes;
 use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
 use crate::error::Result;
+use crate::format::cold_page::RowBlock;
 use crate::format::derived::{
     decode_freed, decode_head, decode_row_dir, decode_summary, encode_freed, encode_row_dir,
     encode_summary, RowDir, Summary,
@@ -32,6 +33,14 @@ pub(super) struct TablePages {
 impl PageSource for TablePages {
     fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
         self.kv.get(&keys::page(self.id, key, no))
+    }
+
+    fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
+        crate::kv::get_decoded(&*self.kv, &keys::page(self.id, key, e.no), |page| {
+            let rows = crate::engine::page_rows(e, page)?;
+            let held = rows.heap_bytes() as u64;
+            Ok((rows, held))
+        })
     }
 
     fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>> {

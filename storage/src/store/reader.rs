@@ -13,7 +13,7 @@ use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
 use crate::engine::fold::RowId;
 use crate::engine::lookup::PointIndex;
-use crate::engine::{StoredRow, TableState};
+use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_page::ColdBatch;
@@ -577,8 +577,13 @@ impl TableReader<'_> {
             )
         };
         let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
-        // A frozen page is read only if one of its rows may match (its zone map).
+        // A frozen page is read only if one of its rows may match (its zone map). A scan that
+        // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
+        let caching = match (&spec.business, &spec.system, current) {
+            (TimeFilter::All, TimeFilter::All, true) => Caching::Pass,
+            _ => Caching::Keep,
+        };
         let mut n = 0;
         let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
@@ -621,7 +626,7 @@ impl TableReader<'_> {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
             let cold = state
-                .cold_batch(k, ks, page_may_match)
+                .cold_batch(k, ks, page_may_match, caching)
                 .map_err(|e| in_table(&self.table.name, e))?;
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);

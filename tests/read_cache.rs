@@ -1,0 +1,255 @@
+//! The read cache (`StoreOptions::read_cache_bytes`: frozen pages kept decoded for their next
+//! read) never changes an answer. A store that keeps pages decoded answers every as-of scan,
+//! time travel and point lookup, between commits that thaw, refreeze and rewrite its pages, as a
+//! store that keeps none does.
+
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use asof::{
+    Checkpoints, Condition, FlowSpec, OnClose, ScanRequest, Store, StoreOptions, StoredAs,
+    TimeSelection, Value,
+};
+use proptest::prelude::*;
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("k", DataType::Int64, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("sys", DataType::Int64, false),
+        Field::new("op", DataType::Utf8, false),
+        Field::new("v", DataType::Utf8, true),
+    ]))
+}
+
+/// A store whose keys freeze after a few events, checkpointing every few: its pages are read
+/// back by reads and rewritten by commits. `read_cache_bytes` is the one difference.
+fn open(dir: &std::path::Path, read_cache_bytes: u64) -> Store {
+    Store::open_with(
+        dir,
+        StoreOptions {
+            hot_events_per_key: 1,
+            read_cache_bytes,
+            checkpoints: Checkpoints {
+                every_events: 5,
+                on_close: OnClose::Checkpoint,
+            },
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+type Ev = (i64, i64, i64, bool, Option<String>);
+
+fn batch(events: &[Ev]) -> RecordBatch {
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.0))),
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.1))),
+            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.2))),
+            Arc::new(StringArray::from_iter_values(events.iter().map(|e| {
+                if e.3 {
+                    "D"
+                } else {
+                    "U"
+                }
+            }))),
+            Arc::new(StringArray::from(
+                events.iter().map(|e| e.4.clone()).collect::<Vec<_>>(),
+            )),
+        ],
+    )
+    .unwrap()
+}
+
+fn flow(mode: StoredAs) -> asof::Flow {
+    let mut f = FlowSpec::builder("f", "t", &schema())
+        .keys(["k"])
+        .sequence_by(["seq"])
+        .delete_when(Condition::equals("op", "D"))
+        .stored_as(mode);
+    if mode == StoredAs::Bitemporal {
+        f = f.system_sequence_by("sys");
+    }
+    f.build().unwrap()
+}
+
+/// The events of one commit over keys `0..4`, at business and system times `0..40`: many land
+/// among a key's frozen ones (late), which thaws its pages and freezes them again.
+fn events() -> impl Strategy<Value = Vec<Ev>> {
+    prop::collection::vec(
+        (
+            0i64..4,
+            0i64..40,
+            0i64..40,
+            prop::bool::weighted(0.1),
+            prop::option::of("[a-c]{1,2}"),
+        ),
+        1..16,
+    )
+}
+
+/// What is read between two commits.
+#[derive(Clone, Debug)]
+enum Read {
+    /// An as-of scan at business time `b` and system time `s`, at the latest version or at
+    /// version `v`.
+    AsOf { b: i64, s: i64, v: Option<u64> },
+    /// Every row version, at version `v`.
+    All { v: Option<u64> },
+    /// Point lookups of every key at `b`, `s`.
+    Lookups { b: i64, s: i64 },
+}
+
+fn reads() -> impl Strategy<Value = Vec<Read>> {
+    let version = prop::option::of(1u64..8);
+    prop::collection::vec(
+        prop_oneof![
+            (0i64..40, 0i64..40, version.clone()).prop_map(|(b, s, v)| Read::AsOf { b, s, v }),
+            version.prop_map(|v| Read::All { v }),
+            (0i64..40, 0i64..40).prop_map(|(b, s)| Read::Lookups { b, s }),
+        ],
+        0..4,
+    )
+}
+
+/// What `read` returns from `store`, as text lines (a version past the latest reads as the
+/// latest; one before a VACUUM's cut as its error).
+fn answer(store: &Store, mode: StoredAs, read: &Read) -> Vec<String> {
+    let latest = store.history("t").unwrap().last().unwrap().version;
+    let at = |t: i64| TimeSelection::as_of(Value::Int(t));
+    let req = match read {
+        Read::AsOf { b, s, v } => ScanRequest {
+            business: at(*b),
+            system: if mode == StoredAs::Bitemporal {
+                at(*s)
+            } else {
+                TimeSelection::All
+            },
+            version: v.map(|v| v.min(latest)),
+            ..Default::default()
+        },
+        Read::All { v } => ScanRequest {
+            version: v.map(|v| v.min(latest)),
+            ..Default::default()
+        },
+        Read::Lookups { b, s } => {
+            return (0..4)
+                .map(|k| {
+                    let found = asof::lookup(
+                        store,
+                        "t",
+                        &[Value::Int(k)],
+                        Some(&[Value::Int(*b)]),
+                        (mode == StoredAs::Bitemporal)
+                            .then_some(&Value::Int(*s))
+                            .as_ref()
+                            .copied(),
+                    );
+                    format!("{k}: {found:?}")
+                })
+                .collect();
+        }
+    };
+    match asof::scan_all(store, "t", &req) {
+        Ok(batches) => {
+            let text = arrow::util::pretty::pretty_format_batches(&batches)
+                .unwrap()
+                .to_string();
+            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+            lines.sort();
+            lines
+        }
+        Err(e) => vec![e.to_string()],
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn a_store_that_keeps_pages_decoded_answers_as_one_that_keeps_none(
+        mode in prop_oneof![Just(StoredAs::Scd2), Just(StoredAs::Bitemporal)],
+        steps in prop::collection::vec((events(), reads(), prop::bool::weighted(0.2)), 1..8),
+    ) {
+        let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let mut none = open(a_dir.path(), 0);
+        let mut kept = open(b_dir.path(), 64 << 20);
+        none.create_flow(flow(mode)).unwrap();
+        kept.create_flow(flow(mode)).unwrap();
+        for (events, reads, reopen) in &steps {
+            let a = none.apply("f", &batch(events)).unwrap();
+            let b = kept.apply("f", &batch(events)).unwrap();
+            prop_assert_eq!(&a.metrics, &b.metrics);
+            // Each read twice: the second finds the pages the first kept.
+            for read in reads.iter().chain(reads) {
+                prop_assert_eq!(answer(&kept, mode, read), answer(&none, mode, read), "{:?}", read);
+            }
+            if *reopen {
+                drop((none, kept));
+                none = open(a_dir.path(), 0);
+                kept = open(b_dir.path(), 64 << 20);
+            }
+        }
+        for read in [Read::All { v: None }, Read::AsOf { b: 20, s: 20, v: None }] {
+            prop_assert_eq!(answer(&kept, mode, &read), answer(&none, mode, &read));
+        }
+    }
+}
+
+/// A table's pages rewritten under a store that keeps them decoded (VACUUM rebuilds its
+/// derived records; a full rewrite of one key's history thaws and refreezes every page it has)
+/// read as written, not as kept.
+#[test]
+fn pages_rewritten_in_the_same_process_read_as_rewritten() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let none = open(a_dir.path(), 0);
+    let kept = open(b_dir.path(), 64 << 20);
+    let mode = StoredAs::Bitemporal;
+    for s in [&none, &kept] {
+        s.create_flow(flow(mode)).unwrap();
+        // Key 0 gathers 30 versions in order (frozen into pages), then one late event on both
+        // timelines reaches back to its start.
+        for i in 0..30 {
+            s.apply("f", &batch(&[(0, i, i, false, Some(format!("v{i}")))]))
+                .unwrap();
+        }
+    }
+    let reads: Vec<Read> = (0..30)
+        .step_by(3)
+        .map(|t| Read::AsOf {
+            b: t,
+            s: 29,
+            v: None,
+        })
+        .chain([Read::All { v: Some(20) }, Read::Lookups { b: 5, s: 29 }])
+        .collect();
+    let same = |note: &str| {
+        for read in &reads {
+            assert_eq!(
+                answer(&kept, mode, read),
+                answer(&none, mode, read),
+                "{note}: {read:?}"
+            );
+        }
+    };
+    same("before");
+    same("again");
+    for s in [&none, &kept] {
+        s.apply("f", &batch(&[(0, 1, 0, false, Some("late".into()))]))
+            .unwrap();
+    }
+    same("after a late event");
+    for s in [&none, &kept] {
+        s.vacuum_with(
+            "t",
+            std::time::Duration::ZERO,
+            asof::RetentionCheck::Disabled,
+        )
+        .unwrap();
+    }
+    same("after VACUUM");
+}
