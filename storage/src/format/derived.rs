@@ -384,7 +384,7 @@ mod tests {
                 z.finish()
             },
         };
-        for n in [0, 1, 64, 65, 1_000] {
+        for n in [0, 1, 16, 17, 64, 65, 1_000] {
             let meta = HeadMeta {
                 no: 7,
                 max_sys: Some(vec![1, 2]),

@@ -33,7 +33,7 @@ pub(crate) struct PageEntry {
 }
 
 /// Page entries per chunk; a key with more pages than this has its list in chunks.
-pub(crate) const CHUNK: usize = 64;
+pub(crate) const CHUNK: usize = 16;
 
 /// One chunk of a page list, as the index lists it.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Clone, PartialEq, Eq)]
