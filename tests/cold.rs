@@ -608,7 +608,8 @@ fn time_selective_scans_read_like_memory(n: i64, keys: i64, modes: &[(StoredAs, 
             cold.key_span(
                 "t",
                 (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
-                1
+                1,
+                asof::Caching::Pass
             )
             .unwrap()
             .is_some(),

@@ -438,7 +438,7 @@ fn a_whole_table_scan_of_a_table_not_in_memory_reads_it_span_by_span_as_the_load
     // A span of one key, then the next one after it.
     let span = |lo: Bound<&[u8]>| {
         let mut span = fresh
-            .key_span("t", (lo, Bound::Unbounded), 1)
+            .key_span("t", (lo, Bound::Unbounded), 1, asof::Caching::Keep)
             .unwrap()
             .expect("the table is not in memory and its records are current");
         let rows = fresh
@@ -462,7 +462,12 @@ fn a_whole_table_scan_of_a_table_not_in_memory_reads_it_span_by_span_as_the_load
     // Once the table is in memory, it is read whole.
     fresh.read("t", |r| r.live_rows()).unwrap();
     assert!(fresh
-        .key_span("t", (Bound::Unbounded, Bound::Unbounded), 1)
+        .key_span(
+            "t",
+            (Bound::Unbounded, Bound::Unbounded),
+            1,
+            asof::Caching::Pass
+        )
         .unwrap()
         .is_none());
 }

@@ -3,6 +3,7 @@
 //! time travel and point lookup, between commits that thaw, refreeze and rewrite its pages, as a
 //! store that keeps none does.
 
+use std::ops::Bound::Unbounded;
 use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
@@ -252,4 +253,59 @@ fn pages_rewritten_in_the_same_process_read_as_rewritten() {
         .unwrap();
     }
     same("after VACUUM");
+}
+
+/// The key heads an as-of scan keeps decoded are read again once a commit rewrites them: after
+/// an open, scans read the table span by span from its heads (and keep them), a late event
+/// rewrites one key's head and pages, and every read answers as a store that keeps nothing.
+#[test]
+fn key_heads_a_scan_kept_read_as_rewritten_after_a_commit() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mode = StoredAs::Bitemporal;
+    for dir in [a_dir.path(), b_dir.path()] {
+        let s = open(dir, 0);
+        s.create_flow(flow(mode)).unwrap();
+        for i in 0..20 {
+            let events: Vec<Ev> = (0..4)
+                .map(|k| (k, i, i, false, Some(format!("k{k}v{i}"))))
+                .collect();
+            s.apply("f", &batch(&events)).unwrap();
+        }
+    }
+    let (none, kept) = (open(a_dir.path(), 0), open(b_dir.path(), 64 << 20));
+    let reads: Vec<Read> = (0..20)
+        .step_by(4)
+        .map(|t| Read::AsOf {
+            b: t,
+            s: 19,
+            v: None,
+        })
+        .collect();
+    let same = |note: &str| {
+        // Read span by span (the table is not in memory, its records are current), or the
+        // heads are not what is read.
+        let span = kept
+            .key_span("t", (Unbounded, Unbounded), 16, asof::Caching::Keep)
+            .unwrap();
+        assert!(span.is_some(), "{note}: the scan reads the table whole");
+        for read in reads.iter().chain(&reads) {
+            assert_eq!(
+                answer(&kept, mode, read),
+                answer(&none, mode, read),
+                "{note}: {read:?}"
+            );
+        }
+    };
+    same("after the open");
+    for s in [&none, &kept] {
+        s.apply(
+            "f",
+            &batch(&[
+                (0, 2, 3, false, Some("late".into())),
+                (2, 0, 20, true, None),
+            ]),
+        )
+        .unwrap();
+    }
+    same("after a late event and a delete");
 }

@@ -136,7 +136,7 @@ fn rows_in_order(store: &Store, req: &ScanRequest) -> (Vec<String>, Vec<usize>) 
 fn is_span_by_span(store: &Store) -> bool {
     use std::ops::Bound::Unbounded;
     store
-        .key_span("t", (Unbounded, Unbounded), 1)
+        .key_span("t", (Unbounded, Unbounded), 1, asof::Caching::Pass)
         .unwrap()
         .is_some()
 }

@@ -606,6 +606,7 @@ fn a_dml_commit_left_without_a_checkpoint_is_checkpointed_by_the_next_reader() {
                 "t",
                 (std::ops::Bound::Unbounded, std::ops::Bound::Unbounded),
                 16,
+                asof::Caching::Pass,
             )
             .unwrap()
             .is_some()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Int64Builder, StringBuilder, TimestampMicrosecondBuilder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use asof_storage::{ChangePass, ChangeType, KeyGroup, RowView, Store};
+use asof_storage::{Caching, ChangePass, ChangeType, KeyGroup, RowView, Store};
 
 use crate::arrow_conv::table_arrow_schema;
 use crate::error::{QueryError, Result};
@@ -50,7 +50,12 @@ pub fn change_feed(
     // A table that is not in memory is read a span of its keys at a time, for a few commits
     // (each commit one pass over the keys, two when its changes other than deletes are more than
     // a window's); anything else from the table in memory.
-    if let Some(mut first) = store.key_span(table, (Bound::Unbounded, Bound::Unbounded), 1)? {
+    if let Some(mut first) = store.key_span(
+        table,
+        (Bound::Unbounded, Bound::Unbounded),
+        1,
+        Caching::Pass,
+    )? {
         let read = store.read_span(&mut first, |r| {
             let (from, to) = commit_range(r, table, start, end)?;
             let commits = commits_in(r, from, to).count();
@@ -372,9 +377,9 @@ impl ChangeFeed {
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
         let keys = (self.window_rows as usize).min(SPAN_FEED_KEYS);
-        let Some(mut span) = self
-            .store
-            .key_span(&self.table, (lo, Bound::Unbounded), keys)?
+        let Some(mut span) =
+            self.store
+                .key_span(&self.table, (lo, Bound::Unbounded), keys, Caching::Pass)?
         else {
             // The table came into memory under the feed (another reader loaded it, or a commit
             // made its records stale): the rest is read from it, the rest of this commit a group

@@ -33,6 +33,7 @@ mod two_threads;
 mod value;
 
 pub use engine::cold::ColdStats;
+pub use engine::Caching;
 pub use engine::CommitMetrics;
 pub use error::{catch_panic, Error, FlowError, Result, StoppedFlow};
 pub use expectation::{Expectation, OnViolation};
@@ -44,7 +45,8 @@ pub use flow::{
 pub use generated::{Generated, GeneratedColumn};
 pub use ingest::ConditionEvaluator;
 pub use kv::{
-    DecodedValue, Decoder, KvPair, KvStore, ManifestCheck, MemKv, SledKv, WriteBatch, LOCK_WAIT,
+    DecodedValue, Decoder, KeepAt, KvPair, KvStore, ManifestCheck, MemKv, Scanned, SledKv,
+    WriteBatch, LOCK_WAIT,
 };
 pub use nested::NestedBuilder;
 pub use progress::{Progress, Reporter};

@@ -9,8 +9,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
-    ColumnType, KeySpan, RowSink, RowView, ScanCursor, ScanSpec, Store, StoredAs, StoredRows,
-    TableSchema, TimeFilter, Value, Values,
+    Caching, ColumnType, KeySpan, RowSink, RowView, ScanCursor, ScanSpec, Store, StoredAs,
+    StoredRows, TableSchema, TimeFilter, Value, Values,
 };
 
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
@@ -417,6 +417,8 @@ pub struct TableScan {
     store: Store,
     table: String,
     spec: ScanSpec,
+    /// Whether the spans it reads keep their keys' heads in the read cache.
+    caching: Caching,
     cursor: ScanCursor,
     shape: BatchShape,
     /// The keys the scan reads now, when it reads a table that is not in memory span by span on
@@ -562,7 +564,9 @@ impl TableScan {
                 Some(w) if *n == 0 => (workers::FIRST_SPAN_KEYS, Some(w)),
                 _ => (SPAN_KEYS, None),
             };
-            self.span = self.store.key_span(&self.table, (lo, hi), keys)?;
+            self.span = self
+                .store
+                .key_span(&self.table, (lo, hi), keys, self.caching)?;
             // Once the table is read whole (it came into memory), the scan goes on that way.
             self.whole_table = self.span.is_none();
             if let (Some(workers), Some(_)) = (workers, &self.span) {
@@ -618,6 +622,7 @@ impl TableScan {
         self.cursor = cursor.clone();
         let read = SpanRead {
             spec: self.spec.clone(),
+            caching: self.caching,
             cursor,
             shape: self.shape.clone(),
         };
@@ -767,6 +772,7 @@ pub fn scan(store: &Store, table: &str, req: &ScanRequest) -> Result<TableScan> 
     Ok(TableScan {
         store: store.clone(),
         table: table.to_string(),
+        caching: spec.caching(latest),
         spec,
         cursor: ScanCursor::default(),
         shape: BatchShape {

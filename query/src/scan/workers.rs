@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use arrow::record_batch::RecordBatch;
-use asof_storage::{KeySpan, ScanCursor, ScanSpec, Store};
+use asof_storage::{Caching, KeySpan, ScanCursor, ScanSpec, Store};
 
 use super::{BatchShape, Filling};
 use crate::error::{QueryError, Result};
@@ -46,6 +46,8 @@ struct Job {
 /// What every span of a scan is read with.
 pub(super) struct SpanRead {
     pub(super) spec: ScanSpec,
+    /// Whether its spans keep their keys' heads in the read cache.
+    pub(super) caching: Caching,
     /// Each span's cursor is a clone: it checks the generation the scan started on.
     pub(super) cursor: ScanCursor,
     pub(super) shape: BatchShape,
@@ -158,7 +160,7 @@ impl SpanWorkers {
             let hi = &self.shared.read.spec.key_hi;
             let range = (lo.as_ref().map(|k| &k[..]), hi.as_ref().map(|k| &k[..]));
             let (store, table) = (&self.shared.store, &self.shared.table);
-            match store.key_span(table, range, self.span_keys)? {
+            match store.key_span(table, range, self.span_keys, self.shared.read.caching)? {
                 Some(span) => self.hand(span),
                 None => self.rest = Some(lo),
             }
@@ -268,6 +270,7 @@ fn read_span(
         spec,
         cursor,
         shape,
+        ..
     } = &shared.read;
     let mut cursor = cursor.clone();
     while !cursor.is_done() {

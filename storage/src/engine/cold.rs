@@ -77,10 +77,11 @@ pub(crate) fn page_rows(e: &PageEntry, page: &[u8]) -> Result<RowBlock> {
     crate::format::cold_page::decode_cold_rows(rows)
 }
 
-/// Whether a read keeps the pages it decodes in the store's read cache
-/// ([`PageSource::page_rows`]) or reads them past it.
+/// Whether a read keeps the pages and key heads it decodes in the store's read cache
+/// ([`StoreOptions::read_cache_bytes`](crate::StoreOptions::read_cache_bytes)) or reads them
+/// past it (still finding there what other reads kept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Caching {
+pub enum Caching {
     /// Kept, and found there: reads that pick rows by a point or a span of time, which reports
     /// and services repeat (a key's rows as of a time, a version read again).
     Keep,
@@ -403,6 +404,14 @@ impl Frozen {
         listed.truncate(stored.count);
         listed.extend(self.pages.iter().cloned());
         Ok(Cow::Owned(listed))
+    }
+
+    /// The bytes it holds in memory, beyond itself.
+    pub fn heap_bytes(&self) -> usize {
+        self.pages.iter().map(PageEntry::heap_bytes).sum::<usize>()
+            + self.list.as_ref().map_or(0, |l| l.heap_bytes())
+            + self.hot_from.len()
+            + self.sys.as_ref().map_or(0, |s| s.len())
     }
 
     /// How many pages the key has.

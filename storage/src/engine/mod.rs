@@ -23,10 +23,11 @@ use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
-pub(crate) use cold::{page_rows, Caching, PageSource, PageWrite};
+pub use cold::Caching;
+pub(crate) use cold::{page_rows, PageSource, PageWrite};
 use cold::{ColdStats, Frozen, Pages};
 use fold::{Bytes, EventMap, RowId, Timeline};
-pub(crate) use persist::Scope;
+pub(crate) use persist::{RowsHead, Scope};
 pub use rows::StoredRow;
 pub(crate) use rows::{DirPart, RowStore};
 
@@ -191,10 +192,11 @@ pub(crate) struct TableState {
     /// Sequences per key kept in memory after a freeze.
     hot_tail: usize,
     types: Vec<ColumnType>,
-    /// Keys read only to be scanned ([`Scope::Rows`]): each one's hot part as its head holds it
-    /// (a cold page), whose row versions [`TableState::cold_batch`] decodes with its frozen ones,
-    /// so that a scan builds the values of the rows it returns only.
-    unread_hot: std::collections::HashMap<Bytes, UnreadHot>,
+    /// Keys read only to be scanned ([`TableState::restore_rows`]): each one's hot part as its
+    /// head holds it (a cold page, shared with the head as the read cache keeps it), whose row
+    /// versions [`TableState::cold_batch`] decodes with its frozen ones, so that a scan builds
+    /// the values of the rows it returns only.
+    unread_hot: std::collections::HashMap<Bytes, Arc<UnreadHot>>,
     /// For a state read for one key (a point query of a table not in memory): whether a lookup
     /// has read it already. Its first lookup reads only the pages that may hold the answer; the
     /// next builds the key's index from all of them (see `TableReader::lookup`).

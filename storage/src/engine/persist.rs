@@ -5,6 +5,7 @@
 //! only the commits after the checkpoint.
 
 use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
 
 use super::cold::{Frozen, PageWrite};
 use super::fold::Version;
@@ -14,8 +15,9 @@ use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
 use crate::format::cold_page::{decode_cold, encode_cold, Events};
 use crate::format::derived::{
-    decode_head, decode_head_listed, encode_head, HeadMeta, ListedHead, RowDir, Summary,
+    decode_head, decode_head_listed, encode_head, FrozenHead, HeadMeta, ListedHead, RowDir, Summary,
 };
+use crate::format::page_list::PageList;
 
 impl TableState {
     /// The keys changed since the last call (every key after [`TableState::mark_all_changed`]),
@@ -217,8 +219,7 @@ impl TableState {
 }
 
 impl TableState {
-    /// A key's state and hot rows, as its head `bytes` holds them (with `Scope::Rows`, its hot
-    /// part is kept encoded instead, in `unread_hot`).
+    /// A key's state and hot rows, as its head `bytes` holds them.
     fn key_from_head(
         &mut self,
         key: &Bytes,
@@ -226,20 +227,54 @@ impl TableState {
         scope: &Scope,
     ) -> Result<(KeyState, Vec<(RowId, StoredRow)>)> {
         let read = read_head(key, bytes, scope, self.types.len())?;
-        Ok(self.take_read(key, read))
+        Ok(self.take_read(read))
     }
 
-    /// What of a key read by [`read_head`] goes to the state beside the key itself: its hot part
-    /// kept encoded, its pages counted.
-    fn take_read(&mut self, key: &Bytes, read: ReadHead) -> (KeyState, Vec<(RowId, StoredRow)>) {
-        let ReadHead { ks, rows, unread } = read;
-        if let Some(unread) = unread {
-            self.unread_hot.insert(key.clone(), unread);
-        }
+    /// What of a key read by [`read_head`] goes to the state beside the key itself: its pages
+    /// counted.
+    fn take_read(&mut self, read: ReadHead) -> (KeyState, Vec<(RowId, StoredRow)>) {
+        let ReadHead { ks, rows } = read;
         if let Some(f) = &ks.frozen {
             self.pages.count(f);
         }
         (ks, rows)
+    }
+
+    /// Restores an empty state from the heads of some keys as a scan reads them
+    /// ([`RowsHead`], in key order), as of `summary`: the state can then be scanned, and
+    /// nothing else.
+    pub fn restore_rows(
+        &mut self,
+        heads: impl Iterator<Item = Result<(Bytes, Arc<RowsHead>)>>,
+        summary: &Summary,
+    ) -> Result<()> {
+        let n_keys = usize::try_from(summary.keys).map_err(corrupt)?;
+        for head in heads {
+            let (key, h) = head?;
+            if h.no as usize >= n_keys {
+                return Err(super::cold::in_key(
+                    &key,
+                    corrupt(format!("its number {} is taken", h.no)),
+                ));
+            }
+            let ks = KeyState {
+                no: h.no,
+                max_sys: h.max_sys.clone(),
+                deleted_since: h.deleted_since,
+                frozen: h.frozen.clone().map(Box::new),
+                next_page: h.next_page,
+                ..Default::default()
+            };
+            if let Some(f) = &ks.frozen {
+                self.pages.count(f);
+            }
+            self.unread_hot.insert(key.clone(), h.unread.clone());
+            self.keys.insert(key, ks);
+        }
+        self.numbered = u32::try_from(n_keys).map_err(corrupt)?;
+        self.truncates = truncates_of(summary);
+        self.rows = RowStore::sparse(summary.rows, Vec::new())?;
+        Ok(())
     }
 
     /// The state of a table that holds none of its keys yet: its row store (every row frozen,
@@ -290,7 +325,7 @@ impl TableState {
         self.rows
             .reserve_put_back(read.iter().map(|(_, r)| r.rows.len()).sum());
         for (key, read) in read {
-            let (ks, rows) = self.take_read(&key, read);
+            let (ks, rows) = self.take_read(read);
             if ks.no >= self.numbered {
                 return Err(super::cold::in_key(
                     &key,
@@ -308,59 +343,37 @@ impl TableState {
     }
 }
 
-/// A key's head, read: its state, its hot rows, and (with `Scope::Rows`) its hot part still
-/// encoded. Reading a head changes nothing, so many are read at once ([`TableState::load_keys`]).
+/// A key's head, read: its state and its hot rows. Reading a head changes nothing, so many are
+/// read at once ([`TableState::load_keys`]).
 struct ReadHead {
     ks: KeyState,
     rows: Vec<(RowId, StoredRow)>,
-    unread: Option<UnreadHot>,
 }
 
 /// Reads the head `bytes` of `key`, in a table of `width` columns, as `scope` asks.
 fn read_head(key: &Bytes, bytes: &[u8], scope: &Scope, width: usize) -> Result<ReadHead> {
     let bad = |e: crate::error::Error| super::cold::in_key(key, e);
     // A key read to be read keeps a long page list in chunks, decompressed as needed.
-    let ListedHead {
-        meta,
-        list,
-        hot_zone,
-        hot,
-    } = match scope {
-        Scope::Read | Scope::Rows => decode_head_listed(bytes).map_err(bad)?,
+    let (meta, list, hot) = match scope {
+        Scope::Read => {
+            let h = decode_head_listed(bytes).map_err(bad)?;
+            (h.meta, h.list, h.hot)
+        }
         Scope::Whole(_) | Scope::Keys => {
             let (meta, hot) = decode_head(bytes).map_err(bad)?;
-            ListedHead {
-                meta,
-                list: None,
-                hot_zone: None,
-                hot,
-            }
+            (meta, None, hot)
         }
     };
-    let mut unread = None;
-    let (events, versions, rows) = match scope {
-        Scope::Rows => {
-            unread = Some(UnreadHot {
-                zone: hot_zone.map(Vec::into_boxed_slice),
-                part: hot.into(),
-            });
-            (Vec::new(), Vec::new(), Vec::new())
-        }
-        Scope::Read => decode_cold(hot, key, width, Events::Skip).map_err(bad)?,
-        Scope::Whole(_) | Scope::Keys => {
-            decode_cold(hot, key, width, Events::Decode).map_err(bad)?
-        }
+    let events = match scope {
+        Scope::Read => Events::Skip,
+        Scope::Whole(_) | Scope::Keys => Events::Decode,
     };
+    let (events, versions, rows) = decode_cold(hot, key, width, events).map_err(bad)?;
     let mut ks = KeyState {
         no: meta.no,
         max_sys: meta.max_sys.map(Bytes::from),
         deleted_since: meta.deleted_since,
-        frozen: meta.frozen.map(|f| {
-            Box::new(match list {
-                Some(list) => Frozen::from_head_listed(f, list),
-                None => Frozen::from_head(f),
-            })
-        }),
+        frozen: meta.frozen.map(|f| Box::new(frozen_of(f, list))),
         next_page: meta.next_page,
         ..Default::default()
     };
@@ -371,7 +384,59 @@ fn read_head(key: &Bytes, bytes: &[u8], scope: &Scope, width: usize) -> Result<R
         ks.timeline.insert(start, Version { values, end, row });
     }
     ks.rows = rows.iter().map(|(id, _)| *id).collect();
-    Ok(ReadHead { ks, rows, unread })
+    Ok(ReadHead { ks, rows })
+}
+
+/// A key's frozen pages as its head lists them, in its meta or apart, in chunks.
+fn frozen_of(f: FrozenHead, list: Option<PageList>) -> Frozen {
+    match list {
+        Some(list) => Frozen::from_head_listed(f, list),
+        None => Frozen::from_head(f),
+    }
+}
+
+/// A key's head as a scan reads it: what of its state a scan needs, its page list in chunks
+/// (decompressed as the scan's zones need them) and its hot part still encoded, to be decoded
+/// with its frozen rows when the scan reaches it ([`TableState::cold_batch`]). Its events and
+/// timeline, which only lookups and commits need, are not read. Shared by every scan that reads
+/// the same head record, through the store's read cache ([`TableState::restore_rows`]).
+pub(crate) struct RowsHead {
+    no: u32,
+    max_sys: Option<Bytes>,
+    deleted_since: Option<i64>,
+    frozen: Option<Frozen>,
+    next_page: u32,
+    unread: Arc<UnreadHot>,
+}
+
+impl RowsHead {
+    /// The head `bytes` of `key`, as a scan reads it, with the bytes it holds in memory.
+    pub fn decode(key: &Bytes, bytes: &[u8]) -> Result<(RowsHead, u64)> {
+        let bad = |e: crate::error::Error| super::cold::in_key(key, e);
+        let ListedHead {
+            meta,
+            list,
+            hot_zone,
+            hot,
+        } = decode_head_listed(bytes).map_err(bad)?;
+        let head = RowsHead {
+            no: meta.no,
+            max_sys: meta.max_sys.map(Bytes::from),
+            deleted_since: meta.deleted_since,
+            frozen: meta.frozen.map(|f| frozen_of(f, list)),
+            next_page: meta.next_page,
+            unread: Arc::new(UnreadHot {
+                zone: hot_zone.map(Vec::into_boxed_slice),
+                part: hot.into(),
+            }),
+        };
+        let held = std::mem::size_of::<RowsHead>()
+            + head.max_sys.as_ref().map_or(0, |s| s.len())
+            + head.frozen.as_ref().map_or(0, Frozen::heap_bytes)
+            + head.unread.zone.as_ref().map_or(0, |z| z.len())
+            + head.unread.part.len();
+        Ok((head, held as u64))
+    }
 }
 
 /// From how many heads [`TableState::load_keys`] reads them on two threads.
@@ -411,10 +476,7 @@ pub(crate) enum Scope {
     /// Only the keys whose heads it is given, to be read by key and changed by a commit.
     Keys,
     /// Only the keys whose heads it is given, to be read by key (lookups, point scans) and never
-    /// changed: their events, which only a commit refolds, are not decoded.
+    /// changed: their events, which only a commit refolds, are not decoded. (A state to be
+    /// scanned is restored from [`RowsHead`]s: [`TableState::restore_rows`].)
     Read,
-    /// Only the keys whose heads it is given, to be scanned: their events and timelines (which
-    /// lookups and commits need) are not read, and their hot row versions are kept encoded, to
-    /// be decoded with their frozen ones when the scan reaches them.
-    Rows,
 }

@@ -16,6 +16,7 @@
 //! than it holds.
 
 use std::any::{Any, TypeId};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::format::value_log::Pointer;
@@ -26,6 +27,27 @@ pub type DecodedValue = Arc<dyn Any + Send + Sync>;
 /// What [`super::KvStore::get_decoded`] decodes a value with: the value made of its bytes, and
 /// the bytes it holds in memory.
 pub type Decoder<'a> = &'a dyn Fn(&[u8]) -> crate::error::Result<(DecodedValue, u64)>;
+
+/// A value read by a scan ([`super::KvStore::scan_prefix_from_kept`]): as an earlier read kept
+/// it, decoded, or its bytes, with where to keep what the caller decodes of them.
+pub enum Scanned {
+    /// Decoded already: what an earlier read kept of exactly these bytes.
+    Kept(DecodedValue),
+    /// The bytes, and where they lie if the layer keeps what is decoded of them
+    /// ([`super::KvStore::keep_decoded`]).
+    Read(Vec<u8>, Option<KeepAt>),
+}
+
+/// Where a value a scan read lies in the value log, as of the cache's epoch: what
+/// [`super::KvStore::keep_decoded`] keeps a decoded value by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeepAt {
+    segment: u32,
+    offset: u64,
+    /// The cache's epoch when the value was read: a purge (which clears the cache, so that
+    /// erased values leave memory) starts a new one, and a value read before it is not kept.
+    epoch: u64,
+}
 
 /// Where a decoded value's bytes lie, and what it was decoded as.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -54,6 +76,8 @@ impl quick_cache::Weighter<Slot, Entry> for ByBytes {
 pub(super) struct DecodedCache {
     /// `None` when the capacity is 0: nothing is kept.
     cache: Option<quick_cache::sync::Cache<Slot, Entry, ByBytes>>,
+    /// Counts the clears ([`KeepAt::epoch`]).
+    epoch: AtomicU64,
 }
 
 /// What an entry is guessed to weigh, to size the cache's table.
@@ -65,7 +89,10 @@ impl DecodedCache {
             let items = (capacity / TYPICAL_ENTRY).max(16) as usize;
             quick_cache::sync::Cache::with_weighter(items, capacity, ByBytes)
         });
-        DecodedCache { cache }
+        DecodedCache {
+            cache,
+            epoch: AtomicU64::new(0),
+        }
     }
 
     /// The value decoded as `kind` from the record at `at`, if kept.
@@ -81,8 +108,35 @@ impl DecodedCache {
         }
     }
 
-    /// Forgets every entry (a purge rewrote the files: what was erased leaves memory too).
+    /// Where to keep what is decoded of the record at `at` ([`DecodedCache::keep`]), if the
+    /// cache keeps anything.
+    pub fn keep_at(&self, at: &Pointer) -> Option<KeepAt> {
+        self.cache.as_ref().map(|_| KeepAt {
+            segment: at.segment,
+            offset: at.offset,
+            epoch: self.epoch.load(Ordering::Acquire),
+        })
+    }
+
+    /// Keeps `value`, decoded as `kind` from the record [`DecodedCache::keep_at`] named, unless
+    /// the cache was cleared since.
+    pub fn keep(&self, at: KeepAt, kind: TypeId, value: DecodedValue, bytes: u64) {
+        if let Some(c) = &self.cache {
+            if at.epoch == self.epoch.load(Ordering::Acquire) {
+                let slot = Slot {
+                    segment: at.segment,
+                    offset: at.offset,
+                    kind,
+                };
+                c.insert(slot, Entry { value, bytes });
+            }
+        }
+    }
+
+    /// Forgets every entry (a purge rewrote the files: what was erased leaves memory too), and
+    /// what a read before now would keep.
     pub fn clear(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
         if let Some(c) = &self.cache {
             c.clear();
         }

@@ -16,7 +16,7 @@ use std::sync::{Arc, RwLock};
 use std::any::{Any, TypeId};
 
 use decoded::DecodedCache;
-pub use decoded::{DecodedValue, Decoder};
+pub use decoded::{DecodedValue, Decoder, KeepAt, Scanned};
 use handle::{open_sled, SledHandle};
 use values::ValueLog;
 
@@ -82,6 +82,27 @@ pub trait KvStore: Send + Sync {
         let _ = kind;
         self.get(key)?.map(|v| Ok(decode(&v)?.0)).transpose()
     }
+    /// [`KvStore::scan_prefix_from`], each value as a layer that keeps decoded values
+    /// ([`KvStore::get_decoded`]) kept it, decoded as `kind`, or else its bytes, with where to
+    /// keep what the caller decodes of them ([`KvStore::keep_decoded`]): the caller decodes on
+    /// its own thread. The default reads every value and keeps nothing.
+    fn scan_prefix_from_kept<'a>(
+        &'a self,
+        prefix: &[u8],
+        from: &[u8],
+        kind: TypeId,
+    ) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Scanned)>> + 'a> {
+        let _ = kind;
+        Box::new(
+            self.scan_prefix_from(prefix, from)
+                .map(|r| r.map(|(k, v)| (k, Scanned::Read(v, None)))),
+        )
+    }
+    /// Keeps `value`, decoded as `kind` from a value [`KvStore::scan_prefix_from_kept`] read at
+    /// `at`, weighing `bytes`. The default keeps nothing.
+    fn keep_decoded(&self, at: KeepAt, kind: TypeId, value: DecodedValue, bytes: u64) {
+        let _ = (at, kind, value, bytes);
+    }
     /// All pairs whose key starts with `prefix`, in key order.
     fn scan_prefix<'a>(&'a self, prefix: &[u8]) -> Box<dyn Iterator<Item = Result<KvPair>> + 'a>;
     /// The pairs whose key starts with `prefix` and is `from` or greater, in key order. (The
@@ -144,11 +165,14 @@ pub(crate) fn get_decoded<T: Any + Send + Sync>(
         Ok((Arc::new(value), held))
     };
     kv.get_decoded(key, TypeId::of::<T>(), &erased)?
-        .map(|v| {
-            v.downcast::<T>()
-                .map_err(|_| corrupt("a decoded value kept as another type"))
-        })
+        .map(downcast)
         .transpose()
+}
+
+/// A decoded value as the type it was kept as (`kind`'s type, which names it).
+pub(crate) fn downcast<T: Any + Send + Sync>(v: DecodedValue) -> Result<Arc<T>> {
+    v.downcast::<T>()
+        .map_err(|_| corrupt("a decoded value kept as another type"))
 }
 
 /// sled 0.34 behind [`KvStore`], with the values of 128 bytes or more in a value log beside it
@@ -497,6 +521,37 @@ impl SledKv {
             .transpose()
     }
 
+    /// A pair read by [`KvStore::scan_prefix_from_kept`]: its value as kept, decoded as `kind`,
+    /// or its bytes, read from the log when they are there (and then where to keep what is
+    /// decoded of them). `None` as for [`SledKv::pair`].
+    fn kept_pair(
+        &self,
+        log: &ValueLog,
+        r: sled::Result<(sled::IVec, sled::IVec)>,
+        kind: TypeId,
+    ) -> Result<Option<(Vec<u8>, Scanned)>> {
+        let (k, held) = r?;
+        if separated::is_own(&k) {
+            return Ok(None);
+        }
+        let Stored::Logged(at) = stored(&held)? else {
+            let v = self.resolve(log, &k, &held)?;
+            return Ok(v.map(|v| (k.to_vec(), Scanned::Read(v, None))));
+        };
+        if let Some(v) = self.decoded.get(&at, kind) {
+            return Ok(Some((k.to_vec(), Scanned::Kept(v))));
+        }
+        let read = match separated::value(log, &k, &held)? {
+            // The bytes of the record at `at`, and so kept by it.
+            Some(v) => Some(Scanned::Read(v, self.decoded.keep_at(&at))),
+            // Moved since sled was read: read where it is now, and not kept.
+            None => self
+                .resolve(log, &k, &held)?
+                .map(|v| Scanned::Read(v, None)),
+        };
+        Ok(read.map(|v| (k.to_vec(), v)))
+    }
+
     /// Whether the tree holds any commit record the manifest follows.
     fn has_commits(&self) -> Result<bool> {
         for (tag, _) in FOLLOWED {
@@ -685,6 +740,33 @@ impl KvStore for SledKv {
                     self.pair(&log, r)
                 }),
         )
+    }
+
+    fn scan_prefix_from_kept<'a>(
+        &'a self,
+        prefix: &[u8],
+        from: &[u8],
+        kind: TypeId,
+    ) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Scanned)>> + 'a> {
+        let prefix = prefix.to_vec();
+        let from = from.max(&prefix[..]).to_vec();
+        let (log, db) = match self.values().and_then(|log| Ok((log, self.db()?))) {
+            Ok(files) => files,
+            Err(e) => return Box::new(std::iter::once(Err(e))),
+        };
+        let pairs = db.range(from..);
+        Box::new(
+            pairs
+                .take_while(move |r| r.as_ref().map_or(true, |(k, _)| k.starts_with(&prefix)))
+                .filter_map(move |r| {
+                    let _held = &db;
+                    self.kept_pair(&log, r, kind).transpose()
+                }),
+        )
+    }
+
+    fn keep_decoded(&self, at: KeepAt, kind: TypeId, value: DecodedValue, bytes: u64) {
+        self.decoded.keep(at, kind, value, bytes);
     }
 
     fn write(&self, batch: WriteBatch) -> Result<()> {
@@ -940,6 +1022,68 @@ mod tests {
         assert_eq!(kv.decoded.weight(), 0);
         assert_eq!(*read(b"other").unwrap(), (500, 4));
         assert_eq!(calls.load(Ordering::Relaxed), 6);
+    }
+
+    /// What a scan reads: `(key, Some(first byte) if kept, whether it may be kept)`; each value
+    /// read is kept as its first byte when it may be.
+    fn scan_kept(kv: &SledKv) -> Vec<(Vec<u8>, Option<u8>, bool)> {
+        let kind = TypeId::of::<u8>();
+        kv.scan_prefix_from_kept(b"k", b"k", kind)
+            .map(|r| match r.unwrap() {
+                (k, Scanned::Kept(v)) => (k, Some(*downcast::<u8>(v).unwrap()), false),
+                (k, Scanned::Read(v, at)) => {
+                    if let Some(at) = at {
+                        kv.keep_decoded(at, kind, Arc::new(v[0]), v.len() as u64);
+                    }
+                    (k, None, at.is_some())
+                }
+            })
+            .collect()
+    }
+
+    /// A scan finds kept what an earlier scan decoded of the log's values, and reads the rest;
+    /// a value written again is read again, and what a scan read before a purge is not kept
+    /// after it (the purge cleared the cache, so erased values leave memory).
+    #[test]
+    fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
+        let dir = tempfile::tempdir().unwrap();
+        let kv = SledKv::open(dir.path(), 1 << 20)
+            .unwrap()
+            .with_read_cache(1 << 20);
+        put(&kv, b"k1", vec![1; 1000]);
+        put(&kv, b"k2", vec![2; 10]);
+        put(&kv, b"k3", vec![3; 1000]);
+        let (k1, k2, k3) = (b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec());
+        assert_eq!(
+            scan_kept(&kv),
+            vec![
+                (k1.clone(), None, true),
+                (k2.clone(), None, false),
+                (k3.clone(), None, true)
+            ]
+        );
+        assert_eq!(
+            scan_kept(&kv),
+            vec![
+                (k1.clone(), Some(1), false),
+                (k2.clone(), None, false),
+                (k3.clone(), Some(3), false)
+            ]
+        );
+        put(&kv, b"k3", vec![4; 1000]);
+        assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
+        assert_eq!(scan_kept(&kv)[2], (k3.clone(), Some(4), false));
+
+        // Read before the purge, offered after it: not kept.
+        let mut read = kv.scan_prefix_from_kept(b"k", b"k", TypeId::of::<u16>());
+        let Some(Ok((_, Scanned::Read(_, Some(at))))) = read.next() else {
+            panic!("k1 read from the log");
+        };
+        drop(read);
+        kv.purge().unwrap();
+        kv.keep_decoded(at, TypeId::of::<u16>(), Arc::new(7u16), 1000);
+        assert_eq!(kv.decoded.weight(), 0);
+        assert_eq!(scan_kept(&kv)[0], (k1, None, true));
     }
 
     /// Without a read cache every read decodes.

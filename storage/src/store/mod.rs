@@ -54,7 +54,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::engine::{ColdConfig, TableState};
+use crate::engine::{Caching, ColdConfig, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::expectation::Expectation;
 use crate::flow::{Flow, FlowSpec, TableSchema};
@@ -629,11 +629,15 @@ impl Store {
     /// table; to be read with [`Store::read_span`], so that a full scan made of spans holds one
     /// span at a time. `None` if the table is in memory or its records are not current (commits
     /// since its last checkpoint): read it with [`Store::read`] then.
+    ///
+    /// `caching` says whether the heads it reads, decoded by the span's first read, are kept in
+    /// the read cache ([`ScanSpec::caching`]); heads the cache holds are found there either way.
     pub fn key_span(
         &self,
         table: &str,
         (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
         max_keys: usize,
+        caching: Caching,
     ) -> Result<Option<KeySpan>> {
         let g = self.read_inner()?;
         let t = g.table(table)?;
@@ -642,7 +646,7 @@ impl Store {
         }
         let span = pages::KeySpan { lo, hi, max_keys };
         Ok(
-            pages::read_keys(g.kv.as_ref(), t, &span)?.map(|(heads, last)| KeySpan {
+            pages::read_keys(g.kv.as_ref(), t, &span, caching)?.map(|(heads, last)| KeySpan {
                 table: table.to_string(),
                 id: t.id,
                 generation: t.generation,
@@ -690,7 +694,7 @@ impl Store {
         }
         let state = match (span.heads.take(), &mut span.state) {
             (_, Some(state)) => state,
-            (Some(heads), state) => state.insert(pages::restore_span(t, heads)?),
+            (Some(heads), state) => state.insert(pages::restore_span(g.kv.as_ref(), t, heads)?),
             (None, None) => {
                 return Err(corrupt(
                     "a span of keys read again after its heads failed to decode",

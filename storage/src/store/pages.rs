@@ -5,6 +5,7 @@
 //! current (a store written by an earlier format, a crash during a rebuild, a VACUUM), the table
 //! is replayed once and they are written again ([`rebuild`]).
 
+use std::any::TypeId;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use super::page_pins::{FreedPage, PagePins};
 use super::replay::{gc_secs_in, replay_log, ReplayRange, Replayed};
 use super::{in_table, Checkpoints, Table};
 use crate::engine::fold::Bytes;
-use crate::engine::{DirPart, PageSource, PageWrite, Scope, TableState};
+use crate::engine::{Caching, DirPart, PageSource, PageWrite, RowsHead, Scope, TableState};
 use crate::error::Result;
 use crate::format::cold_page::RowBlock;
 use crate::format::derived::{
@@ -21,7 +22,7 @@ use crate::format::derived::{
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::format::page_list::PageEntry;
-use crate::kv::{KvPair, KvStore, WriteBatch};
+use crate::kv::{downcast, KvPair, KvStore, Scanned, WriteBatch};
 use crate::progress::Reporter;
 
 /// The frozen pages of table `id`, read from the key-value layer.
@@ -483,11 +484,12 @@ pub(super) struct KeySpan<'a> {
     pub max_keys: usize,
 }
 
-/// The heads of the keys of a span ([`read_keys`]), as read, with the summary they are current
-/// at: [`restore_span`] decodes them.
+/// The heads of the keys of a span ([`read_keys`]), as read (or as the read cache kept them,
+/// decoded), with the summary they are current at: [`restore_span`] decodes them.
 pub(crate) struct SpanHeads {
-    heads: Vec<(Vec<u8>, Vec<u8>)>,
+    heads: Vec<(Vec<u8>, Scanned)>,
     summary: Summary,
+    caching: Caching,
 }
 
 impl SpanHeads {
@@ -499,11 +501,13 @@ impl SpanHeads {
 
 /// The heads of the keys of `t` in `span`, in key order, read without loading the table, to be
 /// restored as a state to scan ([`restore_span`]), if its last checkpoint is at its last commit
-/// (`Ok(None)` if not). With them, the last key read if keys in the span follow it.
+/// (`Ok(None)` if not). With them, the last key read if keys in the span follow it. Heads the
+/// read cache kept come decoded; with `Caching::Keep`, those decoded later are kept.
 pub(super) fn read_keys(
     kv: &dyn KvStore,
     t: &Table,
     span: &KeySpan<'_>,
+    caching: Caching,
 ) -> Result<Option<(SpanHeads, Option<Vec<u8>>)>> {
     let Some(summary) = current_summary(kv, t)? else {
         return Ok(None);
@@ -513,9 +517,9 @@ pub(super) fn read_keys(
         Bound::Included(k) | Bound::Excluded(k) => keys::key_head(t.id, k),
         Bound::Unbounded => prefix.clone(),
     };
-    let mut heads: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut heads: Vec<(Vec<u8>, Scanned)> = Vec::new();
     let mut more = false;
-    for pair in kv.scan_prefix_from(&prefix, &from) {
+    for pair in kv.scan_prefix_from_kept(&prefix, &from, TypeId::of::<RowsHead>()) {
         let (k, v) = pair?;
         let key = keys::head_key(&k)?;
         if matches!(span.lo, Bound::Excluded(l) if key == l) {
@@ -536,13 +540,43 @@ pub(super) fn read_keys(
         heads.push((key.to_vec(), v));
     }
     let last = heads.last().filter(|_| more).map(|(k, _)| k.clone());
-    Ok(Some((SpanHeads { heads, summary }, last)))
+    let heads = SpanHeads {
+        heads,
+        summary,
+        caching,
+    };
+    Ok(Some((heads, last)))
 }
 
-/// The state of `t` restricted to the keys of `span`, to be scanned (`Scope::Rows`: their
-/// events and timelines are not read).
-pub(super) fn restore_span(t: &Table, span: SpanHeads) -> Result<TableState> {
-    restore_keys(t, span.heads, Scope::Rows, &span.summary)
+/// The state of `t` restricted to the keys of `span`, to be scanned (their events and timelines
+/// are not read: [`RowsHead`]). The heads read from the log are decoded here, on the thread that
+/// reads the span, and kept in the read cache if the span's reads keep what they decode.
+pub(super) fn restore_span(kv: &dyn KvStore, t: &Table, span: SpanHeads) -> Result<TableState> {
+    let SpanHeads {
+        heads,
+        summary,
+        caching,
+    } = span;
+    let heads = heads.into_iter().map(|(key, scanned)| {
+        let key = Bytes::from(key);
+        let head = match scanned {
+            Scanned::Kept(v) => downcast::<RowsHead>(v)?,
+            Scanned::Read(bytes, at) => {
+                let (head, held) = RowsHead::decode(&key, &bytes)?;
+                let head = Arc::new(head);
+                if let (Some(at), Caching::Keep) = (at, caching) {
+                    kv.keep_decoded(at, TypeId::of::<RowsHead>(), head.clone(), held);
+                }
+                head
+            }
+        };
+        Ok((key, head))
+    });
+    let mut state = t.new_state();
+    state
+        .restore_rows(heads, &summary)
+        .map_err(|e| in_table(&t.name, e))?;
+    Ok(state)
 }
 
 fn restore_keys(

@@ -120,6 +120,21 @@ pub struct ScanSpec {
     pub values: Values,
 }
 
+impl ScanSpec {
+    /// Whether the scan keeps what it decodes in the store's read cache, when `latest` is the
+    /// table's latest version: reads that pick rows by time (as of a point, over a span) or
+    /// read a past version keep them, for reports and services repeat them; a scan of every
+    /// row of the current table passes, so that a `count(*)` neither grows the process nor
+    /// pushes out what those reads keep.
+    pub fn caching(&self, latest: u64) -> Caching {
+        let current = self.version.is_none_or(|v| v == latest);
+        match (&self.business, &self.system, current) {
+            (TimeFilter::All, TimeFilter::All, true) => Caching::Pass,
+            _ => Caching::Keep,
+        }
+    }
+}
+
 /// Whether a scan reads its rows' values ([`ScanSpec::values`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Values {
@@ -580,10 +595,7 @@ impl TableReader<'_> {
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
-        let caching = match (&spec.business, &spec.system, current) {
-            (TimeFilter::All, TimeFilter::All, true) => Caching::Pass,
-            _ => Caching::Keep,
-        };
+        let caching = spec.caching(latest);
         let mut n = 0;
         let unbounded = matches!(
             (&spec.key_lo, &spec.key_hi),
