@@ -1,0 +1,166 @@
+//! Tests of the key-value layer's read cache as the layers above use it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+
+/// A decoder that counts its calls: the value's length and first byte.
+fn counted(calls: &AtomicUsize) -> impl Fn(&[u8]) -> Result<((usize, u8), u64)> + '_ {
+    move |v| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        Ok(((v.len(), v[0]), v.len() as u64))
+    }
+}
+
+fn put(kv: &SledKv, key: &[u8], value: Vec<u8>) {
+    let mut b = WriteBatch::default();
+    b.put(key.to_vec(), value);
+    kv.write(b).unwrap();
+}
+
+/// A value of the log is decoded once and shared; a small value (in sled) at every read; a
+/// key written again, deleted, or purged reads as it is now, never as kept.
+#[test]
+fn a_decoded_value_is_kept_by_its_record_and_never_outlives_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20)
+        .unwrap()
+        .with_read_cache(1 << 20);
+    let calls = AtomicUsize::new(0);
+    let read = |key: &[u8]| get_decoded(&kv, key, counted(&calls)).unwrap();
+    put(&kv, b"big", vec![1; 1000]);
+    put(&kv, b"small", vec![2; 10]);
+    let first = read(b"big").unwrap();
+    let again = read(b"big").unwrap();
+    assert_eq!(*first, (1000, 1));
+    assert!(Arc::ptr_eq(&first, &again));
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    assert_eq!(*read(b"small").unwrap(), (10, 2));
+    assert_eq!(*read(b"small").unwrap(), (10, 2));
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+    assert_eq!(kv.decoded.weight(), 1000);
+
+    put(&kv, b"big", vec![3; 2000]);
+    assert_eq!(*read(b"big").unwrap(), (2000, 3));
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+    let mut b = WriteBatch::default();
+    b.delete(b"big".to_vec());
+    kv.write(b).unwrap();
+    assert_eq!(read(b"big"), None);
+
+    put(&kv, b"other", vec![4; 500]);
+    assert_eq!(*read(b"other").unwrap(), (500, 4));
+    kv.purge().unwrap();
+    assert_eq!(kv.decoded.weight(), 0);
+    assert_eq!(*read(b"other").unwrap(), (500, 4));
+    assert_eq!(calls.load(Ordering::Relaxed), 6);
+}
+
+/// What a scan reads: `(key, Some(first byte) if kept, whether it may be kept)`; each value
+/// read is kept as its first byte when it may be.
+fn scan_kept(kv: &SledKv) -> Vec<(Vec<u8>, Option<u8>, bool)> {
+    let kind = TypeId::of::<u8>();
+    kv.scan_prefix_from_kept(b"k", b"k", kind)
+        .map(|r| match r.unwrap() {
+            (k, Scanned::Kept(v)) => (k, Some(*downcast::<u8>(v).unwrap()), false),
+            (k, Scanned::Read(v, at)) => {
+                if let Some(at) = at {
+                    kv.keep_decoded(at, kind, Arc::new(v[0]), v.len() as u64);
+                }
+                (k, None, at.is_some())
+            }
+        })
+        .collect()
+}
+
+/// A scan finds kept what an earlier scan decoded of the log's values, and reads the rest;
+/// a value written again is read again, and what a scan read before a purge is not kept
+/// after it (the purge cleared the cache, so erased values leave memory).
+#[test]
+fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20)
+        .unwrap()
+        .with_read_cache(1 << 20);
+    put(&kv, b"k1", vec![1; 1000]);
+    put(&kv, b"k2", vec![2; 10]);
+    put(&kv, b"k3", vec![3; 1000]);
+    let (k1, k2, k3) = (b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec());
+    assert_eq!(
+        scan_kept(&kv),
+        vec![
+            (k1.clone(), None, true),
+            (k2.clone(), None, false),
+            (k3.clone(), None, true)
+        ]
+    );
+    assert_eq!(
+        scan_kept(&kv),
+        vec![
+            (k1.clone(), Some(1), false),
+            (k2.clone(), None, false),
+            (k3.clone(), Some(3), false)
+        ]
+    );
+    put(&kv, b"k3", vec![4; 1000]);
+    assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
+    assert_eq!(scan_kept(&kv)[2], (k3.clone(), Some(4), false));
+
+    // Read before the purge, offered after it: not kept.
+    let mut read = kv.scan_prefix_from_kept(b"k", b"k", TypeId::of::<u16>());
+    let Some(Ok((_, Scanned::Read(_, Some(at))))) = read.next() else {
+        panic!("k1 read from the log");
+    };
+    drop(read);
+    kv.purge().unwrap();
+    kv.keep_decoded(at, TypeId::of::<u16>(), Arc::new(7u16), 1000);
+    assert_eq!(kv.decoded.weight(), 0);
+    assert_eq!(scan_kept(&kv)[0], (k1, None, true));
+}
+
+/// Without a read cache every read decodes.
+#[test]
+fn with_no_read_cache_every_read_decodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    let calls = AtomicUsize::new(0);
+    put(&kv, b"big", vec![1; 1000]);
+    for _ in 0..3 {
+        let v = get_decoded(&kv, b"big", counted(&calls)).unwrap();
+        assert_eq!(*v.unwrap(), (1000, 1));
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
+}
+
+/// A value a compaction moves to another segment is read from there: the entry of its old
+/// record is never handed out for it.
+#[test]
+fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20)
+        .unwrap()
+        .with_read_cache(64 << 20);
+    let calls = AtomicUsize::new(0);
+    let mib = |n: usize, b: u8| vec![b; n << 20];
+    // Segment 0 holds all three (a segment takes appends until one ends past 32 MiB).
+    for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3)] {
+        put(&kv, k, mib(12, b));
+    }
+    assert_eq!(
+        *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
+        (12 << 20, 3)
+    );
+    let before = kv.db().unwrap().get(b"c").unwrap().unwrap();
+    // Two of its three values written again: it is more than half dead, and the next write
+    // moves `c` out of it.
+    put(&kv, b"a", mib(1, 4));
+    put(&kv, b"b", mib(1, 5));
+    put(&kv, b"d", mib(1, 6));
+    let after = kv.db().unwrap().get(b"c").unwrap().unwrap();
+    assert_ne!(before, after, "the compaction moved c");
+    assert_eq!(
+        *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
+        (12 << 20, 3)
+    );
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
