@@ -4,25 +4,13 @@
 //! store that keeps none does.
 
 use std::ops::Bound::Unbounded;
-use std::sync::Arc;
 
-use arrow::array::{Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
 use asof::{
-    Checkpoints, Condition, FlowSpec, OnClose, ScanRequest, Store, StoreOptions, StoredAs,
-    TimeSelection, Value,
+    Checkpoints, OnClose, ScanRequest, Store, StoreOptions, StoredAs, TimeSelection, Value,
 };
 use proptest::prelude::*;
 
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("k", DataType::Int64, false),
-        Field::new("seq", DataType::Int64, false),
-        Field::new("sys", DataType::Int64, false),
-        Field::new("op", DataType::Utf8, false),
-        Field::new("v", DataType::Utf8, true),
-    ]))
-}
+use crate::common::keyed::{batch, flow, Ev};
 
 /// A store whose keys freeze after a few events, checkpointing every few: its pages are read
 /// back by reads and rewritten by commits. `read_cache_bytes` is the one difference.
@@ -40,42 +28,6 @@ fn open(dir: &std::path::Path, read_cache_bytes: u64) -> Store {
         },
     )
     .unwrap()
-}
-
-type Ev = (i64, i64, i64, bool, Option<String>);
-
-fn batch(events: &[Ev]) -> RecordBatch {
-    RecordBatch::try_new(
-        schema(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.0))),
-            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.1))),
-            Arc::new(Int64Array::from_iter_values(events.iter().map(|e| e.2))),
-            Arc::new(StringArray::from_iter_values(events.iter().map(|e| {
-                if e.3 {
-                    "D"
-                } else {
-                    "U"
-                }
-            }))),
-            Arc::new(StringArray::from(
-                events.iter().map(|e| e.4.clone()).collect::<Vec<_>>(),
-            )),
-        ],
-    )
-    .unwrap()
-}
-
-fn flow(mode: StoredAs) -> asof::Flow {
-    let mut f = FlowSpec::builder("f", "t", &schema())
-        .keys(["k"])
-        .sequence_by(["seq"])
-        .delete_when(Condition::equals("op", "D"))
-        .stored_as(mode);
-    if mode == StoredAs::Bitemporal {
-        f = f.system_sequence_by("sys");
-    }
-    f.build().unwrap()
 }
 
 /// The events of one commit over keys `0..4`, at business and system times `0..40`: many land
