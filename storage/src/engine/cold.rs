@@ -366,8 +366,9 @@ impl Frozen {
         self.entries_where(key, pages, |_| true)
     }
 
-    /// [`Frozen::entries`], but of the stored pages, only those of the chunks of its list whose
-    /// zone `keep` accepts, if the list is in memory ([`PageList::entries_where`]).
+    /// [`Frozen::entries`], but of the stored pages, only those whose zone `keep` accepts, read
+    /// from the chunks of its list whose zone it accepts, if the list is in memory
+    /// ([`PageList::entries_where`]); the rest as they are (callers test them again).
     fn entries_where<'a>(
         &'a self,
         key: &[u8],
