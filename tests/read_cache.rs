@@ -10,7 +10,7 @@ use asof::{
 };
 use proptest::prelude::*;
 
-use crate::common::keyed::{batch, flow, Ev};
+use crate::common::keyed::{batch, flow, sorted_lines, Ev};
 
 /// A store whose keys freeze after a few events, checkpointing every few: its pages are read
 /// back by reads and rewritten by commits. `read_cache_bytes` is the one difference.
@@ -108,14 +108,7 @@ fn answer(store: &Store, mode: StoredAs, read: &Read) -> Vec<String> {
         }
     };
     match asof::scan_all(store, "t", &req) {
-        Ok(batches) => {
-            let text = arrow::util::pretty::pretty_format_batches(&batches)
-                .unwrap()
-                .to_string();
-            let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-            lines.sort();
-            lines
-        }
+        Ok(batches) => sorted_lines(&batches),
         Err(e) => vec![e.to_string()],
     }
 }

@@ -10,7 +10,7 @@ use arrow::array::RecordBatch;
 use asof::{Checkpoints, Increments, OnClose, OpenMode, Store, StoreOptions, StoredAs};
 use proptest::prelude::*;
 
-use crate::common::keyed::{batch, flow, Ev};
+use crate::common::keyed::{batch, flow, sorted_lines, Ev};
 
 /// The store that reopens checkpoints every few events and not on close, as after a crash: each
 /// reopen reads the last checkpoint and replays the commits after it.
@@ -156,13 +156,7 @@ fn scanned(store: &Store, table: &str, version: Option<u64>) -> Vec<String> {
         version,
         ..Default::default()
     };
-    let batches = asof::scan_all(store, table, &req).unwrap();
-    let text = arrow::util::pretty::pretty_format_batches(&batches)
-        .unwrap()
-        .to_string();
-    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-    lines.sort();
-    lines
+    sorted_lines(&asof::scan_all(store, table, &req).unwrap())
 }
 
 /// What happens after a commit to the store that reopens.

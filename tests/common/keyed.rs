@@ -53,3 +53,14 @@ pub fn flow(mode: StoredAs) -> asof::Flow {
     }
     f.build().unwrap()
 }
+
+/// Batches as one line of text per row (with the table's frame), sorted: two scans compare
+/// whatever order their rows come in.
+pub fn sorted_lines(batches: &[RecordBatch]) -> Vec<String> {
+    let text = arrow::util::pretty::pretty_format_batches(batches)
+        .unwrap()
+        .to_string();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
