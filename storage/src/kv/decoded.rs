@@ -14,10 +14,18 @@
 //! The cache is bounded by the bytes its entries hold, as their decoders count them; its
 //! policy (quick_cache's, a CLOCK-PRO variant) keeps what is read again through a scan of more
 //! than it holds.
+//!
+//! A value is kept on its second read, not its first ([`Doorkeeper`]): a process that reads
+//! something once (a one-shot `asof sql`, a report in a fresh process, a scan of a history read
+//! once) neither pays for keeping it nor grows by it. At 10M events one as-of snapshot of every
+//! key in a new process took 0.38–0.63 s and 255 MiB keeping all it read, 0.25–0.30 s and 120 MiB
+//! keeping nothing (docs/PERFORMANCE.md, session 39).
 
 use std::any::{Any, TypeId};
+use std::collections::HashSet;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::format::value_log::Pointer;
 
@@ -72,10 +80,50 @@ impl quick_cache::Weighter<Slot, Entry> for ByBytes {
     }
 }
 
+/// Which values were read once since it last forgot: what decides that a value is kept on its
+/// second read. It remembers a value's slot as a hash, forgets it once the value is kept, and
+/// forgets everything once it remembers [`Doorkeeper::remembers`] (so that a value read once
+/// long ago is read once again before it is kept, and the set stays bounded).
+struct Doorkeeper {
+    seen: Mutex<HashSet<u64>>,
+    remembers: usize,
+    hasher: RandomState,
+}
+
+impl Doorkeeper {
+    fn new(remembers: usize) -> Doorkeeper {
+        Doorkeeper {
+            seen: Mutex::new(HashSet::new()),
+            remembers,
+            hasher: RandomState::new(),
+        }
+    }
+
+    /// Whether the value at `slot` is to be kept: whether it was read before since the last
+    /// forgetting. Remembers it if not.
+    fn admits(&self, slot: &Slot) -> bool {
+        let hash = self.hasher.hash_one(slot);
+        // Nothing is left half-done under the lock: a panic elsewhere leaves a usable set.
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.remove(&hash) {
+            return true;
+        }
+        if seen.len() >= self.remembers {
+            *seen = HashSet::new();
+        }
+        seen.insert(hash);
+        false
+    }
+
+    fn forget(&self) {
+        *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = HashSet::new();
+    }
+}
+
 /// Decoded values by their record in the value log, at most `capacity` bytes of them.
 pub(super) struct DecodedCache {
     /// `None` when the capacity is 0: nothing is kept.
-    cache: Option<quick_cache::sync::Cache<Slot, Entry, ByBytes>>,
+    cache: Option<(quick_cache::sync::Cache<Slot, Entry, ByBytes>, Doorkeeper)>,
     /// Counts the clears ([`KeepAt::epoch`]).
     epoch: AtomicU64,
 }
@@ -83,11 +131,19 @@ pub(super) struct DecodedCache {
 /// What an entry is guessed to weigh, to size the cache's table.
 const TYPICAL_ENTRY: u64 = 4 << 10;
 
+/// How many values read once the [`Doorkeeper`] remembers, per entry the cache is sized for: an
+/// as-of snapshot of a 10M-event store reads about 30,000 values (a head and two pages per key),
+/// about as many entries as 128 MiB is sized for, and its second run must find them remembered.
+const REMEMBERED_PER_ENTRY: usize = 4;
+
 impl DecodedCache {
     pub fn new(capacity: u64) -> DecodedCache {
         let cache = (capacity > 0).then(|| {
             let items = (capacity / TYPICAL_ENTRY).max(16) as usize;
-            quick_cache::sync::Cache::with_weighter(items, capacity, ByBytes)
+            (
+                quick_cache::sync::Cache::with_weighter(items, capacity, ByBytes),
+                Doorkeeper::new(items * REMEMBERED_PER_ENTRY),
+            )
         });
         DecodedCache {
             cache,
@@ -98,13 +154,20 @@ impl DecodedCache {
     /// The value decoded as `kind` from the record at `at`, if kept.
     pub fn get(&self, at: &Pointer, kind: TypeId) -> Option<DecodedValue> {
         let slot = slot(at, kind);
-        self.cache.as_ref()?.get(&slot).map(|e| e.value)
+        self.cache.as_ref()?.0.get(&slot).map(|e| e.value)
     }
 
-    /// Keeps `value`, decoded as `kind` from the record at `at`, weighing `bytes`.
+    /// Keeps `value`, decoded as `kind` from the record at `at`, weighing `bytes`, if it was
+    /// read before ([`Doorkeeper`]).
     pub fn put(&self, at: &Pointer, kind: TypeId, value: DecodedValue, bytes: u64) {
-        if let Some(c) = &self.cache {
-            c.insert(slot(at, kind), Entry { value, bytes });
+        self.insert(slot(at, kind), Entry { value, bytes });
+    }
+
+    fn insert(&self, slot: Slot, entry: Entry) {
+        if let Some((c, door)) = &self.cache {
+            if door.admits(&slot) {
+                c.insert(slot, entry);
+            }
         }
     }
 
@@ -118,18 +181,16 @@ impl DecodedCache {
         })
     }
 
-    /// Keeps `value`, decoded as `kind` from the record [`DecodedCache::keep_at`] named, unless
-    /// the cache was cleared since.
+    /// Keeps `value`, decoded as `kind` from the record [`DecodedCache::keep_at`] named, if it
+    /// was read before ([`Doorkeeper`]) and unless the cache was cleared since.
     pub fn keep(&self, at: KeepAt, kind: TypeId, value: DecodedValue, bytes: u64) {
-        if let Some(c) = &self.cache {
-            if at.epoch == self.epoch.load(Ordering::Acquire) {
-                let slot = Slot {
-                    segment: at.segment,
-                    offset: at.offset,
-                    kind,
-                };
-                c.insert(slot, Entry { value, bytes });
-            }
+        if at.epoch == self.epoch.load(Ordering::Acquire) {
+            let slot = Slot {
+                segment: at.segment,
+                offset: at.offset,
+                kind,
+            };
+            self.insert(slot, Entry { value, bytes });
         }
     }
 
@@ -137,15 +198,16 @@ impl DecodedCache {
     /// what a read before now would keep.
     pub fn clear(&self) {
         self.epoch.fetch_add(1, Ordering::AcqRel);
-        if let Some(c) = &self.cache {
+        if let Some((c, door)) = &self.cache {
             c.clear();
+            door.forget();
         }
     }
 
     /// The bytes its entries weigh.
     #[cfg(test)]
     pub fn weight(&self) -> u64 {
-        self.cache.as_ref().map_or(0, |c| c.weight())
+        self.cache.as_ref().map_or(0, |(c, _)| c.weight())
     }
 }
 

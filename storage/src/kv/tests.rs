@@ -18,8 +18,9 @@ fn put(kv: &SledKv, key: &[u8], value: Vec<u8>) {
     kv.write(b).unwrap();
 }
 
-/// A value of the log is decoded once and shared; a small value (in sled) at every read; a
-/// key written again, deleted, or purged reads as it is now, never as kept.
+/// A value of the log is kept on its second read, then shared; a small value (in sled) is
+/// decoded at every read; a key written again, deleted, or purged reads as it is now, never as
+/// kept.
 #[test]
 fn a_decoded_value_is_kept_by_its_record_and_never_outlives_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
@@ -31,18 +32,23 @@ fn a_decoded_value_is_kept_by_its_record_and_never_outlives_its_bytes() {
     put(&kv, b"big", vec![1; 1000]);
     put(&kv, b"small", vec![2; 10]);
     let first = read(b"big").unwrap();
-    let again = read(b"big").unwrap();
+    assert_eq!(kv.decoded.weight(), 0, "read once: not kept");
+    let second = read(b"big").unwrap();
+    let third = read(b"big").unwrap();
     assert_eq!(*first, (1000, 1));
-    assert!(Arc::ptr_eq(&first, &again));
-    assert_eq!(calls.load(Ordering::Relaxed), 1);
-    assert_eq!(*read(b"small").unwrap(), (10, 2));
-    assert_eq!(*read(b"small").unwrap(), (10, 2));
-    assert_eq!(calls.load(Ordering::Relaxed), 3);
+    assert!(!Arc::ptr_eq(&first, &second));
+    assert!(Arc::ptr_eq(&second, &third));
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    for _ in 0..3 {
+        assert_eq!(*read(b"small").unwrap(), (10, 2));
+    }
+    assert_eq!(calls.load(Ordering::Relaxed), 5);
     assert_eq!(kv.decoded.weight(), 1000);
 
     put(&kv, b"big", vec![3; 2000]);
     assert_eq!(*read(b"big").unwrap(), (2000, 3));
-    assert_eq!(calls.load(Ordering::Relaxed), 4);
+    assert_eq!(*read(b"big").unwrap(), (2000, 3));
+    assert_eq!(calls.load(Ordering::Relaxed), 7);
     let mut b = WriteBatch::default();
     b.delete(b"big".to_vec());
     kv.write(b).unwrap();
@@ -50,10 +56,47 @@ fn a_decoded_value_is_kept_by_its_record_and_never_outlives_its_bytes() {
 
     put(&kv, b"other", vec![4; 500]);
     assert_eq!(*read(b"other").unwrap(), (500, 4));
+    assert_eq!(*read(b"other").unwrap(), (500, 4));
     kv.purge().unwrap();
     assert_eq!(kv.decoded.weight(), 0);
+    // The purge forgot what was read once too: kept on the second read after it, not the first.
     assert_eq!(*read(b"other").unwrap(), (500, 4));
-    assert_eq!(calls.load(Ordering::Relaxed), 6);
+    assert_eq!(kv.decoded.weight(), 0);
+    assert_eq!(*read(b"other").unwrap(), (500, 4));
+    assert_eq!(kv.decoded.weight(), 500);
+    assert_eq!(calls.load(Ordering::Relaxed), 11);
+}
+
+/// The doorkeeper remembers a bounded number of values read once: past it, it forgets them all,
+/// and a value is then kept only when read twice since.
+#[test]
+fn values_read_once_are_remembered_up_to_a_bound_then_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    // Sized for 16 entries: it remembers 64 values read once.
+    let kv = SledKv::open(dir.path(), 1 << 20)
+        .unwrap()
+        .with_read_cache(64 << 10);
+    let calls = AtomicUsize::new(0);
+    let read = |key: &[u8]| get_decoded(&kv, key, counted(&calls)).unwrap();
+    let key = |i: usize| format!("k{i:03}").into_bytes();
+    for i in 0..66 {
+        put(&kv, &key(i), vec![i as u8; 600]);
+    }
+    for i in 0..64 {
+        read(&key(i));
+    }
+    assert_eq!(kv.decoded.weight(), 0);
+    // Value 0 read again: remembered, kept (and no longer remembered as read once).
+    read(&key(0));
+    assert_eq!(kv.decoded.weight(), 600);
+    // 1..=64 fill the bound; 65 finds it full: everything read once is forgotten.
+    read(&key(64));
+    read(&key(65));
+    read(&key(1));
+    assert_eq!(kv.decoded.weight(), 600, "1 was forgotten: read once again");
+    read(&key(65));
+    assert_eq!(kv.decoded.weight(), 1200, "65 was remembered");
+    assert_eq!(calls.load(Ordering::Relaxed), 69);
 }
 
 /// What a scan reads: `(key, Some(first byte) if kept, whether it may be kept)`; each value
@@ -86,14 +129,16 @@ fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
     put(&kv, b"k2", vec![2; 10]);
     put(&kv, b"k3", vec![3; 1000]);
     let (k1, k2, k3) = (b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec());
-    assert_eq!(
-        scan_kept(&kv),
-        vec![
-            (k1.clone(), None, true),
-            (k2.clone(), None, false),
-            (k3.clone(), None, true)
-        ]
-    );
+    let read = vec![
+        (k1.clone(), None, true),
+        (k2.clone(), None, false),
+        (k3.clone(), None, true),
+    ];
+    // The first scan's values are read once: offered, not kept; the second's are.
+    assert_eq!(scan_kept(&kv), read);
+    assert_eq!(kv.decoded.weight(), 0);
+    assert_eq!(scan_kept(&kv), read);
+    assert_eq!(kv.decoded.weight(), 2000);
     assert_eq!(
         scan_kept(&kv),
         vec![
@@ -103,6 +148,7 @@ fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
         ]
     );
     put(&kv, b"k3", vec![4; 1000]);
+    assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
     assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
     assert_eq!(scan_kept(&kv)[2], (k3.clone(), Some(4), false));
 
@@ -137,19 +183,24 @@ fn with_no_read_cache_every_read_decodes() {
 #[test]
 fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
     let dir = tempfile::tempdir().unwrap();
+    // Large enough that a shard of the cache takes a value of 12 MiB.
     let kv = SledKv::open(dir.path(), 1 << 20)
         .unwrap()
-        .with_read_cache(64 << 20);
+        .with_read_cache(1 << 30);
     let calls = AtomicUsize::new(0);
     let mib = |n: usize, b: u8| vec![b; n << 20];
     // Segment 0 holds all three (a segment takes appends until one ends past 32 MiB).
     for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3)] {
         put(&kv, k, mib(12, b));
     }
-    assert_eq!(
-        *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
-        (12 << 20, 3)
-    );
+    // Read twice: kept under its record in segment 0.
+    for _ in 0..2 {
+        assert_eq!(
+            *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
+            (12 << 20, 3)
+        );
+    }
+    assert_eq!(kv.decoded.weight(), 12 << 20);
     let before = kv.db().unwrap().get(b"c").unwrap().unwrap();
     // Two of its three values written again: it is more than half dead, and the next write
     // moves `c` out of it.
@@ -162,5 +213,5 @@ fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
         *get_decoded(&kv, b"c", counted(&calls)).unwrap().unwrap(),
         (12 << 20, 3)
     );
-    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    assert_eq!(calls.load(Ordering::Relaxed), 3);
 }

@@ -104,12 +104,14 @@ pub struct StoreOptions {
     /// sled's page cache, in bytes (default 64 MiB: queries read pages once, in key order, so a larger
     /// cache mostly holds what was read already; see docs/PERFORMANCE.md).
     pub cache_bytes: u64,
-    /// The frozen pages that reads by time (as-of scans, time travel, point lookups) decode,
-    /// kept decoded for their next read, in bytes of memory (default 128 MiB; 0 keeps none).
-    /// The same as-of report run twice, or a service asking about the same keys, reads each
-    /// page from the file and decodes it once; an as-of snapshot of 10,000 keys keeps about
-    /// 57 MB. Scans of the current table and of whole histories read past it, and a read of
-    /// more pages than it holds leaves those read more than once in place (docs/PERFORMANCE.md).
+    /// The frozen pages and key heads that reads by time (as-of scans, time travel, point
+    /// lookups) decode, kept decoded for their next reads, in bytes of memory (default 128 MiB;
+    /// 0 keeps none). A page is kept the second time it is read, not the first, so that what a
+    /// process reads once costs it no memory; the same as-of report run three times, or a
+    /// service asking about the same keys, decodes each page twice and then finds it kept. An
+    /// as-of snapshot of 10,000 keys at 10M events keeps about 110 MB. Scans of the current
+    /// table and of whole histories read past it, and a read of more pages than it holds leaves
+    /// those read more than once in place (docs/PERFORMANCE.md).
     pub read_cache_bytes: u64,
     /// How many of each key's latest sequences the engine keeps in its head (default 8). A key
     /// that gathers four times as many moves the older ones to a frozen page, and reads them back only
