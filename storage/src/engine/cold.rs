@@ -58,6 +58,12 @@ pub(crate) trait PageSource: Send + Sync {
     /// Page `no` of `key`, if it is stored.
     fn page(&self, key: &[u8], no: u32) -> Result<Option<Vec<u8>>>;
 
+    /// Pages `nos` of `key` (in ascending order), each if it is stored: [`PageSource::page`] of
+    /// each, read in one pass where the store can.
+    fn pages(&self, key: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        nos.iter().map(|&no| self.page(key, no)).collect()
+    }
+
     /// The row versions of page `e` of `key` ([`page_rows`] of its bytes), if it is stored: what
     /// a scan or a lookup reads of a page, which the store may keep decoded for the next read.
     fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>>;
@@ -534,6 +540,40 @@ impl Pages {
         }
     }
 
+    /// The row versions of pages `listed` of `key` (in page order): through the store's read
+    /// cache one by one with [`Caching::Keep`], else the stored ones read in one pass.
+    fn rows_of(
+        &self,
+        key: &Bytes,
+        listed: &[&PageEntry],
+        caching: Caching,
+    ) -> Result<Vec<Arc<RowBlock>>> {
+        let Some(src) = self.source.as_ref().filter(|_| caching == Caching::Pass) else {
+            return listed.iter().map(|e| self.rows(key, e, caching)).collect();
+        };
+        let pending = |e: &PageEntry| self.pending.contains_key(&(key.clone(), e.no));
+        let stored: Vec<u32> = (listed.iter())
+            .filter(|e| !pending(e))
+            .map(|e| e.no)
+            .collect();
+        let mut read = src.pages(key, &stored)?.into_iter();
+        listed
+            .iter()
+            .map(|e| {
+                let bytes = match pending(e) {
+                    true => self.get(key, e)?,
+                    false => {
+                        let missing = || corrupt(format!("page {} is missing", e.no));
+                        let page = read.next().flatten().ok_or_else(missing)?;
+                        length_matches(e, &page)?;
+                        Cow::Owned(page)
+                    }
+                };
+                Ok(Arc::new(page_rows(e, &bytes)?))
+            })
+            .collect()
+    }
+
     /// The bytes of page `e` of `key`.
     fn get(&self, key: &Bytes, e: &PageEntry) -> Result<Cow<'_, [u8]>> {
         let missing = || corrupt(format!("page {} is missing", e.no));
@@ -855,11 +895,10 @@ impl KeyState {
         frozen
             .entries_where(key, pages, &keep)
             .and_then(|listed| {
-                listed
-                    .iter()
+                let kept: Vec<&PageEntry> = (listed.iter())
                     .filter(|p| keep(PageZone::new(&p.zone)))
-                    .map(|p| pages.rows(key, p, caching))
-                    .collect::<Result<_>>()
+                    .collect();
+                pages.rows_of(key, &kept, caching)
             })
             .map_err(|e| in_key(key, e))
     }

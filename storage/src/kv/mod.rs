@@ -72,6 +72,11 @@ pub type KvPair = (Vec<u8>, Vec<u8>);
 pub trait KvStore: Send + Sync {
     /// Reads one key.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+    /// Reads `keys`, which are in ascending order, as [`KvStore::get`] of each would (a store
+    /// that can should find them in one pass: a key's pages lie side by side).
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// `key`'s value as `decode` makes it (a value of type `kind`, returned with the bytes it
     /// holds in memory), or the one an earlier call made of the same bytes, if the layer kept
     /// it. A layer that keeps them hands one out only for exactly the bytes `key` holds now
@@ -574,6 +579,38 @@ impl KvStore for SledKv {
             return Ok(None);
         };
         self.resolve(&log, key, &held)
+    }
+
+    /// One walk of sled's range from the first key to the last instead of a descent of its tree
+    /// for each (a full scan read each of a key's 42 pages at 10M events with a get of its own:
+    /// 12% of a `count(*)`); the pairs between them that are not asked for are passed over
+    /// unread.
+    fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            return Ok(Vec::new());
+        };
+        if keys.len() < 3 || keys.windows(2).any(|w| w[0] >= w[1]) {
+            return keys.iter().map(|k| self.get(k)).collect();
+        }
+        let log = self.values()?;
+        let db = self.db()?;
+        let mut out = Vec::with_capacity(keys.len());
+        let mut wanted = keys.iter().peekable();
+        for pair in db.range(&first[..]..=&last[..]) {
+            let (k, held) = pair?;
+            // Keys asked for that sled does not hold, before this one.
+            while wanted.next_if(|w| w[..] < k[..]).is_some() {
+                out.push(None);
+            }
+            if wanted.next_if(|w| w[..] == k[..]).is_some() {
+                out.push(match separated::is_own(&k) {
+                    true => None,
+                    false => self.resolve(&log, &k, &held)?,
+                });
+            }
+        }
+        out.resize(keys.len(), None);
+        Ok(out)
     }
 
     fn get_decoded(

@@ -215,3 +215,36 @@ fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
     );
     assert_eq!(calls.load(Ordering::Relaxed), 3);
 }
+
+/// Several keys read in one pass answer as a get of each: values in sled and in the log, keys
+/// missing before, between and after those held, pairs between them not asked for, and keys
+/// out of order (read one by one).
+#[test]
+fn keys_read_in_one_pass_answer_as_a_get_of_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    for i in [2u8, 3, 5, 6, 8] {
+        let len = if i % 2 == 0 { 1000 } else { 10 };
+        put(&kv, &[b'p', i], vec![i; len]);
+    }
+    put(&kv, b"q", vec![9; 1000]);
+    let get_each = |keys: &[Vec<u8>]| -> Vec<Option<Vec<u8>>> {
+        keys.iter().map(|k| kv.get(k).unwrap()).collect()
+    };
+    let k = |i: u8| vec![b'p', i];
+    for keys in [
+        vec![k(1), k(2), k(3), k(4), k(6), k(9)],
+        vec![k(2), k(5), k(8)],
+        vec![k(0), k(1)],
+        vec![k(3), k(8), b"q".to_vec(), b"r".to_vec()],
+        vec![k(8), k(2), k(5)],
+        vec![],
+    ] {
+        let many = kv.get_many(&keys).unwrap();
+        assert_eq!(many, get_each(&keys), "{keys:?}");
+    }
+    assert_eq!(
+        kv.get_many(&[k(2), k(4), k(6)]).unwrap(),
+        vec![Some(vec![2; 1000]), None, Some(vec![6; 1000])]
+    );
+}

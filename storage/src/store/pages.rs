@@ -36,6 +36,11 @@ impl PageSource for TablePages {
         self.kv.get(&keys::page(self.id, key, no))
     }
 
+    fn pages(&self, key: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<Vec<u8>> = nos.iter().map(|&no| keys::page(self.id, key, no)).collect();
+        self.kv.get_many(&keys)
+    }
+
     fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
         crate::kv::get_decoded(&*self.kv, &keys::page(self.id, key, e.no), |page| {
             let rows = crate::engine::page_rows(e, page)?;
