@@ -548,28 +548,43 @@ impl Pages {
         listed: &[&PageEntry],
         caching: Caching,
     ) -> Result<Vec<Arc<RowBlock>>> {
-        let Some(src) = self.source.as_ref().filter(|_| caching == Caching::Pass) else {
+        if caching == Caching::Keep && self.source.is_some() {
             return listed.iter().map(|e| self.rows(key, e, caching)).collect();
-        };
+        }
+        let bytes = self.get_all(key, listed)?;
+        (listed.iter().zip(bytes))
+            .map(|(e, page)| Ok(Arc::new(page_rows(e, &page)?)))
+            .collect()
+    }
+
+    /// The bytes of pages `listed` of `key` (in page order): those pending from memory, the
+    /// stored ones read in one pass ([`PageSource::pages`]).
+    pub(super) fn get_all<'a>(
+        &'a self,
+        key: &Bytes,
+        listed: &[&PageEntry],
+    ) -> Result<Vec<Cow<'a, [u8]>>> {
         let pending = |e: &PageEntry| self.pending.contains_key(&(key.clone(), e.no));
         let stored: Vec<u32> = (listed.iter())
             .filter(|e| !pending(e))
             .map(|e| e.no)
             .collect();
-        let mut read = src.pages(key, &stored)?.into_iter();
+        let mut read = match (&self.source, &stored[..]) {
+            (_, []) => Vec::new(),
+            (Some(src), nos) => src.pages(key, nos)?,
+            (None, [no, ..]) => return Err(corrupt(format!("page {no} is missing"))),
+        }
+        .into_iter();
         listed
             .iter()
-            .map(|e| {
-                let bytes = match pending(e) {
-                    true => self.get(key, e)?,
-                    false => {
-                        let missing = || corrupt(format!("page {} is missing", e.no));
-                        let page = read.next().flatten().ok_or_else(missing)?;
-                        length_matches(e, &page)?;
-                        Cow::Owned(page)
-                    }
-                };
-                Ok(Arc::new(page_rows(e, &bytes)?))
+            .map(|e| match pending(e) {
+                true => self.get(key, e),
+                false => {
+                    let missing = || corrupt(format!("page {} is missing", e.no));
+                    let page = read.next().flatten().ok_or_else(missing)?;
+                    length_matches(e, &page)?;
+                    Ok(Cow::Owned(page))
+                }
             })
             .collect()
     }
@@ -865,12 +880,9 @@ impl KeyState {
         let Some(frozen) = &self.frozen else {
             return Ok(events);
         };
-        for p in frozen
-            .entries(key, pages)
-            .map_err(|e| in_key(key, e))?
-            .iter()
-        {
-            let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
+        let listed = frozen.entries(key, pages).map_err(|e| in_key(key, e))?;
+        let listed: Vec<&PageEntry> = listed.iter().collect();
+        for page in pages.get_all(key, &listed).map_err(|e| in_key(key, e))? {
             events.extend(
                 crate::format::cold_page::decode_cold_history(&page, width, Events::Decode)
                     .map_err(|e| in_key(key, e))?
@@ -962,5 +974,54 @@ mod tests {
         assert!(pages.take_pending().is_empty() && pages.take_freed().is_empty());
         let err = pages.get(&b, &pb).unwrap_err().to_string();
         assert!(err.contains("page 0 is missing"), "{err}");
+    }
+
+    /// Stored pages of key `a`, numbered by their first byte, which the source counts reads of:
+    /// a read of several pages is one.
+    struct Stored(std::sync::Mutex<Vec<Vec<u32>>>);
+    impl PageSource for Stored {
+        fn page(&self, _: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
+            Ok(self.pages(b"a", &[no])?.pop().flatten())
+        }
+        fn pages(&self, _: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+            self.0.lock().unwrap().push(nos.to_vec());
+            Ok(nos
+                .iter()
+                .map(|&no| (no < 2).then(|| vec![no as u8; 10]))
+                .collect())
+        }
+        fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
+            Ok(None)
+        }
+        fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
+            Ok(None)
+        }
+    }
+
+    /// A key's pages read together come in page order, those pending from memory and the stored
+    /// ones in one read of the source; a stored page that is missing, or not as long as its entry
+    /// says, is an error naming it.
+    #[test]
+    fn pages_read_together_mix_pending_and_stored_in_one_read() {
+        let source = Arc::new(Stored(Default::default()));
+        let mut pages = Pages::new(Some(source.clone()));
+        let a: Bytes = Bytes::from(&b"a"[..]);
+        let entry = |no: u32, len: u32| PageEntry {
+            no,
+            len,
+            head: 0,
+            zone: ZoneBuilder::default().finish(),
+        };
+        let p2 = pages
+            .put(&a, 2, (vec![2; 10], ZoneBuilder::default().finish()), 0)
+            .unwrap();
+        let (p0, p1) = (entry(0, 10), entry(1, 10));
+        let got = pages.get_all(&a, &[&p0, &p1, &p2]).unwrap();
+        let got: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
+        assert_eq!(got, vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
+        assert_eq!(*source.0.lock().unwrap(), vec![vec![0, 1]]);
+        let err = pages.get_all(&a, &[&p0, &entry(3, 10)]).unwrap_err();
+        assert!(err.to_string().contains("page 3 is missing"), "{err}");
+        assert!(pages.get_all(&a, &[&entry(1, 11)]).is_err());
     }
 }

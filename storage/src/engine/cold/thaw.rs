@@ -103,7 +103,12 @@ impl Thawing {
 /// Page `p` of `key`, read and decoded.
 fn decode_page(key: &Bytes, p: &PageEntry, pages: &Pages, width: usize) -> Result<ThawedPage> {
     let page = pages.get(key, p).map_err(|e| in_key(key, e))?;
-    let contents = crate::format::cold_page::decode_cold(&page, key, width, Events::Decode)
+    decode_bytes(key, &page, width)
+}
+
+/// A page of `key` read back, decoded.
+fn decode_bytes(key: &Bytes, page: &[u8], width: usize) -> Result<ThawedPage> {
+    let contents = crate::format::cold_page::decode_cold(page, key, width, Events::Decode)
         .map_err(|e| in_key(key, e))?;
     Ok(ThawedPage { contents })
 }
@@ -121,9 +126,10 @@ impl KeyState {
             return Ok(());
         };
         let listed = frozen.entries(key, pages).map_err(|e| in_key(key, e))?;
-        let decoded = listed
+        let all: Vec<&PageEntry> = listed.iter().collect();
+        let decoded = (pages.get_all(key, &all).map_err(|e| in_key(key, e))?)
             .iter()
-            .map(|p| decode_page(key, p, pages, width))
+            .map(|page| decode_bytes(key, page, width))
             .collect::<Result<Vec<_>>>()?;
         self.take_back(key, &listed, decoded, rows, pages);
         Ok(())
