@@ -24,6 +24,9 @@ struct Settling {
     retired_before: RoaringBitmap,
     /// The keys the part's events touched, in order.
     touched: Vec<Bytes>,
+    /// Those of them that grew past their hot tail ([`super::KeyState::over_tail`]), in order:
+    /// the keys to freeze.
+    grown: Vec<Bytes>,
 }
 
 impl TableState {
@@ -115,11 +118,12 @@ impl TableState {
             keys.dedup();
             keys
         };
-        let fx = self.apply_thawed(part, tick);
+        let (fx, grown) = self.apply_thawed(part, tick);
         let settling = Settling {
             version,
             retired_before,
             touched,
+            grown,
         };
         Ok((fx, settling))
     }
@@ -131,6 +135,7 @@ impl TableState {
             version,
             retired_before,
             touched,
+            grown,
         } = settling;
         let counts = match fx.logging {
             // Counted as the change feed lists them, before any row of the commit is frozen.
@@ -142,7 +147,7 @@ impl TableState {
         }
         cold::freeze_keys(
             &mut self.keys,
-            &touched,
+            &grown,
             &mut self.rows,
             &mut self.pages,
             &self.types,
@@ -245,8 +250,13 @@ impl TableState {
         Ok(())
     }
 
-    /// [`TableState::apply`] once no key it touches is frozen.
-    fn apply_thawed(&mut self, part: CommitPart, tick: &mut dyn FnMut(u64)) -> CommitEffects {
+    /// [`TableState::apply`] once no key it touches is frozen; returns its effects and the keys
+    /// it grew past their hot tail, in order.
+    fn apply_thawed(
+        &mut self,
+        part: CommitPart,
+        tick: &mut dyn FnMut(u64),
+    ) -> (CommitEffects, Vec<Bytes>) {
         let CommitPart {
             incoming,
             truncates,
@@ -315,6 +325,7 @@ impl TableState {
 
         let mut incoming = incoming.into_iter().peekable();
         let (mut done, mut reported) = (0u64, 0u64);
+        let mut grown = Vec::new();
         while let Some(first) = incoming.next() {
             let key = first.key.clone();
             let mut evs = vec![first];
@@ -341,7 +352,7 @@ impl TableState {
             let c = KeyCommit {
                 rows: &mut self.rows,
                 key: &key,
-                ks,
+                ks: &mut *ks,
                 rules: &rules,
                 version,
                 fx: &mut fx,
@@ -350,7 +361,9 @@ impl TableState {
                 StoredAs::Bitemporal => bitemporal::apply_key(c, evs),
                 _ => scd::apply_key(c, mode, &self.truncates, evs),
             }
-            let ks = self.keys.get_mut(&key).expect("the key was just applied");
+            if ks.over_tail(self.hot_tail) {
+                grown.push(key.clone());
+            }
             if note_deleted(ks, ts) && mode == StoredAs::Scd1 {
                 self.gc_queue.push_back((ts, key));
             }
@@ -358,7 +371,7 @@ impl TableState {
         self.tracked = tracked;
         self.ignore_null = ignore_null;
         fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
-        fx
+        (fx, grown)
     }
 }
 

@@ -278,7 +278,8 @@ fn encode_cuts<'k>(
 /// its own thread: a second one would cost more than it saves.
 const ENCODE_APART_FROM: usize = 4096;
 
-/// Freezes, of `touched`, each key that holds more than `FREEZE_AT × tail` sequences in memory
+/// Freezes, of `touched` (the keys a commit touched that are [`KeyState::over_tail`]: others
+/// are passed over), each key that holds more than `FREEZE_AT × tail` sequences in memory
 /// ([`KeyState::cut`]). The cuts are taken and installed in turn, and encoded as pages on two
 /// threads (the commit's and one more), about half of them each: encoding is most of a freeze,
 /// and it changes nothing but the cut.
@@ -692,13 +693,18 @@ impl KeyState {
         })
     }
 
+    /// Whether the key holds more than `FREEZE_AT × tail` sequences in memory: what makes
+    /// [`freeze_keys`] cut it.
+    pub(super) fn over_tail(&self, tail: usize) -> bool {
+        self.events.len() > tail.saturating_mul(FREEZE_AT)
+    }
+
     /// If the key holds more than `FREEZE_AT × tail` sequences in memory, freezes all but about the last
     /// `tail` of them, and the rows no commit will touch again (see the module documentation).
     /// What moves out is taken from the key and returned, for [`encode_cut`] and
     /// [`KeyState::install`] ([`freeze_keys`] does all three).
     fn cut(&mut self, rows: &RowStore, tail: usize) -> Option<Cut> {
-        let n = self.events.len();
-        if n <= tail.saturating_mul(FREEZE_AT) {
+        if !self.over_tail(tail) {
             return None;
         }
         // From the back: a key whose history cannot freeze (one long open version) comes here
