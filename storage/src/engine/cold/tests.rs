@@ -1,0 +1,101 @@
+//! Tests of pages pending and stored, read one at a time and together.
+
+use super::*;
+use crate::format::zone::ZoneBuilder;
+
+struct NoPages;
+impl PageSource for NoPages {
+    fn page(&self, _: &[u8], _: u32) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+    fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
+        Ok(None)
+    }
+    fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
+        Ok(None)
+    }
+}
+
+/// Pages written are handed to the store once, in key and page order, and pages freed once,
+/// as deletions; a page the store does not have is reported as missing, never read as empty.
+#[test]
+fn pending_pages_are_taken_once_and_a_missing_page_is_an_error() {
+    let mut pages = Pages::new(Some(Arc::new(NoPages)));
+    let a: Bytes = Bytes::from(&b"a"[..]);
+    let b: Bytes = Bytes::from(&b"b"[..]);
+    let page = |b: u8, n: usize| (vec![b; n], ZoneBuilder::default().finish());
+    let pa = pages.put(&a, 0, page(1, 10), 4).unwrap();
+    let pb = pages.put(&b, 0, page(2, 20), 4).unwrap();
+    let pa1 = pages.put(&a, 1, page(3, 30), 4).unwrap();
+    assert_eq!(&pages.get(&a, &pa1).unwrap()[..], &[3; 30][..]);
+    pages.free(&a, &pa);
+    let mut stats = ColdStats::default();
+    pages.add_stats(&mut stats);
+    assert_eq!(stats.page_bytes, 50);
+    let taken = |w: Vec<PageWrite>| -> Vec<_> {
+        w.into_iter()
+            .map(|((k, no), v)| (k.to_vec(), no, v.map(|v| v.len())))
+            .collect()
+    };
+    assert_eq!(
+        taken(pages.take_pending()),
+        vec![
+            (b"a".to_vec(), 0, Some(10)),
+            (b"a".to_vec(), 1, Some(30)),
+            (b"b".to_vec(), 0, Some(20)),
+        ]
+    );
+    assert_eq!(taken(pages.take_freed()), vec![(b"a".to_vec(), 0, None)]);
+    assert!(pages.take_pending().is_empty() && pages.take_freed().is_empty());
+    let err = pages.get(&b, &pb).unwrap_err().to_string();
+    assert!(err.contains("page 0 is missing"), "{err}");
+}
+
+/// Stored pages of key `a`, numbered by their first byte, which the source counts reads of:
+/// a read of several pages is one.
+struct Stored(std::sync::Mutex<Vec<Vec<u32>>>);
+impl PageSource for Stored {
+    fn page(&self, _: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
+        Ok(self.pages(b"a", &[no])?.pop().flatten())
+    }
+    fn pages(&self, _: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.0.lock().unwrap().push(nos.to_vec());
+        Ok(nos
+            .iter()
+            .map(|&no| (no < 2).then(|| vec![no as u8; 10]))
+            .collect())
+    }
+    fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
+        Ok(None)
+    }
+    fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
+        Ok(None)
+    }
+}
+
+/// A key's pages read together come in page order, those pending from memory and the stored
+/// ones in one read of the source; a stored page that is missing, or not as long as its entry
+/// says, is an error naming it.
+#[test]
+fn pages_read_together_mix_pending_and_stored_in_one_read() {
+    let source = Arc::new(Stored(Default::default()));
+    let mut pages = Pages::new(Some(source.clone()));
+    let a: Bytes = Bytes::from(&b"a"[..]);
+    let entry = |no: u32, len: u32| PageEntry {
+        no,
+        len,
+        head: 0,
+        zone: ZoneBuilder::default().finish(),
+    };
+    let p2 = pages
+        .put(&a, 2, (vec![2; 10], ZoneBuilder::default().finish()), 0)
+        .unwrap();
+    let (p0, p1) = (entry(0, 10), entry(1, 10));
+    let got = pages.get_all(&a, &[&p0, &p1, &p2]).unwrap();
+    let got: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
+    assert_eq!(got, vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
+    assert_eq!(*source.0.lock().unwrap(), vec![vec![0, 1]]);
+    let err = pages.get_all(&a, &[&p0, &entry(3, 10)]).unwrap_err();
+    assert!(err.to_string().contains("page 3 is missing"), "{err}");
+    assert!(pages.get_all(&a, &[&entry(1, 11)]).is_err());
+}
