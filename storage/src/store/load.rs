@@ -124,6 +124,20 @@ pub(super) fn read_whole(
 
 impl Inner {
     /// Reads `name`'s state whole ([`read_whole`]), unless that was done.
+    /// How many row versions `name` has written (its row ids): from the table in memory, else
+    /// from its summary when its records are current, else from the table read whole.
+    pub(super) fn row_versions(&mut self, name: &str) -> Result<u64> {
+        let kv = self.kv.as_ref();
+        let t = table_mut(&mut self.tables, name)?;
+        if !t.load.in_memory() {
+            if let Some(rows) = pages::row_count(kv, t)? {
+                return Ok(rows);
+            }
+            self.ensure_replayed(name)?;
+        }
+        Ok(table_mut(&mut self.tables, name)?.state.rows.len() as u64)
+    }
+
     pub(super) fn ensure_replayed(&mut self, name: &str) -> Result<()> {
         let (kv, progress) = (self.kv.as_ref(), self.progress.as_ref());
         let t = table_mut(&mut self.tables, name)?;

@@ -453,6 +453,12 @@ fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
     Ok(summary(kv, t.id)?.filter(|s| s.version == last))
 }
 
+/// The number of row versions `t` has written (its row ids), if its last checkpoint is at its
+/// last commit.
+pub(super) fn row_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
+    Ok(current_summary(kv, t)?.map(|s| s.rows))
+}
+
 /// The number of keys of `t` (its heads), if its last checkpoint is at its last commit.
 pub(super) fn key_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
     Ok(current_summary(kv, t)?.map(|s| s.keys))

@@ -85,7 +85,9 @@ impl Store {
     ) -> Result<VacuumReport> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
-        inner.ensure_replayed(table)?;
+        // The table is rebuilt below: it is read whole first only when its records cannot say
+        // how many row versions it has (reading it whole doubled a VACUUM's peak memory).
+        let rows_before = inner.row_versions(table)?;
         let t = inner.tables.get(table).ok_or_else(|| Error::NotFound {
             kind: "table",
             name: table.to_string(),
@@ -179,7 +181,6 @@ impl Store {
             Ok((bytes, events))
         };
         let (bytes_before, events_before) = log_bytes(inner.kv.as_ref())?;
-        let rows_before = t.state.rows.len() as u64;
 
         let mut b = WriteBatch::default();
         let mut commits_removed = 0;
