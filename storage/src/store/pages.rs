@@ -10,6 +10,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::page_pins::{FreedPage, PagePins};
+use super::records::SET_PROPERTIES;
 use super::replay::{gc_secs_in, replay_log, ReplayRange, Replayed};
 use super::{in_table, Checkpoints, Table};
 use crate::engine::fold::Bytes;
@@ -454,9 +455,17 @@ fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
 }
 
 /// The number of row versions `t` has written (its row ids), if its last checkpoint is at its
-/// last commit.
+/// last commit or only property commits (`ALTER ... SET TBLPROPERTIES`, which write no rows)
+/// followed it.
 pub(super) fn row_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
-    Ok(current_summary(kv, t)?.map(|s| s.rows))
+    let Some(s) = summary(kv, t.id)? else {
+        return Ok(None);
+    };
+    let rows_unchanged = (t.commits.iter())
+        .filter(|c| c.version > s.version)
+        .all(|c| c.operation == SET_PROPERTIES);
+    let at_a_commit = t.commits.iter().any(|c| c.version == s.version);
+    Ok((rows_unchanged && at_a_commit).then_some(s.rows))
 }
 
 /// The number of keys of `t` (its heads), if its last checkpoint is at its last commit.
