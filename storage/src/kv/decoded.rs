@@ -18,8 +18,8 @@
 //! A value is kept on its second read, not its first ([`Doorkeeper`]): a process that reads
 //! something once (a one-shot `asof sql`, a report in a fresh process, a scan of a history read
 //! once) neither pays for keeping it nor grows by it. At 10M events one as-of snapshot of every
-//! key in a new process took 0.38–0.63 s and 255 MiB keeping all it read, 0.25–0.30 s and 120 MiB
-//! keeping nothing (docs/PERFORMANCE.md, session 39).
+//! key in a new process took 0.32–0.63 s and 251–256 MiB keeping all it read, 0.23–0.30 s and
+//! about 120 MiB keeping nothing (docs/PERFORMANCE.md, session 39).
 
 use std::any::{Any, TypeId};
 use std::collections::HashSet;
@@ -115,6 +115,7 @@ impl Doorkeeper {
         false
     }
 
+    /// Forgets every value read once.
     fn forget(&self) {
         *self.seen.lock().unwrap_or_else(PoisonError::into_inner) = HashSet::new();
     }
