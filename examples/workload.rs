@@ -2,6 +2,10 @@
 //! figures of a store opened afresh (open, point lookups, an as-of snapshot, a full scan, and
 //! whole-process `asof sql` timings when the binary is built), and what VACUUM frees:
 //! `cargo run --profile bench --example workload -- [events] [scd2|bitemporal] [hot events per key]`.
+//!
+//! `ASOF_WORKLOAD_DIR=D` keeps the store in `D`; with `ASOF_WORKLOAD_READS_ONLY=1` as well, a run
+//! on a store an earlier run kept there (of as many events) times only the reads, leaving it as
+//! it was: A/B comparisons of two builds on one store.
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
@@ -141,13 +145,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         hot_events_per_key,
         ..Default::default()
     };
+    // `ASOF_WORKLOAD_READS_ONLY` (with `ASOF_WORKLOAD_DIR` holding a store this workload
+    // wrote, of as many events): skips the ingest, times the reads of that store.
+    let reads_only = kept.is_some() && std::env::var_os("ASOF_WORKLOAD_READS_ONLY").is_some();
     let store = Store::open_with(dir.path(), options.clone())?;
-    store.create_flow(workload::flow(mode))?;
     let start = Instant::now();
-    for b in workload::batch_iter(events, 10_000, 10_000, 42) {
-        store.apply("bench_cdc", &b)?;
+    if !reads_only {
+        store.create_flow(workload::flow(mode))?;
+        for b in workload::batch_iter(events, 10_000, 10_000, 42) {
+            store.apply("bench_cdc", &b)?;
+        }
     }
     let secs = start.elapsed().as_secs_f64();
+    if reads_only {
+        drop(store);
+        return reads(dir.path(), events, &options);
+    }
     let (rows, cold) = store.read("bench", |r| (r.live_rows(), r.cold_stats()))?;
     println!(
         "{mode:?}: {events} events in {secs:.2} s = {:.0} events/s; {rows} live row versions; peak RSS {:.0} MiB",
@@ -179,85 +192,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         disk_after_ingest as f64 / events as f64
     );
 
-    // Opening, then reads of a store whose table is not in memory (the figures of the issue
-    // that persisted rows: docs/PERFORMANCE.md).
-    let start = Instant::now();
-    let store = Store::open_with(dir.path(), options.clone())?;
-    let opened = start.elapsed().as_secs_f64();
-    println!("Store::open in {:.1} ms", opened * 1000.0);
-    // The workload's times: event i is at i ms, business and system.
-    let now_us = events as i64 * workload::STEP_US;
-    let (b_at, s_at) = (Value::Int(now_us * 6 / 10), Value::Int(now_us * 7 / 10));
-    let point = |k: i64| {
-        asof::lookup(
-            &store,
-            "bench",
-            &[Value::Int(k)],
-            Some(std::slice::from_ref(&b_at)),
-            Some(&s_at),
-        )
-    };
-    let start = Instant::now();
-    point(17)?;
-    println!(
-        "point as-of lookup (both timelines), first after open: {:.0} µs",
-        start.elapsed().as_secs_f64() * 1e6
-    );
-    // Keys never read before: each one's head and the pages that may hold the answer.
-    let keys: i64 = 2000; // of the 10,000
-    let mut first: Vec<f64> = (100..keys)
-        .map(|k| {
-            let start = Instant::now();
-            point(k).map(|_| start.elapsed().as_secs_f64() * 1e6)
-        })
-        .collect::<Result<_, _>>()?;
-    first.sort_by(f64::total_cmp);
-    println!(
-        "point as-of lookup of a key not read before ({} keys): median {:.0} µs, p90 {:.0} µs",
-        first.len(),
-        first[first.len() / 2],
-        first[first.len() * 9 / 10]
-    );
-    let mut lat: Vec<f64> = (0..1000)
-        .map(|i| {
-            let start = Instant::now();
-            point(17 + (i % 3)).map(|_| start.elapsed().as_secs_f64() * 1e6)
-        })
-        .collect::<Result<_, _>>()?;
-    lat.sort_by(f64::total_cmp);
-    println!(
-        "point as-of lookup, warm (table not in memory; the key read once, then kept): median {:.1} µs",
-        lat[lat.len() / 2]
-    );
-    let snapshot = asof::ScanRequest {
-        business: asof::TimeSelection::as_of(b_at.clone()),
-        system: asof::TimeSelection::as_of(s_at.clone()),
-        ..Default::default()
-    };
-    // A page or head is kept the second time it is read: the third snapshot is the warm one.
-    for pass in ["first", "second, keeping", "third, warm"] {
-        let start = Instant::now();
-        let rows: usize = asof::scan_all(&store, "bench", &snapshot)?
-            .iter()
-            .map(|b| b.num_rows())
-            .sum();
-        println!(
-            "as-of snapshot of all keys ({pass}): {rows} rows in {:.1} ms",
-            start.elapsed().as_secs_f64() * 1000.0
-        );
-    }
-    let start = Instant::now();
-    let mut scanned = 0usize;
-    for b in asof::scan(&store, "bench", &asof::ScanRequest::default())? {
-        scanned += b?.num_rows();
-    }
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "full scan into Arrow: {scanned} rows in {secs:.2} s = {:.2}M rows/s",
-        scanned as f64 / secs / 1e6,
-    );
-    drop(store);
-    cli_timings(dir.path(), now_us);
+    reads(dir.path(), events, &options)?;
 
     // More commits of 10k events (the ones that follow the ingest's) into the table freshly
     // opened: each reads only the keys its events bring, not the table.
@@ -348,5 +283,100 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         report.commits_removed
     );
     assert_eq!(store.read("bench", |r| r.live_rows())?, live);
+    Ok(())
+}
+
+/// Opening, then reads of a store whose table is not in memory (the figures of the issue that
+/// persisted rows: docs/PERFORMANCE.md), and the CLI's on it.
+fn reads(
+    dir: &std::path::Path,
+    events: usize,
+    options: &asof::StoreOptions,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let store = Store::open_with(dir, options.clone())?;
+    let opened = start.elapsed().as_secs_f64();
+    println!("Store::open in {:.1} ms", opened * 1000.0);
+    // The workload's times: event i is at i ms, business and system.
+    let now_us = events as i64 * workload::STEP_US;
+    let (b_at, s_at) = (Value::Int(now_us * 6 / 10), Value::Int(now_us * 7 / 10));
+    let point = |k: i64| {
+        asof::lookup(
+            &store,
+            "bench",
+            &[Value::Int(k)],
+            Some(std::slice::from_ref(&b_at)),
+            Some(&s_at),
+        )
+    };
+    let start = Instant::now();
+    point(17)?;
+    println!(
+        "point as-of lookup (both timelines), first after open: {:.0} µs",
+        start.elapsed().as_secs_f64() * 1e6
+    );
+    // Keys never read before: each one's head and the pages that may hold the answer.
+    let keys: i64 = 2000; // of the 10,000
+    let mut first: Vec<f64> = (100..keys)
+        .map(|k| {
+            let start = Instant::now();
+            point(k).map(|_| start.elapsed().as_secs_f64() * 1e6)
+        })
+        .collect::<Result<_, _>>()?;
+    first.sort_by(f64::total_cmp);
+    println!(
+        "point as-of lookup of a key not read before ({} keys): median {:.0} µs, p90 {:.0} µs",
+        first.len(),
+        first[first.len() / 2],
+        first[first.len() * 9 / 10]
+    );
+    let mut lat: Vec<f64> = (0..1000)
+        .map(|i| {
+            let start = Instant::now();
+            point(17 + (i % 3)).map(|_| start.elapsed().as_secs_f64() * 1e6)
+        })
+        .collect::<Result<_, _>>()?;
+    lat.sort_by(f64::total_cmp);
+    println!(
+        "point as-of lookup, warm (table not in memory; the key read once, then kept): median {:.1} µs",
+        lat[lat.len() / 2]
+    );
+    let snapshot = asof::ScanRequest {
+        business: asof::TimeSelection::as_of(b_at.clone()),
+        system: asof::TimeSelection::as_of(s_at.clone()),
+        ..Default::default()
+    };
+    // A page or head is kept the second time it is read: the third snapshot is the warm one.
+    let snapshot_ms = || -> Result<(usize, f64), asof::QueryError> {
+        let start = Instant::now();
+        let rows = (asof::scan_all(&store, "bench", &snapshot)?.iter())
+            .map(|b| b.num_rows())
+            .sum();
+        Ok((rows, start.elapsed().as_secs_f64() * 1000.0))
+    };
+    for pass in ["first", "second, keeping"] {
+        let (rows, ms) = snapshot_ms()?;
+        println!("as-of snapshot of all keys ({pass}): {rows} rows in {ms:.1} ms");
+    }
+    let mut warm: Vec<f64> = (0..5)
+        .map(|_| snapshot_ms().map(|(_, ms)| ms))
+        .collect::<Result<_, _>>()?;
+    warm.sort_by(f64::total_cmp);
+    println!(
+        "as-of snapshot of all keys (warm, five more): median {:.1} ms (least {:.1})",
+        warm[2], warm[0]
+    );
+    let start = Instant::now();
+    let mut scanned = 0usize;
+    for b in asof::scan(&store, "bench", &asof::ScanRequest::default())? {
+        scanned += b?.num_rows();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "full scan into Arrow: {scanned} rows in {secs:.2} s = {:.2}M rows/s",
+        scanned as f64 / secs / 1e6,
+    );
+    drop(store);
+    cli_timings(dir, now_us);
     Ok(())
 }
