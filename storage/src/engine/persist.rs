@@ -113,6 +113,17 @@ impl TableState {
         self.rows.take_directory(version, part)
     }
 
+    /// The rest of commit `version`'s row directory, handed to `f` in parts of at most `rows`
+    /// rows, each built as it is handed over; see [`RowStore::take_directory_parts`].
+    pub fn take_row_directory_parts(
+        &mut self,
+        version: u64,
+        rows: usize,
+        f: impl FnMut(RowDir) -> Result<()>,
+    ) -> Result<bool> {
+        self.rows.take_directory_parts(version, rows, f)
+    }
+
     /// The commits that wrote or retired rows, in version order.
     pub fn row_versions_by_commit(&self) -> Vec<u64> {
         self.rows.versions()

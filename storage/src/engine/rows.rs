@@ -135,6 +135,14 @@ struct DirTaken {
     next: u32,
 }
 
+/// The part of a commit's directory that [`RowStore::take_untaken`] took: its number among the
+/// commit's parts, its rows and the rows it retired.
+struct Untaken {
+    no: u32,
+    rows: std::ops::Range<RowId>,
+    retired: RoaringBitmap,
+}
+
 impl Default for RowStore {
     fn default() -> Self {
         let empty: Bytes = Bytes::from(&[][..]);
@@ -333,6 +341,58 @@ impl RowStore {
     /// commit, and the rest at its end: no directory of all its rows is ever built (at 20M rows,
     /// that and its encoding held 300 MB at once).
     pub fn take_directory(&mut self, version: u64, part: DirPart) -> Option<(u32, RowDir)> {
+        let Untaken { no, rows, retired } = self.take_untaken(version, part)?;
+        let key_of = self
+            .key_of
+            .copy_range(rows.start as usize..rows.end as usize);
+        Some((
+            no,
+            RowDir {
+                first: rows.start,
+                key_of,
+                retired,
+            },
+        ))
+    }
+
+    /// [`RowStore::take_directory`] of the rest of commit `version` ([`DirPart::Rest`]), handed
+    /// to `f` in parts of at most `rows` rows (its retired ids with the first), each built as it
+    /// is handed over: a rebuild's base commit of 13M rows built its directory whole (53 MB),
+    /// then copied it into parts (docs/PERFORMANCE.md, session 40). Whether there was any.
+    pub fn take_directory_parts(
+        &mut self,
+        version: u64,
+        rows: usize,
+        mut f: impl FnMut(RowDir) -> Result<()>,
+    ) -> Result<bool> {
+        let Some(Untaken {
+            rows: range,
+            retired,
+            ..
+        }) = self.take_untaken(version, DirPart::Rest)
+        else {
+            return Ok(false);
+        };
+        let step = rows.max(1) as u32;
+        let mut retired = Some(retired);
+        let mut at = range.start;
+        loop {
+            let to = at.saturating_add(step).min(range.end);
+            f(RowDir {
+                first: at,
+                key_of: self.key_of.copy_range(at as usize..to as usize),
+                retired: retired.take().unwrap_or_default(),
+            })?;
+            at = to;
+            if at >= range.end {
+                return Ok(true);
+            }
+        }
+    }
+
+    /// What of commit `version`'s directory is not taken yet, now taken (`part`: as
+    /// [`RowStore::take_directory`] says); `None` if nothing.
+    fn take_untaken(&mut self, version: u64, part: DirPart) -> Option<Untaken> {
         let taken = self.dir_taken.take().filter(|t| t.version == version);
         let end = self.first_added(version + 1);
         let first = self
@@ -355,16 +415,10 @@ impl RowStore {
                 next: no + u32::from(!empty),
             });
         }
-        (!empty).then(|| {
-            let key_of = self.key_of.copy_range(first as usize..end as usize);
-            (
-                no,
-                RowDir {
-                    first,
-                    key_of,
-                    retired,
-                },
-            )
+        (!empty).then_some(Untaken {
+            no,
+            rows: first..end,
+            retired,
         })
     }
 
@@ -588,10 +642,13 @@ mod tests {
     fn a_row_directory_taken_a_part_at_a_time_restores_the_store_the_whole_one_does() {
         // Commit 1 whole; commit 2 in three parts, the second of which only retires rows; commit
         // 3 retires only.
+        // `rebuilt` as `whole`, its directories taken at the end, in parts of two rows, as a
+        // rebuild writes them.
         let (mut whole, mut parted) = (RowStore::default(), RowStore::default());
+        let mut rebuilt = RowStore::default();
         let mut dirs_whole = Vec::new();
         let mut dirs_parted = Vec::new();
-        for s in [&mut whole, &mut parted] {
+        for s in [&mut whole, &mut parted, &mut rebuilt] {
             commit_rows(s, 1, 6, &[]);
         }
         for (s, dirs) in [
@@ -606,6 +663,7 @@ mod tests {
         for (n, retire) in parts {
             commit_rows(&mut whole, 2, n, retire);
             commit_rows(&mut parted, 2, n, retire);
+            commit_rows(&mut rebuilt, 2, n, retire);
             if let Some((no, d)) = parted.take_directory(2, DirPart::Ahead) {
                 assert_eq!(
                     no as usize,
@@ -646,12 +704,31 @@ mod tests {
                 s.live.iter().collect::<Vec<_>>(),
             )
         };
-        // A directory split as a rebuild writes it reads back the same too.
-        let split: Vec<(u64, RowDir)> = dirs_whole
-            .iter()
-            .flat_map(|(v, d)| d.clone().split(2).into_iter().map(move |p| (*v, p)))
+        rebuilt.retire(4, 3);
+        let mut split: Vec<(u64, RowDir)> = Vec::new();
+        for v in rebuilt.versions() {
+            let push = |d| {
+                split.push((v, d));
+                Ok(())
+            };
+            assert!(rebuilt.take_directory_parts(v, 2, push).unwrap());
+        }
+        let shape: Vec<(u64, u32, usize, usize)> = (split.iter())
+            .map(|(v, d)| (*v, d.first, d.key_of.len(), d.retired.len() as usize))
             .collect();
-        assert!(split.len() > dirs_whole.len());
+        assert_eq!(
+            shape,
+            [
+                (1, 0, 2, 0),
+                (1, 2, 2, 0),
+                (1, 4, 2, 0),
+                (2, 6, 2, 5),
+                (2, 8, 2, 0),
+                (2, 10, 2, 0),
+                (2, 12, 1, 0),
+                (3, 13, 0, 1)
+            ]
+        );
         let want = restored(dirs_whole);
         assert_eq!(restored(split), want);
         assert_eq!(want.0, [(1, 0), (2, 6)]);

@@ -188,27 +188,6 @@ pub(crate) struct RowDir {
     pub retired: RoaringBitmap,
 }
 
-impl RowDir {
-    /// This directory as parts of at most `rows` rows each (its retired ids go with the first),
-    /// which read back as it does: a commit applied in parts writes its directory so.
-    pub(crate) fn split(self, rows: usize) -> Vec<RowDir> {
-        let rows = rows.max(1);
-        if self.key_of.len() <= rows {
-            return vec![self];
-        }
-        let mut retired = Some(self.retired);
-        self.key_of
-            .chunks(rows)
-            .enumerate()
-            .map(|(i, keys)| RowDir {
-                first: self.first + (i * rows) as u32,
-                key_of: keys.to_vec(),
-                retired: retired.take().unwrap_or_default(),
-            })
-            .collect()
-    }
-}
-
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct RowDirRecord {
     first: u32,
@@ -438,23 +417,5 @@ mod tests {
         };
         assert_eq!(decode_row_dir(&encode_row_dir(&d).unwrap()).unwrap(), d);
         assert!(decode_row_dir(b"\x01garbage").is_err());
-    }
-
-    #[test]
-    fn a_row_directory_split_in_parts_keeps_its_rows_in_order_and_its_retired_ids_once() {
-        let d = RowDir {
-            first: 10,
-            key_of: vec![5, 6, 7, 8, 9],
-            retired: RoaringBitmap::from_iter([1u32, 3]),
-        };
-        let parts = d.clone().split(2);
-        let firsts: Vec<u32> = parts.iter().map(|p| p.first).collect();
-        assert_eq!(firsts, [10, 12, 14]);
-        let keys: Vec<u32> = parts.iter().flat_map(|p| p.key_of.clone()).collect();
-        assert_eq!(keys, d.key_of);
-        let retired: Vec<Vec<u32>> = parts.iter().map(|p| p.retired.iter().collect()).collect();
-        assert_eq!(retired, [vec![1, 3], vec![], vec![]]);
-        assert_eq!(d.clone().split(5), std::slice::from_ref(&d));
-        assert_eq!(d.clone().split(0).len(), 5);
     }
 }

@@ -300,7 +300,9 @@ pub(crate) fn rewrites_in(commits: &[CommitInfo]) -> std::collections::BTreeMap<
 pub(crate) const BASE_DIGEST: &str = "base_digest";
 
 /// The digest of a vacuum base `base` of table `id`: its record, and every event block up to it
-/// (on replay they are all its events), as the store holds them after `pending` is written.
+/// (on replay they are all its events), as the store holds them after `pending` is written. The
+/// blocks are hashed as they are read, merged in key order with those `pending` writes or
+/// deletes: collecting them first held the whole log in memory (340 MB at 10M events).
 pub(crate) fn base_digest(
     kv: &dyn KvStore,
     id: u32,
@@ -309,23 +311,91 @@ pub(crate) fn base_digest(
 ) -> Result<[u8; 32]> {
     let prefix = key(keys::EVENTS, id, None, None);
     let upto = |k: &[u8]| parse_version(k).is_ok_and(|v| v <= base.version);
-    let mut blocks: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+    // The batch's last operation on a key is the one that stands.
+    let written: std::collections::BTreeMap<&[u8], Option<&[u8]>> =
+        (pending.map(|b| b.ops.as_slice()).unwrap_or_default().iter())
+            .filter(|(k, _)| k.starts_with(&prefix) && upto(k))
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+    let mut written = written.into_iter().peekable();
+    let mut h = Hashing::new(base)?;
+    let mut block = |k: &[u8], v: Option<&[u8]>| {
+        if let Some(v) = v {
+            h.part(k);
+            h.part(v);
+        }
+    };
     for kv in kv.scan_prefix(&prefix) {
         let (k, v) = kv?;
         if !upto(&k) {
             break;
         }
-        blocks.insert(k, Some(v));
-    }
-    for (k, v) in pending.map(|b| b.ops.as_slice()).unwrap_or_default() {
-        if k.starts_with(&prefix) && upto(k) {
-            blocks.insert(k.clone(), v.clone());
+        while let Some((wk, wv)) = written.next_if(|(wk, _)| *wk < &k[..]) {
+            block(wk, wv);
+        }
+        match written.next_if(|(wk, _)| *wk == &k[..]) {
+            Some((wk, wv)) => block(wk, wv),
+            None => block(&k, Some(&v)),
         }
     }
-    digest(
-        base,
-        blocks
+    for (wk, wv) in written {
+        block(wk, wv);
+    }
+    Ok(h.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    use crate::kv::MemKv;
+
+    /// The digest of a base with a batch pending is the one of the store once the batch is
+    /// written: blocks the batch replaces, deletes, adds before, among and after the stored ones,
+    /// and blocks past the base (which it leaves out) either way.
+    #[test]
+    fn a_base_digest_with_a_batch_pending_is_the_one_after_it_is_written() {
+        let block = |v: u64, c: u32| key(keys::EVENTS, 7, Some(v), Some(c));
+        let kv = MemKv::default();
+        let mut stored = WriteBatch::default();
+        for (v, c) in [(2, 0), (2, 1), (4, 0), (6, 0), (9, 0)] {
+            stored.put(block(v, c), format!("stored {v}.{c}").into_bytes());
+        }
+        stored.put(
+            key(keys::EVENTS, 8, Some(1), Some(0)),
+            b"another table".to_vec(),
+        );
+        kv.write(stored).unwrap();
+        let mut pending = WriteBatch::default();
+        pending.put(block(1, 0), b"new, first".to_vec());
+        pending.put(block(2, 1), b"replaced".to_vec());
+        pending.delete(block(4, 0));
+        pending.put(block(5, 0), b"new, among".to_vec());
+        pending.put(block(5, 0), b"new, among, written twice".to_vec());
+        pending.put(block(7, 0), b"new, last".to_vec());
+        pending.put(block(8, 0), b"new, past the base".to_vec());
+        pending.put(block(6, 1), b"deleted as it is written".to_vec());
+        pending.delete(block(6, 1));
+        let base = CommitInfo::bare(7, 0, "WRITE", BTreeMap::new());
+        let before = base_digest(&kv, 7, &base, Some(&pending)).unwrap();
+        kv.write(pending).unwrap();
+        let after = base_digest(&kv, 7, &base, None).unwrap();
+        assert_eq!(before, after);
+        let want = digest(
+            &base,
+            [
+                (block(1, 0), &b"new, first"[..]),
+                (block(2, 0), b"stored 2.0"),
+                (block(2, 1), b"replaced"),
+                (block(5, 0), b"new, among, written twice"),
+                (block(6, 0), b"stored 6.0"),
+                (block(7, 0), b"new, last"),
+            ]
             .iter()
-            .filter_map(|(k, v)| Some((k.as_slice(), v.as_deref()?))),
-    )
+            .map(|(k, v)| (&k[..], *v)),
+        )
+        .unwrap();
+        assert_eq!(after, want);
+    }
 }
