@@ -44,6 +44,7 @@ mod source_rows;
 mod sources;
 #[cfg(test)]
 mod tests;
+mod time_filter;
 mod vacuum;
 mod verify;
 mod widen;
@@ -75,9 +76,7 @@ pub use lineage::SourceRow;
 pub use load::Increments;
 use load::Load;
 use reader::ReadScope;
-pub use reader::{
-    ChangeType, ScanCursor, ScanSpec, TableGeneration, TableReader, TimeFilter, Values,
-};
+pub use reader::{ChangeType, ScanCursor, ScanSpec, TableGeneration, TableReader, Values};
 pub use records::{
     ERASE, ERASED_BY, ERASE_REASON, FULL_REFRESH, REDEFINED, SOURCE_OFFSET, TOMBSTONE_GC_PROPERTY,
 };
@@ -85,6 +84,7 @@ pub use refresh::RefreshMode;
 pub use retention::RETENTION_PROPERTY;
 pub use row_view::{RowSink, RowValues, RowView, StoredRows};
 pub use source_rows::{SourceRead, SourceRows};
+pub use time_filter::TimeFilter;
 pub use vacuum::{
     RetentionCheck, VacuumReport, MIN_RETAIN, PINNED_VERSION_PROPERTY, RETENTION_CHECK_PROPERTY,
 };

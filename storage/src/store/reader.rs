@@ -2,13 +2,13 @@
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
 use super::row_view::{EachRow, RowSink, RowValues, RowView, StoredRows};
+use super::time_filter::TimeFilter;
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
@@ -18,7 +18,7 @@ use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_page::ColdBatch;
-use crate::format::zone::{Extent, Extents, PageZone};
+use crate::format::zone::{Extents, PageZone};
 
 pub use crate::engine::changes::ChangeType;
 
@@ -46,80 +46,6 @@ impl Store {
         }
         Ok(t.commits[i - 1].version)
     }
-}
-
-/// Which rows to read, on business and system time. Bounds are encoded with
-/// [`crate::keycodec`] in the type of the sequence (resp. system sequence).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub enum TimeFilter {
-    /// Every row.
-    #[default]
-    All,
-    /// Rows whose interval contains `t`: `start <= t < end`.
-    AsOf(Vec<u8>),
-    /// Rows whose interval overlaps `[a, b)`.
-    FromTo(Vec<u8>, Vec<u8>),
-    /// Rows whose interval overlaps `[a, b]`.
-    Between(Vec<u8>, Vec<u8>),
-    /// Rows whose interval starts below `start` and ends above `end` (an open end is above
-    /// everything): what comparisons on the temporal columns a query filters on say.
-    Bounds {
-        /// What the start is below (`Included`: or equal to).
-        start: Bound<Vec<u8>>,
-        /// What the end is above (`Included`: or equal to).
-        end: Bound<Vec<u8>>,
-    },
-    /// Rows every filter matches.
-    Every(Vec<TimeFilter>),
-}
-
-impl TimeFilter {
-    /// Whether a row of a page whose rows lie in `extent` (`None`: unknown) can match.
-    fn may_match(&self, extent: Option<Extent<'_>>) -> bool {
-        extent.is_none_or(|x| self.matches(Some(x.start), x.end))
-    }
-
-    fn matches(&self, start: Option<&[u8]>, end: Option<&[u8]>) -> bool {
-        let Some(s) = start else { return true };
-        let lt = |a: &[u8], b: &[u8]| cmp_bytes(a, b) == Ordering::Less;
-        let le = |a: &[u8], b: &[u8]| cmp_bytes(a, b) != Ordering::Greater;
-        match self {
-            TimeFilter::All => true,
-            TimeFilter::AsOf(t) => le(s, t) && end.is_none_or(|e| lt(t, e)),
-            TimeFilter::FromTo(a, b) => lt(s, b) && end.is_none_or(|e| lt(a, e)),
-            TimeFilter::Between(a, b) => le(s, b) && end.is_none_or(|e| lt(a, e)),
-            TimeFilter::Bounds { start, end: above } => {
-                let starts = match start {
-                    Bound::Included(b) => le(s, b),
-                    Bound::Excluded(b) => lt(s, b),
-                    Bound::Unbounded => true,
-                };
-                let ends = match above {
-                    Bound::Included(a) => end.is_none_or(|e| le(a, e)),
-                    Bound::Excluded(a) => end.is_none_or(|e| lt(a, e)),
-                    Bound::Unbounded => true,
-                };
-                starts && ends
-            }
-            TimeFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
-        }
-    }
-}
-
-/// `a` against `b` as bytes (as `<[u8]>::cmp`), without a call to `memcmp` when their first eight
-/// bytes differ: encoded bounds of the usual types are nine bytes long, a scan by time compares
-/// each row's four and each page's zone, and those calls were a tenth of a warm as-of snapshot
-/// (docs/PERFORMANCE.md, session 40).
-#[inline]
-fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
-        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
-        if x != y {
-            return x.cmp(&y);
-        }
-        return a[8..].cmp(&b[8..]);
-    }
-    a.cmp(b)
 }
 
 /// What a scan reads: a table version, a key range (encoded keys), and time filters.
@@ -827,19 +753,6 @@ mod tests {
     use super::*;
     use crate::format::zone::ZoneBuilder;
     use proptest::prelude::*;
-
-    proptest! {
-        /// Bytes compare as `<[u8]>::cmp` does, whatever their lengths and however far they
-        /// agree.
-        #[test]
-        fn bytes_compare_as_slices_do(
-            a in proptest::collection::vec(0u8..3, 0..12),
-            b in proptest::collection::vec(0u8..3, 0..12),
-        ) {
-            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
-            prop_assert_eq!(cmp_bytes(&a, &a), Ordering::Equal);
-        }
-    }
 
     /// A row: its four bounds (absent or one byte; an end after its start), written by `added`,
     /// retired by `retired` (after it) or not.
