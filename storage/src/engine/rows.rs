@@ -373,7 +373,7 @@ impl RowStore {
         else {
             return Ok(false);
         };
-        let step = rows.max(1) as u32;
+        let step = RowId::try_from(rows.max(1)).unwrap_or(RowId::MAX);
         let mut retired = Some(retired);
         let mut at = range.start;
         loop {
