@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 11 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v11/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 12 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v12/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -811,10 +811,6 @@ fn long_key_as_of(s: &mut SqlSession) {
 /// hot tail read the same as from version 10's heads, which have no such zone.
 #[test]
 fn the_version_11_fixture_scans_its_hot_rows_by_their_zone_as_version_10_does_without() {
-    assert_eq!(
-        FORMAT_VERSION, 11,
-        "a new format version needs a new fixture beside this one"
-    );
     let heads = |dir: &std::path::Path| -> (usize, usize) {
         let kv = SledKv::open(dir, 1 << 20).unwrap();
         let heads: Vec<Vec<u8>> = kv.scan_prefix(b"K").map(|r| r.unwrap().1).collect();
@@ -847,6 +843,95 @@ fn the_version_11_fixture_scans_its_hot_rows_by_their_zone_as_version_10_does_wi
     for dir in [new.path(), old.path()] {
         long_key_as_of(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
     }
+}
+
+/// The pages of the store in `dir`: how many, how many of them flag their history as taking
+/// its values from their rows (bit 31 of their first word, format 12), and their bytes.
+fn pages(dir: &std::path::Path) -> (usize, usize, usize) {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let pages: Vec<Vec<u8>> = kv.scan_prefix(b"P").map(|r| r.unwrap().1).collect();
+    let shared = pages.iter().filter(|v| v.len() >= 4 && v[3] & 0x80 != 0);
+    (
+        pages.len(),
+        shared.count(),
+        pages.iter().map(Vec::len).sum(),
+    )
+}
+
+/// Version 12: a page's history (its events and timeline versions) names the entries of the
+/// page's rows that hold its values instead of storing them again. Version 11's pages are read
+/// as they are, read the same, and a late event that thaws them writes them in the new layout.
+#[test]
+fn the_version_12_fixture_stores_page_values_once_and_reads_as_version_11_does() {
+    assert_eq!(
+        FORMAT_VERSION, 12,
+        "a new format version needs a new fixture beside this one"
+    );
+    let new = common::copy_of_fixture(&fixture_dir(12));
+    let old = common::copy_of_fixture(&fixture_dir(11));
+    assert_eq!(format_record(new.path()), 12);
+    let (n, shared, bytes) = pages(new.path());
+    let (n_old, shared_old, bytes_old) = pages(old.path());
+    assert!(n > 64 && shared == n, "{shared} of {n} pages");
+    assert_eq!(
+        (n_old, shared_old),
+        (n, 0),
+        "the same pages, in version 11's layout"
+    );
+    // Version 11 stored each value of the long key three times per page (its values, steps of
+    // 10, compress well either way: the workload's pages shrink by a quarter, PERFORMANCE.md).
+    assert!(
+        bytes < bytes_old,
+        "{bytes} bytes against version 11's {bytes_old}"
+    );
+    // Both match a replay of their logs; version 11 is upgraded in place, nothing rewritten.
+    for dir in [new.path(), old.path()] {
+        let report = Store::open(dir).unwrap().verify().unwrap();
+        assert!(report.ok(), "{report:?}");
+    }
+    assert_eq!(format_record(old.path()), 12);
+    assert_eq!(pages(old.path()), (n_old, 0, bytes_old));
+    // Read from the pages alone, each query by a store just opened.
+    damage_event_blocks(new.path());
+    damage_event_blocks(old.path());
+    let queries = [
+        "SELECT * FROM readings_bt",
+        "SELECT * FROM readings_bt FOR BUSINESS_TIME AS OF 15 FOR SYSTEM_TIME AS OF 250",
+        "SELECT * FROM long_key",
+        "SELECT count(*), sum(v) FROM long_key FOR SYSTEM_TIME AS OF 3000",
+    ];
+    let same = |queries: &[&str]| {
+        for q in queries {
+            let mut a = SqlSession::new(Store::open(new.path()).unwrap()).unwrap();
+            let mut b = SqlSession::new(Store::open(old.path()).unwrap()).unwrap();
+            let got = rows(&mut a, q);
+            assert!(!got.is_empty(), "{q}");
+            assert_eq!(got, rows(&mut b, q), "{q}");
+        }
+    };
+    same(&queries);
+    for dir in [new.path(), old.path()] {
+        long_key_as_of(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
+    }
+    // A late event into the long key's first versions thaws its pages (their events and
+    // versions refolded) and freezes them again: in the new layout in both stores.
+    for dir in [new.path(), old.path()] {
+        let mut s = SqlSession::new(Store::open(dir).unwrap()).unwrap();
+        s.execute(
+            "INSERT INTO long_feed VALUES (1, 7, 5, 6000);
+             REFRESH STREAMING TABLE long_key;",
+        )
+        .unwrap();
+        let q = "SELECT v FROM long_key WHERE __SYSTEM_END_AT IS NULL AND __START_AT = 5";
+        assert_eq!(rows(&mut s, q), cells(&[["7"]]));
+    }
+    let (n_after, shared_after, _) = pages(old.path());
+    assert!(
+        shared_after > 0 && shared_after < n_after,
+        "{shared_after} of {n_after}"
+    );
+    same(&queries);
+    same(&["SELECT * FROM long_key FOR SYSTEM_TIME AS OF 6000"]);
 }
 
 /// The fixture of version 8 written again since the value log (FORMAT.md §5.3): the same script,

@@ -112,12 +112,18 @@ fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> u
 }
 
 /// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum), format 9
-/// (zstd event blocks), 10 (a key head with its page list in chunks) and the current format (key
-/// heads with their hot rows' zone).
+/// (zstd event blocks), 10 (a key head with its page list in chunks), 11 (key heads with their
+/// hot rows' zone) and the current format (pages whose histories take their rows' values).
 fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
     values_of(
         tag,
-        &["fixture_v1", "fixture_v9", "fixture_v10", "fixture_v11"],
+        &[
+            "fixture_v1",
+            "fixture_v9",
+            "fixture_v10",
+            "fixture_v11",
+            "fixture_v12",
+        ],
     )
 }
 
@@ -233,10 +239,24 @@ fn stored_data_decoding() {
     // chunks; those of format 11 hold their hot rows' zone.
     let k = run(
         "decode_key_head",
-        values_of(b'K', &["fixture_v9", "fixture_v10", "fixture_v11"]),
+        values_of(
+            b'K',
+            &["fixture_v9", "fixture_v10", "fixture_v11", "fixture_v12"],
+        ),
         |d| {
             let _ = st::decode_key_head(d);
         },
     );
-    println!("decoding: {n} event blocks, {m} source chunks and {k} key heads");
+    // Pages: those of format 11 keep their history's values, those of format 12 take them from
+    // the page's rows.
+    let p = run(
+        "decode_cold_page",
+        values_of(b'P', &["fixture_v11", "fixture_v12"]),
+        |d| {
+            for width in [2, 3] {
+                let _ = st::decode_cold_page(d, width);
+            }
+        },
+    );
+    println!("decoding: {n} event blocks, {m} source chunks, {k} key heads and {p} pages");
 }

@@ -31,3 +31,13 @@ pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     }
     Ok(meta.frozen.map_or(0, |f| f.pages.len()))
 }
+
+/// Decodes a cold page (`P`, or a key head's hot part) whole, its rows, events and timeline
+/// versions, as a thaw does, for a table `width` columns wide. Returns the number of rows,
+/// events and versions.
+pub fn decode_cold_page(data: &[u8], width: usize) -> Result<usize> {
+    use crate::format::cold_page::{decode_cold, Events};
+    let key = crate::record::Bytes::from(&b"k"[..]);
+    let (events, versions, rows) = decode_cold(data, &key, width, Events::Decode)?;
+    Ok(events.len() + versions.len() + rows.len())
+}

@@ -6,9 +6,9 @@ use rkyv::rancor;
 
 use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
-use super::event_block::EventBlock;
-use super::packed_rows;
+use super::event_block::{ArchivedEventBlock, EventBlock};
 pub(crate) use super::packed_rows::RowBlock;
+use super::packed_rows::{self, Numbers};
 use super::zone::ZoneBuilder;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, ColdRows, Event, EventKind, Incoming, Origin, RowId, StoredRow};
@@ -20,15 +20,20 @@ const OPEN_END: u8 = 4;
 /// A row's bound that is absent, in `RowBlock::bound_of`.
 const NO_BOUND: u32 = u32::MAX;
 
+/// Bit 31 of a cold page's first word (format 12): its history is a [`SharedHistory`], whose
+/// events and versions take their values from the row part. Clear: a [`ColdHistory`].
+const SHARED_VALUES: u32 = 1 << 31;
+
 /// The history part (events and timeline versions) is read by thaws, VACUUM, rebuilds and (in a
 /// key head's hot part) the reads of a key for a lookup or a commit, never by scans.
 const HISTORY_CODEC: Codec = Codec::Small;
 
-/// The frozen part of one key's state (see `engine::cold`), but for its row versions: its
-/// events, and its timeline versions as pseudo-events (sequence = start, system sequence = end)
-/// with the rows that show them.
+/// The history of a page written before format 12: the frozen part of one key's state (see
+/// `engine::cold`), but for its row versions: its events, and its timeline versions as
+/// pseudo-events (sequence = start, system sequence = end) with the rows that show them, each
+/// with its values.
 ///
-/// A cold page is the key's [`RowBlock`] and its `ColdHistory`, each archived and compressed on
+/// A cold page is the key's [`RowBlock`] and its history, each archived and compressed on
 /// its own, after the length of the first (`u32`, little-endian): a scan reads only the rows.
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug, Default)]
 pub(crate) struct ColdHistory {
@@ -38,9 +43,48 @@ pub(crate) struct ColdHistory {
     version_rows: Vec<u32>,
 }
 
+/// The history of a page since format 12: as [`ColdHistory`], but its blocks hold no values.
+/// An event or version names the entry that holds its values: one of the row part's, which
+/// the rows that show it use too (an event's values are its version's, and the version's row's),
+/// or one of its own for values no row of the page shows.
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
+pub(crate) struct SharedHistory {
+    /// The key's events, with empty keys and no value columns.
+    events: EventBlock,
+    /// Timeline versions as pseudo-events, with no value columns.
+    versions: EventBlock,
+    /// Per version, the row that shows it (`u32::MAX`: none).
+    version_rows: Vec<u32>,
+    /// How many entries the row part's value columns have.
+    row_entries: u32,
+    /// Per event, then per version, the entry that holds its values: below `row_entries`, that
+    /// entry of the row part's columns; from it on, entry `n - row_entries` of `own`.
+    value_of: Numbers,
+    /// The values of events and versions no row of the page shows, one column per output
+    /// column, each set of values once.
+    own: Vec<ColumnData>,
+}
+
+/// Where the values of a page's history are: how a reader tells the two layouts apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum HistoryValues {
+    /// In the history's own blocks (a [`ColdHistory`], format 11 and before).
+    Own,
+    /// In the row part, but for those no row shows (a [`SharedHistory`], format 12).
+    Shared,
+}
+
+/// A cold page cut into its parts.
+struct PageParts<'a> {
+    rows: &'a [u8],
+    history: &'a [u8],
+    values: HistoryValues,
+}
+
 /// The address of a row's values: rows that share one share their values (the engine clones
-/// the `Row` of a version it writes again, with another end), so a page stores them once, found
-/// without hashing or comparing values.
+/// the `Row` of a version it writes again, with another end, and a version's values are the
+/// event's that made it), so a page stores them once, found without hashing or comparing
+/// values.
 fn shared(values: &Row) -> usize {
     values.as_ptr() as usize
 }
@@ -48,18 +92,36 @@ fn shared(values: &Row) -> usize {
 /// How many leading bytes of a cold page hold its row versions (the length and the row part).
 pub(crate) fn cold_page_head(page: &[u8]) -> usize {
     page.get(..4).map_or(0, |b| {
-        4 + u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize
+        4 + (u32::from_le_bytes(b.try_into().expect("4 bytes")) & !SHARED_VALUES) as usize
     })
 }
 
-/// The two parts of a cold page (or of its head, whose history part is empty): row versions,
-/// history.
-fn split_page(bytes: &[u8]) -> Result<(&[u8], &[u8])> {
-    split_prefixed(bytes, "cold page", "its row part")
+/// The two parts of a cold page (or of a key head's hot part), and where its history's values
+/// are.
+fn split_page(bytes: &[u8]) -> Result<PageParts<'_>> {
+    let word = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .ok_or_else(|| corrupt("cold page too short"))?;
+    let n = (word & !SHARED_VALUES) as usize;
+    let rest = &bytes[4..];
+    if n > rest.len() {
+        return Err(corrupt("cold page shorter than its row part"));
+    }
+    let (rows, history) = rest.split_at(n);
+    let values = match word & SHARED_VALUES {
+        0 => HistoryValues::Own,
+        _ => HistoryValues::Shared,
+    };
+    Ok(PageParts {
+        rows,
+        history,
+        values,
+    })
 }
 
-/// Splits `bytes` after the part whose length (u32 LE) leads it: the layout of a cold page and
-/// of a key head. `what` and `part` name them in the error.
+/// Splits `bytes` after the part whose length (u32 LE) leads it: the layout of a key head.
+/// `what` and `part` name them in the error.
 pub(super) fn split_prefixed<'a>(
     bytes: &'a [u8],
     what: &str,
@@ -82,41 +144,78 @@ pub(crate) type ColdVersion = (Bytes, Row, Option<Bytes>, Option<RowId>);
 /// What a cold page holds, decoded: events (with empty keys), versions and rows.
 pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, ColdRows);
 
+/// The entries of a set of value columns, each built into a `Row` once: the rows, events and
+/// versions that name one entry share its `Row`, as they shared their values when they were
+/// written (so that a page frozen again after a thaw finds them shared).
+struct Entries<'a> {
+    columns: &'a [ColumnData],
+    built: Vec<Option<Row>>,
+}
+
+impl<'a> Entries<'a> {
+    fn new(columns: &'a [ColumnData]) -> Self {
+        Entries {
+            columns,
+            built: Vec::new(),
+        }
+    }
+
+    /// Entry `e`, built on its first use; an entry past the columns' end is damage.
+    fn get(&mut self, e: usize) -> Result<Row> {
+        if let Some(Some(row)) = self.built.get(e) {
+            return Ok(row.clone());
+        }
+        let row: Row = (self.columns.iter())
+            .map(|c| c.get(e))
+            .collect::<Result<Vec<Value>>>()?
+            .into();
+        if self.built.len() <= e {
+            self.built.resize(e + 1, None);
+        }
+        self.built[e] = Some(row.clone());
+        Ok(row)
+    }
+}
+
+/// Gives each distinct set of values (by its allocation) an entry of `columns`, in order.
+struct EntryWriter {
+    columns: Vec<ColumnData>,
+    of: foldhash::HashMap<usize, u32>,
+}
+
+impl EntryWriter {
+    fn new(types: &[ColumnType]) -> Self {
+        EntryWriter {
+            columns: types.iter().map(new_column).collect(),
+            of: Default::default(),
+        }
+    }
+
+    /// The entry of `values`, added if they have none.
+    fn entry(&mut self, values: &Row) -> u32 {
+        let next = self.of.len() as u32;
+        let entry = *self.of.entry(shared(values)).or_insert(next);
+        if entry == next {
+            for (c, v) in self.columns.iter_mut().zip(values.iter()) {
+                c.push(v);
+            }
+        }
+        entry
+    }
+}
+
 /// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
-/// compressed [`ColdPage`], with the zone map of its rows ([`super::zone`]).
+/// compressed cold page, with the zone map of its rows ([`super::zone`]).
 pub(crate) fn encode_cold<'a>(
     types: &[ColumnType],
     events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
     versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
     rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
 ) -> Result<(Vec<u8>, Vec<u8>)> {
-    let mut page = ColdHistory {
-        events: EventBlock::empty(types),
-        versions: EventBlock::empty(types),
-        version_rows: Vec::new(),
-    };
-    let mut block = RowBlock {
-        columns: types.iter().map(new_column).collect(),
-        ..Default::default()
-    };
-    for (seq, sys, ev) in events {
-        page.events.push(&[], seq, sys, ev, 0);
-    }
-    for (start, values, end, row) in versions {
-        let ev = Event {
-            kind: EventKind::Upsert,
-            values: values.clone(),
-            update: None,
-            origin: Origin::Feed,
-        };
-        let open = if end.is_none() { OPEN_END } else { 0 };
-        page.versions
-            .push(&[], start, end.unwrap_or_default(), &ev, open);
-        page.version_rows.push(row.unwrap_or(u32::MAX));
-    }
+    let mut block = RowBlock::default();
     let b = &mut block;
     let mut zone = ZoneBuilder::default();
-    let mut entries: foldhash::HashMap<usize, u32> = Default::default();
+    let mut row_values = EntryWriter::new(types);
     let mut bounds: foldhash::HashMap<&[u8], u32> = Default::default();
     for (id, r) in rows {
         zone.add(
@@ -141,15 +240,44 @@ pub(crate) fn encode_cold<'a>(
         }
         b.added.push(r.added);
         b.retired.push(r.retired.unwrap_or(u64::MAX));
-        let next = entries.len() as u32;
-        let entry = *entries.entry(shared(&r.values)).or_insert(next);
-        if entry == next {
-            for (c, v) in b.columns.iter_mut().zip(r.values.iter()) {
-                c.push(v);
-            }
-        }
-        b.value_of.push(entry);
+        b.value_of.push(row_values.entry(&r.values));
     }
+    // An event's or version's values are the row part's entry when a row shows them, its own
+    // entry (after the row part's) when none does.
+    let row_entries = row_values.of.len() as u32;
+    let mut own = EntryWriter::new(types);
+    let mut value_of = Vec::new();
+    let mut entry_of = |values: &Row| match row_values.of.get(&shared(values)) {
+        Some(&e) => e as u64,
+        None => (row_entries + own.entry(values)) as u64,
+    };
+    let (mut history_events, mut history_versions) = (EventBlock::default(), EventBlock::default());
+    let mut version_rows = Vec::new();
+    for (seq, sys, ev) in events {
+        history_events.push(&[], seq, sys, ev, 0);
+        value_of.push(Some(entry_of(&ev.values)));
+    }
+    for (start, values, end, row) in versions {
+        let ev = Event {
+            kind: EventKind::Upsert,
+            values: values.clone(),
+            update: None,
+            origin: Origin::Feed,
+        };
+        let open = if end.is_none() { OPEN_END } else { 0 };
+        history_versions.push(&[], start, end.unwrap_or_default(), &ev, open);
+        version_rows.push(row.unwrap_or(u32::MAX));
+        value_of.push(Some(entry_of(values)));
+    }
+    let page = SharedHistory {
+        events: history_events,
+        versions: history_versions,
+        version_rows,
+        row_entries,
+        value_of: Numbers::pack(value_of.into_iter()),
+        own: own.columns,
+    };
+    block.columns = row_values.columns;
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
     let rows = compress(&packed_rows::pack(block)?, Codec::Fast)?;
     let history = compress(
@@ -157,7 +285,7 @@ pub(crate) fn encode_cold<'a>(
         HISTORY_CODEC,
     )?;
     let mut out = Vec::with_capacity(4 + rows.len() + history.len());
-    out.extend_from_slice(&(rows.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(rows.len() as u32 | SHARED_VALUES).to_le_bytes());
     out.extend_from_slice(&rows);
     out.extend_from_slice(&history);
     Ok((out, zone.finish()))
@@ -172,46 +300,106 @@ pub(crate) enum Events {
     Skip,
 }
 
-/// Decodes a page of `key` written by [`encode_cold`].
+/// Decodes a page of `key` written by [`encode_cold`] (or by a build before format 12).
 pub(crate) fn decode_cold(
     bytes: &[u8],
     key: &Bytes,
     width: usize,
     events: Events,
 ) -> Result<ColdContents> {
-    let (row_part, _) = split_page(bytes)?;
-    let (events, versions) = decode_cold_history(bytes, width, events)?;
-    let rows = decode_row_part(row_part)?.rows(key, width)?;
+    let parts = split_page(bytes)?;
+    let block = decode_row_part(parts.rows)?;
+    let mut entries = Entries::new(&block.columns);
+    let rows = block.rows_sharing(key, width, &mut entries)?;
+    let (events, versions) = decode_history(&parts, &mut entries, width, events)?;
     Ok((events, versions, rows))
 }
 
 /// Only the events (with empty keys; none with [`Events::Skip`]) and timeline versions of a page
-/// written by [`encode_cold`].
+/// written by [`encode_cold`] (or by a build before format 12).
 pub(crate) fn decode_cold_history(
     bytes: &[u8],
     width: usize,
     events: Events,
 ) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
-    let (_, history) = split_page(bytes)?;
+    let parts = split_page(bytes)?;
+    match parts.values {
+        HistoryValues::Own => decode_history(&parts, &mut Entries::new(&[]), width, events),
+        HistoryValues::Shared => {
+            let block = decode_row_part(parts.rows)?;
+            block.check_width(width)?;
+            decode_history(&parts, &mut Entries::new(&block.columns), width, events)
+        }
+    }
+}
+
+/// The events and versions of a page's history; `rows` are its row part's value entries (read
+/// only for a [`SharedHistory`]).
+fn decode_history(
+    parts: &PageParts<'_>,
+    rows: &mut Entries<'_>,
+    width: usize,
+    events: Events,
+) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
     let bad = |e: rancor::Error| corrupt(format!("cold page fails validation: {e}"));
-    let raw = decompress(history)?;
-    let page = rkyv::access::<ArchivedColdHistory, rancor::Error>(&raw).map_err(bad)?;
-    let events = match events {
-        Events::Decode => rkyv::deserialize::<EventBlock, rancor::Error>(&page.events)
-            .map_err(bad)?
-            .events(width)?,
-        Events::Skip => Vec::new(),
+    let raw = decompress(parts.history)?;
+    let block = |b: &ArchivedEventBlock| rkyv::deserialize::<EventBlock, rancor::Error>(b);
+    let (events, versions, version_rows) = match parts.values {
+        HistoryValues::Own => {
+            let page = rkyv::access::<ArchivedColdHistory, rancor::Error>(&raw).map_err(bad)?;
+            let events = match events {
+                Events::Decode => block(&page.events).map_err(bad)?.events(width)?,
+                Events::Skip => Vec::new(),
+            };
+            let versions = block(&page.versions).map_err(bad)?;
+            let flags = versions.flags.clone();
+            let rows: Vec<u32> = page.version_rows.iter().map(|r| r.to_native()).collect();
+            (events, (versions.events(width)?, flags), rows)
+        }
+        HistoryValues::Shared => {
+            let page = rkyv::access::<ArchivedSharedHistory, rancor::Error>(&raw).map_err(bad)?;
+            let own =
+                rkyv::deserialize::<Vec<ColumnData>, rancor::Error>(&page.own).map_err(bad)?;
+            if own.len() != width {
+                return Err(corrupt("cold page history has another number of columns"));
+            }
+            let mut own = Entries::new(&own);
+            let row_entries = page.row_entries.to_native() as u64;
+            let value_of = page.value_of.collect(|e| e);
+            let mut values = |i: usize| -> Result<Row> {
+                match value_of.get(i).copied().flatten() {
+                    Some(e) if e < row_entries => rows.get(e as usize),
+                    Some(e) => own.get((e - row_entries) as usize),
+                    None => Err(corrupt("cold page history has values out of range")),
+                }
+            };
+            let (evs, vers) = (
+                block(&page.events).map_err(bad)?,
+                block(&page.versions).map_err(bad)?,
+            );
+            let n_events = evs.flags.len();
+            if value_of.len() != n_events + vers.flags.len() {
+                return Err(corrupt("cold page history has events without values"));
+            }
+            let events = match events {
+                Events::Decode => evs.events_valued(width, &mut values)?,
+                Events::Skip => Vec::new(),
+            };
+            let flags = vers.flags.clone();
+            let versions = vers.events_valued(width, |i| values(n_events + i))?;
+            let rows: Vec<u32> = page.version_rows.iter().map(|r| r.to_native()).collect();
+            (events, (versions, flags), rows)
+        }
     };
-    let block = rkyv::deserialize::<EventBlock, rancor::Error>(&page.versions).map_err(bad)?;
-    let versions = block.events(width)?;
-    if versions.len() != page.version_rows.len() {
+    let (versions, flags) = versions;
+    if versions.len() != version_rows.len() {
         return Err(corrupt("cold page has versions without rows"));
     }
     let versions = versions
         .into_iter()
-        .zip(&block.flags)
-        .zip(page.version_rows.iter().map(|r| r.to_native()))
-        .map(|((v, &flags), row)| {
+        .zip(flags)
+        .zip(version_rows)
+        .map(|((v, flags), row)| {
             let end = (flags & OPEN_END == 0).then_some(v.sys);
             (v.seq, v.event.values, end, (row != u32::MAX).then_some(row))
         })
@@ -221,7 +409,7 @@ pub(crate) fn decode_cold_history(
 
 /// Only the row versions of a page written by [`encode_cold`], as a block.
 pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
-    decode_row_part(split_page(bytes)?.0)
+    decode_row_part(split_page(bytes)?.rows)
 }
 
 fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
@@ -480,12 +668,21 @@ impl RowBlock {
 
     /// The block's rows as stored rows of `key`.
     pub fn rows(&self, key: &Bytes, width: usize) -> Result<ColdRows> {
+        self.rows_sharing(key, width, &mut Entries::new(&self.columns))
+    }
+
+    /// The block's rows as stored rows of `key`, their values built by `entries` (this block's
+    /// columns): rows that share an entry share its `Row`, as they did when they were written,
+    /// and so do the events and versions of the page that name it. Bounds are shared likewise.
+    fn rows_sharing(
+        &self,
+        key: &Bytes,
+        width: usize,
+        entries: &mut Entries<'_>,
+    ) -> Result<ColdRows> {
         let n = self.ids.len();
         self.check(n, width)?;
         let mut out = Vec::with_capacity(n);
-        // Rows that share an entry share its `Row`, as they did when they were written, and
-        // bounds likewise.
-        let mut entries: Vec<Option<Row>> = Vec::new();
         let distinct = self.bounds.offsets.len().saturating_sub(1);
         let bounds: Vec<Bytes> = (0..distinct)
             .map(|e| self.bounds.get(e).map(Bytes::from))
@@ -496,23 +693,7 @@ impl RowBlock {
                 let e = self.bound_of[4 * i + k];
                 (e != NO_BOUND).then(|| bounds[e as usize].clone())
             };
-            let entry = self.value_of[i] as usize;
-            if entries.len() <= entry {
-                entries.resize(entry + 1, None);
-            }
-            let values = match &entries[entry] {
-                Some(row) => row.clone(),
-                None => {
-                    let row: Row = self
-                        .columns
-                        .iter()
-                        .map(|c| c.get(entry))
-                        .collect::<Result<Vec<Value>>>()?
-                        .into();
-                    entries[entry] = Some(row.clone());
-                    row
-                }
-            };
+            let values = entries.get(self.value_of[i] as usize)?;
             let retired = self.retired[i];
             out.push((
                 self.ids[i],
@@ -586,6 +767,128 @@ mod tests {
         let mut out = Vec::new();
         batch.values(2, &mut out).unwrap();
         assert_eq!(out, a.to_vec());
+    }
+
+    fn event(values: &Row) -> Event {
+        Event {
+            kind: EventKind::Upsert,
+            values: values.clone(),
+            update: None,
+            origin: Origin::Feed,
+        }
+    }
+
+    /// The history of `page` as stored, accessed.
+    fn history(page: &[u8]) -> rkyv::util::AlignedVec {
+        let parts = split_page(page).unwrap();
+        assert_eq!(parts.values, HistoryValues::Shared);
+        decompress(parts.history).unwrap()
+    }
+
+    #[test]
+    fn events_and_versions_take_the_values_of_the_rows_that_show_them_and_read_back_sharing_them() {
+        let types = [ColumnType::Int64, ColumnType::Utf8];
+        let a: Row = vec![Value::Int(7), Value::from("seven")].into();
+        let b: Row = vec![Value::Int(8), Value::Null].into();
+        // An event no row shows (its version was replaced), with values of its own.
+        let c: Row = vec![Value::Int(9), Value::from("nine")].into();
+        let (ea, eb, ec) = (event(&a), event(&b), event(&c));
+        let events = [
+            (&[1u8][..], &[1u8][..], &ea),
+            (&[2], &[2], &eb),
+            (&[3], &[3], &ec),
+        ];
+        let versions = [
+            (&[1u8][..], &a, Some(&[2u8][..]), Some(0)),
+            (&[2], &b, None, Some(1)),
+        ];
+        let rows = [row(&a, 1), row(&b, 2)];
+        let (page, _) = encode_cold(
+            &types,
+            events.into_iter(),
+            versions.into_iter(),
+            rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
+        )
+        .unwrap();
+        let raw = history(&page);
+        let stored = rkyv::access::<ArchivedSharedHistory, rancor::Error>(&raw).unwrap();
+        assert_eq!(stored.row_entries, 2);
+        // a, b, then c (its own entry 0, numbered after the rows' two), then a and b again.
+        assert_eq!(stored.value_of.collect(|e| e), [0, 1, 2, 0, 1].map(Some));
+        assert!(stored.events.columns.is_empty() && stored.versions.columns.is_empty());
+        let own = rkyv::deserialize::<Vec<ColumnData>, rancor::Error>(&stored.own).unwrap();
+        assert_eq!(own.len(), 2);
+        assert_eq!(own[0].get(0).unwrap(), Value::Int(9));
+        assert!(
+            own.iter().all(|c| c.get(1).is_err()),
+            "one entry of its own"
+        );
+
+        let key = Bytes::from(&b"k"[..]);
+        let (evs, vers, back) = decode_cold(&page, &key, 2, Events::Decode).unwrap();
+        let values: Vec<&[Value]> = evs.iter().map(|e| &e.event.values[..]).collect();
+        assert_eq!(values, [&a[..], &b[..], &c[..]]);
+        assert_eq!(vers.len(), 2);
+        assert_eq!(
+            (&vers[0].1[..], vers[0].2.as_deref()),
+            (&a[..], Some(&[2u8][..]))
+        );
+        assert_eq!(
+            (&vers[1].1[..], vers[1].2.as_deref(), vers[1].3),
+            (&b[..], None, Some(1))
+        );
+        // One `Row` per entry, as when they were written: a page frozen again after a thaw
+        // finds them shared.
+        assert!(Arc::ptr_eq(&evs[0].event.values, &back[0].1.values));
+        assert!(Arc::ptr_eq(&vers[0].1, &back[0].1.values));
+        assert!(Arc::ptr_eq(&evs[1].event.values, &vers[1].1));
+        // The history alone reads the same.
+        let (evs2, vers2) = decode_cold_history(&page, 2, Events::Decode).unwrap();
+        assert_eq!(evs2.len(), 3);
+        assert_eq!(&evs2[2].event.values[..], &c[..]);
+        assert_eq!(
+            vers2.iter().map(|v| v.3).collect::<Vec<_>>(),
+            [Some(0), Some(1)]
+        );
+    }
+
+    #[test]
+    fn a_history_whose_values_are_out_of_range_is_damage_not_a_panic() {
+        let types = [ColumnType::Int64];
+        let a: Row = vec![Value::Int(1)].into();
+        let ea = event(&a);
+        let (page, _) = encode_cold(
+            &types,
+            [(&[1u8][..], &[1u8][..], &ea)].into_iter(),
+            std::iter::empty(),
+            [(0, &row(&a, 1))].into_iter(),
+        )
+        .unwrap();
+        let raw = history(&page);
+        let stored = rkyv::access::<ArchivedSharedHistory, rancor::Error>(&raw).unwrap();
+        let mut history: SharedHistory =
+            rkyv::deserialize::<SharedHistory, rancor::Error>(stored).unwrap();
+        let key = Bytes::from(&b"k"[..]);
+        for (value_of, own_columns) in [
+            (vec![Some(1)], 1),
+            (vec![Some(0), Some(0)], 1),
+            (vec![Some(0)], 2),
+        ] {
+            history.value_of = Numbers::pack(value_of.into_iter());
+            history.own = (0..own_columns)
+                .map(|_| new_column(&ColumnType::Int64))
+                .collect();
+            let mut bad = page[..cold_page_head(&page)].to_vec();
+            bad.extend(
+                compress(
+                    &rkyv::to_bytes::<rancor::Error>(&history).unwrap(),
+                    HISTORY_CODEC,
+                )
+                .unwrap(),
+            );
+            let e = decode_cold(&bad, &key, 1, Events::Decode).unwrap_err();
+            assert!(e.to_string().contains("the store is corrupt"), "{e}");
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@ use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, Event, EventKind, Incoming, Origin};
-use crate::value::{ColumnType, Value};
+use crate::value::{ColumnType, Row, Value};
 
 /// The flag bit of an event a DML statement wrote.
 const STATEMENT: u8 = 8;
@@ -119,16 +119,29 @@ impl EventBlock {
             )));
         }
         let missing = width - self.columns.len();
-        let n = self.flags.len();
-        let mut out = Vec::with_capacity(n);
-        let mut upd = 0usize;
-        for i in 0..n {
+        self.events_valued(width, |i| {
             let mut values: Vec<Value> = self
                 .columns
                 .iter()
                 .map(|c| c.get(i))
                 .collect::<Result<_>>()?;
             values.extend(std::iter::repeat_n(Value::Null, missing));
+            Ok(values.into())
+        })
+    }
+
+    /// The events of the block, event `i` showing `values(i)`: a block stored without value
+    /// columns (a cold page's history since format 12) takes them from elsewhere.
+    pub(super) fn events_valued(
+        &self,
+        width: usize,
+        mut values: impl FnMut(usize) -> Result<Row>,
+    ) -> Result<Vec<Incoming>> {
+        let n = self.flags.len();
+        let mut out = Vec::with_capacity(n);
+        let mut upd = 0usize;
+        for i in 0..n {
+            let values = values(i)?;
             let update = if self.flags[i] & 2 != 0 {
                 let (a, b) = match (
                     self.update_offsets.get(upd),
@@ -158,7 +171,7 @@ impl EventBlock {
                     } else {
                         EventKind::Upsert
                     },
-                    values: values.into(),
+                    values,
                     update,
                     origin: if self.flags[i] & STATEMENT != 0 {
                         Origin::Statement

@@ -70,7 +70,7 @@ impl RowBlock {
 impl Numbers {
     /// `values` in the narrowest width whose greatest value none of them reaches. A value of
     /// `u64::MAX` reads back as `None` (no caller stores one: see [`PackedRows`]).
-    fn pack(values: impl Iterator<Item = Option<u64>> + Clone) -> Numbers {
+    pub(super) fn pack(values: impl Iterator<Item = Option<u64>> + Clone) -> Numbers {
         let max = values.clone().flatten().max().unwrap_or(0);
         fn narrow<T: TryFrom<u64> + Copy>(
             values: impl Iterator<Item = Option<u64>>,
@@ -93,7 +93,7 @@ impl Numbers {
 }
 
 impl ArchivedNumbers {
-    fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             ArchivedNumbers::U8(v) => v.len(),
             ArchivedNumbers::U16(v) => v.len(),
@@ -104,7 +104,7 @@ impl ArchivedNumbers {
 
     /// `f` of each number (`None` where the width's greatest value stands), collected: one
     /// loop per width, no call through a pointer per number.
-    fn collect<T>(&self, mut f: impl FnMut(Option<u64>) -> T) -> Vec<T> {
+    pub(super) fn collect<T>(&self, mut f: impl FnMut(Option<u64>) -> T) -> Vec<T> {
         match self {
             ArchivedNumbers::U8(v) => v
                 .iter()

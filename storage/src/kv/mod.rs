@@ -153,6 +153,12 @@ pub trait KvStore: Send + Sync {
         }
         self.write(batch)
     }
+    /// Reclaims now the room the last write left dead, which the next write would otherwise
+    /// reclaim before its own (a store closed in order leaves no file half dead). The default,
+    /// for stores that keep no dead bytes, does nothing.
+    fn reclaim(&self) -> Result<()> {
+        Ok(())
+    }
     /// Rewrites the store's files so that no byte of a deleted or overwritten value remains in
     /// them, without the purge record ([`keys::PURGE_KEY`]), which ERASE sets. The default, for
     /// stores that keep no deleted bytes, removes the record only.
@@ -788,6 +794,19 @@ impl KvStore for SledKv {
             self.manifest.save(&grown)?;
             *marks = grown;
         }
+        Ok(())
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        let log = self.values()?;
+        let db = self.db()?;
+        let mut dead = self
+            .dead
+            .lock()
+            .map_err(|_| Error::Poisoned("value log".into()))?;
+        // Kept for the next write if the compaction fails: it is crash-safe, and tried again.
+        separated::compact_if_dead(&db, &log, &dead)?;
+        dead.clear();
         Ok(())
     }
 

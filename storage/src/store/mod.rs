@@ -96,7 +96,7 @@ pub use verify::{Problem, TableCheck, VerifyReport};
 /// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads,
 /// those of version 7 the shared values of a page's rows, those of version 8 the packed row
 /// blocks); a version-9 or version-10 store is read as it is: docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 12;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -164,8 +164,10 @@ pub struct Checkpoints {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OnClose {
-    /// Writes a checkpoint of each table that has some (best effort: if it fails, the next open
-    /// replays them).
+    /// Writes a checkpoint of each table that has some, then compacts the value log's segments
+    /// that the last writes left half dead or more (the checkpoint rewrites every key head it
+    /// lists), so that a store at rest holds no such segment. Best effort: if the checkpoint
+    /// fails, the next open replays the commits; if the compaction does, the next write does it.
     #[default]
     Checkpoint,
     /// Leaves them to be replayed by the next open (as after a crash; tests use this).
@@ -315,13 +317,15 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    9 | 10 => {
-                        // Version 10 is version 11 whose key heads hold no zone map of their
+                    9..=11 => {
+                        // Version 11 is version 12 whose pages keep their history's values
+                        // apart from their rows' (flag bit 31 of a page's first word clear),
+                        // version 10 is version 11 whose key heads hold no zone map of their
                         // hot rows (flag bit 30 clear), and version 9 is version 10 whose key
-                        // heads list every page in their meta: this build reads both as they
-                        // are (a scan then decodes such a head's hot rows whatever its filter),
-                        // and a key's head takes the new layout when a checkpoint next writes
-                        // it. An older build would read such a head as damaged.
+                        // heads list every page in their meta: this build reads them all as
+                        // they are (a scan then decodes such a head's hot rows whatever its
+                        // filter), and a page or head takes the new layout when it is next
+                        // written. An older build would read such a page or head as damaged.
                         let mut b = WriteBatch::default();
                         b.put(FORMAT_KEY.to_vec(), FORMAT_VERSION.to_be_bytes().to_vec());
                         kv.write(b)?;
@@ -484,8 +488,9 @@ impl Table {
 
 impl Drop for Inner {
     /// A store closed in order writes a checkpoint of every table with commits after its last
-    /// one, so that the next open replays nothing. Best effort: if it fails, the next open
-    /// replays those commits instead.
+    /// one, so that the next open replays nothing, and reclaims the room the last writes left
+    /// dead ([`OnClose::Checkpoint`]). Best effort: if it fails, the next open replays those
+    /// commits instead.
     fn drop(&mut self) {
         if self.poisoned.is_some() || self.checkpoints.on_close == OnClose::Leave {
             return;
@@ -504,6 +509,7 @@ impl Drop for Inner {
                 t.unsaved = 0;
             }
         }
+        let _ = self.kv.reclaim();
     }
 }
 
