@@ -109,8 +109,9 @@ pub(super) fn put_checkpoint(
 /// The most rows a part of a row directory that a rebuild writes lists.
 const REBUILD_DIR_ROWS: usize = 1 << 20;
 
-/// From how many event blocks (about 500 events each) a rebuild reports its progress.
-const REBUILD_PROGRESS_BLOCKS: u64 = 200;
+/// From how many event blocks (a few thousand events each, about 500 before session 41's
+/// blocks of 256 KiB) a rebuild reports its progress: from about 80,000 events.
+const REBUILD_PROGRESS_BLOCKS: u64 = 16;
 
 /// Where long work reports its progress ([`crate::Progress`]).
 pub(super) type Progressing = std::sync::Arc<dyn crate::Progress>;
