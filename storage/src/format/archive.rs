@@ -10,10 +10,23 @@ use crate::format::{lz4, zstd};
 
 /// First byte of a stored block: the block format. Format 1 (written before store format 3) has
 /// no checksum; format 2 ends with the CRC-32 (IEEE, little-endian) of everything before it;
-/// format 3 (since store format 9) is format 2 with zstd in place of LZ4.
+/// format 3 (since store format 9) is format 2 with zstd in place of LZ4; formats 4 and 5
+/// (since store format 12) are formats 2 and 3 holding the packed form of their type
+/// ([`Layout::Packed`]).
 const BLOCK_LZ4_RKYV: u8 = 1;
 const BLOCK_LZ4_RKYV_CRC: u8 = 2;
 const BLOCK_ZSTD_RKYV_CRC: u8 = 3;
+const BLOCK_LZ4_PACKED_CRC: u8 = 4;
+const BLOCK_ZSTD_PACKED_CRC: u8 = 5;
+
+/// Which archive of its type a block holds: the type's own, or its packed form, which the type's
+/// reader unpacks (an event block since store format 12: `format/packed_events.rs`). The format
+/// byte says which, so that blocks of both kinds read in one store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Layout {
+    Plain,
+    Packed,
+}
 
 /// How a block is compressed: for reading fast, or for taking little room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -26,10 +39,17 @@ pub(crate) enum Codec {
 }
 
 pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
-    let mut out = match codec {
-        Codec::Fast => vec![BLOCK_LZ4_RKYV_CRC],
-        Codec::Small => vec![BLOCK_ZSTD_RKYV_CRC],
-    };
+    compress_as(raw, codec, Layout::Plain)
+}
+
+/// `raw`, an archive of the given layout, compressed as a block.
+pub(super) fn compress_as(raw: &[u8], codec: Codec, layout: Layout) -> Result<Vec<u8>> {
+    let mut out = vec![match (codec, layout) {
+        (Codec::Fast, Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
+        (Codec::Small, Layout::Plain) => BLOCK_ZSTD_RKYV_CRC,
+        (Codec::Fast, Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
+        (Codec::Small, Layout::Packed) => BLOCK_ZSTD_PACKED_CRC,
+    }];
     out.extend_from_slice(&match codec {
         Codec::Fast => lz4::compress(raw)?,
         Codec::Small => zstd::compress(raw)?,
@@ -40,13 +60,24 @@ pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
 }
 
 /// The archived bytes of a block written by [`compress`], aligned for rkyv. Its length is the
-/// one the block records (see [`lz4`]); no ratio is assumed.
+/// one the block records (see [`lz4`]); no ratio is assumed. A packed block is damage here: its
+/// type has no packed form.
 pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
+    match decompress_as(bytes)? {
+        (al, Layout::Plain) => Ok(al),
+        (_, Layout::Packed) => Err(corrupt("a packed block where a plain one belongs")),
+    }
+}
+
+/// The archived bytes of a block written by [`compress_as`], and which layout they are.
+pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
-    let (codec, has_crc) = match format {
-        BLOCK_LZ4_RKYV => (Codec::Fast, false),
-        BLOCK_LZ4_RKYV_CRC => (Codec::Fast, true),
-        BLOCK_ZSTD_RKYV_CRC => (Codec::Small, true),
+    let (codec, has_crc, layout) = match format {
+        BLOCK_LZ4_RKYV => (Codec::Fast, false, Layout::Plain),
+        BLOCK_LZ4_RKYV_CRC => (Codec::Fast, true, Layout::Plain),
+        BLOCK_ZSTD_RKYV_CRC => (Codec::Small, true, Layout::Plain),
+        BLOCK_LZ4_PACKED_CRC => (Codec::Fast, true, Layout::Packed),
+        BLOCK_ZSTD_PACKED_CRC => (Codec::Small, true, Layout::Packed),
         _ => return Err(corrupt(format!("unknown block format {format}"))),
     };
     let body = if has_crc {
@@ -69,5 +100,5 @@ pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
         Codec::Fast => lz4::decompress_into(body, &mut al)?,
         Codec::Small => zstd::decompress_into(body, &mut al)?,
     }
-    Ok(al)
+    Ok((al, layout))
 }

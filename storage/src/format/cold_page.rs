@@ -7,6 +7,7 @@ use rkyv::rancor;
 use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::{ArchivedEventBlock, EventBlock};
+use super::packed_events::{self, PackedEvents};
 pub(crate) use super::packed_rows::RowBlock;
 use super::packed_rows::{self, Numbers};
 use super::zone::ZoneBuilder;
@@ -50,9 +51,9 @@ pub(crate) struct ColdHistory {
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
 pub(crate) struct SharedHistory {
     /// The key's events, with empty keys and no value columns.
-    events: EventBlock,
+    events: PackedEvents,
     /// Timeline versions as pseudo-events, with no value columns.
-    versions: EventBlock,
+    versions: PackedEvents,
     /// Per version, the row that shows it (`u32::MAX`: none).
     version_rows: Vec<u32>,
     /// How many entries the row part's value columns have.
@@ -270,8 +271,8 @@ pub(crate) fn encode_cold<'a>(
         value_of.push(Some(entry_of(values)));
     }
     let page = SharedHistory {
-        events: history_events,
-        versions: history_versions,
+        events: packed_events::pack(history_events),
+        versions: packed_events::pack(history_versions),
         version_rows,
         row_entries,
         value_of: Numbers::pack(value_of.into_iter()),
@@ -373,10 +374,7 @@ fn decode_history(
                     None => Err(corrupt("cold page history has values out of range")),
                 }
             };
-            let (evs, vers) = (
-                block(&page.events).map_err(bad)?,
-                block(&page.versions).map_err(bad)?,
-            );
+            let (evs, vers) = (page.events.unpack()?, page.versions.unpack()?);
             let n_events = evs.flags.len();
             if value_of.len() != n_events + vers.flags.len() {
                 return Err(corrupt("cold page history has events without values"));
@@ -815,7 +813,11 @@ mod tests {
         assert_eq!(stored.row_entries, 2);
         // a, b, then c (its own entry 0, numbered after the rows' two), then a and b again.
         assert_eq!(stored.value_of.collect(|e| e), [0, 1, 2, 0, 1].map(Some));
-        assert!(stored.events.columns.is_empty() && stored.versions.columns.is_empty());
+        let (evs, vers) = (
+            stored.events.unpack().unwrap(),
+            stored.versions.unpack().unwrap(),
+        );
+        assert!(evs.columns.is_empty() && vers.columns.is_empty());
         let own = rkyv::deserialize::<Vec<ColumnData>, rancor::Error>(&stored.own).unwrap();
         assert_eq!(own.len(), 2);
         assert_eq!(own[0].get(0).unwrap(), Value::Int(9));

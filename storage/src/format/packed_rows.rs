@@ -126,12 +126,46 @@ impl ArchivedNumbers {
     }
 }
 
-/// The distinct bounds of a block: without offsets when they all have one length (an encoded
-/// timestamp or integer sequence always has 9 bytes).
+/// Byte strings (a row block's distinct bounds; an event block's keys and sequences, format 12):
+/// without offsets when they all have one length (an encoded timestamp or integer sequence
+/// always has 9 bytes, an encoded integer key too).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize, Debug)]
-pub(super) enum Bounds {
+pub(super) enum ByteStrings {
     Fixed { width: u32, data: Vec<u8> },
     Varied(VarBytes),
+}
+
+impl ByteStrings {
+    pub(super) fn pack(strings: VarBytes) -> ByteStrings {
+        let lens = (strings.offsets.windows(2)).map(|w| w[1].wrapping_sub(w[0]));
+        match lens.clone().next() {
+            Some(width) if width > 0 && lens.clone().all(|l| l == width) => ByteStrings::Fixed {
+                width,
+                data: strings.data,
+            },
+            _ => ByteStrings::Varied(strings),
+        }
+    }
+}
+
+impl ArchivedByteStrings {
+    pub(super) fn unpack(&self) -> Result<VarBytes> {
+        Ok(match self {
+            ArchivedByteStrings::Fixed { width, data } => {
+                let width = width.to_native();
+                if width == 0 || data.len() % width as usize != 0 || data.len() > u32::MAX as usize
+                {
+                    return Err(corrupt("a block's byte strings are cut short"));
+                }
+                VarBytes {
+                    offsets: (0..=data.len() as u32).step_by(width as usize).collect(),
+                    data: data.to_vec(),
+                }
+            }
+            ArchivedByteStrings::Varied(v) => rkyv::deserialize::<VarBytes, rancor::Error>(v)
+                .map_err(|e| corrupt(format!("a block fails validation: {e}")))?,
+        })
+    }
 }
 
 /// Which entries of a column are not NULL: all of them, or a byte each (0 = NULL) as
@@ -182,7 +216,7 @@ pub(super) enum PackedColumn {
 }
 
 impl PackedColumn {
-    fn pack(column: ColumnData) -> PackedColumn {
+    pub(super) fn pack(column: ColumnData) -> PackedColumn {
         match column {
             ColumnData::Int { valid, values } => {
                 let least = values.iter().copied().min().unwrap_or(0);
@@ -214,7 +248,7 @@ impl PackedColumn {
 }
 
 impl ArchivedPackedColumn {
-    fn unpack(&self) -> Result<ColumnData> {
+    pub(super) fn unpack(&self) -> Result<ColumnData> {
         Ok(match self {
             ArchivedPackedColumn::Int {
                 valid,
@@ -263,7 +297,7 @@ pub(super) struct PackedRows {
     first_id: u32,
     /// Per row, its id less the one before (wrapping; the first row's step is 0).
     id_steps: Numbers,
-    bounds: Bounds,
+    bounds: ByteStrings,
     /// Four per row, as in [`RowBlock`] (`None`: no bound).
     bound_of: Numbers,
     /// The least commit that wrote a row; `added` holds each row's commit less it.
@@ -283,11 +317,6 @@ pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
     let steps = (block.ids.iter()).scan(first_id, |prev, &id| {
         Some(Some(id.wrapping_sub(std::mem::replace(prev, id)) as u64))
     });
-    let lens = (block.bounds.offsets.windows(2)).map(|w| w[1].wrapping_sub(w[0]));
-    let fixed = match lens.clone().next() {
-        Some(width) if width > 0 && lens.clone().all(|l| l == width) => Some(width),
-        _ => None,
-    };
     let entry = |e: u32| (e != u32::MAX).then_some(e as u64);
     let added_from = block.added.iter().copied().min().unwrap_or(0);
     let retired = |r: u64| (r != u64::MAX).then_some(r);
@@ -301,13 +330,7 @@ pub(super) fn pack(block: RowBlock) -> Result<rkyv::util::AlignedVec> {
     let packed = PackedRows {
         first_id,
         id_steps: Numbers::pack(steps),
-        bounds: match fixed {
-            Some(width) => Bounds::Fixed {
-                width,
-                data: block.bounds.data,
-            },
-            None => Bounds::Varied(block.bounds),
-        },
+        bounds: ByteStrings::pack(block.bounds),
         bound_of: Numbers::pack(block.bound_of.iter().map(|&e| entry(e))),
         added_from,
         // Offsets from the least are never `u64::MAX`: the least one would have to be 0 and
@@ -343,21 +366,7 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
         id = id.wrapping_add(step.unwrap_or(0) as u32);
         id
     });
-    let bounds = match &p.bounds {
-        ArchivedBounds::Fixed { width, data } => {
-            let width = width.to_native();
-            if width == 0 || data.len() % width as usize != 0 || data.len() > u32::MAX as usize {
-                return Err(corrupt("a cold row block's bounds are cut short"));
-            }
-            VarBytes {
-                offsets: (0..=data.len() as u32).step_by(width as usize).collect(),
-                data: data.to_vec(),
-            }
-        }
-        ArchivedBounds::Varied(v) => {
-            rkyv::deserialize::<VarBytes, rancor::Error>(v).map_err(bad)?
-        }
-    };
+    let bounds = p.bounds.unpack()?;
     // An entry of `u32::MAX` is one no block has: the readers check every entry against the
     // number of bounds or values.
     let entries = |e: &ArchivedNumbers| -> Vec<u32> {

@@ -44,7 +44,7 @@ pub(crate) fn event_block_entries(
     truncates: &[Bytes],
 ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
     crate::format::event_block::event_blocks(events, truncates, types)
-        .iter()
+        .into_iter()
         .enumerate()
         .map(|(i, blk)| {
             Ok((
@@ -72,7 +72,7 @@ pub(crate) fn put_event_blocks_from(
     for blk in crate::format::event_block::event_blocks(events, &[], types) {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(next)),
-            crate::format::event_block::encode_block(&blk, Codec::Small)?,
+            crate::format::event_block::encode_block(blk, Codec::Small)?,
         );
         next += 1;
     }

@@ -188,7 +188,7 @@ fn write_buffers(
     let mut written = 0u64;
     for (b, events) in buffers {
         for blk in event_blocks(&events, &[], types) {
-            let bytes = encode_block(&blk, Codec::Fast)?;
+            let bytes = encode_block(blk, Codec::Fast)?;
             file.write_all(&bytes).map_err(io)?;
             blocks[b].push((written, bytes.len()));
             written += bytes.len() as u64;
