@@ -67,6 +67,11 @@ impl SledHandle {
         self.written.fetch_add(entries as u64, Ordering::Relaxed);
     }
 
+    /// Whether anything was written to sled since it was opened.
+    pub fn has_written(&self) -> bool {
+        self.written.load(Ordering::Relaxed) > 0
+    }
+
     /// The open database, or an error while a purge swaps its files (or after one failed).
     pub fn db(&self) -> Result<Arc<sled::Db>> {
         self.db

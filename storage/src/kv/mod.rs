@@ -23,6 +23,7 @@ use handle::{open_sled, SledHandle};
 pub use manifest::ManifestCheck;
 use manifest::{Loaded, Manifest};
 pub use mem::MemKv;
+use separated::Dead;
 use values::ValueLog;
 
 use crate::error::{corrupt, Error, Result};
@@ -153,9 +154,10 @@ pub trait KvStore: Send + Sync {
         }
         self.write(batch)
     }
-    /// Reclaims now the room the last write left dead, which the next write would otherwise
-    /// reclaim before its own (a store closed in order leaves no file half dead). The default,
-    /// for stores that keep no dead bytes, does nothing.
+    /// Reclaims now the room writes left dead, if this handle wrote anything: what the next
+    /// write would reclaim before its own, and what no write would (a store a writer closed in
+    /// order holds no file a quarter dead). The default, for stores that keep no dead bytes,
+    /// does nothing.
     fn reclaim(&self) -> Result<()> {
         Ok(())
     }
@@ -221,6 +223,9 @@ pub struct SledKv {
     decoded: DecodedCache,
     _lock: std::fs::File,
 }
+
+/// The most segments of the value log one [`KvStore::reclaim`] compacts (each up to 32 MiB).
+const RECLAIM_SEGMENTS: usize = 4;
 
 /// asof's own lock file in a store's folder.
 const LOCK_FILE: &str = "asof.lock";
@@ -779,7 +784,7 @@ impl KvStore for SledKv {
             .map_err(|_| Error::Poisoned("value log".into()))?;
         // Read before the compaction, whose moves may fill the current segment too.
         let current = log.current()?;
-        separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead))?;
+        separated::compact_if_dead(&db, &log, &std::mem::take(&mut *dead), Dead::Half)?;
         let listed = batch.ops.len();
         let applied = separated::apply_streamed(&db, &log, &mut more, batch.ops, &[]);
         drop(more);
@@ -798,14 +803,24 @@ impl KvStore for SledKv {
     }
 
     fn reclaim(&self) -> Result<()> {
+        // A process that only read leaves the files as it found them.
+        if !self.db.has_written() {
+            return Ok(());
+        }
         let log = self.values()?;
         let db = self.db()?;
         let mut dead = self
             .dead
             .lock()
             .map_err(|_| Error::Poisoned("value log".into()))?;
-        // Kept for the next write if the compaction fails: it is crash-safe, and tried again.
-        separated::compact_if_dead(&db, &log, &dead)?;
+        // Every segment, not only those the last write killed: a segment a write left under half
+        // dead stays so until a later write kills more of it. The deadest first, a few per
+        // close, so that a small write's close never rewrites a whole store. Kept for the next
+        // write if the compaction fails: it is crash-safe, and tried again.
+        let mut worst = separated::dead_fractions(&db)?;
+        worst.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let worst: Vec<u32> = worst.iter().take(RECLAIM_SEGMENTS).map(|s| s.0).collect();
+        separated::compact_if_dead(&db, &log, &worst, Dead::Quarter)?;
         dead.clear();
         Ok(())
     }

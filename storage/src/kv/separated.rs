@@ -62,6 +62,18 @@ pub(super) fn segments(db: &sled::Db) -> Result<Vec<u32>> {
     Ok(out)
 }
 
+/// Each segment the tree has counts for, with the part of its bytes that is dead.
+pub(super) fn dead_fractions(db: &sled::Db) -> Result<Vec<(u32, f64)>> {
+    let mut out = Vec::new();
+    for segment in segments(db)? {
+        if let Some(v) = db.get(segment_key(segment))? {
+            let (written, dead) = parse_counts(&v)?;
+            out.push((segment, dead as f64 / written.max(1) as f64));
+        }
+    }
+    Ok(out)
+}
+
 /// The value sled holds as `held` for `key`: inline, or read from the log (`None` when the log
 /// no longer has it where the pointer says: see [`Found::Moved`]).
 pub(super) fn value(log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -164,16 +176,41 @@ pub(super) fn apply_streamed(
 /// Bytes of live records a compaction moves per batch.
 const MOVE_BATCH: usize = 8 << 20;
 
-/// Compacts each of `segments` (other than the one appends go to) of which half or more is dead:
-/// its live records appended again, sled pointed at them, and the segment removed.
-pub(super) fn compact_if_dead(db: &sled::Db, log: &ValueLog, segments: &[u32]) -> Result<()> {
+/// How dead a segment must be for a compaction to rewrite it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Dead {
+    /// Half or more: what a write compacts before its own batch (each live byte is moved at
+    /// most about once for each byte written).
+    Half,
+    /// A quarter or more: what a store closed in order compacts, so that the files at rest hold
+    /// at most a third more than their live records.
+    Quarter,
+}
+
+impl Dead {
+    fn reached(self, written: u64, dead: u64) -> bool {
+        match self {
+            Dead::Half => dead >= written - written / 2,
+            Dead::Quarter => dead >= written - written / 4 * 3,
+        }
+    }
+}
+
+/// Compacts each of `segments` (other than the one appends go to) that is `enough` dead: its
+/// live records appended again, sled pointed at them, and the segment removed.
+pub(super) fn compact_if_dead(
+    db: &sled::Db,
+    log: &ValueLog,
+    segments: &[u32],
+    enough: Dead,
+) -> Result<()> {
     let current = log.current()?;
     for &segment in segments.iter().filter(|s| **s != current) {
         let Some(v) = db.get(segment_key(segment))? else {
             continue;
         };
         let (written, dead) = parse_counts(&v)?;
-        if dead < written - written / 2 {
+        if !enough.reached(written, dead) {
             continue;
         }
         // The live records move in batches of about `MOVE_BATCH` bytes; the segment's counts
@@ -414,7 +451,7 @@ mod tests {
             dead.extend(put(&db, &log, &[b'k', i], vec![100 + i; 1000]));
         }
         assert_eq!(dead, vec![0, 0, 0]);
-        compact_if_dead(&db, &log, &dead).unwrap();
+        compact_if_dead(&db, &log, &dead, Dead::Half).unwrap();
         assert!(!segments(dir.path()).contains(&"00000000.vlog".to_string()));
         assert_eq!(db.get(segment_key(0)).unwrap(), None);
         let every_value_reads = |db: &sled::Db, log: &ValueLog| {
@@ -444,7 +481,7 @@ mod tests {
             .collect();
         let dead = apply(&db, &log, ops, &[]).unwrap();
         assert_eq!(dead, vec![0]);
-        compact_if_dead(&db, &log, &dead).unwrap();
+        compact_if_dead(&db, &log, &dead, Dead::Half).unwrap();
         assert!(!segments(dir.path()).contains(&"00000000.vlog".to_string()));
         let every_value_reads = |db: &sled::Db, log: &ValueLog| {
             for i in 0u8..24 {
@@ -470,7 +507,7 @@ mod tests {
         for i in 0u8..4 {
             put(&db, &log, &[b'k', i], vec![i; 1000]);
         }
-        compact_if_dead(&db, &log, &[0]).unwrap();
+        compact_if_dead(&db, &log, &[0], Dead::Half).unwrap();
         std::fs::write(log.path(0), copy).unwrap();
         drop((db, log));
         let (db, log) = open(dir.path());

@@ -290,3 +290,67 @@ fn a_segment_the_last_write_left_half_dead_is_compacted_by_reclaim() {
         assert_eq!(kv.get(k).unwrap(), Some(want));
     }
 }
+
+/// A segment that writes left between a quarter and half dead stays so while writes go on (a
+/// write compacts only what is half dead), and [`KvStore::reclaim`] compacts it.
+#[test]
+fn a_segment_less_than_half_dead_stays_until_reclaim_compacts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mib = |n: usize, b: u8| vec![b; n << 20];
+    let segment_files = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(values::DIR))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    // Segment 0 holds all five (the fifth ends past 32 MiB).
+    for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3), (b"d", 4), (b"e", 5)] {
+        put(&kv, k, mib(7, b));
+    }
+    // Two of five written again, in segment 1: segment 0 is two fifths dead.
+    let mut b = WriteBatch::default();
+    b.put(b"a".to_vec(), mib(1, 6));
+    b.put(b"b".to_vec(), mib(1, 7));
+    kv.write(b).unwrap();
+    put(&kv, b"f", mib(1, 8));
+    assert_eq!(segment_files(), ["00000000.vlog", "00000001.vlog"]);
+    kv.reclaim().unwrap();
+    assert_eq!(segment_files(), ["00000001.vlog"]);
+    let want = [
+        (b"a", mib(1, 6)),
+        (b"b", mib(1, 7)),
+        (b"c", mib(7, 3)),
+        (b"d", mib(7, 4)),
+        (b"e", mib(7, 5)),
+        (b"f", mib(1, 8)),
+    ];
+    for (k, v) in &want {
+        assert_eq!(kv.get(*k).unwrap().as_ref(), Some(v));
+    }
+}
+
+/// A handle that only read leaves the files as it found them, however dead a segment is.
+#[test]
+fn reclaim_by_a_handle_that_only_read_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mib = |n: usize, b: u8| vec![b; n << 20];
+    {
+        let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+        for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3), (b"d", 4), (b"e", 5)] {
+            put(&kv, k, mib(7, b));
+        }
+        let mut b = WriteBatch::default();
+        b.put(b"a".to_vec(), mib(1, 6));
+        b.put(b"b".to_vec(), mib(1, 7));
+        kv.write(b).unwrap();
+        put(&kv, b"f", mib(1, 8));
+    }
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    assert_eq!(kv.get(b"c").unwrap(), Some(mib(7, 3)));
+    kv.reclaim().unwrap();
+    let segment = dir.path().join(values::DIR).join("00000000.vlog");
+    assert!(segment.exists(), "a reader compacted nothing");
+}

@@ -164,10 +164,11 @@ pub struct Checkpoints {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OnClose {
-    /// Writes a checkpoint of each table that has some, then compacts the value log's segments
-    /// that the last writes left half dead or more (the checkpoint rewrites every key head it
-    /// lists), so that a store at rest holds no such segment. Best effort: if the checkpoint
-    /// fails, the next open replays the commits; if the compaction does, the next write does it.
+    /// Writes a checkpoint of each table that has some, then, if the process wrote anything,
+    /// compacts the value log's segments a quarter dead or more (the deadest four at most: the
+    /// checkpoint rewrites every key head it lists, and writes compact only what is half dead),
+    /// so that a store at rest holds little dead room. Best effort: if the checkpoint fails, the
+    /// next open replays the commits; if the compaction does, a later close or write does it.
     #[default]
     Checkpoint,
     /// Leaves them to be replayed by the next open (as after a crash; tests use this).
