@@ -363,7 +363,7 @@ impl TableState {
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
         caching: Caching,
-    ) -> Result<crate::format::cold_page::ColdBatch> {
+    ) -> Result<crate::format::cold_batch::ColdBatch> {
         let mut blocks = ks.frozen_rows(key, &self.pages, &keep, caching)?;
         if let Some(hot) = self.unread_hot.get(key) {
             // Decoded unless its zone rules every row out, as a page is read.
@@ -374,19 +374,19 @@ impl TableState {
                 ));
             }
         }
-        crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
+        crate::format::cold_batch::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 
     /// The frozen rows of `key` in the pages whose zone `keep` accepts, their values not decoded
-    /// (read one row at a time with [`crate::format::cold_page::ColdBatch::stored_row`]).
+    /// (read one row at a time with [`crate::format::cold_batch::ColdBatch::stored_row`]).
     pub fn frozen_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
-    ) -> Result<crate::format::cold_page::ColdBatch> {
+    ) -> Result<crate::format::cold_batch::ColdBatch> {
         let blocks = ks.frozen_rows(key, &self.pages, keep, Caching::Pass)?;
-        crate::format::cold_page::ColdBatch::new(key.clone(), self.types.len(), blocks)
+        crate::format::cold_batch::ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 
     /// The key numbered `no` ([`KeyState::no`]).

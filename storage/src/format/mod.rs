@@ -3,6 +3,7 @@
 
 mod archive;
 pub(crate) use archive::Codec;
+pub(crate) mod cold_batch;
 pub(crate) mod cold_page;
 mod columns;
 pub(crate) mod derived;

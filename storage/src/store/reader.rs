@@ -17,7 +17,7 @@ use crate::engine::lookup::PointIndex;
 use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
-use crate::format::cold_page::ColdBatch;
+use crate::format::cold_batch::ColdBatch;
 use crate::format::zone::{Extents, PageZone};
 
 pub use crate::engine::changes::ChangeType;

@@ -6,7 +6,7 @@
 
 use crate::engine::StoredRow;
 use crate::error::{corrupt, Result};
-use crate::format::cold_page::{Selected, StoredCells};
+use crate::format::cold_batch::{Selected, StoredCells};
 use crate::value::{Value, ValueRef};
 
 /// One target row, borrowed from the store. Temporal bounds are encoded ([`crate::keycodec`]).

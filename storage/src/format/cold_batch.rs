@@ -1,0 +1,218 @@
+//! A key's frozen rows as a scan reads them: the row blocks of its pages, decoded once and
+//! shared with the read cache, indexed by row id; a row's bounds, commits and values read in place
+//! from the blocks' columns.
+
+use std::sync::Arc;
+
+use super::cold_page::{RowBlock, NO_BOUND};
+use super::columns::{ColumnData, VarBytes};
+use crate::error::{corrupt, Result};
+use crate::record::{Bytes, RowId, StoredRow};
+use crate::value::{Value, ValueRef};
+
+/// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
+/// stay bytes), with an index by row id. A row's bounds and commits are read in place; its values
+/// are built only when asked for ([`ColdBatch::values`]), so rows a scan filters out cost none.
+pub(crate) struct ColdBatch {
+    key: Bytes,
+    /// Shared with the store's cache of decoded pages.
+    blocks: Vec<Arc<RowBlock>>,
+    /// (row id, block, row in block), sorted by row id.
+    index: Vec<(RowId, u32, u32)>,
+}
+
+/// The values of one row of a [`ColdBatch`], read in place from its block's columns.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StoredCells<'a> {
+    columns: &'a [ColumnData],
+    /// The entry of the columns that holds the row's values.
+    entry: usize,
+}
+
+impl<'a> StoredCells<'a> {
+    /// How many values the row has.
+    pub fn len(&self) -> usize {
+        self.columns.len()
+    }
+
+    /// Value `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Result<ValueRef<'a>> {
+        let column = (self.columns.get(i))
+            .ok_or_else(|| corrupt(format!("a stored row has no column {i}")))?;
+        column.get_ref(self.entry)
+    }
+
+    /// Every value, built.
+    pub fn to_vec(self) -> Result<Vec<Value>> {
+        (self.columns.iter())
+            .map(|c| c.get_ref(self.entry).map(ValueRef::to_value))
+            .collect()
+    }
+}
+
+/// Rows of a [`ColdBatch`] a scan selected, in order, and (once [`Selected::with_values`]) the
+/// entries that hold their values grouped by block, so that each column is read a block at a
+/// time ([`Selected::append_column`]).
+pub(crate) struct Selected<'a> {
+    batch: &'a ColdBatch,
+    positions: &'a [usize],
+    /// `(block, end)`: entries `entries[previous end..end]` are of block `block`.
+    segments: Vec<(u32, usize)>,
+    entries: Vec<u32>,
+}
+
+impl<'a> Selected<'a> {
+    /// The rows, with the entries that hold their values gathered, grouped by block.
+    pub fn with_values(mut self) -> Self {
+        let (mut segments, mut entries) = (Vec::new(), Vec::with_capacity(self.positions.len()));
+        for &pos in self.positions {
+            let (_, b, i) = self.batch.index[pos];
+            entries.push(self.batch.blocks[b as usize].value_of[i as usize]);
+            match segments.last_mut() {
+                Some((last, end)) if *last == b => *end = entries.len(),
+                _ => segments.push((b, entries.len())),
+            }
+        }
+        (self.segments, self.entries) = (segments, entries);
+        self
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.positions.len()
+    }
+
+    /// Row `j`, but for its values.
+    pub fn at(&self, j: usize) -> ColdRow<'a> {
+        self.batch.at(self.positions[j])
+    }
+
+    /// The values of row `j`.
+    pub fn cells(&self, j: usize) -> StoredCells<'a> {
+        self.batch.cells(self.positions[j])
+    }
+
+    /// Appends value `column` of every row to `out`, a block at a time; `false` (nothing
+    /// appended) if `out` is not a builder the column is read into this way
+    /// ([`ColumnData::append_to`]).
+    pub fn append_column(
+        &self,
+        column: usize,
+        out: &mut dyn arrow::array::ArrayBuilder,
+    ) -> Result<bool> {
+        let mut from = 0;
+        for &(b, end) in &self.segments {
+            let col = (self.batch.blocks[b as usize].columns.get(column))
+                .ok_or_else(|| corrupt(format!("a stored row has no column {column}")))?;
+            if !col.append_to(&self.entries[from..end], out)? {
+                return Ok(false);
+            }
+            from = end;
+        }
+        Ok(true)
+    }
+}
+
+/// One row of a [`ColdBatch`], but for its values: `(key, bounds, added, retired)`.
+pub(crate) struct ColdRow<'a> {
+    pub key: &'a [u8],
+    /// Start, end, system start, system end.
+    pub bounds: [Option<&'a [u8]>; 4],
+    pub added: u64,
+    pub retired: Option<u64>,
+}
+
+impl ColdBatch {
+    /// Indexes `blocks` of `key`'s pages (decoded, and so checked, by [`decode_cold_rows`]) for
+    /// a table `width` columns wide.
+    pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
+        let mut index = Vec::new();
+        for (bi, b) in blocks.iter().enumerate() {
+            let n = b.ids.len();
+            b.check_width(width)?;
+            index.extend((0..n).map(|i| (b.ids[i], bi as u32, i as u32)));
+        }
+        index.sort_unstable_by_key(|e| e.0);
+        Ok(ColdBatch { key, blocks, index })
+    }
+
+    /// The values of the row at position `pos`, read in place.
+    #[inline]
+    pub fn cells(&self, pos: usize) -> StoredCells<'_> {
+        let (_, b, i) = self.index[pos];
+        let b = &self.blocks[b as usize];
+        StoredCells {
+            columns: &b.columns,
+            entry: b.value_of[i as usize] as usize,
+        }
+    }
+
+    /// The rows at `positions` (in id order), for a scan to read ([`Selected::with_values`] to
+    /// read their values column by column).
+    pub fn select<'a>(&'a self, positions: &'a [usize]) -> Selected<'a> {
+        Selected {
+            batch: self,
+            positions,
+            segments: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// The values of the row at position `pos`, into `out` (replaced).
+    pub fn values(&self, pos: usize, out: &mut Vec<Value>) -> Result<()> {
+        *out = self.cells(pos).to_vec()?;
+        Ok(())
+    }
+
+    /// Row `id` as a stored row (its values built), if the batch has it.
+    pub fn stored_row(&self, id: RowId) -> Result<Option<StoredRow>> {
+        let pos = self.first_at_or_after(id);
+        if self.id_at(pos) != Some(id) {
+            return Ok(None);
+        }
+        let mut values = Vec::new();
+        self.values(pos, &mut values)?;
+        let r = self.at(pos);
+        let [start, end, sys_start, sys_end] = r.bounds.map(|b| b.map(Bytes::from));
+        Ok(Some(StoredRow {
+            key: self.key.clone(),
+            values: values.into(),
+            start,
+            end,
+            sys_start,
+            sys_end,
+            added: r.added,
+            retired: r.retired,
+        }))
+    }
+
+    /// The position, in id order, of the first row whose id is `id` or more.
+    pub fn first_at_or_after(&self, id: RowId) -> usize {
+        self.index.partition_point(|e| e.0 < id)
+    }
+
+    /// The id of the row at position `pos` (in id order), if there is one.
+    pub fn id_at(&self, pos: usize) -> Option<RowId> {
+        self.index.get(pos).map(|e| e.0)
+    }
+
+    /// The row at position `pos` (in id order); `pos` must be less than the number of rows.
+    pub fn at(&self, pos: usize) -> ColdRow<'_> {
+        let (_, b, i) = self.index[pos];
+        let (b, i) = (&self.blocks[b as usize], i as usize);
+        // The block was checked when the batch was made: every slice below is in range.
+        fn slice(col: &VarBytes, i: usize) -> &[u8] {
+            &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
+        }
+        let of = &b.bound_of[4 * i..4 * i + 4];
+        let bound = |k: usize| (of[k] != NO_BOUND).then(|| slice(&b.bounds, of[k] as usize));
+        let retired = b.retired[i];
+        ColdRow {
+            key: &self.key,
+            bounds: [bound(0), bound(1), bound(2), bound(3)],
+            added: b.added[i],
+            retired: (retired != u64::MAX).then_some(retired),
+        }
+    }
+}
