@@ -778,13 +778,31 @@ fn the_version_10_fixture_reads_a_key_whose_page_list_is_in_chunks() {
         ]])
     );
     // A late event into the key's first versions thaws its pages and writes its head again.
+    late_event_into_the_long_key(&mut s);
+}
+
+/// A late event into the fixtures' long key's first versions (business time 5, known at 6000),
+/// and the version it makes.
+fn late_event_into_the_long_key(s: &mut SqlSession) {
     s.execute(
         "INSERT INTO long_feed VALUES (1, 7, 5, 6000);
          REFRESH STREAMING TABLE long_key;",
     )
     .unwrap();
     let q = "SELECT v FROM long_key WHERE __SYSTEM_END_AT IS NULL AND __START_AT = 5";
-    assert_eq!(rows(&mut s, q), cells(&[["7"]]));
+    assert_eq!(rows(s, q), cells(&[["7"]]));
+}
+
+/// Each of `queries`, each by a store just opened, answers the same (and something) in the
+/// stores in `a` and `b`.
+fn answers_the_same(a: &std::path::Path, b: &std::path::Path, queries: &[&str]) {
+    for q in queries {
+        let mut x = SqlSession::new(Store::open(a).unwrap()).unwrap();
+        let mut y = SqlSession::new(Store::open(b).unwrap()).unwrap();
+        let got = rows(&mut x, q);
+        assert!(!got.is_empty(), "{q}");
+        assert_eq!(got, rows(&mut y, q), "{q}");
+    }
 }
 
 /// As-of queries on both timelines of the fixtures' long key (event i at business and system
@@ -833,13 +851,7 @@ fn the_version_11_fixture_scans_its_hot_rows_by_their_zone_as_version_10_does_wi
         "SELECT id, price FROM prices WHERE __START_AT <= 2 AND (__END_AT > 2 OR __END_AT IS NULL)",
         "SELECT * FROM company_points FOR SYSTEM_TIME AS OF TIMESTAMP '2025-07-18T12:00:00'",
     ];
-    for q in queries {
-        let mut a = SqlSession::new(Store::open(new.path()).unwrap()).unwrap();
-        let mut b = SqlSession::new(Store::open(old.path()).unwrap()).unwrap();
-        let got = rows(&mut a, q);
-        assert!(!got.is_empty(), "{q}");
-        assert_eq!(got, rows(&mut b, q), "{q}");
-    }
+    answers_the_same(new.path(), old.path(), &queries);
     for dir in [new.path(), old.path()] {
         long_key_as_of(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
     }
@@ -900,38 +912,26 @@ fn the_version_12_fixture_stores_page_values_once_and_reads_as_version_11_does()
         "SELECT * FROM long_key",
         "SELECT count(*), sum(v) FROM long_key FOR SYSTEM_TIME AS OF 3000",
     ];
-    let same = |queries: &[&str]| {
-        for q in queries {
-            let mut a = SqlSession::new(Store::open(new.path()).unwrap()).unwrap();
-            let mut b = SqlSession::new(Store::open(old.path()).unwrap()).unwrap();
-            let got = rows(&mut a, q);
-            assert!(!got.is_empty(), "{q}");
-            assert_eq!(got, rows(&mut b, q), "{q}");
-        }
-    };
-    same(&queries);
+    answers_the_same(new.path(), old.path(), &queries);
     for dir in [new.path(), old.path()] {
         long_key_as_of(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
     }
     // A late event into the long key's first versions thaws its pages (their events and
     // versions refolded) and freezes them again: in the new layout in both stores.
     for dir in [new.path(), old.path()] {
-        let mut s = SqlSession::new(Store::open(dir).unwrap()).unwrap();
-        s.execute(
-            "INSERT INTO long_feed VALUES (1, 7, 5, 6000);
-             REFRESH STREAMING TABLE long_key;",
-        )
-        .unwrap();
-        let q = "SELECT v FROM long_key WHERE __SYSTEM_END_AT IS NULL AND __START_AT = 5";
-        assert_eq!(rows(&mut s, q), cells(&[["7"]]));
+        late_event_into_the_long_key(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
     }
     let (n_after, shared_after, _) = pages(old.path());
     assert!(
         shared_after > 0 && shared_after < n_after,
         "{shared_after} of {n_after}"
     );
-    same(&queries);
-    same(&["SELECT * FROM long_key FOR SYSTEM_TIME AS OF 6000"]);
+    answers_the_same(new.path(), old.path(), &queries);
+    answers_the_same(
+        new.path(),
+        old.path(),
+        &["SELECT * FROM long_key FOR SYSTEM_TIME AS OF 6000"],
+    );
 }
 
 /// The fixture of version 8 written again since the value log (FORMAT.md §5.3): the same script,

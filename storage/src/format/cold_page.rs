@@ -283,8 +283,13 @@ pub(crate) fn encode_cold<'a>(
         &rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?,
         HISTORY_CODEC,
     )?;
+    // A row part holds at most a few hundred rows: its length never reaches the flag's bit.
+    let head = u32::try_from(rows.len())
+        .ok()
+        .filter(|&n| n & SHARED_VALUES == 0)
+        .ok_or_else(|| corrupt("a cold page's row part is too large to store"))?;
     let mut out = Vec::with_capacity(4 + rows.len() + history.len());
-    out.extend_from_slice(&(rows.len() as u32 | SHARED_VALUES).to_le_bytes());
+    out.extend_from_slice(&(head | SHARED_VALUES).to_le_bytes());
     out.extend_from_slice(&rows);
     out.extend_from_slice(&history);
     Ok((out, zone.finish()))

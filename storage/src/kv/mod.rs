@@ -807,22 +807,20 @@ impl KvStore for SledKv {
         if !self.db.has_written() {
             return Ok(());
         }
-        let log = self.values()?;
-        let db = self.db()?;
-        let mut dead = self
-            .dead
-            .lock()
-            .map_err(|_| Error::Poisoned("value log".into()))?;
+        // Writes wait, as for a write's own compaction: the manifest's lock, then the dead list.
+        let _marks =
+            (self.manifest.marks.lock()).map_err(|_| Error::Poisoned("manifest".into()))?;
+        let _dead = (self.dead.lock()).map_err(|_| Error::Poisoned("value log".into()))?;
+        let (log, db) = (self.values()?, self.db()?);
         // Every segment, not only those the last write killed: a segment a write left under half
         // dead stays so until a later write kills more of it. The deadest first, a few per
-        // close, so that a small write's close never rewrites a whole store. Kept for the next
-        // write if the compaction fails: it is crash-safe, and tried again.
+        // close, so that a small write's close never rewrites a whole store. The dead list
+        // stays for the next write (a segment compacted here has no counts left, and is passed
+        // over): a compaction that fails here is tried again then.
         let mut worst = separated::dead_fractions(&db)?;
         worst.sort_by(|a, b| b.1.total_cmp(&a.1));
         let worst: Vec<u32> = worst.iter().take(RECLAIM_SEGMENTS).map(|s| s.0).collect();
-        separated::compact_if_dead(&db, &log, &worst, Dead::Quarter)?;
-        dead.clear();
-        Ok(())
+        separated::compact_if_dead(&db, &log, &worst, Dead::Quarter)
     }
 
     fn purge(&self) -> Result<()> {

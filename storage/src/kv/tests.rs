@@ -188,7 +188,6 @@ fn a_value_moved_by_a_compaction_is_read_where_it_is_now() {
         .unwrap()
         .with_read_cache(1 << 30);
     let calls = AtomicUsize::new(0);
-    let mib = |n: usize, b: u8| vec![b; n << 20];
     // Segment 0 holds all three (a segment takes appends until one ends past 32 MiB).
     for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3)] {
         put(&kv, k, mib(12, b));
@@ -249,20 +248,41 @@ fn keys_read_in_one_pass_answer_as_a_get_of_each() {
     );
 }
 
+/// `n` MiB of byte `b`.
+fn mib(n: usize, b: u8) -> Vec<u8> {
+    vec![b; n << 20]
+}
+
+/// The value log's segment files in the store in `dir`, by name.
+fn segment_files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir.join(values::DIR))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Five values of 7 MiB (`a` to `e`, segment 0: the fifth ends past 32 MiB), then `a` and `b`
+/// written again and `f` (1 MiB each, segment 1): segment 0 is two fifths dead, under the half
+/// a write compacts.
+fn two_fifths_dead(kv: &SledKv) {
+    for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3), (b"d", 4), (b"e", 5)] {
+        put(kv, k, mib(7, b));
+    }
+    let mut b = WriteBatch::default();
+    b.put(b"a".to_vec(), mib(1, 6));
+    b.put(b"b".to_vec(), mib(1, 7));
+    kv.write(b).unwrap();
+    put(kv, b"f", mib(1, 8));
+}
+
 /// What the last write left more than half dead is compacted by [`KvStore::reclaim`] (a store
 /// closed in order calls it), not left for a next write that may never come.
 #[test]
 fn a_segment_the_last_write_left_half_dead_is_compacted_by_reclaim() {
     let dir = tempfile::tempdir().unwrap();
-    let mib = |n: usize, b: u8| vec![b; n << 20];
-    let segment_files = || {
-        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(values::DIR))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
+    let segment_files = || segment_files(dir.path());
     {
         let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
         // Segment 0 holds all three (a segment takes appends until one ends past 32 MiB).
@@ -296,29 +316,15 @@ fn a_segment_the_last_write_left_half_dead_is_compacted_by_reclaim() {
 #[test]
 fn a_segment_less_than_half_dead_stays_until_reclaim_compacts_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mib = |n: usize, b: u8| vec![b; n << 20];
-    let segment_files = || {
-        let mut names: Vec<String> = std::fs::read_dir(dir.path().join(values::DIR))
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    };
     let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
-    // Segment 0 holds all five (the fifth ends past 32 MiB).
-    for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3), (b"d", 4), (b"e", 5)] {
-        put(&kv, k, mib(7, b));
-    }
-    // Two of five written again, in segment 1: segment 0 is two fifths dead.
-    let mut b = WriteBatch::default();
-    b.put(b"a".to_vec(), mib(1, 6));
-    b.put(b"b".to_vec(), mib(1, 7));
-    kv.write(b).unwrap();
-    put(&kv, b"f", mib(1, 8));
-    assert_eq!(segment_files(), ["00000000.vlog", "00000001.vlog"]);
+    two_fifths_dead(&kv);
+    // The writes after the rewrite (`f`) left it.
+    assert_eq!(
+        segment_files(dir.path()),
+        ["00000000.vlog", "00000001.vlog"]
+    );
     kv.reclaim().unwrap();
-    assert_eq!(segment_files(), ["00000001.vlog"]);
+    assert_eq!(segment_files(dir.path()), ["00000001.vlog"]);
     let want = [
         (b"a", mib(1, 6)),
         (b"b", mib(1, 7)),
@@ -336,21 +342,13 @@ fn a_segment_less_than_half_dead_stays_until_reclaim_compacts_it() {
 #[test]
 fn reclaim_by_a_handle_that_only_read_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let mib = |n: usize, b: u8| vec![b; n << 20];
-    {
-        let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
-        for (k, b) in [(b"a", 1), (b"b", 2), (b"c", 3), (b"d", 4), (b"e", 5)] {
-            put(&kv, k, mib(7, b));
-        }
-        let mut b = WriteBatch::default();
-        b.put(b"a".to_vec(), mib(1, 6));
-        b.put(b"b".to_vec(), mib(1, 7));
-        kv.write(b).unwrap();
-        put(&kv, b"f", mib(1, 8));
-    }
+    two_fifths_dead(&SledKv::open(dir.path(), 1 << 20).unwrap());
     let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
     assert_eq!(kv.get(b"c").unwrap(), Some(mib(7, 3)));
     kv.reclaim().unwrap();
-    let segment = dir.path().join(values::DIR).join("00000000.vlog");
-    assert!(segment.exists(), "a reader compacted nothing");
+    assert_eq!(
+        segment_files(dir.path()),
+        ["00000000.vlog", "00000001.vlog"],
+        "a reader compacted nothing"
+    );
 }
