@@ -761,3 +761,153 @@ mod tests {
         assert!(e.to_string().contains("bounds are out of range"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod shared_values {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    /// A page's contents as the engine holds them: events, versions and rows whose values are
+    /// drawn from a pool of allocations (so some share one, as an event, its version and its row
+    /// do), or made apart.
+    #[derive(Debug)]
+    struct Contents {
+        events: Vec<(Vec<u8>, Vec<u8>, Event)>,
+        versions: Vec<(Vec<u8>, Row, Option<Vec<u8>>, Option<RowId>)>,
+        rows: Vec<(RowId, StoredRow)>,
+    }
+
+    fn contents() -> impl Strategy<Value = Contents> {
+        let values = (any::<i64>(), prop::option::of("[a-c]{0,3}")).prop_map(|(i, s)| -> Row {
+            vec![Value::Int(i), s.map_or(Value::Null, Value::from)].into()
+        });
+        (
+            prop::collection::vec(values, 1..6),
+            0usize..20,
+            0usize..20,
+            0usize..30,
+        )
+            .prop_flat_map(|(pool, n_events, n_versions, n_rows)| {
+                // An index into the pool, or past it: values of its own allocation.
+                let pick = 0..pool.len() + 2;
+                (
+                    Just(pool),
+                    prop::collection::vec((pick.clone(), any::<u16>(), any::<bool>()), n_events),
+                    prop::collection::vec((pick.clone(), any::<u16>(), any::<bool>()), n_versions),
+                    prop::collection::vec((pick, any::<u16>(), any::<bool>()), n_rows),
+                )
+            })
+            .prop_map(|(pool, events, versions, rows)| {
+                let take = |i: usize, seed: u16| -> Row {
+                    pool.get(i)
+                        .cloned()
+                        .unwrap_or_else(|| vec![Value::Int(seed as i64), Value::Null].into())
+                };
+                let seq = |s: u16| s.to_be_bytes().to_vec();
+                Contents {
+                    events: (events.iter())
+                        .map(|&(i, s, del)| {
+                            let event = Event {
+                                kind: if del {
+                                    EventKind::Delete
+                                } else {
+                                    EventKind::Upsert
+                                },
+                                values: take(i, s),
+                                update: None,
+                                origin: Origin::Feed,
+                            };
+                            (seq(s), seq(s.wrapping_add(1)), event)
+                        })
+                        .collect(),
+                    versions: (versions.iter().enumerate())
+                        .map(|(n, &(i, s, open))| {
+                            let end = (!open).then(|| seq(s.wrapping_add(7)));
+                            (seq(s), take(i, s), end, (n % 3 != 0).then_some(n as RowId))
+                        })
+                        .collect(),
+                    rows: (rows.iter().enumerate())
+                        .map(|(n, &(i, s, retired))| {
+                            let row = StoredRow {
+                                key: Bytes::from(&b"k"[..]),
+                                values: take(i, s),
+                                start: Some(seq(s).into()),
+                                end: None,
+                                sys_start: Some(seq(s.wrapping_add(3)).into()),
+                                sys_end: None,
+                                added: n as u64 + 1,
+                                retired: retired.then_some(n as u64 + 5),
+                            };
+                            (n as RowId, row)
+                        })
+                        .collect(),
+                }
+            })
+    }
+
+    fn encode(types: &[ColumnType], c: &Contents) -> Vec<u8> {
+        encode_cold(
+            types,
+            c.events.iter().map(|(s, y, e)| (&s[..], &y[..], e)),
+            c.versions
+                .iter()
+                .map(|(s, v, e, r)| (&s[..], v, e.as_deref(), *r)),
+            c.rows.iter().map(|(id, r)| (*id, r)),
+        )
+        .unwrap()
+        .0
+    }
+
+    /// Every values allocation of `c`, in order: events, versions, rows.
+    fn allocations(c: &Contents) -> Vec<&Row> {
+        (c.events.iter().map(|e| &e.2.values))
+            .chain(c.versions.iter().map(|v| &v.1))
+            .chain(c.rows.iter().map(|r| &r.1.values))
+            .collect()
+    }
+
+    proptest! {
+        /// A page reads back what was written, its events, versions and rows sharing values
+        /// exactly where they shared them; and a page frozen again from what was read back is
+        /// the same bytes (what a thaw followed by a freeze writes).
+        #[test]
+        fn a_page_reads_back_its_values_shared_as_written_and_freezes_again_the_same(c in contents()) {
+            let types = [ColumnType::Int64, ColumnType::Utf8];
+            let page = encode(&types, &c);
+            let key = Bytes::from(&b"k"[..]);
+            let (events, versions, rows) = decode_cold(&page, &key, 2, Events::Decode).unwrap();
+            let back = Contents {
+                events: (events.into_iter())
+                    .map(|e| (e.seq.to_vec(), e.sys.to_vec(), e.event))
+                    .collect(),
+                versions: (versions.into_iter())
+                    .map(|(s, v, e, r)| (s.to_vec(), v, e.map(|e| e.to_vec()), r))
+                    .collect(),
+                rows,
+            };
+            prop_assert_eq!(back.events.len(), c.events.len());
+            for (a, b) in back.events.iter().zip(&c.events) {
+                prop_assert_eq!((&a.0, &a.1, a.2.kind), (&b.0, &b.1, b.2.kind));
+            }
+            prop_assert_eq!(back.versions.len(), c.versions.len());
+            for (a, b) in back.versions.iter().zip(&c.versions) {
+                prop_assert_eq!((&a.0, &a.2, a.3), (&b.0, &b.2, b.3));
+            }
+            prop_assert_eq!(back.rows.len(), c.rows.len());
+            for (a, b) in back.rows.iter().zip(&c.rows) {
+                prop_assert_eq!(a.0, b.0);
+                prop_assert_eq!(&a.1.start, &b.1.start);
+                prop_assert_eq!((a.1.added, a.1.retired), (b.1.added, b.1.retired));
+            }
+            let (was, now) = (allocations(&c), allocations(&back));
+            for (i, (a, b)) in was.iter().zip(&now).enumerate() {
+                prop_assert_eq!(&a[..], &b[..], "values {}", i);
+                for (j, (x, y)) in was.iter().zip(&now).enumerate() {
+                    prop_assert_eq!(Arc::ptr_eq(a, x), Arc::ptr_eq(b, y), "{} and {}", i, j);
+                }
+            }
+            prop_assert_eq!(encode(&types, &back), page);
+        }
+    }
+}
