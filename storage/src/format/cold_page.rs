@@ -774,9 +774,12 @@ mod shared_values {
     #[derive(Debug)]
     struct Contents {
         events: Vec<(Vec<u8>, Vec<u8>, Event)>,
-        versions: Vec<(Vec<u8>, Row, Option<Vec<u8>>, Option<RowId>)>,
+        versions: Vec<Version>,
         rows: Vec<(RowId, StoredRow)>,
     }
+
+    /// A timeline version: start, values, end, row.
+    type Version = (Vec<u8>, Row, Option<Vec<u8>>, Option<RowId>);
 
     fn contents() -> impl Strategy<Value = Contents> {
         let values = (any::<i64>(), prop::option::of("[a-c]{0,3}")).prop_map(|(i, s)| -> Row {
