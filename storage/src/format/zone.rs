@@ -22,6 +22,8 @@
 //! rows. A group without a start on a timeline has a row without a bound there: nothing is ruled
 //! out on it; without an end, a row is open-ended.
 
+use crate::keycodec::cmp_encoded;
+
 /// From the least start to the greatest end (`None`: a row is open-ended), encoded bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Extent<'a> {
@@ -286,13 +288,13 @@ fn widen(axis: &mut AxisBuilder, start: Option<&[u8]>, end: Option<&[u8]>) {
         Some(None) => {}
         None => *axis = Some(Some((start.to_vec(), end.map(<[u8]>::to_vec)))),
         Some(Some((lo, hi))) => {
-            if start < &lo[..] {
+            if cmp_encoded(start, lo).is_lt() {
                 *lo = start.to_vec();
             }
             match (&hi, end) {
                 (None, _) => {}
                 (Some(_), None) => *hi = None,
-                (Some(e), Some(n)) if n > &e[..] => *hi = Some(n.to_vec()),
+                (Some(e), Some(n)) if cmp_encoded(n, e).is_gt() => *hi = Some(n.to_vec()),
                 _ => {}
             }
         }

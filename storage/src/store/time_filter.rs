@@ -5,6 +5,7 @@ use std::cmp::Ordering;
 use std::ops::Bound;
 
 use crate::format::zone::Extent;
+use crate::keycodec::cmp_encoded as cmp_bytes;
 
 /// Which rows to read, on business and system time. Bounds are encoded with
 /// [`crate::keycodec`] in the type of the sequence (resp. system sequence).
@@ -60,41 +61,6 @@ impl TimeFilter {
                 starts && ends
             }
             TimeFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
-        }
-    }
-}
-
-/// `a` against `b` as bytes (as `<[u8]>::cmp`), without a call to `memcmp` when their first eight
-/// bytes differ: encoded bounds of the usual types are nine bytes long, a scan by time compares
-/// each row's four and each page's zone, and those calls were a tenth of a warm as-of snapshot
-/// (docs/PERFORMANCE.md, session 40).
-#[inline]
-fn cmp_bytes(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
-        let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
-        if x != y {
-            return x.cmp(&y);
-        }
-        return a[8..].cmp(&b[8..]);
-    }
-    a.cmp(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        /// Bytes compare as `<[u8]>::cmp` does, whatever their lengths and however far they
-        /// agree.
-        #[test]
-        fn bytes_compare_as_slices_do(
-            a in proptest::collection::vec(0u8..3, 0..12),
-            b in proptest::collection::vec(0u8..3, 0..12),
-        ) {
-            prop_assert_eq!(cmp_bytes(&a, &b), a.cmp(&b));
-            prop_assert_eq!(cmp_bytes(&a, &a), Ordering::Equal);
         }
     }
 }
