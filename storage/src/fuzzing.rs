@@ -6,7 +6,7 @@ use crate::error::Result;
 /// Decodes an event block (rkyv validated with bytecheck, then LZ4 or zstd) and its events, as opening a
 /// store does. Returns the number of events.
 pub fn decode_event_block(data: &[u8], width: usize) -> Result<usize> {
-    let b = crate::format::event_block::decode_block(data)?;
+    let b = crate::format::packed_events::decode_block(data)?;
     Ok(b.events(width)?.len())
 }
 

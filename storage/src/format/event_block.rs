@@ -1,6 +1,6 @@
-//! The stored form of a commit's events: a columnar block, archived with rkyv and validated
-//! (bytecheck) when read, then compressed: zstd for the event log, LZ4 for a large commit's spill
-//! files (`super::Codec`).
+//! A commit's events as a columnar block, which `super::packed_events` archives (rkyv, validated
+//! with bytecheck when read) and compresses: zstd for the event log, LZ4 for a large commit's
+//! spill files (`super::Codec`).
 //!
 //! Events are the durable log of a table: the in-memory state (timelines, row versions with the
 //! commits that wrote and retired them) is a deterministic function of the commits' events, and is
@@ -9,11 +9,7 @@
 //! that an event costs tens of bytes on disk, not hundreds. Blocks are cut near
 //! [`TARGET_BLOCK_BYTES`] of raw data.
 
-use rkyv::rancor;
-
-use super::archive::{compress_as, decompress_as, Codec, Layout};
 use super::columns::{new_column, ColumnData, VarBytes};
-use super::packed_events;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, Event, EventKind, Incoming, Origin};
 use crate::value::{ColumnType, Row, Value};
@@ -186,183 +182,5 @@ impl EventBlock {
             });
         }
         Ok(out)
-    }
-}
-
-/// Packs, serialises and compresses a block (packed since format 12: `format/packed_events.rs`):
-/// [`Codec::Small`] for the event log, [`Codec::Fast`] for what is read back soon.
-pub(crate) fn encode_block(b: EventBlock, codec: Codec) -> Result<Vec<u8>> {
-    let raw = rkyv::to_bytes::<rancor::Error>(&packed_events::pack(b))
-        .map_err(|e| corrupt(format!("cannot encode block: {e}")))?;
-    compress_as(&raw, codec, Layout::Packed)
-}
-
-/// Decompresses and validates a stored block, packed or (written before format 12) plain.
-pub(crate) fn decode_block(bytes: &[u8]) -> Result<EventBlock> {
-    match decompress_as(bytes)? {
-        (al, Layout::Packed) => packed_events::unpack(&al),
-        (al, Layout::Plain) => rkyv::from_bytes::<EventBlock, rancor::Error>(&al)
-            .map_err(|e| corrupt(format!("block fails validation: {e}"))),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Events of `n` keys, ids and sequences encoded as the engine encodes integers (nine
-    /// bytes), an integer and a string value each, a NULL in every seventh.
-    fn numbered_events(n: i64) -> Vec<Incoming> {
-        let int = |i: i64| {
-            let mut out = Vec::new();
-            crate::keycodec::encode_value(&Value::Int(i), &ColumnType::Int64, &mut out).unwrap();
-            out
-        };
-        (0..n)
-            .map(|i| Incoming {
-                key: int(i % 100).into(),
-                seq: int(1_700_000_000_000_000 + 1000 * i).into(),
-                sys: int(1_700_000_000_000_000 + 1000 * i).into(),
-                event: Event {
-                    kind: EventKind::Upsert,
-                    values: vec![
-                        Value::Int(i % 100),
-                        if i % 7 == 0 {
-                            Value::Null
-                        } else {
-                            Value::Int(i * 31 % 1000)
-                        },
-                        Value::Str(format!("s{}", i % 50).into()),
-                    ]
-                    .into(),
-                    update: None,
-                    origin: Origin::Feed,
-                },
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_packed_block_reads_back_the_events_of_a_plain_one_in_fewer_bytes() {
-        let types = [ColumnType::Int64, ColumnType::Int64, ColumnType::Utf8];
-        let events = numbered_events(2000);
-        let blocks = event_blocks(&events, &[], &types);
-        assert_eq!(blocks.len(), 1);
-        let block = blocks.into_iter().next().unwrap();
-        let plain = super::super::archive::compress(
-            &rkyv::to_bytes::<rancor::Error>(&block).unwrap(),
-            Codec::Small,
-        )
-        .unwrap();
-        let packed = encode_block(block, Codec::Small).unwrap();
-        let (a, b) = (
-            decode_block(&plain).unwrap(),
-            decode_block(&packed).unwrap(),
-        );
-        let (a, b) = (a.events(3).unwrap(), b.events(3).unwrap());
-        assert_eq!(b.len(), 2000);
-        for ((x, y), want) in a.iter().zip(&b).zip(&events) {
-            for e in [x, y] {
-                assert_eq!((&e.key, &e.seq, &e.sys), (&want.key, &want.seq, &want.sys));
-                assert_eq!(e.event.values[..], want.event.values[..]);
-            }
-        }
-        assert!(
-            packed.len() * 10 < plain.len() * 9,
-            "packed {} against plain {}",
-            packed.len(),
-            plain.len()
-        );
-    }
-
-    #[test]
-    fn blocks_round_trip_and_garbage_is_an_error() {
-        let types = vec![
-            ColumnType::Int64,
-            ColumnType::Utf8,
-            ColumnType::ListUtf8,
-            ColumnType::Decimal128 {
-                precision: 10,
-                scale: 2,
-            },
-        ];
-        let ev = |k: u8, del: bool, upd: Option<Vec<u32>>| Incoming {
-            key: vec![1, k].into(),
-            seq: vec![1, 2, 3].into(),
-            sys: Vec::new().into(),
-            event: Event {
-                kind: if del {
-                    EventKind::Delete
-                } else {
-                    EventKind::Upsert
-                },
-                values: vec![
-                    Value::Int(k as i64),
-                    Value::Str("é".into()),
-                    Value::List(vec![Some("a".into()), None].into()),
-                    Value::Decimal(-5),
-                ]
-                .into(),
-                update: upd.map(Into::into),
-                origin: if k == 3 {
-                    Origin::Statement
-                } else {
-                    Origin::Feed
-                },
-            },
-        };
-        let events = vec![
-            ev(1, false, None),
-            ev(2, true, Some(vec![0, 2])),
-            ev(3, false, Some(vec![])),
-        ];
-        let block = || {
-            let blocks = event_blocks(&events, &[vec![9u8].into()], &types);
-            blocks.into_iter().next().unwrap()
-        };
-        // Packed (format 12), and plain as blocks were written before.
-        let plain = |codec| {
-            let raw = rkyv::to_bytes::<rancor::Error>(&block()).unwrap();
-            super::super::archive::compress(&raw, codec).unwrap()
-        };
-        for (codec, bytes) in [
-            (Codec::Fast, encode_block(block(), Codec::Fast).unwrap()),
-            (Codec::Small, encode_block(block(), Codec::Small).unwrap()),
-            (Codec::Fast, plain(Codec::Fast)),
-            (Codec::Small, plain(Codec::Small)),
-        ] {
-            let _ = codec;
-            let back = decode_block(&bytes).unwrap();
-            let got = back.events(types.len()).unwrap();
-            assert_eq!(got.len(), 3);
-            for (a, b) in got.iter().zip(&events) {
-                assert_eq!(
-                    (
-                        &a.key,
-                        &a.seq,
-                        a.event.kind,
-                        &a.event.update,
-                        a.event.origin
-                    ),
-                    (
-                        &b.key,
-                        &b.seq,
-                        b.event.kind,
-                        &b.event.update,
-                        b.event.origin
-                    )
-                );
-                assert_eq!(a.event.values[..], b.event.values[..]);
-            }
-            assert_eq!(back.truncates, vec![vec![9u8]]);
-            for bad in [
-                vec![],
-                vec![7u8, 1, 2],
-                vec![1u8, 255, 255, 255, 255, 0],
-                bytes[..bytes.len() / 2].to_vec(),
-            ] {
-                assert!(decode_block(&bad).is_err());
-            }
-        }
     }
 }

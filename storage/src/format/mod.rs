@@ -10,7 +10,7 @@ pub(crate) mod derived;
 pub(crate) mod event_block;
 pub(crate) mod keys;
 pub(crate) mod lz4;
-mod packed_events;
+pub(crate) mod packed_events;
 mod packed_rows;
 pub(crate) mod page_list;
 pub(crate) mod value_log;

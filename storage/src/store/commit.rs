@@ -49,7 +49,7 @@ pub(crate) fn event_block_entries(
         .map(|(i, blk)| {
             Ok((
                 key(keys::EVENTS, table_id, Some(version), Some(i as u32)),
-                crate::format::event_block::encode_block(blk, Codec::Small)?,
+                crate::format::packed_events::encode_block(blk, Codec::Small)?,
             ))
         })
         .collect()
@@ -72,7 +72,7 @@ pub(crate) fn put_event_blocks_from(
     for blk in crate::format::event_block::event_blocks(events, &[], types) {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(next)),
-            crate::format::event_block::encode_block(blk, Codec::Small)?,
+            crate::format::packed_events::encode_block(blk, Codec::Small)?,
         );
         next += 1;
     }

@@ -13,7 +13,8 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::event_block::{decode_block, encode_block, event_blocks};
+use crate::format::event_block::event_blocks;
+use crate::format::packed_events::{decode_block, encode_block};
 use crate::format::Codec;
 use crate::record::Incoming;
 use crate::value::ColumnType;

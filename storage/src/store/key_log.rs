@@ -73,7 +73,7 @@ impl Store {
         for pair in g.kv.scan_prefix(&key(keys::EVENTS, t.id, None, None)) {
             let (k, v) = pair?;
             let version = parse_version(&k)?.max(base);
-            let block = crate::format::event_block::decode_block(&v)?;
+            let block = crate::format::packed_events::decode_block(&v)?;
             for e in block.events_from(t.state.log_narrowest, width)? {
                 if e.key[..] != wanted[..] {
                     continue;

@@ -301,7 +301,7 @@ pub(crate) fn replay_log(
                 replay(state, pending.take().expect("pending"))?;
             }
         }
-        let blk = crate::format::event_block::decode_block(&v)?;
+        let blk = crate::format::packed_events::decode_block(&v)?;
         let p = pending.get_or_insert_with(|| Part {
             version,
             events: Vec::new(),

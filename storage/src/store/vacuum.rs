@@ -174,7 +174,8 @@ impl Store {
                     let (k, v) = kv?;
                     bytes += (k.len() + v.len()) as u64;
                     if tag == keys::EVENTS {
-                        events += crate::format::event_block::decode_block(&v)?.flags.len() as u64;
+                        events +=
+                            crate::format::packed_events::decode_block(&v)?.flags.len() as u64;
                     }
                 }
             }
