@@ -149,13 +149,17 @@ pub(crate) type ColdContents = (Vec<Incoming>, Vec<ColdVersion>, ColdRows);
 struct Entries<'a> {
     columns: &'a [ColumnData],
     built: Vec<Option<Row>>,
+    /// How many entries the columns may hold at most (the rows or the events and versions that
+    /// name them): a number past it is damage, found before anything is allocated for it.
+    limit: usize,
 }
 
 impl<'a> Entries<'a> {
-    fn new(columns: &'a [ColumnData]) -> Self {
+    fn new(columns: &'a [ColumnData], limit: usize) -> Self {
         Entries {
             columns,
             built: Vec::new(),
+            limit,
         }
     }
 
@@ -163,6 +167,9 @@ impl<'a> Entries<'a> {
     fn get(&mut self, e: usize) -> Result<Row> {
         if let Some(Some(row)) = self.built.get(e) {
             return Ok(row.clone());
+        }
+        if e >= self.limit {
+            return Err(corrupt("a cold page names values past its entries"));
         }
         let row: Row = (self.columns.iter())
             .map(|c| c.get(e))
@@ -313,7 +320,7 @@ pub(crate) fn decode_cold(
 ) -> Result<ColdContents> {
     let parts = split_page(bytes)?;
     let block = decode_row_part(parts.rows)?;
-    let mut entries = Entries::new(&block.columns);
+    let mut entries = Entries::new(&block.columns, block.ids.len());
     let rows = block.rows_sharing(key, width, &mut entries)?;
     let (events, versions) = decode_history(&parts, &mut entries, width, events)?;
     Ok((events, versions, rows))
@@ -328,11 +335,12 @@ pub(crate) fn decode_cold_history(
 ) -> Result<(Vec<Incoming>, Vec<ColdVersion>)> {
     let parts = split_page(bytes)?;
     match parts.values {
-        HistoryValues::Own => decode_history(&parts, &mut Entries::new(&[]), width, events),
+        HistoryValues::Own => decode_history(&parts, &mut Entries::new(&[], 0), width, events),
         HistoryValues::Shared => {
             let block = decode_row_part(parts.rows)?;
             block.check_width(width)?;
-            decode_history(&parts, &mut Entries::new(&block.columns), width, events)
+            let mut rows = Entries::new(&block.columns, block.ids.len());
+            decode_history(&parts, &mut rows, width, events)
         }
     }
 }
@@ -367,9 +375,15 @@ fn decode_history(
             if own.len() != width {
                 return Err(corrupt("cold page history has another number of columns"));
             }
-            let mut own = Entries::new(&own);
             let row_entries = page.row_entries.to_native() as u64;
             let value_of = page.value_of.collect(|e| e);
+            // Entries are at most the rows, and the events and versions, that name them.
+            if row_entries > rows.limit as u64 {
+                return Err(corrupt(
+                    "a cold page's history counts more entries than its rows",
+                ));
+            }
+            let mut own = Entries::new(&own, value_of.len());
             let mut values = |i: usize| -> Result<Row> {
                 match value_of.get(i).copied().flatten() {
                     Some(e) if e < row_entries => rows.get(e as usize),
@@ -462,7 +476,7 @@ impl RowBlock {
 
     /// The block's rows as stored rows of `key`.
     pub fn rows(&self, key: &Bytes, width: usize) -> Result<ColdRows> {
-        self.rows_sharing(key, width, &mut Entries::new(&self.columns))
+        self.rows_sharing(key, width, &mut Entries::new(&self.columns, self.ids.len()))
     }
 
     /// The block's rows as stored rows of `key`, their values built by `entries` (this block's

@@ -807,17 +807,21 @@ impl KvStore for SledKv {
         if !self.db.has_written() {
             return Ok(());
         }
-        // Writes wait, as for a write's own compaction: the manifest's lock, then the dead list.
+        // Writes wait, as for a write's own compaction, with the locks taken in a write's order:
+        // the manifest's, the log and the tree (let go at once), then the dead list.
         let _marks =
             (self.manifest.marks.lock()).map_err(|_| Error::Poisoned("manifest".into()))?;
-        let _dead = (self.dead.lock()).map_err(|_| Error::Poisoned("value log".into()))?;
         let (log, db) = (self.values()?, self.db()?);
+        let _dead = (self.dead.lock()).map_err(|_| Error::Poisoned("value log".into()))?;
         // Every segment, not only those the last write killed: a segment a write left under half
         // dead stays so until a later write kills more of it. The deadest first, a few per
         // close, so that a small write's close never rewrites a whole store. The dead list
         // stays for the next write (a segment compacted here has no counts left, and is passed
         // over): a compaction that fails here is tried again then.
+        let current = log.current()?;
         let mut worst = separated::dead_fractions(&db)?;
+        // The segment appends go to is never compacted: not a candidate.
+        worst.retain(|s| s.0 != current);
         worst.sort_by(|a, b| b.1.total_cmp(&a.1));
         let worst: Vec<u32> = worst.iter().take(RECLAIM_SEGMENTS).map(|s| s.0).collect();
         separated::compact_if_dead(&db, &log, &worst, Dead::Quarter)

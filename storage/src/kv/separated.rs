@@ -190,8 +190,8 @@ pub(super) enum Dead {
 impl Dead {
     fn reached(self, written: u64, dead: u64) -> bool {
         match self {
-            Dead::Half => dead >= written - written / 2,
-            Dead::Quarter => dead >= written - written / 4 * 3,
+            Dead::Half => dead >= written.div_ceil(2),
+            Dead::Quarter => dead >= written.div_ceil(4),
         }
     }
 }
@@ -433,6 +433,31 @@ mod tests {
         assert_eq!(get(&db, &log, b"k"), Some(vec![3; 1000]));
         put(&db, &log, b"k2", vec![5; 1000]);
         assert_eq!(get(&db, &log, b"k2"), Some(vec![5; 1000]));
+    }
+
+    #[test]
+    fn a_segment_is_dead_enough_from_the_fraction_rounded_up() {
+        // (written, dead, half reached, quarter reached)
+        for (written, dead, half, quarter) in [
+            (0, 0, true, true),
+            (1, 0, false, false),
+            (1, 1, true, true),
+            (7, 1, false, false),
+            (7, 2, false, true),
+            (7, 3, false, true),
+            (7, 4, true, true),
+            (100, 24, false, false),
+            (100, 25, false, true),
+            (100, 50, true, true),
+            (u64::MAX, u64::MAX / 4 + 1, false, true),
+        ] {
+            assert_eq!(Dead::Half.reached(written, dead), half, "{written} {dead}");
+            assert_eq!(
+                Dead::Quarter.reached(written, dead),
+                quarter,
+                "{written} {dead}"
+            );
+        }
     }
 
     #[test]

@@ -160,12 +160,17 @@ fn a_history_whose_values_are_out_of_range_is_damage_not_a_panic() {
     let mut history: SharedHistory =
         rkyv::deserialize::<SharedHistory, rancor::Error>(stored).unwrap();
     let key = Bytes::from(&b"k"[..]);
-    for (value_of, own_columns) in [
-        (vec![Some(1)], 1),
-        (vec![Some(0), Some(0)], 1),
-        (vec![Some(0)], 2),
+    // Values past the own entries (one past, or far past: nothing is allocated for it), more
+    // entries than events, another width, more row entries than rows.
+    for (value_of, own_columns, row_entries) in [
+        (vec![Some(1)], 1, 1),
+        (vec![Some(u64::MAX - 1)], 1, 1),
+        (vec![Some(0), Some(0)], 1, 1),
+        (vec![Some(0)], 2, 1),
+        (vec![Some(0)], 1, 2),
     ] {
         history.value_of = Numbers::pack(value_of.into_iter());
+        history.row_entries = row_entries;
         history.own = (0..own_columns)
             .map(|_| new_column(&ColumnType::Int64))
             .collect();
