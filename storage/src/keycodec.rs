@@ -202,20 +202,41 @@ pub(crate) fn display_key(key: &[u8]) -> String {
 }
 
 /// Encoded values `a` against `b` as bytes (as `<[u8]>::cmp`), without a call to `memcmp` when
-/// their first eight bytes differ: encoded values of the usual types are nine bytes long, a scan
-/// by time compares each row's four bounds and each page's zone, a freeze widens a zone by each
-/// row's, and those calls were a tenth of a warm as-of snapshot (docs/PERFORMANCE.md, session 40)
-/// and 3% of an ingest (session 41).
+/// they are nine bytes long or their first eight bytes differ: encoded values of the usual types
+/// are nine bytes long, a scan by time compares each row's four bounds and each page's zone, a
+/// freeze widens a zone by each row's, and those calls were a tenth of a warm as-of snapshot
+/// (docs/PERFORMANCE.md, session 40) and 3% of an ingest (session 41); the maps of keys,
+/// sequences and business starts a commit folds into ([`crate::record::Bytes`]) compare this
+/// way too (session 42).
 #[inline]
 pub(crate) fn cmp_encoded(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
-    if let (Some(x), Some(y)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
+    if let (Some((x, a)), Some((y, b))) = (a.split_first_chunk::<8>(), b.split_first_chunk::<8>()) {
         let (x, y) = (u64::from_be_bytes(*x), u64::from_be_bytes(*y));
         if x != y {
             return x.cmp(&y);
         }
-        return a[8..].cmp(&b[8..]);
+        return match (a, b) {
+            ([x], [y]) => x.cmp(y),
+            _ => a.cmp(b),
+        };
     }
     a.cmp(b)
+}
+
+/// Whether encoded values `a` and `b` are the same bytes, as [`cmp_encoded`] compares them.
+#[inline]
+pub(crate) fn eq_encoded(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    if let (Some((x, a)), Some((y, b))) = (a.split_first_chunk::<8>(), b.split_first_chunk::<8>()) {
+        return x == y
+            && match (a, b) {
+                ([x], [y]) => x == y,
+                _ => a == b,
+            };
+    }
+    a == b
 }
 
 #[cfg(test)]
@@ -234,6 +255,21 @@ mod tests {
         ) {
             prop_assert_eq!(cmp_encoded(&a, &b), a.cmp(&b));
             prop_assert_eq!(cmp_encoded(&a, &a), Ordering::Equal);
+            prop_assert_eq!(eq_encoded(&a, &b), a == b);
+            prop_assert!(eq_encoded(&a, &a));
+        }
+
+        /// The same with the first eight bytes shared, as two encoded values of one type whose
+        /// leading bytes agree are: only their tails (none, one byte or more) tell them apart.
+        #[test]
+        fn bytes_sharing_eight_leading_ones_compare_as_slices_do(
+            head in proptest::collection::vec(0u8..3, 8),
+            a in proptest::collection::vec(0u8..3, 0..3),
+            b in proptest::collection::vec(0u8..3, 0..3),
+        ) {
+            let (a, b) = ([&head[..], &a[..]].concat(), [&head[..], &b[..]].concat());
+            prop_assert_eq!(cmp_encoded(&a, &b), a.cmp(&b));
+            prop_assert_eq!(eq_encoded(&a, &b), a == b);
         }
     }
 

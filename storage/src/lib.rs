@@ -9,6 +9,7 @@
 //! durability contract.
 #![warn(missing_docs)]
 
+mod bytes;
 mod commit_clock;
 mod commit_info;
 mod engine;

@@ -4,8 +4,7 @@
 
 use crate::value::Row;
 
-/// Encoded keys and sequences, shared between events, timelines and rows without copying.
-pub(crate) type Bytes = std::sync::Arc<[u8]>;
+pub(crate) use crate::bytes::Bytes;
 pub(crate) type RowId = u32;
 
 /// Upsert or delete. (Truncates are kept per table, not per key.)

@@ -31,6 +31,7 @@ use std::sync::Arc;
 
 use super::fold::{Bytes, RowId};
 use super::{Incoming, KeyState, RowStore};
+use crate::bytes::Encoded;
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::{Events, RowBlock};
 use crate::format::derived::FrozenHead;
@@ -688,7 +689,10 @@ impl KeyState {
     pub fn hot_events_before_cut_since(&self, t: &[u8]) -> bool {
         self.frozen.as_ref().is_some_and(|f| {
             self.events
-                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&f.hot_from[..])))
+                .range::<Encoded, _>((
+                    Bound::Unbounded,
+                    Bound::Excluded(Encoded::new(&f.hot_from[..])),
+                ))
                 .any(|(_, cands)| cands.iter().any(|(s, _)| t <= &s[..]))
         })
     }
@@ -719,9 +723,9 @@ impl KeyState {
         // `hot_from` finds its open version and events in memory.
         let hot_from = self
             .timeline
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(&cut[..])))
+            .range::<Encoded, _>((Bound::Unbounded, Bound::Included(Encoded::new(&cut[..]))))
             .next_back()
-            .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e > &cut[..]))
+            .filter(|(_, v)| v.end.as_ref().is_none_or(|e| *e > cut))
             .map_or(cut, |(s, _)| s.clone());
         // Two more versions stay, with their events: the version before `hot_from` is the merge
         // base of a refold starting there, but a system-time replay may find it still open past
@@ -729,7 +733,10 @@ impl KeyState {
         // the version before it.
         let keep_from = self
             .timeline
-            .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&hot_from[..])))
+            .range::<Encoded, _>((
+                Bound::Unbounded,
+                Bound::Excluded(Encoded::new(&hot_from[..])),
+            ))
             .rev()
             .take(2)
             .last()
@@ -746,7 +753,7 @@ impl KeyState {
         let mut kept = Vec::new();
         let mut sys = self.frozen.as_ref().and_then(|f| f.sys.clone());
         let mut raise = |s: &Bytes| {
-            if !s.is_empty() && sys.as_ref().is_none_or(|m| m[..] < s[..]) {
+            if !s.is_empty() && sys.as_ref().is_none_or(|m| m < s) {
                 sys = Some(s.clone());
             }
         };
@@ -757,8 +764,8 @@ impl KeyState {
         }
         for &r in &self.rows {
             let row = &rows[r];
-            let before = row.start.as_deref().is_some_and(|s| s < &keep_from[..]);
-            let ended = row.end.as_deref().is_some_and(|e| e <= &keep_from[..]);
+            let before = row.start.as_ref().is_some_and(|s| *s < keep_from);
+            let ended = row.end.as_ref().is_some_and(|e| *e <= keep_from);
             let freeze = !shown.contains(&r)
                 && (row.retired.is_some() || (before && (ended || row.sys_end.is_some())));
             if !freeze {

@@ -14,6 +14,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 
+use crate::bytes::Encoded;
+use crate::keycodec::cmp_encoded;
+
 use crate::value::{Row, Value};
 
 pub(crate) use crate::record::{Bytes, Event, EventKind, Origin, RowId};
@@ -193,17 +196,17 @@ pub(crate) fn refold(
     }
     // The state just before `lo`: the version open then (start < lo <= end) and the merge base.
     let open_before = tl
-        .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(lo)))
+        .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(lo))))
         .next_back()
-        .filter(|(_, v)| v.end.as_deref().is_none_or(|e| e >= lo));
+        .filter(|(_, v)| v.end.as_deref().is_none_or(|e| cmp_encoded(e, lo).is_ge()));
     // The refold starts at that version (whose merge base is the version it directly follows),
     // or at `lo` itself when no version is open just before it.
     let (region_start, mut base): (Bytes, Option<Row>) = match open_before {
         Some((s, _)) => {
             let base = tl
-                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&s[..])))
+                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&s[..]))))
                 .next_back()
-                .filter(|(_, p)| p.end.as_deref() == Some(&s[..]))
+                .filter(|(_, p)| p.end.as_ref() == Some(s))
                 .map(|(_, p)| p.values.clone());
             (s.clone(), base)
         }
@@ -213,10 +216,16 @@ pub(crate) fn refold(
     let mut new_versions: Vec<(Bytes, Version)> = Vec::new();
     let mut converged_at: Option<Bytes> = None;
     let mut ev_iter = events
-        .range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded))
+        .range::<Encoded, _>((
+            Bound::Included(Encoded::new(&region_start[..])),
+            Bound::Unbounded,
+        ))
         .peekable();
     let mut tr_iter = truncates
-        .range::<[u8], _>((Bound::Included(&region_start[..]), Bound::Unbounded))
+        .range::<Encoded, _>((
+            Bound::Included(Encoded::new(&region_start[..])),
+            Bound::Unbounded,
+        ))
         .peekable();
     loop {
         // Next step in sequence order; at equal sequences the key's own event comes first.
@@ -224,7 +233,7 @@ pub(crate) fn refold(
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some((e, _)), Some(t)) => e[..] <= t[..],
+            (Some((e, _)), Some(t)) => e <= t,
         };
         let (x, step): (&Bytes, Option<Step<'_>>) = if take_event {
             let (x, cands) = ev_iter.next().expect("peeked");
@@ -239,11 +248,11 @@ pub(crate) fn refold(
             (tr_iter.next().expect("peeked"), Some(Step::Delete))
         };
         let Some(step) = step else { continue };
-        if &x[..] > hi && tl.contains_key(x) {
+        if cmp_encoded(x, hi).is_gt() && tl.contains_key(x) {
             let old_pre = tl
-                .range::<[u8], _>((Bound::Unbounded, Bound::Excluded(&x[..])))
+                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&x[..]))))
                 .next_back()
-                .filter(|(_, p)| p.end.as_deref() == Some(&x[..]))
+                .filter(|(_, p)| p.end.as_ref() == Some(x))
                 .map(|(_, p)| &p.values);
             let new_pre = open.as_ref().map(|(_, v)| v);
             let same = match (old_pre, new_pre) {
@@ -291,7 +300,10 @@ pub(crate) fn refold(
         None => Bound::Unbounded,
     };
     let old_starts: Vec<Bytes> = tl
-        .range::<[u8], _>((Bound::Included(&region_start[..]), upper))
+        .range::<Encoded, _>((
+            Bound::Included(Encoded::new(&region_start[..])),
+            upper.map(Encoded::new),
+        ))
         .map(|(k, _)| k.clone())
         .collect();
     let mut new_iter = new_versions.into_iter().peekable();
@@ -334,7 +346,7 @@ fn append(
     seq: &[u8],
     diff: &mut TimelineDiff,
 ) {
-    let Some((x, cands)) = events.get_key_value(seq) else {
+    let Some((x, cands)) = events.get_key_value(Encoded::new(seq)) else {
         return;
     };
     let Some(ev) = limit.effective(cands) else {

@@ -53,15 +53,12 @@ impl KeyCommit<'_, '_> {
     pub fn insert(&mut self, inc: Incoming) -> Option<bool> {
         let (ks, fx) = (&mut *self.ks, &mut *self.fx);
         // Appending after every known sequence is the common case: one lookup of the last entry.
-        let last_seq_cmp = ks
-            .events
-            .last_key_value()
-            .map(|(m, _)| m[..].cmp(&inc.seq[..]));
+        let last_seq_cmp = ks.events.last_key_value().map(|(m, _)| m.cmp(&inc.seq));
         // A statement's events describe the table, not a feed: they are never late or in conflict.
         let feed = inc.event.origin == Origin::Feed;
         let late_biz = feed && last_seq_cmp == Some(std::cmp::Ordering::Greater);
         let late_sys =
-            feed && !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| m[..] > inc.sys[..]);
+            feed && !inc.sys.is_empty() && ks.max_sys.as_ref().is_some_and(|m| *m > inc.sys);
         let appended = last_seq_cmp.is_none_or(|o| o == std::cmp::Ordering::Less);
         let outcome = if appended {
             ks.events.insert(
@@ -88,7 +85,7 @@ impl KeyCommit<'_, '_> {
                 if late_biz || late_sys {
                     fx.metrics.num_late_events += 1;
                 }
-                if ks.max_sys.as_ref().is_none_or(|m| m[..] < inc.sys[..]) {
+                if ks.max_sys.as_ref().is_none_or(|m| *m < inc.sys) {
                     ks.max_sys = Some(inc.sys.clone());
                 }
                 if fx.logging == Logging::Log {
