@@ -518,13 +518,13 @@ fn a_vacuum_of_a_table_not_read_since_the_open_equals_one_of_the_table_in_memory
     assert!(ra.row_versions_removed > 0, "{ra:?}");
     // The bytes count the commit records, which hold each commit's duration and peak memory:
     // their digits differ between two stores written alike (a commit of 999 µs in one, of
-    // 1,000 in the other), so the bytes agree up to a few per commit, and the rest exactly.
+    // 1,000 in the other), so the bytes agree up to a few per commit record, the rest exactly.
     let (mut ca, mut cb) = (ra.clone(), rb.clone());
     for r in [&mut ca, &mut cb] {
         (r.bytes_before, r.bytes_after) = (0, 0);
     }
     assert_eq!(ca, cb);
-    let near = |x: u64, y: u64| x.abs_diff(y) <= 4 * (ra.commits_removed + 2);
+    let near = |x: u64, y: u64| x.abs_diff(y) <= 8 * (ra.commits_removed + 2);
     assert!(near(ra.bytes_before, rb.bytes_before), "{ra:?} {rb:?}");
     assert!(near(ra.bytes_after, rb.bytes_after), "{ra:?} {rb:?}");
     let all = |s: &Store| {

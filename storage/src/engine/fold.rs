@@ -190,7 +190,7 @@ pub(crate) fn refold(
     } = input;
     let (lo, hi) = (change.at, change.at);
     let limit = *limit;
-    if change.appended && truncates.last().is_none_or(|t| &t[..] < lo) {
+    if change.appended && truncates.last().is_none_or(|t| cmp_encoded(t, lo).is_lt()) {
         append(tl, events, limit, rules, lo, diff);
         return;
     }
@@ -310,7 +310,7 @@ pub(crate) fn refold(
     for s in old_starts {
         // New versions that start before this old one are additions.
         while let Some((ns, _)) = new_iter.peek() {
-            if ns[..] >= s[..] {
+            if *ns >= s {
                 break;
             }
             let (ns, nv) = new_iter.next().expect("peeked");
