@@ -689,10 +689,7 @@ impl KeyState {
     pub fn hot_events_before_cut_since(&self, t: &[u8]) -> bool {
         self.frozen.as_ref().is_some_and(|f| {
             self.events
-                .range::<Encoded, _>((
-                    Bound::Unbounded,
-                    Bound::Excluded(Encoded::new(&f.hot_from[..])),
-                ))
+                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&f.hot_from))))
                 .any(|(_, cands)| cands.iter().any(|(s, _)| t <= &s[..]))
         })
     }
@@ -723,7 +720,7 @@ impl KeyState {
         // `hot_from` finds its open version and events in memory.
         let hot_from = self
             .timeline
-            .range::<Encoded, _>((Bound::Unbounded, Bound::Included(Encoded::new(&cut[..]))))
+            .range::<Encoded, _>((Bound::Unbounded, Bound::Included(Encoded::new(&cut))))
             .next_back()
             .filter(|(_, v)| v.end.as_ref().is_none_or(|e| *e > cut))
             .map_or(cut, |(s, _)| s.clone());
@@ -733,10 +730,7 @@ impl KeyState {
         // the version before it.
         let keep_from = self
             .timeline
-            .range::<Encoded, _>((
-                Bound::Unbounded,
-                Bound::Excluded(Encoded::new(&hot_from[..])),
-            ))
+            .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&hot_from))))
             .rev()
             .take(2)
             .last()

@@ -16,7 +16,6 @@ use std::ops::Bound;
 
 use crate::bytes::Encoded;
 use crate::keycodec::cmp_encoded;
-
 use crate::value::{Row, Value};
 
 pub(crate) use crate::record::{Bytes, Event, EventKind, Origin, RowId};
@@ -204,7 +203,7 @@ pub(crate) fn refold(
     let (region_start, mut base): (Bytes, Option<Row>) = match open_before {
         Some((s, _)) => {
             let base = tl
-                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&s[..]))))
+                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(s))))
                 .next_back()
                 .filter(|(_, p)| p.end.as_ref() == Some(s))
                 .map(|(_, p)| p.values.clone());
@@ -217,13 +216,13 @@ pub(crate) fn refold(
     let mut converged_at: Option<Bytes> = None;
     let mut ev_iter = events
         .range::<Encoded, _>((
-            Bound::Included(Encoded::new(&region_start[..])),
+            Bound::Included(Encoded::new(&region_start)),
             Bound::Unbounded,
         ))
         .peekable();
     let mut tr_iter = truncates
         .range::<Encoded, _>((
-            Bound::Included(Encoded::new(&region_start[..])),
+            Bound::Included(Encoded::new(&region_start)),
             Bound::Unbounded,
         ))
         .peekable();
@@ -250,7 +249,7 @@ pub(crate) fn refold(
         let Some(step) = step else { continue };
         if cmp_encoded(x, hi).is_gt() && tl.contains_key(x) {
             let old_pre = tl
-                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(&x[..]))))
+                .range::<Encoded, _>((Bound::Unbounded, Bound::Excluded(Encoded::new(x))))
                 .next_back()
                 .filter(|(_, p)| p.end.as_ref() == Some(x))
                 .map(|(_, p)| &p.values);
@@ -301,7 +300,7 @@ pub(crate) fn refold(
     };
     let old_starts: Vec<Bytes> = tl
         .range::<Encoded, _>((
-            Bound::Included(Encoded::new(&region_start[..])),
+            Bound::Included(Encoded::new(&region_start)),
             upper.map(Encoded::new),
         ))
         .map(|(k, _)| k.clone())
