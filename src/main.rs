@@ -36,9 +36,9 @@ struct Cli {
     /// opening (eager).
     #[arg(long, global = true, env = "ASOF_OPEN", value_enum, default_value_t = Open::Lazy)]
     open: Open,
-    /// The key-value layer's page cache, in MiB (default 64). Smaller bounds what a query
-    /// keeps of the pages it read; a scan reads each page once, so it costs little
-    /// (docs/PERFORMANCE.md).
+    /// The key-value layer's page cache, in MiB of memory (default 64). Smaller bounds what a
+    /// query or a load keeps of the keys and pages it read; a scan reads each page once, so it
+    /// costs little; a load of millions of keys is slower with less (docs/PERFORMANCE.md).
     #[arg(long, global = true, env = "ASOF_CACHE_MIB", value_name = "MIB",
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     cache_mib: Option<u64>,

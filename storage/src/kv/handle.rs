@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockWriteGuard};
 
+use super::sled_cache::open_sled;
 use crate::error::{Error, Result};
 
 /// The database behind a lock.
@@ -41,14 +42,6 @@ pub(super) struct SledHandle {
 /// waits for the store, and the next open, a query's, reads a current snapshot. The threshold
 /// spares a small writer (one `INSERT`) an open more as it closes: its log is short to read.
 pub(super) const RECOVERY_AHEAD_ENTRIES: u64 = 1 << 16;
-
-/// Opens sled in `dir` with `cache_bytes` of page cache.
-pub(super) fn open_sled(dir: &Path, cache_bytes: u64) -> sled::Result<sled::Db> {
-    sled::Config::new()
-        .path(dir)
-        .cache_capacity(cache_bytes)
-        .open()
-}
 
 impl SledHandle {
     /// The handle of `db`, opened in `dir` with `cache_bytes` of cache.

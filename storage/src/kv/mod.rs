@@ -10,6 +10,7 @@ mod manifest;
 mod mem;
 mod rewrite;
 mod separated;
+mod sled_cache;
 mod values;
 
 use std::path::{Path, PathBuf};
@@ -19,11 +20,12 @@ use std::any::{Any, TypeId};
 
 use decoded::DecodedCache;
 pub use decoded::{DecodedValue, Decoder, KeepAt, Scanned};
-use handle::{open_sled, SledHandle};
+use handle::SledHandle;
 pub use manifest::ManifestCheck;
 use manifest::{Loaded, Manifest};
 pub use mem::MemKv;
 use separated::Dead;
+use sled_cache::open_sled;
 use values::ValueLog;
 
 use crate::error::{corrupt, Error, Result};

@@ -22,6 +22,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::separated;
+use super::sled_cache::open_sled;
 use super::values::{self, ValueLog};
 use crate::error::{Error, Result};
 
@@ -69,7 +70,7 @@ fn remove(path: &Path) -> Result<()> {
 }
 
 /// Step 1 and 2: writes `pairs` (every live pair, resolved) into a new sled database and value
-/// log in `dir/compact.tmp` (with `cache_bytes` of page cache: sled's default is a GiB), flushes
+/// log in `dir/compact.tmp` (with a cache of `cache_bytes`: sled's default is a GiB), flushes
 /// and closes them, and marks the copy complete.
 /// The copy's log starts at segment `first`: a purge starts it past the old log's segments, so
 /// that a pointer of the new files can never name a record of the old ones (a reader that took the
@@ -85,10 +86,7 @@ pub(super) fn copy(
     fs::create_dir_all(&tmp).map_err(|e| io("making compact.tmp", e))?;
     ValueLog::create(&tmp)?;
     {
-        let new = sled::Config::new()
-            .path(&tmp)
-            .cache_capacity(cache_bytes)
-            .open()?;
+        let new = open_sled(&tmp, cache_bytes)?;
         let log = separated::open_log(&tmp, &new)?;
         separated::start_at(&new, &log, first)?;
         // sled keeps what it has not flushed in memory: each batch is flushed.
@@ -153,10 +151,7 @@ impl ReopeningScan {
             self.read = 0;
         }
         if self.open.is_none() {
-            let db = sled::Config::new()
-                .path(&self.dir)
-                .cache_capacity(self.cache_bytes)
-                .open()?;
+            let db = open_sled(&self.dir, self.cache_bytes)?;
             let iter = match &self.after {
                 Some(k) => db.range::<&[u8], _>((
                     std::ops::Bound::Excluded(&k[..]),

@@ -101,8 +101,10 @@ pub const FORMAT_VERSION: u32 = 12;
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// sled's page cache, in bytes (default 64 MiB: queries read pages once, in key order, so a larger
-    /// cache mostly holds what was read already; see docs/PERFORMANCE.md).
+    /// sled's page cache, in bytes of memory (default 64 MiB: queries read pages once, in key
+    /// order, so a larger cache mostly holds what was read already; see docs/PERFORMANCE.md).
+    /// sled counts what it caches at about a quarter of the memory it takes, so it is told a
+    /// quarter of this.
     pub cache_bytes: u64,
     /// The frozen pages and key heads that reads by time (as-of scans, time travel, point
     /// lookups) decode, kept decoded for their next reads, in bytes of memory (default 128 MiB;
