@@ -580,3 +580,38 @@ fn a_json_number_under_a_string_hint_is_its_text() {
         ]]
     );
 }
+
+/// `read_files` in a query reads the files as the query scans them, one at a time: a query that
+/// scans them twice reads them twice, and a file that does not fit its column fails the query,
+/// named, however late in the list it comes.
+#[test]
+fn a_query_over_files_reads_them_as_it_scans_them_each_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let paths = event_files(&files);
+    let mut s = session(&dir.path().join("db"));
+    let from = format!(
+        "read_files('{}', format => 'csv', header => true)",
+        files.display()
+    );
+    let (_, rows) = query(
+        &mut s,
+        &format!("WITH f AS (SELECT * FROM {from}) SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM f) AS n"),
+    );
+    assert_eq!(rows, [[Some((2 * paths.len()).to_string())]]);
+    // The last file's CompanyId is not a number, where the others' are.
+    let text = std::fs::read_to_string(paths.last().unwrap()).unwrap();
+    let (header, line) = text.split_once('\n').unwrap();
+    let (_, rest) = line.split_once(',').unwrap();
+    std::fs::write(paths.last().unwrap(), format!("{header}\nnot_a_number,{rest}")).unwrap();
+    let e = s
+        .execute(&format!(
+            "SELECT sum(CompanyId) FROM read_files('{}', format => 'csv', header => true, schemaHints => 'CompanyId BIGINT')",
+            files.display()
+        ))
+        .unwrap_err()
+        .to_string();
+    let last = paths.last().unwrap().file_name().unwrap().to_string_lossy().to_string();
+    assert!(e.contains(&last) && e.contains("CompanyId"), "{e}");
+}

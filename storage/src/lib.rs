@@ -28,6 +28,7 @@ mod positions;
 mod progress;
 mod record;
 mod source;
+mod source_chunks;
 mod source_dml;
 mod store;
 mod two_threads;

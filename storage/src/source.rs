@@ -343,16 +343,17 @@ impl SourceTable {
 /// batches it is given, or not at all.
 ///
 /// Batches are checked against the table and compressed as they are pushed, so an error at any
-/// row is found before anything is written, and what the statement holds in memory is its
-/// compressed chunks, not its Arrow batches. No lock is held while rows are pushed: the rows may
+/// row is found before anything is written, and what the statement holds is its compressed
+/// chunks, not its Arrow batches: in memory up to 16 MiB, then in a temporary file
+/// (`source_chunks.rs`). No lock is held while rows are pushed: the rows may
 /// come from a query that reads the store.
 pub struct SourceWrite {
     /// The table, as it was when the write began (its id, name, columns).
     pub(crate) table: SourceTable,
     /// What the commit does besides appending.
     pub(crate) kind: WriteKind,
-    /// The compressed chunks, in order.
-    pub(crate) chunks: Vec<Vec<u8>>,
+    /// The compressed chunks, in order (in a temporary file once they are many).
+    pub(crate) chunks: crate::source_chunks::Chunks,
     /// Rows pushed.
     pub(crate) rows: u64,
     /// Parameters of the commit.
@@ -386,7 +387,7 @@ impl SourceWrite {
         SourceWrite {
             table,
             kind,
-            chunks: Vec::new(),
+            chunks: Default::default(),
             rows: 0,
             parameters: Default::default(),
             evaluator,
@@ -437,8 +438,9 @@ impl SourceWrite {
     }
 
     /// Checks `batch` against the table (columns matched by name and cast to its types, missing
-    /// ones NULL) and adds it. On an error nothing of this batch is added; the write may still be
-    /// dropped, and then nothing of the statement is written.
+    /// ones NULL) and adds it. On an error in its rows nothing of this batch is added; the write
+    /// may still be dropped, and then nothing of the statement is written. On an error writing
+    /// the temporary file that holds the chunks, the write cannot be committed.
     pub fn push(&mut self, batch: &RecordBatch) -> Result<()> {
         let given = batch.schema();
         let mut batch = self.table.conform(batch)?;
@@ -455,7 +457,9 @@ impl SourceWrite {
                 self.evaluator.as_ref(),
             )?;
         }
-        self.chunks.extend(SourceTable::encode_chunks(&batch)?);
+        for chunk in SourceTable::encode_chunks(&batch)? {
+            self.chunks.push(chunk)?;
+        }
         self.rows += batch.num_rows() as u64;
         Ok(())
     }

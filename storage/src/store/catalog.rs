@@ -12,7 +12,7 @@ use super::pages;
 use super::records::{gc_property, TableRecord};
 use super::replay::{load_commits, remove_unfinished};
 use super::retention::{check_retention_source, retention_period};
-use super::sources::WRITE;
+use super::sources::{remove_unclaimed_appends, remove_unclaimed_sources, WRITE};
 use super::OpenMode;
 use super::{Inner, Store, Table};
 use crate::engine::TableState;
@@ -461,6 +461,18 @@ impl Inner {
                 .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
             if full_history {
                 src.erased = crate::source::erased_positions(&src.history)?;
+                // Chunks past the last append a record claims: a statement stopped before its
+                // last batch (`sources::write_ahead`).
+                let claimed = src
+                    .history
+                    .iter()
+                    .filter_map(|c| match Wrote::of(keys::SOURCE_COMMIT, c) {
+                        Wrote::Append(n) => Some(n + 1),
+                        _ => None,
+                    })
+                    .max()
+                    .unwrap_or(0);
+                remove_unclaimed_appends(self.kv.as_ref(), id, claimed.max(src.appends))?;
             } else {
                 // Written before source tables had commit records (or partly so): count the rows
                 // and appends from the chunks and names themselves.
@@ -494,6 +506,9 @@ impl Inner {
             self.next_table_id = self.next_table_id.max(id + 1);
             self.sources.insert(name, src);
         }
+        // The chunks of a `CREATE TABLE ... AS SELECT` stopped before its last batch, under the
+        // number the next table takes.
+        remove_unclaimed_sources(self.kv.as_ref(), self.next_table_id)?;
         for kv in self.kv.scan_prefix(&keys::view("")) {
             let (k, v) = kv?;
             let name = String::from_utf8(k[1..].to_vec()).map_err(|_| corrupt("view name"))?;

@@ -41,6 +41,15 @@ impl Wrote {
         }
     }
 
+    /// Records in `commit`'s parameters which append it wrote, if any ([`Wrote::of`] reads it).
+    fn note_in(self, commit: &mut CommitInfo) {
+        if let Wrote::Append(n) = self {
+            commit
+                .parameters
+                .insert(APPEND_PARAMETER.to_string(), n.to_string());
+        }
+    }
+
     /// The key prefixes of what it wrote, for commit `version` of table or source `id`.
     pub(crate) fn prefixes(self, id: u32, version: u64) -> Vec<Vec<u8>> {
         match self {
@@ -156,11 +165,7 @@ pub(crate) fn put_commit(b: &mut WriteBatch, at: Link<'_>, commit: &mut CommitIn
         prev,
         wrote,
     } = at;
-    if let Wrote::Append(n) = wrote {
-        commit
-            .parameters
-            .insert(APPEND_PARAMETER.to_string(), n.to_string());
-    }
+    wrote.note_in(commit);
     let prefixes = wrote.prefixes(id, commit.version);
     // What the batch leaves under the prefixes: its operations applied in order.
     let mut content: std::collections::BTreeMap<&[u8], Option<&[u8]>> = Default::default();
@@ -185,6 +190,7 @@ pub(crate) fn put_commit_written(
     commit: &mut CommitInfo,
     content: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
 ) -> Result<()> {
+    at.wrote.note_in(commit);
     let prefixes = at.wrote.prefixes(at.id, commit.version);
     let mut h = Hashing::new(commit)?;
     for pair in content {

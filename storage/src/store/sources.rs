@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use arrow::record_batch::RecordBatch;
 
-use super::chain::{put_commit, Link, Wrote};
+use super::chain::{put_commit, put_commit_written, Link, Wrote};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::source_rows::{positioned_table, SourceRead, SourceRows};
 use super::Store;
@@ -20,6 +20,86 @@ use crate::source_dml::{self, SourceChange, SourceDmlOperation};
 pub(super) use crate::source::WRITE;
 
 use crate::source::ADD_COLUMNS;
+
+/// A statement's source rows written ahead of its commit record go in batches of about this many
+/// bytes ([`write_ahead`]).
+const WRITE_AHEAD_BYTES: usize = crate::source_chunks::IN_MEMORY_BYTES;
+
+/// Writes `content` (an append's chunks and name, in key order) ahead of the batch `b` that
+/// holds the commit record, in batches of [`WRITE_AHEAD_BYTES`], the last of them left in `b`;
+/// puts the record, its digest computed over the content as it goes, into `b`. Nothing reads the
+/// chunks before the record names them: a reader reads a source's rows up to the count its
+/// commit records give, and an open deletes the chunks no record claims (a crash between the
+/// batches; [`remove_unclaimed_appends`]). An error after a batch was written poisons the store,
+/// so that it is reopened, and the chunks deleted, before anything takes their append's number.
+fn write_ahead(
+    kv: &dyn crate::kv::KvStore,
+    poisoned: &mut Option<String>,
+    b: &mut WriteBatch,
+    at: Link<'_>,
+    commit: &mut CommitInfo,
+    content: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>,
+) -> Result<()> {
+    let mut ahead = WriteBatch::default();
+    let (mut bytes, mut wrote) = (0usize, false);
+    let content = content.map(|pair| {
+        let (k, v) = pair?;
+        bytes += k.len() + v.len();
+        ahead.put(k.clone(), v.clone());
+        if bytes >= WRITE_AHEAD_BYTES {
+            bytes = 0;
+            wrote = true;
+            kv.write(std::mem::take(&mut ahead))?;
+        }
+        Ok((k, v))
+    });
+    let put = put_commit_written(b, at, commit, content);
+    if let Err(e) = &put {
+        if wrote {
+            *poisoned = Some(format!("a statement's rows were written in part: {e}"));
+        }
+    }
+    put?;
+    b.ops.append(&mut ahead.ops);
+    Ok(())
+}
+
+/// Deletes the chunks of source `id` from append `from` on, which no commit record claims (a
+/// statement whose rows were written ahead, [`write_ahead`], stopped before its last batch), in
+/// batches of a few thousand.
+pub(super) fn remove_unclaimed_appends(
+    kv: &dyn crate::kv::KvStore,
+    id: u32,
+    from: u64,
+) -> Result<()> {
+    remove_from(
+        kv,
+        &key(keys::APPEND, id, None, None),
+        &key(keys::APPEND, id, Some(from), None),
+    )
+}
+
+/// Deletes the chunks of every source numbered `from` or above: those of a `CREATE TABLE ... AS
+/// SELECT` that stopped before its last batch, whose number no table has (the next table created
+/// takes it).
+pub(super) fn remove_unclaimed_sources(kv: &dyn crate::kv::KvStore, from: u32) -> Result<()> {
+    remove_from(kv, &[keys::APPEND], &key(keys::APPEND, from, None, None))
+}
+
+/// Deletes every key under `prefix` from `from` on, in batches of a few thousand.
+fn remove_from(kv: &dyn crate::kv::KvStore, prefix: &[u8], from: &[u8]) -> Result<()> {
+    let mut b = WriteBatch::default();
+    for pair in kv.scan_prefix_from(prefix, from) {
+        b.delete(pair?.0);
+        if b.len() >= 4096 {
+            kv.write(std::mem::take(&mut b))?;
+        }
+    }
+    if !b.is_empty() {
+        kv.write(b)?;
+    }
+    Ok(())
+}
 
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
@@ -78,7 +158,7 @@ impl Store {
     /// `CREATE TABLE` for a new table), named `name` if given (see [`Store::append_loaded`]).
     /// Returns the table's row count (rows erased since they were appended not counted). A table dropped or replaced since the write began is an
     /// error, and nothing is written.
-    pub fn commit_write(&self, w: SourceWrite, name: Option<&str>) -> Result<u64> {
+    pub fn commit_write(&self, mut w: SourceWrite, name: Option<&str>) -> Result<u64> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let mut b = WriteBatch::default();
@@ -200,18 +280,16 @@ impl Store {
         let commits =
             w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
         if commits {
-            for (i, chunk) in w.chunks.iter().enumerate() {
-                b.put(
-                    key(keys::APPEND, id, Some(src.appends), Some(i as u32)),
-                    chunk.clone(),
-                );
-            }
-            if let Some(n) = name {
-                b.put(
-                    key(keys::LOADED, id, Some(src.appends), None),
-                    n.as_bytes().to_vec(),
-                );
-            }
+            let append = src.appends;
+            let loaded = name.map(|n| (key(keys::LOADED, id, Some(append), None), n.into()));
+            let chunks = std::mem::take(&mut w.chunks);
+            let in_file = chunks.in_file();
+            // The append's content, in key order: its chunks, then its name.
+            let content = chunks
+                .read_back()?
+                .enumerate()
+                .map(|(i, c)| c.map(|c| (key(keys::APPEND, id, Some(append), Some(i as u32)), c)))
+                .chain(loaded.map(Ok));
             let last = src.history.last();
             let prev = last.and_then(|c| c.chain.clone());
             let appended = src.rows..src.rows + w.rows;
@@ -254,7 +332,16 @@ impl Store {
                 prev: prev.as_deref(),
                 wrote,
             };
-            put_commit(&mut b, at, &mut commit)?;
+            if in_file {
+                let kv = inner.kv.as_ref();
+                write_ahead(kv, &mut inner.poisoned, &mut b, at, &mut commit, content)?;
+            } else {
+                for pair in content {
+                    let (k, v) = pair?;
+                    b.put(k, v);
+                }
+                put_commit(&mut b, at, &mut commit)?;
+            }
             src.history.push(commit);
         }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
