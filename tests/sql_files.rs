@@ -604,7 +604,11 @@ fn a_query_over_files_reads_them_as_it_scans_them_each_time() {
     let text = std::fs::read_to_string(paths.last().unwrap()).unwrap();
     let (header, line) = text.split_once('\n').unwrap();
     let (_, rest) = line.split_once(',').unwrap();
-    std::fs::write(paths.last().unwrap(), format!("{header}\nnot_a_number,{rest}")).unwrap();
+    std::fs::write(
+        paths.last().unwrap(),
+        format!("{header}\nnot_a_number,{rest}"),
+    )
+    .unwrap();
     let e = s
         .execute(&format!(
             "SELECT sum(CompanyId) FROM read_files('{}', format => 'csv', header => true, schemaHints => 'CompanyId BIGINT')",
@@ -612,6 +616,12 @@ fn a_query_over_files_reads_them_as_it_scans_them_each_time() {
         ))
         .unwrap_err()
         .to_string();
-    let last = paths.last().unwrap().file_name().unwrap().to_string_lossy().to_string();
+    let last = paths
+        .last()
+        .unwrap()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .to_string();
     assert!(e.contains(&last) && e.contains("CompanyId"), "{e}");
 }
