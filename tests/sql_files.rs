@@ -589,39 +589,83 @@ fn a_query_over_files_reads_them_as_it_scans_them_each_time() {
     let dir = tempfile::tempdir().unwrap();
     let files = dir.path().join("files");
     std::fs::create_dir(&files).unwrap();
-    let paths = event_files(&files);
+    for (i, v) in ["10", "20", "30"].into_iter().enumerate() {
+        std::fs::write(
+            files.join(format!("part_{i}.csv")),
+            format!("id,v\n{i},{v}\n"),
+        )
+        .unwrap();
+    }
     let mut s = session(&dir.path().join("db"));
     let from = format!(
-        "read_files('{}', format => 'csv', header => true)",
+        "read_files('{}', format => 'csv', header => true, schemaHints => 'v BIGINT')",
         files.display()
     );
     let (_, rows) = query(
         &mut s,
-        &format!("WITH f AS (SELECT * FROM {from}) SELECT (SELECT count(*) FROM f) + (SELECT count(*) FROM f) AS n"),
+        &format!("WITH f AS (SELECT * FROM {from}) SELECT (SELECT count(*) FROM f) + (SELECT sum(v) FROM f) AS n"),
     );
-    assert_eq!(rows, [[Some((2 * paths.len()).to_string())]]);
-    // The last file's CompanyId is not a number, where the others' are.
-    let text = std::fs::read_to_string(paths.last().unwrap()).unwrap();
-    let (header, line) = text.split_once('\n').unwrap();
-    let (_, rest) = line.split_once(',').unwrap();
-    std::fs::write(
-        paths.last().unwrap(),
-        format!("{header}\nnot_a_number,{rest}"),
-    )
-    .unwrap();
+    assert_eq!(rows, [[Some("63".to_string())]]);
+    // The last file's value is not a number, where the others' are.
+    std::fs::write(files.join("part_2.csv"), "id,v\n2,not_a_number\n").unwrap();
     let e = s
-        .execute(&format!(
-            "SELECT sum(CompanyId) FROM read_files('{}', format => 'csv', header => true, schemaHints => 'CompanyId BIGINT')",
-            files.display()
-        ))
+        .execute(&format!("SELECT sum(v) FROM {from}"))
         .unwrap_err()
         .to_string();
-    let last = paths
-        .last()
-        .unwrap()
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .to_string();
-    assert!(e.contains(&last) && e.contains("CompanyId"), "{e}");
+    assert!(e.contains("part_2.csv") && e.contains("`v`"), "{e}");
+}
+
+/// What a [`asof::Progress`] was told, in order.
+#[derive(Default)]
+struct Told(std::sync::Mutex<Vec<String>>);
+
+impl asof::Progress for Told {
+    fn begin(&self, task: &str, total: u64) {
+        self.0.lock().unwrap().push(format!("begin {task} {total}"));
+    }
+    fn advance(&self, done: u64) {
+        self.0.lock().unwrap().push(format!("advance {done}"));
+    }
+    fn end(&self) {
+        self.0.lock().unwrap().push("end".into());
+    }
+}
+
+/// A query over 16 MiB of files or more reports its reading, a file at a time, in bytes.
+#[test]
+fn a_query_over_many_megabytes_of_files_reports_its_progress_file_by_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = dir.path().join("files");
+    std::fs::create_dir(&files).unwrap();
+    let row = "x".repeat(100);
+    let mut sizes = Vec::new();
+    for f in 0..2 {
+        let text: String = std::iter::once("id,v\n".to_string())
+            .chain((0..90_000).map(|i| format!("{i},{row}\n")))
+            .collect();
+        std::fs::write(files.join(format!("part_{f}.csv")), &text).unwrap();
+        sizes.push(text.len() as u64);
+    }
+    let total: u64 = sizes.iter().sum();
+    assert!(total >= 16 << 20, "{total}");
+    let told = std::sync::Arc::new(Told::default());
+    let mut s = session(&dir.path().join("db"));
+    s.set_progress(told.clone());
+    let (_, rows) = query(
+        &mut s,
+        &format!(
+            "SELECT count(*) FROM read_files('{}', format => 'csv', header => true)",
+            files.display()
+        ),
+    );
+    assert_eq!(rows, [[Some("180000".to_string())]]);
+    assert_eq!(
+        *told.0.lock().unwrap(),
+        [
+            format!("begin reading 2 file(s) {total}"),
+            format!("advance {}", sizes[0]),
+            format!("advance {total}"),
+            "end".to_string(),
+        ]
+    );
 }

@@ -165,11 +165,23 @@ impl SqlSession {
             let list = files.list()?;
             let schema = files.infer(&list)?;
             let of = schema.clone();
+            let progress = self.progress.clone();
             let open: super::provider::OpenBatches = Box::new(move || {
                 let (files, schema) = (files.clone(), of.clone());
-                let read = move |f: PathBuf| match files.read(&f, &schema) {
-                    Ok(batches) => batches.into_iter().map(Ok).collect(),
-                    Err(e) => vec![Err(to_df(e))],
+                let size = |f: &PathBuf| std::fs::metadata(f).map_or(0, |m| m.len());
+                let total: u64 = list.iter().map(size).sum();
+                // A bar from 16 MiB of files on, as a `read_files` flow draws.
+                let task = format!("reading {} file(s)", list.len());
+                let bar = asof_storage::Reporter::begin(progress.as_ref(), &task, total, 16 << 20);
+                let mut done = 0;
+                let read = move |f: PathBuf| {
+                    let batches = match files.read(&f, &schema) {
+                        Ok(batches) => batches.into_iter().map(Ok).collect(),
+                        Err(e) => vec![Err(to_df(e))],
+                    };
+                    done += size(&f);
+                    bar.advance(done);
+                    batches
                 };
                 Ok(Box::new(list.clone().into_iter().flat_map(read)))
             });
