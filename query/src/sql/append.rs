@@ -603,26 +603,39 @@ impl SqlSession {
             first_read,
             source_version,
         } = run;
-        let (schema, batches) = self.run_over(&f.query, stream)?;
+        let (schema, mut rows) = self.stream_over(&f.query, stream)?;
         self.add_new_columns(target, f, &schema)?;
         let (replace, _) = super::replace::split_replace(&f.query)?;
-        let (mut w, batches) = match replace {
-            None => (self.store.begin_append(target)?, batches),
+        let mut w = match replace {
+            // The rows go into the write as the query gives them (which holds them in a
+            // temporary file once they are many): a run over 10M rows held them all, 1 GB.
+            None => {
+                let mut w = self.store.begin_append(target)?;
+                while let Some(b) = self.next_batch(&mut rows)? {
+                    w.push(&b)?;
+                }
+                w
+            }
+            // What a delivery replaces is known once all of it is read.
             Some(r) => {
+                let mut batches = Vec::new();
+                while let Some(b) = self.next_batch(&mut rows)? {
+                    batches.push(b);
+                }
                 self.refuse_if_snapshots(target, "replace flows")?;
                 let (removed, kept) = self.replaced(target, &r, &batches, &schema)?;
-                let w = self.store.begin_source_dml(
+                let mut w = self.store.begin_source_dml(
                     target,
                     asof_storage::SourceDmlOperation::Replace,
                     removed,
                     &append_flow_sql(target, f),
                 )?;
-                (w, kept)
+                for b in &kept {
+                    w.push(b)?;
+                }
+                w
             }
         };
-        for b in &batches {
-            w.push(b)?;
-        }
         // Another run of the flow committed meanwhile: these rows would be appended twice.
         w.follows_checkpoint(&f.name, checkpoint);
         w.set_parameter(append_offset_parameter(&f.name), offset.to_string());
@@ -703,12 +716,29 @@ impl SqlSession {
         ))
     }
 
-    /// Runs `marked` (a query whose stream is [`STREAM_MARK`]) over `stream`.
+    /// Runs `marked` (a query whose stream is [`STREAM_MARK`]) over `stream`: its rows, all.
     fn run_over(
         &mut self,
         marked: &str,
         stream: Arc<dyn datafusion::catalog::TableProvider>,
     ) -> Result<(arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>)> {
+        let (schema, mut rows) = self.stream_over(marked, stream)?;
+        let mut out = Vec::new();
+        while let Some(b) = self.next_batch(&mut rows)? {
+            out.push(b);
+        }
+        Ok((schema, out))
+    }
+
+    /// [`SqlSession::run_over`], its rows streamed as the query gives them.
+    fn stream_over(
+        &mut self,
+        marked: &str,
+        stream: Arc<dyn datafusion::catalog::TableProvider>,
+    ) -> Result<(
+        arrow::datatypes::SchemaRef,
+        datafusion::physical_plan::SendableRecordBatchStream,
+    )> {
         self.clear_scratch()?;
         self.register_all()?;
         let name = self.register_scratch("stream", stream)?;
@@ -721,12 +751,7 @@ impl SqlSession {
                 "an append flow's query is one statement".into(),
             ));
         };
-        let (schema, mut stream) = self.query_stream(stmt)?;
-        let mut out = Vec::new();
-        while let Some(b) = self.next_batch(&mut stream)? {
-            out.push(b);
-        }
-        Ok((schema, out))
+        self.query_stream(stmt)
     }
 }
 
