@@ -27,6 +27,7 @@ mod nested;
 mod positions;
 mod progress;
 mod record;
+mod removed;
 mod source;
 mod source_chunks;
 mod source_dml;

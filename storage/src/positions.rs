@@ -26,6 +26,15 @@ pub(crate) fn format_positions(positions: &[u64]) -> String {
 /// The positions in a ranges list (`3-7,12`) of commit `c`'s parameter `name`.
 pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
+    for (a, b) in runs_in(c, name)? {
+        out.extend(a..b);
+    }
+    Ok(out)
+}
+
+/// The ranges of a ranges list (`3-7,12`) of commit `c`'s parameter `name`, as `[a, b)`.
+pub(crate) fn runs_in(c: &CommitInfo, name: &str) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
     let Some(list) = c.parameters.get(name) else {
         return Ok(out);
     };
@@ -36,7 +45,7 @@ pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
         if b < a || b - a > u32::MAX as u64 {
             return Err(bad());
         }
-        out.extend(a..=b);
+        out.push((a, b + 1));
     }
     Ok(out)
 }

@@ -133,7 +133,7 @@ pub(crate) struct SourceTable {
     pub erased: Vec<u64>,
     /// The positions of the rows DML statements removed, with the version that removed each
     /// (they stay in their chunks: the table as of an earlier version reads them).
-    pub deleted: std::collections::BTreeMap<u64, u64>,
+    pub deleted: crate::removed::Removed,
     /// The positions DML statements appended, as ranges `[a, b)` (what `skipChangeCommits`
     /// leaves out).
     pub changed: Vec<(u64, u64)>,
@@ -329,12 +329,13 @@ impl SourceTable {
 
     /// How many rows are there now: written, less those erased or removed.
     pub fn rows_there(&self) -> u64 {
-        let removed = self
-            .deleted
-            .keys()
-            .filter(|p| self.erased.binary_search(p).is_err())
-            .count();
-        self.rows - self.erased.len() as u64 - removed as u64
+        // Removed, less those erased since.
+        let erased_too = self
+            .erased
+            .iter()
+            .filter(|&&p| self.deleted.contains(p))
+            .count() as u64;
+        self.rows - self.erased.len() as u64 - (self.deleted.len() - erased_too)
     }
 }
 

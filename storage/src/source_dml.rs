@@ -7,11 +7,9 @@
 //! commit (`breaks_flows`): its next refresh fails, unless it skips change commits or a full
 //! refresh re-reads the table after it.
 
-use std::collections::BTreeMap;
-
 use crate::commit_info::CommitInfo;
 use crate::error::{Error, Result};
-use crate::positions::{format_positions, positions_in};
+use crate::positions::{format_positions, positions_in, runs_in};
 
 /// The positions of the rows a statement removed, as ranges (`3-7,12`).
 pub(crate) const DELETED_ROWS: &str = "deleted_rows";
@@ -91,18 +89,18 @@ impl SourceChange {
 #[derive(Default)]
 pub(crate) struct Changes {
     /// Each removed position, with the version that removed it.
-    pub deleted: BTreeMap<u64, u64>,
+    pub deleted: crate::removed::Removed,
     /// The ranges of positions they appended (`[a, b)`).
     pub changed: Vec<(u64, u64)>,
 }
 
 /// What the DML commits of `history` did.
 pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<Changes> {
-    let mut deleted = BTreeMap::new();
+    let mut deleted = crate::removed::Removed::default();
     let mut changed = Vec::new();
     for c in history {
-        for p in positions_in(c, DELETED_ROWS)? {
-            deleted.entry(p).or_insert(c.version);
+        for (a, b) in runs_in(c, DELETED_ROWS)? {
+            deleted.insert_run(a, b, c.version);
         }
         // What a statement that removed nothing appended (a MERGE that only inserted) are inserts.
         let removed = c

@@ -394,13 +394,40 @@ impl SqlSession {
                 }
             }
         }
-        let mut batches = Vec::new();
         let mut offsets = Vec::new();
         let mut lines = Vec::new();
         let mut started = Vec::new();
         for f in &flows {
             started.push((f.name.clone(), self.store.append_offset(target, &f.name)?));
         }
+        // The columns the flows' rows bring are added first (from a run over no rows, after a
+        // `read_files` flow's hidden source took its new files): the write below is of the
+        // table's columns when it begins.
+        for f in &flows {
+            if f.reads == StreamRead::Rows {
+                self.load_new_files(Some(&f.source))?;
+            }
+            let empty = self.empty_stream(f)?;
+            let schema = self.run_over(&f.query, empty)?.0;
+            self.add_new_columns(target, f, &schema)?;
+        }
+        // The positions of the rows there now, read a batch at a time (not the rows).
+        let mut now = self.store.source_rows(target, SourceRead::Now)?;
+        let written = now.written();
+        let mut removed: Vec<u64> = Vec::new();
+        while let Some(p) = now.next_positioned()? {
+            removed.extend(p.positions);
+        }
+        let n_removed = removed.len();
+        let mut w = self.store.begin_source_dml(
+            target,
+            asof_storage::SourceDmlOperation::FullRefresh,
+            removed,
+            &format!("REFRESH STREAMING TABLE {target} FULL"),
+        )?;
+        w.removes_all_of(written);
+        // Each flow's rows go into the write as its query gives them (a refresh of 10M rows
+        // held them all, and the table's rows: 3.1 GB).
         for f in &flows {
             if f.reads == StreamRead::Rows {
                 let latest = self
@@ -411,33 +438,29 @@ impl SqlSession {
                 offsets.push((source_version_parameter(&f.name), latest));
             }
             let (stream, offset, read) = self.whole_stream(f)?;
-            let (schema, rows) = self.run_over(&f.query, stream)?;
-            self.add_new_columns(target, f, &schema)?;
-            // A replace flow's one run over all of its source, into an empty table.
-            let rows = match super::replace::split_replace(&f.query)?.0 {
-                Some(r) => self.replaced_fresh(&r, &rows, &schema)?,
-                None => rows,
-            };
-            let n: usize = rows.iter().map(|b| b.num_rows()).sum();
+            let (schema, mut rows) = self.stream_over(&f.query, stream)?;
+            let before = w.rows();
+            match super::replace::split_replace(&f.query)?.0 {
+                // A replace flow's one run over all of its source, into an empty table: what
+                // stays is known once all of it is read.
+                Some(r) => {
+                    let mut all = Vec::new();
+                    while let Some(b) = self.next_batch(&mut rows)? {
+                        all.push(b);
+                    }
+                    for b in self.replaced_fresh(&r, &all, &schema)? {
+                        w.push(&b)?;
+                    }
+                }
+                None => {
+                    while let Some(b) = self.next_batch(&mut rows)? {
+                        w.push(&b)?;
+                    }
+                }
+            }
+            let n = w.rows() - before;
             lines.push(format!("{}: {n} rows ({read} read)", f.name));
-            batches.extend(rows);
             offsets.push((append_offset_parameter(&f.name), offset));
-        }
-        let now = self.store.source_rows_positioned(target)?;
-        let (positioned, written) = (now.rows, now.written);
-        let removed: Vec<u64> = positioned
-            .iter()
-            .flat_map(|p| p.positions.iter().copied())
-            .collect();
-        let mut w = self.store.begin_source_dml(
-            target,
-            asof_storage::SourceDmlOperation::FullRefresh,
-            removed.clone(),
-            &format!("REFRESH STREAMING TABLE {target} FULL"),
-        )?;
-        w.removes_all_of(written);
-        for b in &batches {
-            w.push(b)?;
         }
         for (k, v) in offsets {
             w.set_parameter(k, v.to_string());
@@ -449,8 +472,7 @@ impl SqlSession {
         let written = w.rows();
         self.store.commit_write(w, None)?;
         lines.push(format!(
-            "{target}: full refresh removed {} rows and wrote {written}",
-            removed.len()
+            "{target}: full refresh removed {n_removed} rows and wrote {written}"
         ));
         Ok(Output::Done(lines.join("\n")))
     }

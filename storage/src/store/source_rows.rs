@@ -219,11 +219,11 @@ impl SourceRows {
     fn keeps(&self, pos: u64) -> bool {
         let removed = match self.with_removed {
             true => None,
-            false => self.table.deleted.get(&pos),
+            false => self.table.deleted.get(pos),
         };
         match self.read {
             SourceRead::Now => removed.is_none(),
-            SourceRead::AsOf(v) => removed.is_none_or(|r| *r > v),
+            SourceRead::AsOf(v) => removed.is_none_or(|r| r > v),
             SourceRead::After {
                 from,
                 change_commits,

@@ -211,7 +211,7 @@ impl Store {
                 if let (Some(change), Some(src)) = (&w.change, src) {
                     let gone = change.deleted.iter().find(|&&p| {
                         p >= src.rows
-                            || src.deleted.contains_key(&p)
+                            || src.deleted.contains(p)
                             || src.erased.binary_search(&p).is_ok()
                     });
                     if let Some(&position) = gone {
@@ -357,9 +357,7 @@ impl Store {
         }
         if let Some(change) = &w.change {
             let version = src.history.last().map_or(0, |c| c.version);
-            for p in &change.deleted {
-                src.deleted.insert(*p, version);
-            }
+            src.deleted.insert_all(&change.deleted, version);
             // Rows of a statement that removed none (a MERGE that only inserted) are inserts.
             if w.rows > 0 && !change.deleted.is_empty() {
                 src.changed.push((src.rows, src.rows + w.rows));
