@@ -608,3 +608,35 @@ fn a_large_create_table_as_select_stopped_before_its_record_leaves_nothing() {
     assert_eq!(all, (0..6_000).collect::<Vec<_>>());
     assert!(store.verify().unwrap().ok());
 }
+
+/// A file's rows loaded under its name (`Store::append_loaded`, what a `read_files` flow does)
+/// whose chunks were written ahead and whose record failed: after the reopen the name is not
+/// taken (the file would otherwise never be loaded again), and loading it again works.
+#[test]
+fn a_large_file_stopped_before_its_record_is_not_counted_as_loaded() {
+    let large = incompressible_rows(0, 6_000, 4);
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path()).unwrap();
+        store.create_source("s", &large.schema()).unwrap();
+    }
+    {
+        let (store, fail) = failing_store(dir.path(), asof::StoreOptions::default());
+        fail.store(2, Ordering::SeqCst);
+        let e = store.append_loaded("s", &large, "big.parquet").unwrap_err();
+        assert!(e.to_string().contains("disk full"), "{e}");
+    }
+    assert_eq!(
+        keys_tagged(dir.path(), b'L'),
+        0,
+        "the name goes with the record"
+    );
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.source_origin("s").unwrap().1.is_empty());
+    assert_eq!(
+        store.append_loaded("s", &large, "big.parquet").unwrap(),
+        6_000
+    );
+    assert!(store.source_origin("s").unwrap().1.contains("big.parquet"));
+    assert!(store.verify().unwrap().ok());
+}

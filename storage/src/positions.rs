@@ -45,7 +45,7 @@ pub(crate) fn runs_in(c: &CommitInfo, name: &str) -> Result<Vec<(u64, u64)>> {
         if b < a || b - a > u32::MAX as u64 {
             return Err(bad());
         }
-        out.push((a, b + 1));
+        out.push((a, b.checked_add(1).ok_or_else(bad)?));
     }
     Ok(out)
 }

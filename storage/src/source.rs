@@ -327,6 +327,15 @@ impl SourceTable {
         })
     }
 
+    /// Whether the table's commit records go back to its `CREATE TABLE`: one written before
+    /// source tables had commit records (or partly so) counts its rows and appends from its
+    /// chunks when it opens.
+    pub(crate) fn full_history(&self) -> bool {
+        self.history
+            .first()
+            .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE")
+    }
+
     /// How many rows are there now: written, less those erased or removed.
     pub fn rows_there(&self) -> u64 {
         // Removed, less those erased since.

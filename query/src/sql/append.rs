@@ -400,16 +400,26 @@ impl SqlSession {
         for f in &flows {
             started.push((f.name.clone(), self.store.append_offset(target, &f.name)?));
         }
-        // The columns the flows' rows bring are added first (from a run over no rows, after a
-        // `read_files` flow's hidden source took its new files): the write below is of the
-        // table's columns when it begins.
+        // The columns the flows' rows bring are added first: the write below is of the table's
+        // columns when it begins. A source's from a run over no rows, after a `read_files`
+        // flow's hidden source took its new files (and none after: a file with new columns
+        // would come too late); a change feed's from its query over the feed, read whole (as it
+        // always was) and kept for the write.
+        let mut feeds = Vec::new();
         for f in &flows {
-            if f.reads == StreamRead::Rows {
-                self.load_new_files(Some(&f.source))?;
-            }
-            let empty = self.empty_stream(f)?;
-            let schema = self.run_over(&f.query, empty)?.0;
+            let (schema, feed) = match f.reads {
+                StreamRead::Rows => {
+                    self.load_new_files(Some(&f.source))?;
+                    let empty = self.empty_stream(f)?;
+                    (self.run_over(&f.query, empty)?.0, None)
+                }
+                StreamRead::ChangeFeed { .. } => {
+                    let feed = self.whole_stream(f)?;
+                    (self.stream_over(&f.query, feed.0.clone())?.0, Some(feed))
+                }
+            };
             self.add_new_columns(target, f, &schema)?;
+            feeds.push(feed);
         }
         // The positions of the rows there now, read a batch at a time (not the rows).
         let mut now = self.store.source_rows(target, SourceRead::Now)?;
@@ -428,7 +438,7 @@ impl SqlSession {
         w.removes_all_of(written);
         // Each flow's rows go into the write as its query gives them (a refresh of 10M rows
         // held them all, and the table's rows: 3.1 GB).
-        for f in &flows {
+        for (f, feed) in flows.iter().zip(feeds) {
             if f.reads == StreamRead::Rows {
                 let latest = self
                     .store
@@ -437,7 +447,10 @@ impl SqlSession {
                     .map_or(0, |c| c.version);
                 offsets.push((source_version_parameter(&f.name), latest));
             }
-            let (stream, offset, read) = self.whole_stream(f)?;
+            let (stream, offset, read) = match feed {
+                Some(feed) => feed,
+                None => self.whole_stream(f)?,
+            };
             let (schema, mut rows) = self.stream_over(&f.query, stream)?;
             let before = w.rows();
             match super::replace::split_replace(&f.query)?.0 {
@@ -478,7 +491,8 @@ impl SqlSession {
     }
 
     /// All that append flow `f` reads, for a full refresh: the stream, the checkpoint after it,
-    /// and what it is.
+    /// and what it is. A `read_files` flow's new files are loaded into its hidden source before
+    /// (by the caller), not here.
     fn whole_stream(
         &mut self,
         f: &AppendFlow,
@@ -501,7 +515,6 @@ impl SqlSession {
             let t = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
             return Ok((Arc::new(t), latest + 1, Read::Said(read)));
         }
-        self.load_new_files(Some(&f.source))?;
         // The checkpoint counts every row ever appended to the source.
         let rows = self.store.source_rows(&f.source, SourceRead::Now)?;
         let total = rows.written();

@@ -455,11 +455,7 @@ impl Inner {
                 }
                 src.history.push(c);
             }
-            let full_history = src
-                .history
-                .first()
-                .is_some_and(|c| c.version == 0 && c.operation == "CREATE TABLE");
-            if full_history {
+            if src.full_history() {
                 src.erased = crate::source::erased_positions(&src.history)?;
                 // Chunks past the last append a record claims: a statement stopped before its
                 // last batch (`sources::write_ahead`).

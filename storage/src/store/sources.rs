@@ -46,7 +46,9 @@ fn write_ahead(
         let (k, v) = pair?;
         bytes += k.len() + v.len();
         ahead.put(k.clone(), v.clone());
-        if bytes >= WRITE_AHEAD_BYTES {
+        // Only chunks go ahead: the append's name (the last pair) stays with the record, since
+        // an open reads names before it deletes what no record claims.
+        if bytes >= WRITE_AHEAD_BYTES && k.first() == Some(&keys::APPEND) {
             bytes = 0;
             wrote = true;
             kv.write(std::mem::take(&mut ahead))?;
@@ -283,7 +285,10 @@ impl Store {
             let append = src.appends;
             let loaded = name.map(|n| (key(keys::LOADED, id, Some(append), None), n.into()));
             let chunks = std::mem::take(&mut w.chunks);
-            let in_file = chunks.in_file();
+            // A source written before source tables had commit records counts its rows from its
+            // chunks when it opens, so it could not tell chunks written ahead from committed
+            // ones: its statements write in one batch.
+            let ahead = chunks.in_file() && src.full_history();
             // The append's content, in key order: its chunks, then its name.
             let content = chunks
                 .read_back()?
@@ -332,7 +337,7 @@ impl Store {
                 prev: prev.as_deref(),
                 wrote,
             };
-            if in_file {
+            if ahead {
                 let kv = inner.kv.as_ref();
                 write_ahead(kv, &mut inner.poisoned, &mut b, at, &mut commit, content)?;
             } else {
