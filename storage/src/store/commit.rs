@@ -88,6 +88,22 @@ pub(crate) fn write_or_poison(
     kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
 }
 
+/// Deletes every key under `prefix` from `from` on, a few thousand per batch: one sled batch of
+/// many deletes costs it a lot of memory.
+pub(crate) fn delete_from(kv: &dyn KvStore, prefix: &[u8], from: &[u8]) -> Result<()> {
+    let mut b = WriteBatch::default();
+    for pair in kv.scan_prefix_from(prefix, from) {
+        b.delete(pair?.0);
+        if b.len() >= 4096 {
+            kv.write(std::mem::take(&mut b))?;
+        }
+    }
+    if !b.is_empty() {
+        kv.write(b)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn now_us() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }

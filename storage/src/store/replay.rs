@@ -1,13 +1,13 @@
 //! Rebuilding a table from its log: commit records in order, and their events replayed.
 
-use super::commit::CommitInfo;
+use super::commit::{delete_from, CommitInfo};
 use super::records::{gc_property, SET_PROPERTIES};
 use super::records::{parts_of, FULL_REFRESH};
 use crate::engine::fold::Bytes;
 use crate::engine::{CommitPart, Incoming, Logging, TableState};
 use crate::error::{corrupt, Result};
 use crate::format::keys::{self, key, parse_chunk, parse_version};
-use crate::kv::{KvStore, WriteBatch};
+use crate::kv::KvStore;
 
 /// A commit whose events are the compacted log of everything up to it (written by VACUUM).
 pub(crate) const VACUUM_BASE: &str = "vacuum_base";
@@ -132,20 +132,9 @@ impl FullRefresh {
 /// next.) The pages it wrote ahead are left: no head lists them, so nothing reads them; a later
 /// freeze of the same numbers overwrites them, and a rebuild or a drop of the table deletes them.
 pub(crate) fn remove_unfinished(kv: &dyn KvStore, id: u32, last: u64) -> Result<()> {
-    let mut b = WriteBatch::default();
     for tag in [keys::EVENTS, keys::ROW_DIR] {
         let prefix = key(tag, id, None, None);
-        let from = key(tag, id, Some(last + 1), None);
-        for pair in kv.scan_prefix_from(&prefix, &from) {
-            b.delete(pair?.0);
-            // A few thousand per batch: one sled batch of many deletes costs it a lot of memory.
-            if b.len() >= 4096 {
-                kv.write(std::mem::take(&mut b))?;
-            }
-        }
-    }
-    if !b.is_empty() {
-        kv.write(b)?;
+        delete_from(kv, &prefix, &key(tag, id, Some(last + 1), None))?;
     }
     Ok(())
 }

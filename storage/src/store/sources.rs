@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use arrow::record_batch::RecordBatch;
 
 use super::chain::{put_commit, put_commit_written, Link, Wrote};
-use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::commit::{delete_from, now_us, put_json, write_or_poison, CommitInfo};
 use super::source_rows::{positioned_table, SourceRead, SourceRows};
 use super::Store;
 use crate::engine::CommitMetrics;
@@ -74,7 +74,7 @@ pub(super) fn remove_unclaimed_appends(
     id: u32,
     from: u64,
 ) -> Result<()> {
-    remove_from(
+    delete_from(
         kv,
         &key(keys::APPEND, id, None, None),
         &key(keys::APPEND, id, Some(from), None),
@@ -85,22 +85,7 @@ pub(super) fn remove_unclaimed_appends(
 /// SELECT` that stopped before its last batch, whose number no table has (the next table created
 /// takes it).
 pub(super) fn remove_unclaimed_sources(kv: &dyn crate::kv::KvStore, from: u32) -> Result<()> {
-    remove_from(kv, &[keys::APPEND], &key(keys::APPEND, from, None, None))
-}
-
-/// Deletes every key under `prefix` from `from` on, in batches of a few thousand.
-fn remove_from(kv: &dyn crate::kv::KvStore, prefix: &[u8], from: &[u8]) -> Result<()> {
-    let mut b = WriteBatch::default();
-    for pair in kv.scan_prefix_from(prefix, from) {
-        b.delete(pair?.0);
-        if b.len() >= 4096 {
-            kv.write(std::mem::take(&mut b))?;
-        }
-    }
-    if !b.is_empty() {
-        kv.write(b)?;
-    }
-    Ok(())
+    delete_from(kv, &[keys::APPEND], &key(keys::APPEND, from, None, None))
 }
 
 impl Store {
