@@ -404,3 +404,39 @@ fn a_full_refresh_with_a_truncate_replays_alike() {
     let report = s.store().verify().unwrap();
     assert!(report.ok(), "{report:?}");
 }
+
+/// A statement's queries stream what they remove and write into one write: an UPDATE or a
+/// MERGE that fails on a row late in a source of many chunks (after rows were pushed) leaves
+/// the source as it was, with no commit, and the next statement applies.
+#[test]
+fn a_statement_that_fails_on_a_late_row_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = open(dir.path());
+    s.execute(
+        "CREATE TABLE src AS SELECT value AS id, CAST(value AS STRING) AS v, \
+         CAST(1 AS BIGINT) AS seq FROM range(300000)",
+    )
+    .unwrap();
+    let state = "SELECT count(*), sum(id), count(DISTINCT v), sum(seq) FROM src";
+    let before = sorted_sql_rows(&mut s, state);
+    let history = history_ops(&mut s, "src");
+    // Division by zero at the last row only.
+    let e = err(&mut s, "UPDATE src SET seq = 10 / (299999 - id)");
+    assert!(e.to_lowercase().contains("divide by zero"), "{e}");
+    let e = err(
+        &mut s,
+        "MERGE INTO src t USING (SELECT 299999 AS id) f ON t.id = f.id \
+         WHEN NOT MATCHED BY SOURCE THEN UPDATE SET seq = 2 \
+         WHEN MATCHED THEN UPDATE SET seq = 1 / (t.id - 299999)",
+    );
+    assert!(e.to_lowercase().contains("divide by zero"), "{e}");
+    assert_eq!(sorted_sql_rows(&mut s, state), before);
+    assert_eq!(history_ops(&mut s, "src"), history);
+    s.execute("UPDATE src SET seq = 2 WHERE id % 3 = 0")
+        .unwrap();
+    s.execute("DELETE FROM src WHERE id % 3 = 1").unwrap();
+    assert_eq!(
+        sorted_sql_rows(&mut s, state),
+        [cells(&["200000", "29999900000", "200000", "300000"])]
+    );
+}

@@ -47,9 +47,9 @@ pub fn change_feed(
     start: &ChangeBound,
     end: Option<&ChangeBound>,
 ) -> Result<ChangeFeed> {
-    // A table that is not in memory is read a span of its keys at a time, for a few commits
-    // (each commit one pass over the keys, two when its changes other than deletes are more than
-    // a window's); anything else from the table in memory.
+    // A table that is not in memory is read a span of its keys at a time: a window of small
+    // commits in one pass over the keys, a larger commit in one pass (two when its changes other
+    // than deletes are more than a window's). A table in memory is read from memory.
     if let Some(mut first) = store.key_span(
         table,
         (Bound::Unbounded, Bound::Unbounded),
@@ -58,29 +58,26 @@ pub fn change_feed(
     )? {
         let read = store.read_span(&mut first, |r| {
             let (from, to) = commit_range(r, table, start, end)?;
-            let commits = commits_in(r, from, to).count();
-            Ok::<_, QueryError>((from, to, commits, r.schema().clone(), r.generation()))
+            let sizes = listed_sizes(r, from, to);
+            Ok::<_, QueryError>((from, to, sizes, r.schema().clone(), r.generation()))
         })??;
-        let (from, to, commits, schema, generation) = read;
-        if commits <= SPAN_FEED_COMMITS {
-            let keys = store.key_count(table)?.unwrap_or(0);
-            let reading = Reading::Spans {
-                at: SpanCursor {
-                    version: from,
-                    pass: ChangePass::Deletes,
-                    after: None,
-                },
-                keys,
-            };
-            return Ok(ChangeFeed::new(
-                store,
-                table,
-                &schema,
-                (from, to),
-                generation,
-                reading,
-            ));
-        }
+        let (from, to, sizes, schema, generation) = read;
+        let keys = store.key_count(table)?.unwrap_or(0);
+        let spans = Spans {
+            at: SpanCursor::first(from),
+            keys,
+            sizes,
+            singles_until: None,
+        };
+        let feed = ChangeFeed::new(
+            store,
+            table,
+            &schema,
+            (from, to),
+            generation,
+            Reading::Spans(spans),
+        );
+        return Ok(feed.with_window_rows(CHANGE_WINDOW_ROWS));
     }
     let (from, to, sizes, schema, generation) = store.read(table, |r| {
         let (from, to) = commit_range(r, table, start, end)?;
@@ -145,6 +142,18 @@ fn commit_sizes(r: &asof_storage::TableReader<'_>, from: u64, to: u64) -> BTreeM
         .collect()
 }
 
+/// How many rows the change feed lists of each commit `from..=to`, as its record counts them
+/// (the table need not be in memory): what a window of commits read by spans is cut by.
+fn listed_sizes(r: &asof_storage::TableReader<'_>, from: u64, to: u64) -> BTreeMap<u64, u64> {
+    (r.history().iter())
+        .filter(|c| (from..=to).contains(&c.version))
+        .map(|c| {
+            let m = &c.metrics;
+            (c.version, m.num_upserted_rows + m.num_deleted_rows)
+        })
+        .collect()
+}
+
 /// The versions of the commits `from..=to` the table `r` reads has kept.
 fn commits_in<'r>(
     r: &'r asof_storage::TableReader<'_>,
@@ -176,6 +185,8 @@ pub struct ChangeFeed {
     /// Read by spans: the other changes of the commit whose deletes are being read, held until
     /// its last span, so that the commit is read in one pass over its keys, not two.
     held: Held,
+    /// Read by spans: the changes of a window of small commits, held until its last span.
+    window: WindowHeld,
     /// What is left of a commit larger than a window, read a group of its keys at a time: each
     /// group's deletes, then each group's other changes, with about how many rows each step
     /// reads (for the progress report).
@@ -192,10 +203,8 @@ enum Reading {
     /// From the table in memory, windows of commits of about `window_rows` changed rows; the
     /// map holds how many row versions each commit in the range wrote or retired.
     Windows(BTreeMap<u64, u64>),
-    /// A table not in memory, a span of keys at a time ([`Store::key_span`]): each commit's
-    /// deletes over all the spans, then its other changes, which is the commit's order
-    /// (`TableReader::span_changes`). `keys` is how many keys the table has.
-    Spans { at: SpanCursor, keys: u64 },
+    /// A table not in memory, a span of keys at a time ([`Store::key_span`]).
+    Spans(Spans),
     /// Every span of every commit read.
     Done,
 }
@@ -215,24 +224,97 @@ impl Held {
     }
 }
 
+/// A change feed of a table not in memory, read a span of keys at a time. A commit larger than a
+/// window is read alone: its deletes over all the spans, then its other changes, which is the
+/// commit's order (`TableReader::span_changes`). Smaller commits are read a window at a time in
+/// one pass over the spans, every change held until the last span, then listed commit by commit
+/// (`TableReader::span_changes_of`).
+struct Spans {
+    at: SpanCursor,
+    /// How many keys the table has.
+    keys: u64,
+    /// How many rows the records say each commit lists: what windows are cut by.
+    sizes: BTreeMap<u64, u64>,
+    /// Commits up to this one are read alone: a window of them held more rows than their
+    /// records said.
+    singles_until: Option<u64>,
+}
+
+impl Spans {
+    /// The window of commits that starts at `from`: as many as fit in `rows` listed rows (at
+    /// least one), up to `to`.
+    fn window(&self, from: u64, to: u64, rows: u64) -> SpanCursor {
+        let size = |v: u64| self.sizes.get(&v).copied().unwrap_or(0);
+        let mut last = from;
+        if self.singles_until.is_none_or(|s| from > s) {
+            let mut held = size(from);
+            while last < to && held.saturating_add(size(last + 1)) <= rows {
+                held += size(last + 1);
+                last += 1;
+            }
+        }
+        SpanCursor {
+            last,
+            ..SpanCursor::first(from)
+        }
+    }
+
+    /// The windows from `from` to `to`, and how many passes over the keys each takes (at most).
+    fn passes(&self, from: u64, to: u64, rows: u64) -> u64 {
+        let mut passes = 0;
+        let mut at = from;
+        while at <= to {
+            let w = self.window(at, to, rows);
+            passes += if w.last == at { 2 } else { 1 };
+            at = w.last + 1;
+        }
+        passes
+    }
+}
+
 /// Where a change feed read by spans of keys is.
 #[derive(Clone)]
 struct SpanCursor {
+    /// The first commit of the window read.
     version: u64,
+    /// Its last: the same commit, or a window of small ones (read in one pass, `All`).
+    last: u64,
     pass: ChangePass,
     /// The last key read in this pass.
     after: Option<Vec<u8>>,
 }
 
-/// The most commits a change feed of a table that is not in memory reads span by span: each
-/// commit reads the table's heads (and the pages that hold its changes) once, or twice when its
-/// changes other than deletes are more than a window's rows and cannot be held until its last
-/// delete; a feed of more commits reads the table into memory instead.
-const SPAN_FEED_COMMITS: usize = 4;
+impl SpanCursor {
+    /// The start of commit `version`, read alone.
+    fn first(version: u64) -> SpanCursor {
+        SpanCursor {
+            version,
+            last: version,
+            pass: ChangePass::Deletes,
+            after: None,
+        }
+    }
+}
+
+/// The changes of a window of small commits read by spans, held until its last span: each
+/// commit's deletes and other changes, and how many rows in all.
+#[derive(Default)]
+struct WindowHeld {
+    commits: BTreeMap<u64, (Vec<RecordBatch>, Vec<RecordBatch>)>,
+    rows: u64,
+}
+
+/// How many times its listed size a window of small commits may hold before it is read again
+/// one commit at a time.
+const WINDOW_SLACK: u64 = 4;
 
 /// How many keys a change feed read by spans reads at a time: their rows that a commit wrote or
 /// retired are held until the span's changes are listed.
 const SPAN_FEED_KEYS: usize = 64;
+
+/// The same for a window of small commits, whose changes are held until its last span anyway:
+/// larger spans make fewer, larger batches.
+const WINDOW_FEED_KEYS: usize = 1024;
 
 impl ChangeFeed {
     fn new(
@@ -266,6 +348,7 @@ impl ChangeFeed {
             generation,
             window_rows: CHANGE_WINDOW_ROWS,
             held: Held::none(),
+            window: WindowHeld::default(),
             steps: VecDeque::new(),
             pending: VecDeque::new(),
             failed: false,
@@ -279,9 +362,9 @@ impl ChangeFeed {
         let task = format!("reading the change feed of {}", self.table);
         let (total, least) = match &self.reading {
             Reading::Windows(sizes) => (sizes.values().sum(), CHANGE_WINDOW_ROWS + 1),
-            Reading::Spans { keys, .. } => {
-                let passes = 2 * (self.to + 1).saturating_sub(self.next);
-                (passes * keys, 2 * SPAN_FEED_KEYS as u64 + 1)
+            Reading::Spans(spans) => {
+                let passes = spans.passes(self.next, self.to, self.window_rows);
+                (passes * spans.keys, 2 * SPAN_FEED_KEYS as u64 + 1)
             }
             Reading::Done => (0, 1),
         };
@@ -295,6 +378,11 @@ impl ChangeFeed {
     /// `rows`, up to the span's usual size); it lists the same rows in the same order.
     pub fn with_window_rows(mut self, rows: u64) -> ChangeFeed {
         self.window_rows = rows.max(1);
+        if let Reading::Spans(spans) = &mut self.reading {
+            if spans.at.after.is_none() && spans.at.pass == ChangePass::Deletes {
+                spans.at = spans.window(spans.at.version, self.to, self.window_rows);
+            }
+        }
         self
     }
 
@@ -312,8 +400,11 @@ impl ChangeFeed {
     /// Reads the next window of commits, or the next step of a commit larger than a window,
     /// into `pending`.
     fn read_window(&mut self) -> Result<()> {
-        if let Reading::Spans { at, .. } = &self.reading {
-            let at = at.clone();
+        if let Reading::Spans(spans) = &self.reading {
+            let at = spans.at.clone();
+            if at.last > at.version {
+                return self.read_window_span(at);
+            }
             return self.read_span(at);
         }
         if let Some((version, group, pass, rows)) = self.steps.pop_front() {
@@ -365,7 +456,7 @@ impl ChangeFeed {
     fn size_of(&self, version: u64) -> u64 {
         match &self.reading {
             Reading::Windows(sizes) => sizes.get(&version).copied().unwrap_or(0),
-            Reading::Spans { .. } | Reading::Done => 0,
+            Reading::Spans(..) | Reading::Done => 0,
         }
     }
 
@@ -447,11 +538,12 @@ impl ChangeFeed {
                 if let (ChangePass::Deletes, Held::Rows(held, _)) = (at.pass, &mut self.held) {
                     held_others = std::mem::take(held);
                 }
-                self.next_commit(at.version)
+                self.held = Held::none();
+                self.next_window(at.last)
             }
         };
         match (next, &mut self.reading) {
-            (Some(next), Reading::Spans { at, .. }) => *at = next,
+            (Some(next), Reading::Spans(spans)) => spans.at = next,
             _ => {
                 self.next = self.to + 1;
                 self.reading = Reading::Done;
@@ -462,15 +554,94 @@ impl ChangeFeed {
         Ok(())
     }
 
-    /// Where the commit after `version` starts, if the feed reads it; its held changes start
-    /// afresh.
-    fn next_commit(&mut self, version: u64) -> Option<SpanCursor> {
-        self.held = Held::none();
-        (version < self.to).then_some(SpanCursor {
-            version: version + 1,
-            pass: ChangePass::Deletes,
-            after: None,
-        })
+    /// Where the window after commit `last` starts, if the feed reads one.
+    fn next_window(&self, last: u64) -> Option<SpanCursor> {
+        match &self.reading {
+            Reading::Spans(spans) if last < self.to => {
+                Some(spans.window(last + 1, self.to, self.window_rows))
+            }
+            _ => None,
+        }
+    }
+
+    /// Reads the changes of the span of keys after `at` for a window of small commits
+    /// (`at.version..=at.last`) and holds them; after the last span, lists the window's changes
+    /// commit by commit, each commit's deletes first. A window that holds more rows than its
+    /// records said (by [`WINDOW_SLACK`]) is dropped and read again a commit at a time.
+    fn read_window_span(&mut self, at: SpanCursor) -> Result<()> {
+        let lo = at
+            .after
+            .as_deref()
+            .map_or(Bound::Unbounded, Bound::Excluded);
+        let keys = (self.window_rows as usize).min(WINDOW_FEED_KEYS);
+        let Some(mut span) =
+            self.store
+                .key_span(&self.table, (lo, Bound::Unbounded), keys, Caching::Pass)?
+        else {
+            // The table came into memory under the feed: the window, of which nothing was
+            // listed yet, and the rest are read from it.
+            let (v, to) = (at.version, self.to);
+            let sizes = self.read(|r, _| Ok(commit_sizes(r, v, to)))?;
+            self.reading = Reading::Windows(sizes);
+            self.next = v;
+            self.progress = None;
+            self.window = WindowHeld::default();
+            return Ok(());
+        };
+        let (table, generation, out) = (&self.table, self.generation, &self.out);
+        let listed = self.store.read_span(&mut span, |r| {
+            if r.generation() != generation {
+                return Err(rewritten(table));
+            }
+            window_changes_batches(r, out, |f| {
+                r.span_changes_of(at.version..=at.last, ChangePass::All, f)
+            })
+        })??;
+        for (version, (deletes, others)) in listed {
+            let rows = deletes.iter().chain(&others).map(|b| b.num_rows() as u64);
+            self.window.rows += rows.sum::<u64>();
+            let held = self.window.commits.entry(version).or_default();
+            held.0.extend(deletes);
+            held.1.extend(others);
+        }
+        let Reading::Spans(spans) = &mut self.reading else {
+            unreachable!("a window is read by spans")
+        };
+        if self.window.rows > WINDOW_SLACK.saturating_mul(self.window_rows) {
+            // The records understated the window: its commits are read one at a time.
+            spans.singles_until = Some(at.last);
+            spans.at = SpanCursor::first(at.version);
+            self.window = WindowHeld::default();
+            return Ok(());
+        }
+        let counted = span.keys() as u64;
+        if let Some(last) = span.last_key() {
+            spans.at = SpanCursor {
+                after: Some(last.to_vec()),
+                ..at
+            };
+            self.done(Vec::new(), counted);
+            return Ok(());
+        }
+        let window = std::mem::take(&mut self.window);
+        let mut batches = Vec::new();
+        for (_, (deletes, others)) in window.commits {
+            batches.extend(joined(&self.out, deletes)?);
+            batches.extend(joined(&self.out, others)?);
+        }
+        match self.next_window(at.last) {
+            Some(next) => {
+                if let Reading::Spans(spans) = &mut self.reading {
+                    spans.at = next;
+                }
+            }
+            None => {
+                self.next = self.to + 1;
+                self.reading = Reading::Done;
+            }
+        }
+        self.done(batches, counted);
+        Ok(())
     }
 
     /// What `read` gives under one short read of the table, checked to be of the rows the feed
@@ -540,6 +711,54 @@ fn changes_batches(
     batches.finish()
 }
 
+/// A window's changes that `list` calls its function with (`TableReader::span_changes_of`), as
+/// batches of schema `out`: each commit's deletes, and its other changes.
+type WindowBatches = BTreeMap<u64, (Vec<RecordBatch>, Vec<RecordBatch>)>;
+
+fn window_changes_batches(
+    r: &asof_storage::TableReader<'_>,
+    out: &SchemaRef,
+    list: impl FnOnce(&mut dyn FnMut(u64, ChangeType, RowView<'_>)) -> asof_storage::Result<()>,
+) -> Result<WindowBatches> {
+    let mut commits: BTreeMap<u64, (ChangeBatches, ChangeBatches)> = BTreeMap::new();
+    list(&mut |v, kind, row| {
+        let (deletes, others) = commits.entry(v).or_insert_with(|| {
+            (
+                ChangeBatches::sized(r, out, 256),
+                ChangeBatches::sized(r, out, 256),
+            )
+        });
+        match kind {
+            ChangeType::Delete => deletes.push(v, kind, &row),
+            _ => others.push(v, kind, &row),
+        }
+    })?;
+    (commits.into_iter())
+        .map(|(v, (deletes, others))| Ok((v, (deletes.finish()?, others.finish()?))))
+        .collect()
+}
+
+/// `batches` joined into batches of about [`ChangeBatches::BATCH`] rows or more: the spans of a
+/// window make many small ones.
+fn joined(out: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
+    let mut joined = Vec::new();
+    let mut run: Vec<RecordBatch> = Vec::new();
+    let mut rows = 0;
+    for b in batches {
+        rows += b.num_rows();
+        run.push(b);
+        if rows >= ChangeBatches::BATCH {
+            joined.push(arrow::compute::concat_batches(out, &run)?);
+            run.clear();
+            rows = 0;
+        }
+    }
+    if !run.is_empty() {
+        joined.push(arrow::compute::concat_batches(out, &run)?);
+    }
+    Ok(joined)
+}
+
 /// The same, the deletes in one list of batches and the other changes in another (for
 /// `ChangePass::All`).
 fn split_changes_batches(
@@ -574,12 +793,18 @@ impl<'a, 't> ChangeBatches<'a, 't> {
     const BATCH: usize = 8192;
 
     fn new(r: &'a asof_storage::TableReader<'t>, out: &SchemaRef) -> Self {
+        Self::sized(r, out, Self::BATCH)
+    }
+
+    /// Batches whose builders start with room for `capacity` rows (a span of a window lists a
+    /// few rows of each commit).
+    fn sized(r: &'a asof_storage::TableReader<'t>, out: &SchemaRef, capacity: usize) -> Self {
         let schema = r.schema();
         let columns: Vec<usize> = (0..table_arrow_schema(schema).fields().len()).collect();
         ChangeBatches {
             r,
             out: out.clone(),
-            cols: make_cols(schema, &columns, Self::BATCH, &Clamps::default()),
+            cols: make_cols(schema, &columns, capacity, &Clamps::default()),
             kinds: StringBuilder::new(),
             versions: Int64Builder::new(),
             stamps: TimestampMicrosecondBuilder::new(),

@@ -441,6 +441,31 @@ impl SourceWrite {
         self.written = Some(written);
     }
 
+    /// Adds `positions` to the rows the DML statement this write commits removes
+    /// ([`crate::Store::begin_source_dml`]), as its queries yield them (in any order; a
+    /// position given twice is removed once).
+    pub fn remove(&mut self, positions: &[u64]) -> Result<()> {
+        match &mut self.change {
+            Some(change) => {
+                change.deleted.extend_from_slice(positions);
+                Ok(())
+            }
+            None => Err(Error::InvalidQuery(format!(
+                "rows of `{}` are removed by a DML statement (Store::begin_source_dml), not by an append",
+                self.table.name
+            ))),
+        }
+    }
+
+    /// How many rows the DML statement this write commits removes, so far.
+    pub fn removed(&mut self) -> u64 {
+        self.change.as_mut().map_or(0, |change| {
+            change.deleted.sort_unstable();
+            change.deleted.dedup();
+            change.deleted.len() as u64
+        })
+    }
+
     /// Records `key = value` among the commit's parameters (an append flow's checkpoint, say).
     /// A write with parameters is committed even with no rows.
     pub fn set_parameter(&mut self, key: impl Into<String>, value: impl Into<String>) {

@@ -24,15 +24,29 @@ use crate::arrow_conv::table_arrow_schema;
 use crate::error::Result;
 use crate::scan::{scan, KeySelection, ScanRequest, TimeSelection};
 
+/// The column that carries each row's position while a DML statement or a replace flow runs
+/// ([`Positions::Shown`]).
+pub(crate) const POSITION: &str = "__asof_position";
+
+/// Whether a scan of a source table gives each row's position (in [`POSITION`], after the
+/// table's columns): what a DML statement or a replace flow names the rows it removes by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Positions {
+    Hidden,
+    Shown,
+}
+
 /// A source table: its rows are read from the store only when a query scans it, so that
 /// registering every table for a statement costs nothing.
 #[derive(Debug)]
 pub(crate) struct SourceProvider {
     store: StoreHandle,
     name: String,
+    /// The table's columns, then [`POSITION`] if the positions are shown.
     schema: SchemaRef,
-    /// The version a receipt pinned the source at; `None`: as it is now.
+    /// The version a receipt or a statement pinned the source at; `None`: as it is now.
     version: Option<u64>,
+    positions: Positions,
 }
 
 /// The store, without its `Debug` (which it does not have).
@@ -46,11 +60,27 @@ impl std::fmt::Debug for StoreHandle {
 
 impl SourceProvider {
     pub fn new(store: Store, name: &str, version: Option<u64>) -> Result<Self> {
+        Self::with(store, name, version, Positions::Hidden)
+    }
+
+    /// The source table `name`, as of `version` if given, each row with its position or not.
+    pub fn with(
+        store: Store,
+        name: &str,
+        version: Option<u64>,
+        positions: Positions,
+    ) -> Result<Self> {
+        let schema = store.source_schema(name)?;
+        let schema = match positions {
+            Positions::Hidden => schema,
+            Positions::Shown => with_position_column(&schema),
+        };
         Ok(SourceProvider {
-            schema: store.source_schema(name)?,
+            schema,
             store: StoreHandle(store),
             name: name.to_string(),
             version,
+            positions,
         })
     }
 
@@ -85,14 +115,34 @@ impl TableProvider for SourceProvider {
             None => SourceRead::Now,
         };
         // Columns added between planning and the read come at the end: the plan's are the first.
-        let width = self.schema.fields().len();
+        let (positions, out) = (self.positions, self.schema.clone());
+        let width = match positions {
+            Positions::Hidden => out.fields().len(),
+            Positions::Shown => out.fields().len() - 1,
+        };
         let open = move || {
-            let rows = store.source_rows(&name, read).map_err(store_external)?;
+            let mut rows = store.source_rows(&name, read).map_err(store_external)?;
             let planned = move |b: RecordBatch| match b.num_columns() > width {
                 true => Ok(b.project(&(0..width).collect::<Vec<_>>())?),
                 false => Ok(b),
             };
-            Ok(Box::new(rows.map(move |b| b.map_err(store_external).and_then(planned))) as Batches)
+            let batches: Batches = match positions {
+                Positions::Hidden => {
+                    Box::new(rows.map(move |b| b.map_err(store_external).and_then(planned)))
+                }
+                Positions::Shown => {
+                    let out = out.clone();
+                    Box::new(std::iter::from_fn(move || {
+                        let p = rows.next_positioned().map_err(store_external).transpose()?;
+                        Some(p.and_then(|p| {
+                            let mut cols = planned(p.rows)?.columns().to_vec();
+                            cols.push(Arc::new(arrow::array::UInt64Array::from(p.positions)));
+                            Ok(RecordBatch::try_new(out.clone(), cols)?)
+                        }))
+                    }))
+                }
+            };
+            Ok(batches)
         };
         let _ = (state, filters, limit);
         Ok(Arc::new(StreamExec::new(
@@ -102,6 +152,18 @@ impl TableProvider for SourceProvider {
             Box::new(open),
         )?))
     }
+}
+
+/// `schema` with [`POSITION`] after its columns.
+pub(crate) fn with_position_column(schema: &SchemaRef) -> SchemaRef {
+    let fields = (schema.fields().iter().cloned())
+        .chain([Arc::new(arrow::datatypes::Field::new(
+            POSITION,
+            DataType::UInt64,
+            false,
+        ))])
+        .collect::<Vec<_>>();
+    Arc::new(arrow::datatypes::Schema::new(fields))
 }
 
 /// Batches a plan streams.

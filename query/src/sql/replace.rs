@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::dialect::DatabricksDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
 use super::parse::{quote_ident, sql_text, upper};
+use super::provider::{with_position_column, Positions, SourceProvider, POSITION};
 use super::{df, SqlSession};
 use crate::error::{QueryError, Result};
 
@@ -123,9 +124,10 @@ impl SqlSession {
         new: &[RecordBatch],
         new_schema: &Arc<Schema>,
     ) -> Result<(Vec<u64>, Vec<RecordBatch>)> {
-        let t = self.store.source_rows_positioned(target)?;
-        let (schema, positioned) = (t.schema, t.rows);
-        self.replace_in(&schema, positioned, replace, new, new_schema)
+        // The table is streamed as each query reads it, as of one version.
+        let version = self.store.source_latest_version(target)?;
+        let old = SourceProvider::with(self.store.clone(), target, version, Positions::Shown)?;
+        self.replace_in(Arc::new(old), replace, new, new_schema)
     }
 
     /// The new rows a replace flow's run keeps in an empty table (a full refresh's one run).
@@ -135,23 +137,24 @@ impl SqlSession {
         new: &[RecordBatch],
         new_schema: &Arc<Schema>,
     ) -> Result<Vec<RecordBatch>> {
+        let schema = with_position_column(new_schema);
+        let empty = MemTable::try_new(schema, vec![Vec::new()]).map_err(df)?;
         Ok(self
-            .replace_in(new_schema, Vec::new(), replace, new, new_schema)?
+            .replace_in(Arc::new(empty), replace, new, new_schema)?
             .1)
     }
 
-    /// [`SqlSession::replaced`] over the rows `positioned` (of `schema`).
+    /// [`SqlSession::replaced`] over the rows of `old`, each with its position.
     fn replace_in(
         &mut self,
-        schema: &Arc<Schema>,
-        positioned: Vec<asof_storage::PositionedRows>,
+        old: Arc<dyn datafusion::catalog::TableProvider>,
         replace: &Replace,
         new: &[RecordBatch],
         new_schema: &Arc<Schema>,
     ) -> Result<(Vec<u64>, Vec<RecordBatch>)> {
-        use super::source_dml::{with_positions, POSITION};
-        // The table, each row with its position, and the new rows, as scratch tables.
-        let old = self.register_scratch("old", Arc::new(with_positions(schema, positioned)?))?;
+        // The table, each row with its position, and the new rows, as scratch tables. The new
+        // rows come first in each join: the side a join holds.
+        let old = self.register_scratch("old", old)?;
         let fresh = self.register_scratch(
             "new",
             Arc::new(MemTable::try_new(new_schema.clone(), vec![new.to_vec()]).map_err(df)?),
@@ -200,7 +203,7 @@ impl SqlSession {
                 let keys = columns.join(", ");
                 let Some(seq) = sequence.as_deref().map(column) else {
                     let removed = self.rows_of(&format!(
-                        "SELECT o.{POSITION} FROM {old} o JOIN (SELECT DISTINCT {keys} FROM {fresh}) n ON {}",
+                        "SELECT o.{POSITION} FROM (SELECT DISTINCT {keys} FROM {fresh}) n JOIN {old} o ON {}",
                         on("o", "n")
                     ))?;
                     return Ok((positions(removed), new.to_vec()));
@@ -224,7 +227,7 @@ impl SqlSession {
                     format!("(SELECT {keys}, max({seq}) AS __asof_newest FROM {t} GROUP BY {keys})")
                 };
                 let removed = self.rows_of(&format!(
-                    "SELECT o.{POSITION} FROM {old} o JOIN {} n ON {} JOIN {} e ON {} \
+                    "SELECT o.{POSITION} FROM {} n JOIN {old} o ON {} JOIN {} e ON {} \
                      WHERE n.__asof_newest >= e.__asof_newest",
                     newest(&fresh),
                     on("o", "n"),

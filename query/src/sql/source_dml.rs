@@ -5,10 +5,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, RecordBatch, UInt64Array};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, UInt64Type};
-use asof_storage::SourceDmlOperation;
-use datafusion::datasource::MemTable;
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::UInt64Type;
+use asof_storage::{SourceDmlOperation, SourceWrite};
 use sqlparser::ast::{
     AssignmentTarget, FromTable, MergeAction, MergeClauseKind, MergeInsertKind, ObjectName,
     Statement, TableFactor,
@@ -18,35 +17,9 @@ use sqlparser::parser::Parser;
 
 use super::names::Names;
 use super::parse::quote_ident;
-use super::{df, Output, SqlSession};
+use super::provider::{Positions, SourceProvider, POSITION};
+use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
-
-/// The column that carries each row's position while a statement runs.
-pub(super) const POSITION: &str = "__asof_position";
-
-/// Rows of a source table (of `schema`) with their positions, as a table with the column
-/// [`POSITION`] after the table's own.
-pub(super) fn with_positions(
-    schema: &SchemaRef,
-    positioned: Vec<asof_storage::PositionedRows>,
-) -> Result<MemTable> {
-    let fields: Vec<Field> = schema
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .chain([Field::new(POSITION, DataType::UInt64, false)])
-        .collect();
-    let with_positions: SchemaRef = Arc::new(Schema::new(fields));
-    let batches = positioned
-        .into_iter()
-        .map(|p| {
-            let mut cols = p.rows.columns().to_vec();
-            cols.push(Arc::new(UInt64Array::from(p.positions)));
-            RecordBatch::try_new(with_positions.clone(), cols)
-        })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    MemTable::try_new(with_positions, vec![batches]).map_err(df)
-}
 
 /// A source table as its DML sees it.
 struct Source {
@@ -103,15 +76,21 @@ fn last_name(name: &ObjectName) -> String {
         .map_or_else(|| name.to_string(), |i| i.value.clone())
 }
 
-/// What a statement removes (positions) and appends (rows, possibly several batches).
-struct Change {
-    operation: SourceDmlOperation,
-    removed: Vec<u64>,
-    added: Vec<RecordBatch>,
+/// What each row a statement's query yields is to its write ([`SqlSession::stream_into`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Yields {
+    /// A position (the only column): the row there is removed.
+    Positions,
+    /// A position (the first column), then a row written in place of the one there.
+    Replacements,
+    /// A row written.
+    Rows,
 }
 
 impl SqlSession {
-    /// Runs `DELETE`, `UPDATE` or `MERGE INTO` on source table `name`.
+    /// Runs `DELETE`, `UPDATE` or `MERGE INTO` on source table `name`. Its queries stream the
+    /// positions they remove and the rows they write into one write, committed once they ran:
+    /// nothing of the table is held in memory.
     pub(super) fn source_dml(&mut self, stmt: &super::parse::Stmt, name: &str) -> Result<Output> {
         let text: String = stmt
             .tokens
@@ -125,6 +104,18 @@ impl SqlSession {
         if parsed.len() != 1 {
             return Err(QueryError::Invalid("expected one statement".into()));
         }
+        let statement = parsed.remove(0);
+        let operation = match &statement {
+            Statement::Delete(_) => SourceDmlOperation::Delete,
+            Statement::Update(_) => SourceDmlOperation::Update,
+            Statement::Merge(_) => SourceDmlOperation::Merge,
+            other => {
+                return Err(QueryError::Invalid(format!(
+                    "`{}` is not a DML statement asof runs on a source table",
+                    other.to_string().split_whitespace().next().unwrap_or("")
+                )))
+            }
+        };
         self.refuse_if_snapshots(name, "DELETE, UPDATE and MERGE")?;
         let generated = self.store.source_generated(name)?;
         let columns: Vec<String> = self
@@ -143,14 +134,17 @@ impl SqlSession {
                 .collect(),
             columns,
         };
-        // The table, each row with its position, under its own name for this statement.
+        // The table, each row with its position, under its own name for this statement: every
+        // query of the statement reads it as of the same version.
         self.clear_scratch()?;
         self.register_all()?;
-        let t = self.store.source_rows_positioned(name)?;
-        let (schema, positioned) = (t.schema, t.rows);
-        let table = with_positions(&schema, positioned)?;
+        let version = self.store.source_latest_version(name)?;
+        let table = SourceProvider::with(self.store.clone(), name, version, Positions::Shown)?;
         self.register_named(name, Arc::new(table))?;
-        let change = match parsed.remove(0) {
+        let mut w = self
+            .store
+            .begin_source_dml(name, operation, Vec::new(), &text)?;
+        match statement {
             Statement::Delete(d) => {
                 let from = match &d.from {
                     FromTable::WithFromKeyword(t) | FromTable::WithoutKeyword(t) => t,
@@ -165,13 +159,8 @@ impl SqlSession {
                     .selection
                     .as_ref()
                     .map_or_else(|| "TRUE".to_string(), |s| format!("({s})"));
-                let rows =
-                    self.rows_of(&format!("SELECT {POSITION} FROM {} WHERE {cond}", from[0]))?;
-                Change {
-                    operation: SourceDmlOperation::Delete,
-                    removed: positions(&rows)?,
-                    added: Vec::new(),
-                }
+                let sql = format!("SELECT {POSITION} FROM {} WHERE {cond}", from[0]);
+                self.stream_into(&sql, &mut w, Yields::Positions)?;
             }
             Statement::Update(u) => {
                 if u.from.is_some() {
@@ -196,44 +185,47 @@ impl SqlSession {
                     .selection
                     .as_ref()
                     .map_or_else(|| "TRUE".to_string(), |s| format!("({s})"));
-                let rows = self.rows_of(&format!(
+                let sql = format!(
                     "SELECT {POSITION}, {} FROM {} WHERE {cond}",
                     source.output(&assigned, &qualifier),
                     u.table
-                ))?;
-                Change {
-                    operation: SourceDmlOperation::Update,
-                    removed: positions(&rows)?,
-                    added: vec![without_position(&rows)?],
-                }
+                );
+                self.stream_into(&sql, &mut w, Yields::Replacements)?;
             }
-            Statement::Merge(m) => self.merge(&source, &m)?,
-            other => {
-                return Err(QueryError::Invalid(format!(
-                    "`{}` is not a DML statement asof runs on a source table",
-                    other.to_string().split_whitespace().next().unwrap_or("")
-                )))
-            }
-        };
-        let mut w =
-            self.store
-                .begin_source_dml(name, change.operation, change.removed.clone(), &text)?;
-        for b in &change.added {
-            w.push(b)?;
+            Statement::Merge(m) => self.merge(&source, &m, &mut w)?,
+            _ => unreachable!("the operation was matched above"),
         }
-        let added = w.rows();
+        let (removed, added) = (w.removed(), w.rows());
         self.store.commit_write(w, None)?;
         let version = self
             .store
-            .source_history(name)?
-            .last()
-            .map_or(0, |c| c.version);
+            .source_latest_version(name)?
+            .map_or_else(String::new, |v| format!("; commit {v}"));
         Ok(Output::Done(format!(
-            "{name}: {} ({} row{} removed, {added} written; commit {version})",
-            change.operation.name(),
-            change.removed.len(),
-            if change.removed.len() == 1 { "" } else { "s" },
+            "{name}: {} ({removed} row{} removed, {added} written{version})",
+            operation.name(),
+            if removed == 1 { "" } else { "s" },
         )))
+    }
+
+    /// Runs `sql`, a query, and gives `w` each batch it yields as `yields` says.
+    fn stream_into(&mut self, sql: &str, w: &mut SourceWrite, yields: Yields) -> Result<()> {
+        let stmts = super::parse::split(sql)?;
+        let stmt = stmts
+            .first()
+            .ok_or_else(|| QueryError::Invalid("expected a query".into()))?;
+        let (_, mut stream) = self.query_stream(stmt)?;
+        while let Some(rows) = self.next_batch(&mut stream)? {
+            match yields {
+                Yields::Positions => w.remove(&positions(&rows)?)?,
+                Yields::Replacements => {
+                    w.remove(&positions(&rows)?)?;
+                    w.push(&without_position(&rows)?)?;
+                }
+                Yields::Rows => w.push(&rows)?,
+            }
+        }
+        Ok(())
     }
 
     /// What a `MERGE INTO` on a source does: each row matched by the source goes through the
@@ -241,7 +233,12 @@ impl SqlSession {
     /// anew; `DELETE`: removed); each source row that matches none through the first `WHEN NOT
     /// MATCHED` clause (`INSERT`); each row no source row matches through the first `WHEN NOT
     /// MATCHED BY SOURCE` clause.
-    fn merge(&mut self, source: &Source, m: &sqlparser::ast::Merge) -> Result<Change> {
+    fn merge(
+        &mut self,
+        source: &Source,
+        m: &sqlparser::ast::Merge,
+        w: &mut SourceWrite,
+    ) -> Result<()> {
         let own = super::namespace::last_part(&source.name).to_string();
         let (t_ref, t_rel) = match &m.table {
             TableFactor::Table { alias, .. } => (
@@ -280,8 +277,6 @@ impl SqlSession {
                 if twice == 1 { "" } else { "s" }
             )));
         }
-        let mut removed = Vec::new();
-        let mut added = Vec::new();
         let mut earlier = [Vec::<String>::new(), Vec::new(), Vec::new()];
         for clause in &m.clauses {
             let pred = clause
@@ -312,16 +307,15 @@ impl SqlSession {
                 match &clause.action {
                     MergeAction::Update(u) => {
                         let assigned = assignments(source, &u.assignments)?;
-                        let rows = self.rows_of(&format!(
+                        let sql = format!(
                             "SELECT {pos} AS {POSITION}, {} {from}",
                             source.output(&assigned, &t_ref)
-                        ))?;
-                        removed.extend(positions(&rows)?);
-                        added.push(without_position(&rows)?);
+                        );
+                        self.stream_into(&sql, w, Yields::Replacements)?;
                     }
                     MergeAction::Delete { .. } => {
-                        let rows = self.rows_of(&format!("SELECT {pos} AS {POSITION} {from}"))?;
-                        removed.extend(positions(&rows)?);
+                        let sql = format!("SELECT {pos} AS {POSITION} {from}");
+                        self.stream_into(&sql, w, Yields::Positions)?;
                     }
                     MergeAction::Insert(_) => {
                         return Err(QueryError::Invalid(
@@ -376,16 +370,10 @@ impl SqlSession {
                     .collect::<Vec<_>>()
                     .join(", "),
             };
-            added.push(self.rows_of(&format!("SELECT {select} {not_matched}"))?);
+            self.stream_into(&format!("SELECT {select} {not_matched}"), w, Yields::Rows)?;
             earlier[1].push(pred);
         }
-        removed.sort_unstable();
-        removed.dedup();
-        Ok(Change {
-            operation: SourceDmlOperation::Merge,
-            removed,
-            added,
-        })
+        Ok(())
     }
 }
 

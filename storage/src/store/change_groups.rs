@@ -10,7 +10,7 @@
 //! time ([`crate::Store::key_span`]), each span's changes listed by [`TableReader::span_changes`]
 //! from the keys' heads and pages, which carry the commits that wrote and retired each row.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use super::in_table;
@@ -173,6 +173,18 @@ impl TableReader<'_> {
         &self,
         version: u64,
         pass: ChangePass,
+        f: impl FnMut(u64, ChangeType, RowView<'_>),
+    ) -> Result<()> {
+        self.span_changes_of(version..=version, pass, f)
+    }
+
+    /// [`TableReader::span_changes`] of each commit of `versions` in turn, in one pass over the
+    /// span's pages: a window of small commits read by spans holds every span's changes until
+    /// its last, then lists them commit by commit.
+    pub fn span_changes_of(
+        &self,
+        versions: std::ops::RangeInclusive<u64>,
+        pass: ChangePass,
         mut f: impl FnMut(u64, ChangeType, RowView<'_>),
     ) -> Result<()> {
         if self.scope != ReadScope::Rows {
@@ -180,33 +192,37 @@ impl TableReader<'_> {
                 "span_changes reads a span of keys (Store::read_span)".into(),
             ));
         }
-        self.check_change_range(version, version)?;
+        let (from, to) = (*versions.start(), *versions.end());
+        self.check_change_range(from, to)?;
         let state = self.state;
         // A span holds no rows in memory: its keys' hot rows come with their pages.
         let mut rows: HashMap<RowId, StoredRow> = HashMap::new();
-        let (mut retired, mut written) = (Vec::new(), Vec::new());
+        // Each commit's retired and written rows, in key order.
+        let mut commits: BTreeMap<u64, (Vec<RowId>, Vec<RowId>)> = BTreeMap::new();
         for (key, ks) in &state.keys {
-            // A page whose rows were all written after the commit, or all retired before it,
-            // holds none of its changes.
+            // A page whose rows were all written after the last commit, or all retired before
+            // the first, holds none of their changes.
             let cold = state
                 .cold_batch(
                     key,
                     ks,
-                    |z| z.added() <= version && z.retired() >= version,
+                    |z| z.added() <= to && z.retired() >= from,
                     Caching::Pass,
                 )
                 .map_err(|e| in_table(&self.table.name, e))?;
             for pos in 0.. {
                 let Some(id) = cold.id_at(pos) else { break };
                 let r = cold.at(pos);
-                if r.added != version && r.retired != Some(version) {
+                let written = versions.contains(&r.added);
+                let retired = r.retired.filter(|v| versions.contains(v));
+                if !written && retired.is_none() {
                     continue;
                 }
-                if r.added == version {
-                    written.push(id);
+                if written {
+                    commits.entry(r.added).or_default().1.push(id);
                 }
-                if r.retired == Some(version) {
-                    retired.push(id);
+                if let Some(v) = retired {
+                    commits.entry(v).or_default().0.push(id);
                 }
                 let row = cold
                     .stored_row(id)?
@@ -214,15 +230,17 @@ impl TableReader<'_> {
                 rows.insert(id, row);
             }
         }
-        let row = |id: RowId| {
-            rows.get(&id)
-                .map(std::borrow::Cow::Borrowed)
-                .ok_or_else(|| corrupt(format!("row {id} of commit {version} is missing")))
-        };
         let mode = state.schema.mode;
-        for (t, id) in commit_changes(mode, version, retired, written, row, Listing::Ordered)? {
-            if pass.lists(t) {
-                f(version, t, RowView::of(&*row(id)?));
+        for (version, (retired, written)) in commits {
+            let row = |id: RowId| {
+                rows.get(&id)
+                    .map(std::borrow::Cow::Borrowed)
+                    .ok_or_else(|| corrupt(format!("row {id} of commit {version} is missing")))
+            };
+            for (t, id) in commit_changes(mode, version, retired, written, row, Listing::Ordered)? {
+                if pass.lists(t) {
+                    f(version, t, RowView::of(&*row(id)?));
+                }
             }
         }
         Ok(())

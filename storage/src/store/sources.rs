@@ -146,6 +146,7 @@ impl Store {
     /// Returns the table's row count (rows erased since they were appended not counted). A table dropped or replaced since the write began is an
     /// error, and nothing is written.
     pub fn commit_write(&self, mut w: SourceWrite, name: Option<&str>) -> Result<u64> {
+        w.removed(); // the positions a statement removes, in order, each once
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let mut b = WriteBatch::default();
@@ -443,13 +444,13 @@ impl Store {
     }
 
     /// Starts a DML statement on a source table: it removes the rows at `deleted` (positions from
-    /// [`Store::source_rows_positioned`]) and appends the rows pushed to the write, in one commit
+    /// [`Store::source_rows_positioned`]), and those given to [`SourceWrite::remove`], and appends the rows pushed to the write, in one commit
     /// ([`Store::commit_write`]) named `operation` in the table's history, with `statement`.
     pub fn begin_source_dml(
         &self,
         source: &str,
         operation: SourceDmlOperation,
-        mut deleted: Vec<u64>,
+        deleted: Vec<u64>,
         statement: &str,
     ) -> Result<SourceWrite> {
         let mut w = self.begin_append(source)?;
@@ -463,8 +464,6 @@ impl Store {
                 operation.name()
             )));
         }
-        deleted.sort_unstable();
-        deleted.dedup();
         w.change = Some(SourceChange {
             operation,
             deleted,
