@@ -49,6 +49,12 @@ struct Cli {
     #[arg(long, global = true, env = "ASOF_READ_CACHE_MIB", value_name = "MIB",
           value_parser = clap::value_parser!(u64).range(0..=1 << 20))]
     read_cache_mib: Option<u64>,
+    /// What a query's sorts, groupings and joins may hold together, in MiB (default 128):
+    /// sorts and groupings spill to temporary files beyond it; a join whose held side needs
+    /// more fails and says so. Scans stream and take none of it.
+    #[arg(long, global = true, env = "ASOF_QUERY_MIB", value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    query_mib: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -333,10 +339,13 @@ fn run(cli: Cli) -> Res<()> {
                 return Err("--format arrow and --format parquet need --output FILE".into());
             }
             // Results stream to their output as the query computes them.
-            let options = vars.into_iter().fold(
+            let mut options = vars.into_iter().fold(
                 asof::SessionOptions::default().with_results(asof::Results::Streamed),
                 |o, (k, v)| o.with_variable(k, v),
             );
+            if let Some(mib) = cli.query_mib {
+                options = options.with_query_memory((mib << 20) as usize);
+            }
             let mut session = asof::SqlSession::with_options(store, options)?;
             if let Some(bar) = Bar::for_terminal() {
                 session.set_progress(bar);

@@ -317,3 +317,37 @@ fn a_query_reading_a_table_twice_sees_one_version_while_commits_land() {
     stop.store(true, Ordering::Relaxed);
     assert!(writes.join().unwrap() > 0);
 }
+
+/// A query's operators share a bounded pool of memory (`SessionOptions::query_memory`): a sort
+/// and a grouping larger than it spill to temporary files and give the same rows; a join whose
+/// held side needs more fails with an error that names the limit, and the session goes on.
+#[test]
+fn a_sort_larger_than_the_query_memory_spills_and_a_join_that_cannot_fails_naming_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let options = asof::SessionOptions::default().with_query_memory(4 << 20);
+    let mut s = SqlSession::with_options(store, options).unwrap();
+    // 300,000 rows of about 60 bytes: 18 MB, more than four times the pool.
+    s.execute(
+        "CREATE TABLE src AS SELECT value AS id, value % 7 AS g, \
+         concat(repeat('x', 50), CAST(value AS STRING)) AS pad FROM range(300000)",
+    )
+    .unwrap();
+    let (_, sorted_rows) = common::sql_rows(&mut s, "SELECT id, pad FROM src ORDER BY pad DESC");
+    assert_eq!(sorted_rows.len(), 300000);
+    // Strings sort by character: "x…99999" before "x…299999" before "x…0" (descending).
+    assert_eq!(sorted_rows[0][0].as_deref(), Some("99999"));
+    assert_eq!(sorted_rows[299999][0].as_deref(), Some("0"));
+    let (_, groups) = query(
+        &mut s,
+        "SELECT count(*), sum(n) FROM (SELECT pad, count(*) AS n FROM src GROUP BY pad)",
+    );
+    assert_eq!(groups, [common::cells(&["300000", "300000"])]);
+    let e = s
+        .execute("SELECT count(*) FROM src a JOIN src b ON a.pad = b.pad")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--query-mib"), "{e}");
+    let (_, count) = query(&mut s, "SELECT count(*) FROM src WHERE g = 3");
+    assert_eq!(count, [common::cells(&["42857"])]);
+}

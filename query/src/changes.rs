@@ -67,7 +67,6 @@ pub fn change_feed(
             at: SpanCursor::first(from),
             keys,
             sizes,
-            singles_until: None,
         };
         let feed = ChangeFeed::new(
             store,
@@ -185,8 +184,11 @@ pub struct ChangeFeed {
     /// Read by spans: the other changes of the commit whose deletes are being read, held until
     /// its last span, so that the commit is read in one pass over its keys, not two.
     held: Held,
-    /// Read by spans: the changes of a window of small commits, held until its last span.
-    window: WindowHeld,
+    /// Read by spans: the sort that holds the changes of a window of small commits until its
+    /// last span.
+    window: Option<crate::spill::Sorter>,
+    /// A window's changes, read back in order.
+    draining: Option<Draining>,
     /// What is left of a commit larger than a window, read a group of its keys at a time: each
     /// group's deletes, then each group's other changes, with about how many rows each step
     /// reads (for the progress report).
@@ -227,17 +229,16 @@ impl Held {
 /// A change feed of a table not in memory, read a span of keys at a time. A commit larger than a
 /// window is read alone: its deletes over all the spans, then its other changes, which is the
 /// commit's order (`TableReader::span_changes`). Smaller commits are read a window at a time in
-/// one pass over the spans, every change held until the last span, then listed commit by commit
-/// (`TableReader::span_changes_of`).
+/// one pass over the spans (`TableReader::span_changes_of`), every change held in an external
+/// sort (a temporary file past its budget) until the last span, then listed commit by commit:
+/// each pass reads every page that may hold a change of the window, so a window is
+/// [`SPAN_WINDOW_FACTOR`] times larger than one held in memory.
 struct Spans {
     at: SpanCursor,
     /// How many keys the table has.
     keys: u64,
     /// How many rows the records say each commit lists: what windows are cut by.
     sizes: BTreeMap<u64, u64>,
-    /// Commits up to this one are read alone: a window of them held more rows than their
-    /// records said.
-    singles_until: Option<u64>,
 }
 
 impl Spans {
@@ -245,16 +246,14 @@ impl Spans {
     /// least one), up to `to`.
     fn window(&self, from: u64, to: u64, rows: u64) -> SpanCursor {
         let size = |v: u64| self.sizes.get(&v).copied().unwrap_or(0);
-        let mut last = from;
-        if self.singles_until.is_none_or(|s| from > s) {
-            let mut held = size(from);
-            while last < to && held.saturating_add(size(last + 1)) <= rows {
-                held += size(last + 1);
-                last += 1;
-            }
+        let (mut last, mut held) = (from, size(from));
+        while last < to && held.saturating_add(size(last + 1)) <= rows {
+            held += size(last + 1);
+            last += 1;
         }
         SpanCursor {
             last,
+            rows: held,
             ..SpanCursor::first(from)
         }
     }
@@ -279,6 +278,8 @@ struct SpanCursor {
     version: u64,
     /// Its last: the same commit, or a window of small ones (read in one pass, `All`).
     last: u64,
+    /// How many rows the records say the window lists.
+    rows: u64,
     pass: ChangePass,
     /// The last key read in this pass.
     after: Option<Vec<u8>>,
@@ -290,31 +291,93 @@ impl SpanCursor {
         SpanCursor {
             version,
             last: version,
+            rows: 0,
             pass: ChangePass::Deletes,
             after: None,
         }
     }
 }
 
-/// The changes of a window of small commits read by spans, held until its last span: each
-/// commit's deletes and other changes, and how many rows in all.
-#[derive(Default)]
-struct WindowHeld {
-    commits: BTreeMap<u64, (Vec<RecordBatch>, Vec<RecordBatch>)>,
-    rows: u64,
+/// How many times larger than a window held in memory a window of small commits read by spans
+/// is: its changes go to an external sort.
+const SPAN_WINDOW_FACTOR: u64 = 16;
+
+/// About how many changed rows a span of a window of small commits holds while its changes are
+/// listed: what its number of keys is cut by.
+const SPAN_HELD_ROWS: u64 = 65_536;
+
+/// What the external sort of a window holds in memory before it writes a run to a temporary
+/// file.
+const WINDOW_SORT_BYTES: usize = 32 << 20;
+
+/// The changes of a window of small commits read by spans, on their way through an external
+/// sort: each span's changes of a commit are records keyed by the commit and whether they are
+/// deletes (first), and records of the same key keep the spans' key order.
+fn window_key(version: u64, kind: ChangeType) -> Vec<u8> {
+    let mut key = version.to_be_bytes().to_vec();
+    key.push(u8::from(kind != ChangeType::Delete));
+    key
 }
 
-/// How many times its listed size a window of small commits may hold before it is read again
-/// one commit at a time.
-const WINDOW_SLACK: u64 = 4;
+/// A window's changes read back from its sort, in order, joined into batches of about
+/// [`ChangeBatches::BATCH`] rows.
+struct Draining {
+    sorted: crate::spill::Sorted,
+    peeked: Option<RecordBatch>,
+}
+
+impl Draining {
+    fn next_batch(&mut self, out: &SchemaRef) -> Result<Option<RecordBatch>> {
+        let mut run = Vec::new();
+        let mut rows = 0;
+        while rows < ChangeBatches::BATCH {
+            let b = match self.peeked.take() {
+                Some(b) => b,
+                None => match self.sorted.next() {
+                    Some(record) => from_ipc(&record?.payload)?,
+                    None => break,
+                },
+            };
+            if rows > 0 && rows + b.num_rows() > 2 * ChangeBatches::BATCH {
+                self.peeked = Some(b);
+                break;
+            }
+            rows += b.num_rows();
+            run.push(b);
+        }
+        match run.len() {
+            0 => Ok(None),
+            1 => Ok(run.pop()),
+            _ => Ok(Some(arrow::compute::concat_batches(out, &run)?)),
+        }
+    }
+}
+
+/// `batch` in Arrow's IPC stream format: a record of a window's sort.
+fn ipc_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema())?;
+    w.write(batch)?;
+    w.finish()?;
+    drop(w);
+    Ok(bytes)
+}
+
+/// The batch of a record of a window's sort.
+fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
+    let mut r = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
+    r.next()
+        .transpose()?
+        .ok_or_else(|| QueryError::Invalid("a change feed's window lost a batch".into()))
+}
 
 /// How many keys a change feed read by spans reads at a time: their rows that a commit wrote or
 /// retired are held until the span's changes are listed.
 const SPAN_FEED_KEYS: usize = 64;
 
-/// The same for a window of small commits, whose changes are held until its last span anyway:
-/// larger spans make fewer, larger batches.
-const WINDOW_FEED_KEYS: usize = 1024;
+/// The most keys a span of a window of small commits reads at a time: larger spans make fewer,
+/// larger batches.
+const WINDOW_FEED_KEYS: u64 = 1024;
 
 impl ChangeFeed {
     fn new(
@@ -348,7 +411,8 @@ impl ChangeFeed {
             generation,
             window_rows: CHANGE_WINDOW_ROWS,
             held: Held::none(),
-            window: WindowHeld::default(),
+            window: None,
+            draining: None,
             steps: VecDeque::new(),
             pending: VecDeque::new(),
             failed: false,
@@ -363,7 +427,7 @@ impl ChangeFeed {
         let (total, least) = match &self.reading {
             Reading::Windows(sizes) => (sizes.values().sum(), CHANGE_WINDOW_ROWS + 1),
             Reading::Spans(spans) => {
-                let passes = spans.passes(self.next, self.to, self.window_rows);
+                let passes = spans.passes(self.next, self.to, self.span_window_rows());
                 (passes * spans.keys, 2 * SPAN_FEED_KEYS as u64 + 1)
             }
             Reading::Done => (0, 1),
@@ -378,9 +442,10 @@ impl ChangeFeed {
     /// `rows`, up to the span's usual size); it lists the same rows in the same order.
     pub fn with_window_rows(mut self, rows: u64) -> ChangeFeed {
         self.window_rows = rows.max(1);
+        let (to, rows) = (self.to, self.span_window_rows());
         if let Reading::Spans(spans) = &mut self.reading {
             if spans.at.after.is_none() && spans.at.pass == ChangePass::Deletes {
-                spans.at = spans.window(spans.at.version, self.to, self.window_rows);
+                spans.at = spans.window(spans.at.version, to, rows);
             }
         }
         self
@@ -558,25 +623,39 @@ impl ChangeFeed {
     fn next_window(&self, last: u64) -> Option<SpanCursor> {
         match &self.reading {
             Reading::Spans(spans) if last < self.to => {
-                Some(spans.window(last + 1, self.to, self.window_rows))
+                Some(spans.window(last + 1, self.to, self.span_window_rows()))
             }
             _ => None,
         }
     }
 
+    /// How many changed rows a window of small commits read by spans lists, about.
+    fn span_window_rows(&self) -> u64 {
+        self.window_rows.saturating_mul(SPAN_WINDOW_FACTOR)
+    }
+
     /// Reads the changes of the span of keys after `at` for a window of small commits
-    /// (`at.version..=at.last`) and holds them; after the last span, lists the window's changes
-    /// commit by commit, each commit's deletes first. A window that holds more rows than its
-    /// records said (by [`WINDOW_SLACK`]) is dropped and read again a commit at a time.
+    /// (`at.version..=at.last`) into the window's sort; after the last span, lists the window's
+    /// changes commit by commit, each commit's deletes first.
     fn read_window_span(&mut self, at: SpanCursor) -> Result<()> {
         let lo = at
             .after
             .as_deref()
             .map_or(Bound::Unbounded, Bound::Excluded);
-        let keys = (self.window_rows as usize).min(WINDOW_FEED_KEYS);
-        let Some(mut span) =
-            self.store
-                .key_span(&self.table, (lo, Bound::Unbounded), keys, Caching::Pass)?
+        let keys = match &self.reading {
+            Reading::Spans(spans) => spans.keys.max(1),
+            _ => 1,
+        };
+        // About SPAN_HELD_ROWS changed rows per span, as the records spread them over the keys.
+        let per_key = at.rows.div_ceil(keys).max(1);
+        let span_keys = (SPAN_HELD_ROWS / per_key).clamp(1, WINDOW_FEED_KEYS);
+        let span_keys = span_keys.min(self.window_rows) as usize;
+        let Some(mut span) = self.store.key_span(
+            &self.table,
+            (lo, Bound::Unbounded),
+            span_keys,
+            Caching::Pass,
+        )?
         else {
             // The table came into memory under the feed: the window, of which nothing was
             // listed yet, and the rest are read from it.
@@ -585,7 +664,7 @@ impl ChangeFeed {
             self.reading = Reading::Windows(sizes);
             self.next = v;
             self.progress = None;
-            self.window = WindowHeld::default();
+            self.window = None;
             return Ok(());
         };
         let (table, generation, out) = (&self.table, self.generation, &self.out);
@@ -597,37 +676,34 @@ impl ChangeFeed {
                 r.span_changes_of(at.version..=at.last, ChangePass::All, f)
             })
         })??;
+        let sorter = self
+            .window
+            .get_or_insert_with(|| crate::spill::Sorter::new(WINDOW_SORT_BYTES));
         for (version, (deletes, others)) in listed {
-            let rows = deletes.iter().chain(&others).map(|b| b.num_rows() as u64);
-            self.window.rows += rows.sum::<u64>();
-            let held = self.window.commits.entry(version).or_default();
-            held.0.extend(deletes);
-            held.1.extend(others);
-        }
-        let Reading::Spans(spans) = &mut self.reading else {
-            unreachable!("a window is read by spans")
-        };
-        if self.window.rows > WINDOW_SLACK.saturating_mul(self.window_rows) {
-            // The records understated the window: its commits are read one at a time.
-            spans.singles_until = Some(at.last);
-            spans.at = SpanCursor::first(at.version);
-            self.window = WindowHeld::default();
-            return Ok(());
+            let kinds = [(ChangeType::Delete, deletes), (ChangeType::Insert, others)];
+            for (kind, batches) in kinds {
+                for b in batches {
+                    let (key, payload) = (window_key(version, kind), ipc_bytes(&b)?);
+                    sorter.push(crate::spill::Record { key, payload })?;
+                }
+            }
         }
         let counted = span.keys() as u64;
         if let Some(last) = span.last_key() {
-            spans.at = SpanCursor {
-                after: Some(last.to_vec()),
-                ..at
-            };
+            if let Reading::Spans(spans) = &mut self.reading {
+                spans.at = SpanCursor {
+                    after: Some(last.to_vec()),
+                    ..at
+                };
+            }
             self.done(Vec::new(), counted);
             return Ok(());
         }
-        let window = std::mem::take(&mut self.window);
-        let mut batches = Vec::new();
-        for (_, (deletes, others)) in window.commits {
-            batches.extend(joined(&self.out, deletes)?);
-            batches.extend(joined(&self.out, others)?);
+        if let Some(sorter) = self.window.take() {
+            self.draining = Some(Draining {
+                sorted: sorter.finish()?,
+                peeked: None,
+            });
         }
         match self.next_window(at.last) {
             Some(next) => {
@@ -640,7 +716,7 @@ impl ChangeFeed {
                 self.reading = Reading::Done;
             }
         }
-        self.done(batches, counted);
+        self.done(Vec::new(), counted);
         Ok(())
     }
 
@@ -679,11 +755,23 @@ impl Iterator for ChangeFeed {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Result<RecordBatch>> {
-        while self.pending.is_empty()
-            && (self.next <= self.to || !self.steps.is_empty())
-            && !self.failed
-        {
-            if let Err(e) = self.read_window() {
+        while self.pending.is_empty() && !self.failed {
+            let read = match &mut self.draining {
+                Some(d) => match d.next_batch(&self.out) {
+                    Ok(Some(b)) => {
+                        self.pending.push_back(b);
+                        Ok(())
+                    }
+                    Ok(None) => {
+                        self.draining = None;
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
+                },
+                None if self.next <= self.to || !self.steps.is_empty() => self.read_window(),
+                None => break,
+            };
+            if let Err(e) = read {
                 self.failed = true;
                 return Some(Err(e));
             }
@@ -736,27 +824,6 @@ fn window_changes_batches(
     (commits.into_iter())
         .map(|(v, (deletes, others))| Ok((v, (deletes.finish()?, others.finish()?))))
         .collect()
-}
-
-/// `batches` joined into batches of about [`ChangeBatches::BATCH`] rows or more: the spans of a
-/// window make many small ones.
-fn joined(out: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-    let mut joined = Vec::new();
-    let mut run: Vec<RecordBatch> = Vec::new();
-    let mut rows = 0;
-    for b in batches {
-        rows += b.num_rows();
-        run.push(b);
-        if rows >= ChangeBatches::BATCH {
-            joined.push(arrow::compute::concat_batches(out, &run)?);
-            run.clear();
-            rows = 0;
-        }
-    }
-    if !run.is_empty() {
-        joined.push(arrow::compute::concat_batches(out, &run)?);
-    }
-    Ok(joined)
 }
 
 /// The same, the deletes in one list of batches and the other changes in another (for

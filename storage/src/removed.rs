@@ -1,72 +1,79 @@
 //! The positions of a source table's rows that DML statements removed, each with the version
-//! that removed it, as runs of consecutive positions.
+//! that removed it, as compressed bitmaps (roaring): one of every removed position, and one of
+//! each version's.
 //!
-//! A statement removes runs: a `DELETE` of a range, a full refresh every row there was. Kept a
-//! position at a time, the 10M rows a full refresh of an append flow's table removed were a map
-//! of 10M entries, rebuilt at every open and copied into every read: `SELECT count(*)` of that
-//! table took 7.9 s and 916 MB (docs/PERFORMANCE.md, session 43).
+//! A statement removes runs (a `DELETE` of a range, a full refresh every row there was) or
+//! scattered rows (an `UPDATE` of every tenth). Kept a position at a time, the 10M rows a full
+//! refresh of an append flow's table removed were a map of 10M entries, rebuilt at every open and
+//! copied into every read: `SELECT count(*)` of that table took 7.9 s and 916 MB; kept as runs
+//! in a map, the 2M scattered rows an `UPDATE` and a `DELETE` removed took about 90 MB
+//! (docs/PERFORMANCE.md, sessions 43 and 44). A bitmap holds a scattered position in about two
+//! bytes, and 65,536 consecutive ones in 8 KiB.
 
-use std::collections::BTreeMap;
+use roaring::RoaringTreemap;
 
-/// Removed positions, by run.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Removed positions, and which version removed each.
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Removed {
-    /// Each run's first position, and its end (exclusive) and version. Runs do not overlap.
-    runs: BTreeMap<u64, (u64, u64)>,
-    /// How many positions, in all.
-    count: u64,
+    /// Every removed position.
+    all: RoaringTreemap,
+    /// The positions each version removed (each position in one), by version.
+    by_version: Vec<(u64, RoaringTreemap)>,
 }
 
 impl Removed {
     /// The version that removed `pos`, if one did.
     pub fn get(&self, pos: u64) -> Option<u64> {
-        self.runs
-            .range(..=pos)
-            .next_back()
-            .filter(|(_, (end, _))| pos < *end)
-            .map(|(_, (_, v))| *v)
+        if !self.all.contains(pos) {
+            return None;
+        }
+        (self.by_version.iter())
+            .find(|(_, b)| b.contains(pos))
+            .map(|(v, _)| *v)
     }
 
     /// Whether `pos` was removed.
     pub fn contains(&self, pos: u64) -> bool {
-        self.get(pos).is_some()
+        self.all.contains(pos)
     }
 
     /// How many positions were removed.
     pub fn len(&self) -> u64 {
-        self.count
+        self.all.len()
     }
 
     /// Records that `version` removed the positions `from..to`, those not removed already (the
     /// first removal is kept).
+    #[cfg(test)]
     pub fn insert_run(&mut self, from: u64, to: u64, version: u64) {
-        let mut at = from;
-        while at < to {
-            // The run that holds `at`, or the next one after it.
-            if let Some(end) = self
-                .runs
-                .range(..=at)
-                .next_back()
-                .map(|(_, (end, _))| *end)
-                .filter(|&end| at < end)
-            {
-                at = end;
-                continue;
-            }
-            let next = self.runs.range(at..).next().map_or(to, |(&s, _)| s.min(to));
-            self.runs.insert(at, (next, version));
-            self.count += next - at;
-            at = next;
+        self.insert_runs([(from, to)], version);
+    }
+
+    /// Records that `version` removed the positions of each run `from..to` (one statement's
+    /// runs at once: each insertion costs a pass over the bitmaps' containers).
+    pub fn insert_runs(&mut self, runs: impl IntoIterator<Item = (u64, u64)>, version: u64) {
+        let mut new = RoaringTreemap::new();
+        for (from, to) in runs {
+            new.insert_range(from..to);
         }
+        self.insert(new, version);
     }
 
     /// Records that `version` removed `positions` (sorted or not).
     pub fn insert_all(&mut self, positions: &[u64], version: u64) {
-        let mut sorted = positions.to_vec();
-        sorted.sort_unstable();
-        sorted.dedup();
-        for run in sorted.chunk_by(|a, b| a + 1 == *b) {
-            self.insert_run(run[0], run[run.len() - 1] + 1, version);
+        self.insert(positions.iter().copied().collect(), version);
+    }
+
+    /// Records that `version` removed the positions of `new` not removed already.
+    fn insert(&mut self, mut new: RoaringTreemap, version: u64) {
+        new -= &self.all;
+        if new.is_empty() {
+            return;
+        }
+        self.all |= &new;
+        match self.by_version.binary_search_by_key(&version, |(v, _)| *v) {
+            Ok(i) => self.by_version[i].1 |= new,
+            Err(i) => self.by_version.insert(i, (version, new)),
         }
     }
 }
@@ -75,6 +82,7 @@ impl Removed {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::BTreeMap;
 
     proptest! {
         /// Whatever runs are inserted, in whatever order, each position reads the version of
@@ -100,10 +108,9 @@ mod tests {
     }
 
     #[test]
-    fn positions_given_one_by_one_become_runs() {
+    fn positions_given_one_by_one_read_back_with_their_version() {
         let mut removed = Removed::default();
         removed.insert_all(&[7, 3, 4, 5, 9, 4], 2);
-        assert_eq!(removed.runs.len(), 3);
         assert_eq!(removed.len(), 5);
         assert_eq!(
             (0..11).filter(|&p| removed.contains(p)).collect::<Vec<_>>(),

@@ -99,9 +99,7 @@ pub(crate) fn changes_of(history: &[CommitInfo]) -> Result<Changes> {
     let mut deleted = crate::removed::Removed::default();
     let mut changed = Vec::new();
     for c in history {
-        for (a, b) in runs_in(c, DELETED_ROWS)? {
-            deleted.insert_run(a, b, c.version);
-        }
+        deleted.insert_runs(runs_in(c, DELETED_ROWS)?, c.version);
         // What a statement that removed nothing appended (a MERGE that only inserted) are inserts.
         let removed = c
             .parameters

@@ -84,7 +84,7 @@ impl SqlSession {
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| QueryError::Invalid(e.to_string()))?;
         // A context of its own: the condition sees the keys and nothing else.
-        let ctx = super::new_context();
+        let ctx = super::new_context(self.options.query_memory)?;
         let keys_table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::df)?;
         ctx.register_table(
             datafusion::common::TableReference::bare(table),

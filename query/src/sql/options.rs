@@ -29,6 +29,11 @@ pub struct SessionOptions {
     /// temporary files (the snapshot diff of `AUTO CDC FROM SNAPSHOT`); default
     /// [`SessionOptions::DEFAULT_SORT_MEMORY`].
     pub sort_memory: usize,
+    /// How many bytes the operators of a query may hold together (DataFusion's memory pool):
+    /// a sort, a grouping or a window spills to temporary files beyond it; an operator that
+    /// cannot (the side a join holds) fails with an error that names the limit. Scans of tables
+    /// and sources stream and hold none of it. Default [`SessionOptions::DEFAULT_QUERY_MEMORY`].
+    pub query_memory: usize,
     /// How a query's result is handed over: whole, or as a stream read as it is consumed.
     pub results: Results,
 }
@@ -52,6 +57,7 @@ impl Default for SessionOptions {
             external_access: ExternalAccess::default(),
             variables: Default::default(),
             sort_memory: Self::DEFAULT_SORT_MEMORY,
+            query_memory: Self::DEFAULT_QUERY_MEMORY,
             results: Results::default(),
         }
     }
@@ -60,6 +66,15 @@ impl Default for SessionOptions {
 impl SessionOptions {
     /// The default of [`SessionOptions::sort_memory`]: 64 MiB.
     pub const DEFAULT_SORT_MEMORY: usize = 64 << 20;
+
+    /// The default of [`SessionOptions::query_memory`]: 128 MiB.
+    pub const DEFAULT_QUERY_MEMORY: usize = 128 << 20;
+
+    /// Options with `query_memory` set.
+    pub fn with_query_memory(mut self, bytes: usize) -> Self {
+        self.query_memory = bytes;
+        self
+    }
 
     /// Options with `results` set.
     pub fn with_results(mut self, results: Results) -> Self {

@@ -614,7 +614,8 @@ impl ConditionEvaluator for DataFusionEvaluator {
         expr: &str,
         batch: &RecordBatch,
     ) -> std::result::Result<arrow::array::ArrayRef, String> {
-        let ctx = super::new_context();
+        let ctx = super::new_context(super::SessionOptions::DEFAULT_QUERY_MEMORY)
+            .map_err(|e| e.to_string())?;
         let schema =
             DFSchema::try_from(batch.schema().as_ref().clone()).map_err(|e| e.to_string())?;
         let e = ctx
