@@ -8,7 +8,8 @@ use arrow::array::{Array, ArrayRef, AsArray};
 use arrow::record_batch::RecordBatch;
 
 use super::commit::{now_us, CommitInfo};
-use super::flow_commit::{write_applied, Applied, Log};
+use super::flow_commit::{read_keys, write_applied, Applied, Log};
+use super::load::{KeysFrom, Load};
 use super::{table_mut, Store};
 use crate::commit_clock::CommitClock;
 use crate::engine::fold::Bytes;
@@ -106,9 +107,25 @@ impl Store {
             }
         };
         let rows = statement_rows(&schema, &dml)?;
-        g.ensure_replayed(table)?;
+        // A table not in memory whose records are current is not loaded: the heads of the keys
+        // the statement touches are read, and dropped again once it is written, as an increment
+        // of a flow does (`Load::Skeleton`).
+        let keys_from = g.load_for_increment(table)?;
         let inner = &mut *g;
         let t = table_mut(&mut inner.tables, table)?;
+        if keys_from == KeysFrom::Heads {
+            let mut keys: Vec<Bytes> = rows.iter().map(|p| p.key.clone()).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            if let Err(e) = read_keys(inner.kv.as_ref(), t, &keys) {
+                t.state = t.new_state();
+                t.load = Load::Pending;
+                return Err(e);
+            }
+            if let Load::Skeleton { keys_read } = &mut t.load {
+                *keys_read += keys.len() as u64;
+            }
+        }
         let last = t.commits.last().expect("commit 0 exists");
         let version = last.version + 1;
         let ts = now_us().max(last.timestamp_us + 1);
@@ -117,6 +134,9 @@ impl Store {
         let events = match planned.inspect_err(|e| inner.poisoned = Some(e.to_string()))? {
             Planned::Events(events) => events,
             Planned::Overlaps(n) => {
+                if keys_from == KeysFrom::Heads {
+                    t.state.evict_all();
+                }
                 let (column, rule) = match schema.mode {
                     StoredAs::Scd1 => (
                         key_names(&schema),
@@ -169,6 +189,9 @@ impl Store {
         };
         let commit = write_applied(inner.kv.as_ref(), every, t, applied)
             .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        if keys_from == KeysFrom::Heads {
+            t.state.evict_all();
+        }
         inner.retention_after(table, commit.version, commit.timestamp_us)?;
         Ok(commit)
     }

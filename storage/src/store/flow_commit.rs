@@ -649,7 +649,7 @@ fn keys_of(events: &[Incoming]) -> Vec<Bytes> {
 
 /// Reads into `table`'s state, which holds none of its keys ([`Load::Skeleton`]), the heads of
 /// `keys` (sorted) that the table has.
-fn read_keys(kv: &dyn KvStore, table: &mut Table, keys: &[Bytes]) -> Result<()> {
+pub(super) fn read_keys(kv: &dyn KvStore, table: &mut Table, keys: &[Bytes]) -> Result<()> {
     let heads = pages::read_heads(kv, table.id, keys)?;
     table.state.load_keys(heads)
 }
