@@ -640,3 +640,49 @@ fn a_large_file_stopped_before_its_record_is_not_counted_as_loaded() {
     assert!(store.source_origin("s").unwrap().1.contains("big.parquet"));
     assert!(store.verify().unwrap().ok());
 }
+
+/// A DROP stopped after its first batch (the catalog record goes, and a record that the table is
+/// being dropped comes) leaves the table gone: the next open deletes the rest of its records,
+/// and a new table of its name starts empty.
+#[test]
+fn a_drop_stopped_after_its_catalog_record_is_finished_by_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let make = "CREATE TABLE ev (id INT, v STRING, seq INT);
+        INSERT INTO ev VALUES (1, 'a', 1), (2, 'b', 1);
+        CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(ev) KEYS (id)
+          SEQUENCE BY seq STORED AS SCD TYPE 2";
+    asof::SqlSession::new(Store::open(dir.path()).unwrap())
+        .unwrap()
+        .execute(make)
+        .unwrap();
+    // The table first (the source feeds it), then the source: their commit records.
+    for (name, tag) in [("t", b'C'), ("ev", b'H')] {
+        {
+            let (store, fail) = failing_store(dir.path(), asof::StoreOptions::default());
+            fail.store(2, Ordering::SeqCst);
+            let e = store.drop_table(name).unwrap_err();
+            assert!(e.to_string().contains("disk full"), "{e}");
+            assert!(store.drop_table(name).is_err(), "poisoned until reopened");
+        }
+        assert_eq!(keys_tagged(dir.path(), b'D'), 1, "{name} is being dropped");
+        assert!(keys_tagged(dir.path(), tag) > 0, "{name}'s commits are still there");
+        {
+            let store = Store::open(dir.path()).unwrap();
+            assert!(!store.tables().unwrap().iter().any(|t| t == name));
+            assert!(!store.sources().unwrap().iter().any(|t| t == name));
+        }
+        assert_eq!(keys_tagged(dir.path(), b'D'), 0, "{name}'s drop finished");
+        assert_eq!(keys_tagged(dir.path(), tag), 0, "{name}'s commits are gone");
+    }
+    for tag in [b'T', b'S', b'E', b'K', b'A'] {
+        assert_eq!(keys_tagged(dir.path(), tag), 0, "records tagged {}", tag as char);
+    }
+    let mut s = asof::SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(&make.replace("(1, 'a', 1), (2, 'b', 1)", "(3, 'c', 1)"))
+        .unwrap();
+    assert_eq!(
+        common::sorted_sql_rows(&mut s, "SELECT id, v FROM t"),
+        [common::cells(&["3", "c"])]
+    );
+    assert!(s.store().verify().unwrap().ok());
+}

@@ -584,7 +584,10 @@ pub(crate) fn new_context(query_memory: usize) -> Result<SessionContext> {
         FairSpillPool::new(query_memory),
         std::num::NonZeroUsize::new(3).expect("three is not zero"),
     );
+    // A merge of spilled runs holds a batch or two of each run it reads, outside the pool: at
+    // most sixteen runs at a time (more are merged in passes).
     let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+        .with_max_spill_merge_fan_in(16)
         .with_memory_pool(Arc::new(pool))
         .build_arc()
         .map_err(df)?;

@@ -17,6 +17,7 @@
 //! | `P` table id, key, page | one frozen page of a key |
 //! | `X` table id, version, part | the rows a commit wrote (their keys) and retired, a part at a time |
 //! | `G` table id | the table summary: the version the `K`/`P`/`X` records are current at |
+//! | `D` table id | a table or source table being dropped: its records go after its catalog record |
 //!
 //! See docs/FORMAT.md for the byte diagrams.
 
@@ -57,6 +58,12 @@ pub(crate) const ROW_DIR: u8 = b'X';
 pub(crate) const SUMMARY: u8 = b'G';
 /// The pages a table's last checkpoint freed that are not deleted yet: `F` id.
 pub(crate) const FREED: u8 = b'F';
+/// A table or source table being dropped: `D` id (no value). Its catalog record went first, in
+/// the batch that wrote this; its other records go in batches after, and then this record; an
+/// open finishes a drop a stop interrupted.
+pub(crate) const DROPPING: u8 = b'D';
+/// Every tag of a source table's records, the catalog record first.
+pub(crate) const SOURCE_TAGS: [u8; 4] = [SOURCE, APPEND, LOADED, SOURCE_COMMIT];
 /// Every tag of a target table's records, the catalog record first.
 pub(crate) const TABLE_TAGS: [u8; 8] = [
     TABLE, COMMIT, EVENTS, KEY_HEAD, PAGE, ROW_DIR, SUMMARY, FREED,

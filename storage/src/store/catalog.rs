@@ -225,16 +225,15 @@ impl Store {
             .collect())
     }
 
-    /// Drops a table (target, source) or view and all its data.
+    /// Drops a table (target, source) or view and all its data. The catalog record goes first,
+    /// with a record that the table is being dropped ([`keys::DROPPING`]); its other records go
+    /// in batches after (a table of millions of keys is not one batch), and an open finishes a
+    /// drop a stop interrupted.
     pub fn drop_table(&self, name: &str) -> Result<()> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
-        let mut b = WriteBatch::default();
-        let mut prefixes: Vec<Vec<u8>> = Vec::new();
-        if let Some(t) = inner.tables.get(name) {
-            for tag in keys::TABLE_TAGS {
-                prefixes.push(key(tag, t.id, None, None));
-            }
+        let (id, tags): (u32, &[u8]) = if let Some(t) = inner.tables.get(name) {
+            (t.id, &keys::TABLE_TAGS)
         } else if let Some(s) = inner.sources.get(name) {
             if let Some(t) = inner.tables.values().find(|t| {
                 t.flows
@@ -259,27 +258,22 @@ impl Store {
                     t.name
                 )));
             }
-            for tag in [
-                keys::SOURCE,
-                keys::APPEND,
-                keys::LOADED,
-                keys::SOURCE_COMMIT,
-            ] {
-                prefixes.push(key(tag, s.id, None, None));
-            }
+            (s.id, &keys::SOURCE_TAGS)
         } else if inner.views.contains_key(name) {
+            let mut b = WriteBatch::default();
             b.delete(keys::view(name));
+            write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
+            inner.views.remove(name);
+            return Ok(());
         } else {
             return Err(Error::NotFound {
                 kind: "table",
                 name: name.to_string(),
             });
-        }
-        for p in prefixes {
-            for kv in inner.kv.scan_prefix(&p) {
-                b.delete(kv?.0);
-            }
-        }
+        };
+        let mut b = WriteBatch::default();
+        b.delete(key(tags[0], id, None, None));
+        b.put(key(keys::DROPPING, id, None, None), Vec::new());
         // Reads of a source table under way stop rather than find its chunks gone.
         if inner.sources.contains_key(name) {
             inner.rewrites.bump();
@@ -287,9 +281,47 @@ impl Store {
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         inner.tables.remove(name);
         inner.sources.remove(name);
-        inner.views.remove(name);
-        Ok(())
+        // The rest, in batches: an error leaves it to the next open.
+        finish_drop(inner.kv.as_ref(), id, tags).inspect_err(|e| inner.poisoned = Some(e.to_string()))
     }
+}
+
+/// Deletes the records of table `id` under `tags` but the first (its catalog record, gone
+/// already), in batches, then its [`keys::DROPPING`] record.
+fn finish_drop(kv: &dyn crate::kv::KvStore, id: u32, tags: &[u8]) -> Result<()> {
+    for &tag in &tags[1..] {
+        let prefix = key(tag, id, None, None);
+        super::commit::delete_from(kv, &prefix, &prefix)?;
+    }
+    let mut b = WriteBatch::default();
+    b.delete(key(keys::DROPPING, id, None, None));
+    kv.write(b)
+}
+
+/// Finishes the drops a stop interrupted ([`Store::drop_table`]): every record of each table
+/// being dropped, whichever kind it was.
+fn finish_drops(kv: &dyn crate::kv::KvStore) -> Result<()> {
+    let mut ids = Vec::new();
+    for pair in kv.scan_prefix(&[keys::DROPPING]) {
+        let (k, _) = pair?;
+        let id = k
+            .get(1..5)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .ok_or_else(|| corrupt("a record of a dropped table"))?;
+        ids.push(u32::from_be_bytes(id));
+    }
+    for id in ids {
+        for tags in [&keys::TABLE_TAGS[..], &keys::SOURCE_TAGS[..]] {
+            for &tag in tags {
+                let prefix = key(tag, id, None, None);
+                super::commit::delete_from(kv, &prefix, &prefix)?;
+            }
+        }
+        let mut b = WriteBatch::default();
+        b.delete(key(keys::DROPPING, id, None, None));
+        kv.write(b)?;
+    }
+    Ok(())
 }
 
 /// Checks the generated columns of a new target: expressions (an identity would number rows
@@ -363,6 +395,8 @@ pub(crate) fn check_flow_conditions(
 
 impl Inner {
     pub(super) fn load(&mut self) -> Result<()> {
+        // A drop a stop interrupted: its catalog record is gone, its other records go now.
+        finish_drops(self.kv.as_ref())?;
         let records: Vec<(Vec<u8>, Vec<u8>)> =
             self.kv.scan_prefix(&[keys::TABLE]).collect::<Result<_>>()?;
         for (k, v) in records {
