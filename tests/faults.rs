@@ -665,7 +665,10 @@ fn a_drop_stopped_after_its_catalog_record_is_finished_by_the_next_open() {
             assert!(store.drop_table(name).is_err(), "poisoned until reopened");
         }
         assert_eq!(keys_tagged(dir.path(), b'D'), 1, "{name} is being dropped");
-        assert!(keys_tagged(dir.path(), tag) > 0, "{name}'s commits are still there");
+        assert!(
+            keys_tagged(dir.path(), tag) > 0,
+            "{name}'s commits are still there"
+        );
         {
             let store = Store::open(dir.path()).unwrap();
             assert!(!store.tables().unwrap().iter().any(|t| t == name));
@@ -675,7 +678,12 @@ fn a_drop_stopped_after_its_catalog_record_is_finished_by_the_next_open() {
         assert_eq!(keys_tagged(dir.path(), tag), 0, "{name}'s commits are gone");
     }
     for tag in [b'T', b'S', b'E', b'K', b'A'] {
-        assert_eq!(keys_tagged(dir.path(), tag), 0, "records tagged {}", tag as char);
+        assert_eq!(
+            keys_tagged(dir.path(), tag),
+            0,
+            "records tagged {}",
+            tag as char
+        );
     }
     let mut s = asof::SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     s.execute(&make.replace("(1, 'a', 1), (2, 'b', 1)", "(3, 'c', 1)"))

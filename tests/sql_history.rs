@@ -538,6 +538,19 @@ fn a_commit_records_the_peak_memory_of_the_process_while_it_ran() {
         got[2].1, None,
         "a commit that applies no events measures nothing"
     );
+    // The source's writes (`CREATE TABLE ... AS SELECT`, `INSERT`) measure theirs too.
+    let (names, history) = query(&mut s, "DESCRIBE HISTORY ev");
+    let col = names.iter().position(|n| n == "peak_memory_bytes").unwrap();
+    let writes: Vec<Option<String>> = history
+        .iter()
+        .filter(|r| r[2].as_deref() == Some("WRITE"))
+        .map(|r| r[col].clone())
+        .collect();
+    assert_eq!(writes.len(), 2, "{history:?}");
+    for bytes in writes {
+        let bytes: u64 = bytes.expect("a write's peak memory").parse().unwrap();
+        assert!((16 << 20..16 << 30).contains(&bytes), "{bytes}");
+    }
     drop(s);
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
     assert_eq!(peaks(&mut s), got);

@@ -24,8 +24,8 @@ pub struct CommitInfo {
     pub duration_us: u64,
     /// The process's peak resident memory while the commit ran, in bytes: exact when the commit
     /// raised the process's high-water mark, else the highest sampled at its steps (Linux only;
-    /// absent elsewhere, on commits that apply no events, and on commits written before it was
-    /// measured).
+    /// absent elsewhere, on commits that apply no events and write no source rows, and on
+    /// commits written before it was measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_memory_bytes: Option<u64>,
     /// The commit's link in the table's hash chain (lower-case hex SHA-256; docs/FORMAT.md §3.8);

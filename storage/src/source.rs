@@ -378,6 +378,8 @@ pub struct SourceWrite {
     pub(crate) checkpoints: Vec<(String, Option<u64>)>,
     /// How many rows the table had when the rows a full refresh removes were read.
     pub(crate) written: Option<u64>,
+    /// The write's duration and peak memory, from its start to its commit.
+    pub(crate) clock: crate::commit_clock::CommitClock,
 }
 
 /// Whether a [`SourceWrite`] appends to a table that exists or creates it.
@@ -405,6 +407,7 @@ impl SourceWrite {
             read: None,
             checkpoints: Vec::new(),
             written: None,
+            clock: crate::commit_clock::CommitClock::start(),
         }
     }
 

@@ -282,7 +282,8 @@ impl Store {
         inner.tables.remove(name);
         inner.sources.remove(name);
         // The rest, in batches: an error leaves it to the next open.
-        finish_drop(inner.kv.as_ref(), id, tags).inspect_err(|e| inner.poisoned = Some(e.to_string()))
+        finish_drop(inner.kv.as_ref(), id, tags)
+            .inspect_err(|e| inner.poisoned = Some(e.to_string()))
     }
 }
 

@@ -307,8 +307,8 @@ impl Store {
                     num_deleted_rows: w.change.as_ref().map_or(0, |c| c.deleted.len() as u64),
                     ..Default::default()
                 },
-                duration_us: 0,
-                peak_memory_bytes: None,
+                duration_us: w.clock.elapsed_us(),
+                peak_memory_bytes: w.clock.peak_memory_bytes(),
                 chain: None,
             };
             // A DML statement that appends nothing writes no append.
