@@ -147,59 +147,143 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
     Ok((from, marked))
 }
 
-/// The change feed of `table` from commit `from` to `to`, as `table_changes` gives it.
-fn change_feed(
-    store: &asof_storage::Store,
-    table: &str,
-    from: u64,
-    to: u64,
-) -> Result<(arrow::datatypes::SchemaRef, Vec<arrow::array::RecordBatch>)> {
-    crate::changes::table_changes(
-        store,
-        table,
-        &ChangeBound::Version(from),
-        Some(&ChangeBound::Version(to)),
-    )
+/// The columns of the change feed of `table`.
+fn feed_schema(store: &asof_storage::Store, table: &str) -> Result<arrow::datatypes::SchemaRef> {
+    let (from, to) = (ChangeBound::Version(0), ChangeBound::Version(0));
+    Ok(crate::changes::change_feed(store, table, &from, Some(&to))?.schema())
 }
 
-/// `changes` without the commits that changed or deleted rows (any row whose `_change_type` is
-/// not `insert`): `skipChangeCommits`.
-fn without_change_commits(
-    changes: Vec<arrow::array::RecordBatch>,
-) -> Result<Vec<arrow::array::RecordBatch>> {
-    use arrow::array::{Array, AsArray};
-    let column = |b: &arrow::array::RecordBatch, name: &str| -> Result<arrow::array::ArrayRef> {
-        b.column_by_name(name)
-            .cloned()
-            .ok_or_else(|| QueryError::Invalid(format!("the change feed has no `{name}`")))
-    };
-    let mut changed = std::collections::BTreeSet::new();
-    for b in &changes {
-        let kinds = column(b, "_change_type")?;
-        let versions = column(b, "_commit_version")?;
+/// The change feed of `table` from commit `from` to `to`, as a table a query streams a window of
+/// commits at a time, as `table_changes` does; with `ChangeCommits::Skip`, without the commits
+/// that changed or deleted rows (`skipChangeCommits`).
+fn feed_table(
+    store: &asof_storage::Store,
+    table: &str,
+    (from, to): (u64, u64),
+    change_commits: ChangeCommits,
+    progress: Option<Arc<dyn asof_storage::Progress>>,
+) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
+    let (start, end) = (ChangeBound::Version(from), ChangeBound::Version(to));
+    let schema = crate::changes::change_feed(store, table, &start, Some(&end))?.schema();
+    let (store, name) = (store.clone(), table.to_string());
+    let to_df = |e: QueryError| datafusion::error::DataFusionError::External(Box::new(e));
+    let open: super::provider::OpenBatches = Box::new(move || {
+        let mut feed =
+            crate::changes::change_feed(&store, &name, &start, Some(&end)).map_err(to_df)?;
+        if let Some(p) = &progress {
+            feed = feed.with_progress(p.clone());
+        }
+        let feed = feed.map(move |b| b.map_err(to_df));
+        Ok(match change_commits {
+            ChangeCommits::Skip => Box::new(InsertCommits::new(feed)),
+            _ => Box::new(feed),
+        })
+    });
+    Ok(Arc::new(super::provider::RowsTable::reopened(
+        table, schema, open,
+    )))
+}
+
+/// A change feed without the commits that changed or deleted rows (any row whose
+/// `_change_type` is not `insert`): `skipChangeCommits`. Each commit's rows are held until its
+/// last (the feed lists commits in order), then given if all are inserts.
+struct InsertCommits<I> {
+    feed: I,
+    /// The commit being read, whether a row of it was not an insert, and its rows so far.
+    commit: Option<(i64, bool, Vec<arrow::array::RecordBatch>)>,
+    ready: std::collections::VecDeque<arrow::array::RecordBatch>,
+    ended: bool,
+}
+
+impl<I> InsertCommits<I> {
+    fn new(feed: I) -> Self {
+        InsertCommits {
+            feed,
+            commit: None,
+            ready: Default::default(),
+            ended: false,
+        }
+    }
+
+    /// The commit read so far is whole: its rows are given if all were inserts.
+    fn close_commit(&mut self) {
+        if let Some((_, false, rows)) = self.commit.take() {
+            self.ready.extend(rows);
+        }
+    }
+
+    /// Takes `b`, cut where its commit changes.
+    fn take(&mut self, b: &arrow::array::RecordBatch) -> datafusion::error::Result<()> {
+        use arrow::array::{Array, AsArray};
+        let column = |name: &str| {
+            b.column_by_name(name).cloned().ok_or_else(|| {
+                datafusion::error::DataFusionError::Internal(format!(
+                    "the change feed has no `{name}`"
+                ))
+            })
+        };
+        let (kinds, versions) = (column("_change_type")?, column("_commit_version")?);
         let (kinds, versions) = (
             kinds.as_string::<i32>(),
             versions.as_primitive::<arrow::datatypes::Int64Type>(),
         );
-        for i in 0..b.num_rows() {
-            if kinds.is_valid(i) && kinds.value(i) != "insert" {
-                changed.insert(versions.value(i));
+        let mut start = 0;
+        while start < b.num_rows() {
+            let v = versions.value(start);
+            let mut end = start;
+            let mut changed = false;
+            while end < b.num_rows() && versions.value(end) == v {
+                changed |= kinds.is_valid(end) && kinds.value(end) != "insert";
+                end += 1;
+            }
+            if self.commit.as_ref().is_some_and(|(c, _, _)| *c != v) {
+                self.close_commit();
+            }
+            let (_, was_changed, rows) = self.commit.get_or_insert((v, false, Vec::new()));
+            *was_changed |= changed;
+            if *was_changed {
+                rows.clear();
+            } else {
+                rows.push(b.slice(start, end - start));
+            }
+            start = end;
+        }
+        Ok(())
+    }
+}
+
+impl<I> Iterator for InsertCommits<I>
+where
+    I: Iterator<Item = datafusion::error::Result<arrow::array::RecordBatch>>,
+{
+    type Item = datafusion::error::Result<arrow::array::RecordBatch>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(b) = self.ready.pop_front() {
+                return Some(Ok(b));
+            }
+            if self.ended {
+                return None;
+            }
+            match self.feed.next() {
+                Some(Ok(b)) => {
+                    if let Err(e) = self.take(&b) {
+                        self.ended = true;
+                        return Some(Err(e));
+                    }
+                }
+                Some(Err(e)) => {
+                    self.ended = true;
+                    return Some(Err(e));
+                }
+                None => {
+                    self.close_commit();
+                    self.ended = true;
+                }
             }
         }
     }
-    changes
-        .into_iter()
-        .map(|b| {
-            let versions = column(&b, "_commit_version")?;
-            let keep: arrow::array::BooleanArray = versions
-                .as_primitive::<arrow::datatypes::Int64Type>()
-                .iter()
-                .map(|v| Some(v.is_some_and(|v| !changed.contains(&v))))
-                .collect();
-            arrow::compute::filter_record_batch(&b, &keep)
-                .map_err(|e| QueryError::Invalid(e.to_string()))
-        })
-        .collect()
 }
 
 /// The statement that creates append flow `f` of `target`.
@@ -331,7 +415,7 @@ impl SqlSession {
             StreamFrom::Table(t, _) => self.store.source_schema(&self.stored_name(t)?)?,
             StreamFrom::ChangeFeed { table, .. } => {
                 let table = self.stored_name(table)?;
-                change_feed(&self.store, &table, 0, 0)?.0
+                feed_schema(&self.store, &table)?
             }
             StreamFrom::Files(files) => {
                 self.files_allowed()?;
@@ -503,17 +587,18 @@ impl SqlSession {
         } = f.reads
         {
             let latest = self.store.latest_version(&f.source)?;
-            let (schema, mut changes) =
-                change_feed(&self.store, &f.source, starting_version, latest)?;
-            if change_commits == ChangeCommits::Skip {
-                changes = without_change_commits(changes)?;
-            }
+            let t = feed_table(
+                &self.store,
+                &f.source,
+                (starting_version, latest),
+                change_commits,
+                self.progress.clone(),
+            )?;
             let read = format!(
                 "commits {starting_version} to {latest} of the change feed of {}",
                 f.source
             );
-            let t = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
-            return Ok((Arc::new(t), latest + 1, Read::Said(read)));
+            return Ok((t, latest + 1, Read::Said(read)));
         }
         // The checkpoint counts every row ever appended to the source.
         let rows = self.store.source_rows(&f.source, SourceRead::Now)?;
@@ -550,15 +635,17 @@ impl SqlSession {
             if from > latest {
                 return Ok(format!("{}: nothing new", f.name));
             }
-            let (schema, mut changes) = change_feed(&self.store, &f.source, from, latest)?;
-            if change_commits == ChangeCommits::Skip {
-                changes = without_change_commits(changes)?;
-            }
+            let stream = feed_table(
+                &self.store,
+                &f.source,
+                (from, latest),
+                change_commits,
+                self.progress.clone(),
+            )?;
             let read = format!(
                 "commits {from} to {latest} of the change feed of {}",
                 f.source
             );
-            let stream = MemTable::try_new(schema, vec![changes]).map_err(super::df)?;
             let run = Run {
                 checkpoint: offset,
                 offset: latest + 1,
@@ -566,7 +653,7 @@ impl SqlSession {
                 first_read: None,
                 source_version: None,
             };
-            return self.append(target, f, Arc::new(stream), run);
+            return self.append(target, f, stream, run);
         }
         // A `read_files` flow's hidden source first takes the files that appeared since.
         self.load_new_files(Some(&f.source))?;
@@ -744,7 +831,7 @@ impl SqlSession {
     fn empty_stream(&self, f: &AppendFlow) -> Result<Arc<dyn datafusion::catalog::TableProvider>> {
         let schema = match f.reads {
             StreamRead::Rows => self.store.source_schema(&f.source)?,
-            StreamRead::ChangeFeed { .. } => change_feed(&self.store, &f.source, 0, 0)?.0,
+            StreamRead::ChangeFeed { .. } => feed_schema(&self.store, &f.source)?,
         };
         Ok(Arc::new(
             MemTable::try_new(schema, vec![vec![]]).map_err(super::df)?,
@@ -828,4 +915,69 @@ struct Run {
     first_read: Option<(String, String)>,
     /// The version of the source table read, if the flow reads one's rows.
     source_version: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::InsertCommits;
+    use arrow::array::{Int64Array, RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use std::sync::Arc;
+
+    fn batch(rows: &[(i64, &str)]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("_change_type", DataType::Utf8, false),
+            Field::new("_commit_version", DataType::Int64, false),
+        ]));
+        let kinds: StringArray = rows.iter().map(|(_, k)| Some(*k)).collect();
+        let versions: Int64Array = rows.iter().map(|(v, _)| Some(*v)).collect();
+        RecordBatch::try_new(schema, vec![Arc::new(kinds), Arc::new(versions)]).unwrap()
+    }
+
+    /// Commits cut across batches, and batches that hold several commits: only the commits
+    /// whose every row is an insert come out, whole, in order.
+    #[test]
+    fn only_commits_of_inserts_pass_however_the_feed_is_batched() {
+        let feed = vec![
+            batch(&[(1, "insert"), (1, "insert"), (2, "insert")]),
+            batch(&[
+                (2, "update_preimage"),
+                (2, "update_postimage"),
+                (3, "insert"),
+            ]),
+            batch(&[(3, "insert"), (4, "delete")]),
+            batch(&[(5, "insert")]),
+        ];
+        let out: Vec<(i64, String)> = InsertCommits::new(feed.into_iter().map(Ok))
+            .flat_map(|b| {
+                let b = b.unwrap();
+                let kinds = b
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap()
+                    .clone();
+                let versions = b
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<Int64Array>()
+                    .unwrap()
+                    .clone();
+                (0..b.num_rows())
+                    .map(move |i| (versions.value(i), kinds.value(i).to_string()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let want: Vec<(i64, String)> = [
+            (1, "insert"),
+            (1, "insert"),
+            (3, "insert"),
+            (3, "insert"),
+            (5, "insert"),
+        ]
+        .iter()
+        .map(|(v, k)| (*v, k.to_string()))
+        .collect();
+        assert_eq!(out, want);
+    }
 }
