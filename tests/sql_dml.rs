@@ -647,3 +647,48 @@ fn a_dml_commit_left_without_a_checkpoint_is_checkpointed_by_the_next_reader() {
         [cells(&["1", "c"]), cells(&["2", "d"])]
     );
 }
+
+/// A statement refused on a table not in memory (an INSERT whose range the key has) changes
+/// nothing: planning it read the key's head and thawed its pages, and that state is dropped, so
+/// a later commit that does not touch the key leaves its pages and history as they were.
+#[test]
+fn a_statement_refused_on_a_table_not_in_memory_leaves_the_key_it_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = || StoreOptions {
+        hot_events_per_key: 1,
+        ..Default::default()
+    };
+    let open = || SqlSession::new(Store::open_with(dir.path(), opts()).unwrap()).unwrap();
+    let key_1 = "SELECT id, name, __START_AT, __END_AT FROM t WHERE id = 1";
+    let before = {
+        let mut s = open();
+        s.execute(SOURCE).unwrap();
+        // Key 1's versions in three commits, so that most are frozen in pages.
+        s.execute(&flow("t", "SCD TYPE 2")).unwrap();
+        for part in 0..3 {
+            let values: Vec<String> = (1..=20)
+                .map(|i| format!("(1, 'v{part}_{i}', 'c', {}, 'U')", part * 20 + i))
+                .chain([format!("(2, 'e{part}', 'c', {part}, 'U')")])
+                .collect();
+            s.execute(&format!(
+                "INSERT INTO src VALUES {}; REFRESH STREAMING TABLE t",
+                values.join(", ")
+            ))
+            .unwrap();
+        }
+        rows(&mut s, key_1)
+    };
+    assert_eq!(before.len(), 60);
+    {
+        let mut s = open();
+        let e = s
+            .execute("INSERT INTO t (id, name, city, __START_AT) VALUES (1, 'x', 'c', 2)")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("overlaps"), "{e}");
+        s.execute("UPDATE t SET name = 'z' WHERE id = 2").unwrap();
+    }
+    let mut s = open();
+    assert_eq!(rows(&mut s, key_1), before);
+    assert!(s.store().verify().unwrap().ok());
+}

@@ -306,6 +306,9 @@ const SPAN_WINDOW_FACTOR: u64 = 16;
 /// listed: what its number of keys is cut by.
 const SPAN_HELD_ROWS: u64 = 65_536;
 
+/// The most rows of a record of a window's sort.
+const WINDOW_RECORD_ROWS: usize = 1024;
+
 /// What the external sort of a window holds in memory before it writes a run to a temporary
 /// file.
 const WINDOW_SORT_BYTES: usize = 32 << 20;
@@ -682,9 +685,13 @@ impl ChangeFeed {
         for (version, (deletes, others)) in listed {
             let kinds = [(ChangeType::Delete, deletes), (ChangeType::Insert, others)];
             for (kind, batches) in kinds {
+                // Records of a few rows: the merge holds one of each run it reads.
                 for b in batches {
-                    let (key, payload) = (window_key(version, kind), ipc_bytes(&b)?);
-                    sorter.push(crate::spill::Record { key, payload })?;
+                    for at in (0..b.num_rows()).step_by(WINDOW_RECORD_ROWS) {
+                        let rows = b.slice(at, WINDOW_RECORD_ROWS.min(b.num_rows() - at));
+                        let (key, payload) = (window_key(version, kind), ipc_bytes(&rows)?);
+                        sorter.push(crate::spill::Record { key, payload })?;
+                    }
                 }
             }
         }

@@ -269,7 +269,7 @@ impl SqlSession {
         }
         let keys = keys.join(", ");
         let twice = self.rows_of(&format!(
-            "SELECT count(*) FROM (SELECT {keys} FROM {t_rel} JOIN {s_rel} ON {on} WHERE {current} GROUP BY {keys} HAVING count(*) > 1)"
+            "SELECT count(*) FROM (SELECT {keys} FROM {s_rel} JOIN {t_rel} ON {on} WHERE {current} GROUP BY {keys} HAVING count(*) > 1)"
         ))?;
         let twice =
             arrow::array::AsArray::as_primitive::<arrow::datatypes::Int64Type>(twice.column(0))
@@ -302,7 +302,7 @@ impl SqlSession {
                     let (assigned, edit) = target_action(target, action, "WHEN MATCHED")?;
                     let cols = output_list(target, &assigned, Some(&t_ref), None);
                     let sql = format!(
-                        "SELECT {cols} FROM {t_rel} JOIN {s_rel} ON {on} WHERE {current} AND {pred}{}",
+                        "SELECT {cols} FROM {s_rel} JOIN {t_rel} ON {on} WHERE {current} AND {pred}{}",
                         not_earlier(&earlier_matched)
                     );
                     let rows = self.rows_of(&sql)?;
@@ -357,7 +357,7 @@ impl SqlSession {
                         target_action(target, action, "WHEN NOT MATCHED BY SOURCE")?;
                     let cols = output_list(target, &assigned, Some(&t_ref), None);
                     let sql = format!(
-                        "SELECT {cols} FROM {t_rel} WHERE {current} AND NOT EXISTS (SELECT 1 FROM {s_rel} WHERE {on}) AND {pred}{}",
+                        "SELECT {cols} FROM {s_rel} RIGHT ANTI JOIN {t_rel} ON {on} WHERE {current} AND {pred}{}",
                         not_earlier(&earlier_by_source)
                     );
                     let rows = self.rows_of(&sql)?;

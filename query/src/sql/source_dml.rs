@@ -262,7 +262,7 @@ impl SqlSession {
             .any(|c| c.clause_kind == MergeClauseKind::Matched);
         let twice = if changes_matched {
             self.rows_of(&format!(
-                "SELECT count(*) FROM (SELECT {pos} FROM {t_rel} JOIN {s_rel} ON {on} GROUP BY {pos} HAVING count(*) > 1)"
+                "SELECT count(*) FROM (SELECT {pos} FROM {s_rel} JOIN {t_rel} ON {on} GROUP BY {pos} HAVING count(*) > 1)"
             ))?
             .column(0)
             .as_primitive::<arrow::datatypes::Int64Type>()
@@ -290,15 +290,12 @@ impl SqlSession {
                     .collect::<String>()
             };
             let on_rows = match (&clause.clause_kind, &clause.action) {
-                (MergeClauseKind::Matched, _) => Some((
-                    0,
-                    format!("FROM {t_rel} JOIN {s_rel} ON {on} WHERE {pred}"),
-                )),
+                (MergeClauseKind::Matched, _) => {
+                    Some((0, format!("FROM {s_rel} JOIN {t_rel} ON {on} WHERE {pred}")))
+                }
                 (MergeClauseKind::NotMatchedBySource, _) => Some((
                     2,
-                    format!(
-                        "FROM {t_rel} WHERE NOT EXISTS (SELECT 1 FROM {s_rel} WHERE {on}) AND {pred}"
-                    ),
+                    format!("FROM {s_rel} RIGHT ANTI JOIN {t_rel} ON {on} WHERE {pred}"),
                 )),
                 _ => None,
             };

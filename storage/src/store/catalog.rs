@@ -312,13 +312,29 @@ fn finish_drops(kv: &dyn crate::kv::KvStore) -> Result<()> {
         ids.push(u32::from_be_bytes(id));
     }
     for id in ids {
-        for tags in [&keys::TABLE_TAGS[..], &keys::SOURCE_TAGS[..]] {
-            for &tag in tags {
-                let prefix = key(tag, id, None, None);
-                super::commit::delete_from(kv, &prefix, &prefix)?;
+        let catalog = [keys::TABLE, keys::SOURCE].map(|tag| key(tag, id, None, None));
+        // A binary that knows no `D` record may have given the id to a new table: its records
+        // cannot be told from the dropped one's, and stay.
+        let taken = catalog
+            .iter()
+            .map(|k| kv.get(k))
+            .collect::<Result<Vec<_>>>()?;
+        if taken.iter().all(Option::is_none) {
+            for tags in [&keys::TABLE_TAGS[1..], &keys::SOURCE_TAGS[1..]] {
+                for &tag in tags {
+                    let prefix = key(tag, id, None, None);
+                    super::commit::delete_from(kv, &prefix, &prefix)?;
+                }
             }
         }
         let mut b = WriteBatch::default();
+        // Deleting the catalog records (there are none) lets the manifest go of the table's
+        // commits, should a rebuilt manifest have counted them (`asof repair`).
+        if taken.iter().all(Option::is_none) {
+            for k in catalog {
+                b.delete(k);
+            }
+        }
         b.delete(key(keys::DROPPING, id, None, None));
         kv.write(b)?;
     }

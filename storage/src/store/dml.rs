@@ -134,8 +134,12 @@ impl Store {
         let events = match planned.inspect_err(|e| inner.poisoned = Some(e.to_string()))? {
             Planned::Events(events) => events,
             Planned::Overlaps(n) => {
+                // Planning thawed the keys (their pages queued for deletion, their heads to be
+                // written): a state that read them from their heads is dropped, and read again
+                // by the table's next use.
                 if keys_from == KeysFrom::Heads {
-                    t.state.evict_all();
+                    t.state = t.new_state();
+                    t.load = Load::Pending;
                 }
                 let (column, rule) = match schema.mode {
                     StoredAs::Scd1 => (
