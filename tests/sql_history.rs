@@ -566,3 +566,38 @@ fn ids_into_scd1(n: u64) -> String {
            STORED AS SCD TYPE 1; "
     )
 }
+
+/// A query that scans every key of a table not in memory reports the keys it has read (the CLI
+/// draws a bar); a query of one key does not.
+#[test]
+fn a_scan_of_every_key_reports_its_progress_and_a_point_query_does_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(&(ids_into_scd1(150000) + "REFRESH STREAMING TABLE t"))
+        .unwrap();
+    drop(s);
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    let recorded = std::sync::Arc::new(common::Recorded::default());
+    s.set_progress(recorded.clone());
+    let (_, n) = query(&mut s, "SELECT count(*), max(seq) FROM t");
+    assert_eq!(n, [vec![Some("150000".to_string()), Some("1".to_string())]]);
+    let calls = recorded.0.lock().unwrap().clone();
+    let scan: Vec<&String> = calls
+        .iter()
+        .skip_while(|c| !c.starts_with("begin scanning t"))
+        .collect();
+    assert_eq!(
+        scan.first().map(|c| c.as_str()),
+        Some("begin scanning t of 150000"),
+        "{calls:?}"
+    );
+    assert!(scan.contains(&&"at 150000".to_string()), "{calls:?}");
+    assert_eq!(scan.last().map(|c| c.as_str()), Some("end"), "{calls:?}");
+    recorded.0.lock().unwrap().clear();
+    query(&mut s, "SELECT * FROM t WHERE id = 7");
+    let calls = recorded.0.lock().unwrap().clone();
+    assert!(
+        !calls.iter().any(|c| c.starts_with("begin scanning")),
+        "{calls:?}"
+    );
+}

@@ -570,7 +570,13 @@ impl TableProvider for TargetTable {
         );
         let (store, table) = (self.store.clone(), self.table.clone());
         let open: OpenBatches = Box::new(move || {
-            let scan = scan(&store, &table, &req).map_err(external)?;
+            let mut scan = scan(&store, &table, &req).map_err(external)?;
+            // A scan of every key reports the keys it read, read span by span (the table not in
+            // memory), when it is long.
+            if let (KeySelection::All, Some(p)) = (&req.keys, store.progress()) {
+                let task = format!("scanning {table}");
+                scan = scan.with_progress(&p, &task).map_err(external)?;
+            }
             Ok(Box::new(scan.map(|b| b.map_err(external))) as Batches)
         });
         Ok(Arc::new(StreamExec::labelled(
