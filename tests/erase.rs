@@ -487,9 +487,16 @@ proptest! {
         mode in 0usize..3,
         batches in prop::collection::vec(prop::collection::vec(row(), 1..6), 1..5),
         erased in prop::collection::btree_set(0u8..5, 1..3),
+        part_rows in prop_oneof![Just(65_536u64), 1u64..4],
     ) {
         let mode = MODES[mode];
-        let options = || StoreOptions { hot_events_per_key: 1, ..Default::default() };
+        // Small parts: a commit applied in parts has an event block per part, some of which
+        // the erasure rewrites (each keeps its number, which the commit's `parts` name).
+        let options = || StoreOptions {
+            hot_events_per_key: 1,
+            commit_part_rows: part_rows,
+            ..Default::default()
+        };
         let a_dir = tempfile::tempdir().unwrap();
         let mut a = SqlSession::new(Store::open_with(a_dir.path(), options()).unwrap()).unwrap();
         let b_dir = tempfile::tempdir().unwrap();

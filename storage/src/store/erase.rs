@@ -14,9 +14,9 @@
 use std::collections::BTreeSet;
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
-use super::commit::{now_us, put_event_blocks, put_json, write_or_poison, CommitInfo};
+use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
 use super::erase_sources::{
-    each_version, erase_source_rows, readers_of_source, source_flows, source_history, ErasedRows,
+    erase_source_rows, readers_of_source, source_flows, source_history, ErasedRows,
 };
 use super::load::Load;
 use super::pages;
@@ -25,8 +25,11 @@ use super::replay::{load_commits, VACUUM_BASE};
 use super::{Inner, Store, Table};
 use crate::engine::fold::Bytes;
 use crate::error::{corrupt, Error, Result};
+use crate::format::event_block::event_blocks;
+use crate::format::keys::parse_version;
 use crate::format::keys::{self, key};
-use crate::format::packed_events::decode_block;
+use crate::format::packed_events::{decode_block, encode_block};
+use crate::format::Codec;
 use crate::keycodec::{decode_tuple, encode_tuple};
 use crate::kv::{KvStore, WriteBatch};
 use crate::value::Value;
@@ -419,8 +422,10 @@ struct Removed {
     keys: BTreeSet<Bytes>,
 }
 
-/// Rewrites, into `b`, the event blocks of every commit of `t` that holds an event of `erased`
-/// without those events.
+/// Rewrites, into `b`, each event block of `t` that holds an event of `erased`, without those
+/// events, under its own key: a block at a time (a load of 10M events is one commit, decoded
+/// whole it took gigabytes), and the blocks keep their numbers, which the `parts` of a commit
+/// applied in parts name.
 fn rewrite_events(
     kv: &dyn KvStore,
     t: &Table,
@@ -428,17 +433,14 @@ fn rewrite_events(
     b: &mut WriteBatch,
 ) -> Result<Removed> {
     let width = t.state.schema.columns.len();
+    let types = t.state.schema.column_types();
     let mut found = BTreeSet::new();
     let mut removed = 0u64;
-    let mut touched = Vec::new();
-    each_version(kv, &key(keys::EVENTS, t.id, None, None), |done, blocks| {
-        let mut events = Vec::new();
-        let mut truncates = Vec::new();
-        for (_, bytes) in &blocks {
-            let block = decode_block(bytes)?;
-            events.extend(block.events_from(t.state.log_narrowest, width)?);
-            truncates.extend(block.truncates.iter().map(|s| Bytes::from(s.clone())));
-        }
+    let mut touched: Vec<u64> = Vec::new();
+    for pair in kv.scan_prefix(&key(keys::EVENTS, t.id, None, None)) {
+        let (k, bytes) = pair?;
+        let block = decode_block(&bytes)?;
+        let mut events = block.events_from(t.state.log_narrowest, width)?;
         let before = events.len();
         events.retain(|e| {
             let gone = erased.contains(&e.key);
@@ -447,16 +449,24 @@ fn rewrite_events(
             }
             !gone
         });
-        if events.len() < before {
-            removed += (before - events.len()) as u64;
-            touched.push(done);
-            for (k, _) in blocks {
-                b.delete(k);
-            }
-            put_event_blocks(b, t.id, done, &t.state.schema, &events, &truncates)?;
+        if events.len() == before {
+            continue;
         }
-        Ok(())
-    })?;
+        removed += (before - events.len()) as u64;
+        let version = parse_version(&k)?;
+        if touched.last() != Some(&version) {
+            touched.push(version);
+        }
+        let truncates: Vec<Bytes> = block
+            .truncates
+            .iter()
+            .map(|s| Bytes::from(s.clone()))
+            .collect();
+        // Fewer events than a block held fit in one block.
+        let [one] = <[_; 1]>::try_from(event_blocks(&events, &truncates, &types))
+            .map_err(|_| corrupt("an event block rewritten without erased events grew"))?;
+        b.put(k, encode_block(one, Codec::Small)?);
+    }
     Ok(Removed {
         events: removed,
         versions: touched,
