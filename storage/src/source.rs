@@ -288,18 +288,23 @@ impl SourceTable {
         let mut offset = 0;
         while offset < batch.num_rows() {
             let len = per_chunk.min(batch.num_rows() - offset);
-            let slice = batch.slice(offset, len);
-            let mut buf = Vec::new();
-            {
-                let mut w = StreamWriter::try_new(&mut buf, &slice.schema())
-                    .map_err(|e| corrupt(e.to_string()))?;
-                w.write(&slice).map_err(|e| corrupt(e.to_string()))?;
-                w.finish().map_err(|e| corrupt(e.to_string()))?;
-            }
-            out.push(crate::format::lz4::compress(&buf)?);
+            out.push(Self::encode_chunk(&batch.slice(offset, len))?);
             offset += len;
         }
         Ok(out)
+    }
+
+    /// `rows` as one stored chunk, however large (a chunk rewritten with fewer rows by an
+    /// erasure keeps its number).
+    pub fn encode_chunk(rows: &RecordBatch) -> Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        {
+            let mut w = StreamWriter::try_new(&mut buf, &rows.schema())
+                .map_err(|e| corrupt(e.to_string()))?;
+            w.write(rows).map_err(|e| corrupt(e.to_string()))?;
+            w.finish().map_err(|e| corrupt(e.to_string()))?;
+        }
+        crate::format::lz4::compress(&buf)
     }
 
     pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<RecordBatch>> {

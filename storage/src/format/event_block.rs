@@ -40,6 +40,23 @@ pub(crate) struct EventBlock {
     pub truncates: Vec<Vec<u8>>,
 }
 
+/// One block of `events` and `truncates`, however large: a block rewritten with fewer events
+/// (an erasure) keeps its number.
+pub(crate) fn one_event_block(
+    events: &[Incoming],
+    truncates: &[Bytes],
+    types: &[ColumnType],
+) -> EventBlock {
+    let mut block = EventBlock {
+        truncates: truncates.iter().map(|b| b.to_vec()).collect(),
+        ..EventBlock::empty(types)
+    };
+    for e in events {
+        block.push(&e.key, &e.seq, &e.sys, &e.event, 0);
+    }
+    block
+}
+
 /// Cuts a commit's logged events into blocks; the truncates go into the first.
 pub(crate) fn event_blocks(
     events: &[Incoming],

@@ -25,7 +25,7 @@ use super::replay::{load_commits, VACUUM_BASE};
 use super::{Inner, Store, Table};
 use crate::engine::fold::Bytes;
 use crate::error::{corrupt, Error, Result};
-use crate::format::event_block::event_blocks;
+use crate::format::event_block::one_event_block;
 use crate::format::keys::parse_version;
 use crate::format::keys::{self, key};
 use crate::format::packed_events::{decode_block, encode_block};
@@ -462,9 +462,7 @@ fn rewrite_events(
             .iter()
             .map(|s| Bytes::from(s.clone()))
             .collect();
-        // Fewer events than a block held fit in one block.
-        let [one] = <[_; 1]>::try_from(event_blocks(&events, &truncates, &types))
-            .map_err(|_| corrupt("an event block rewritten without erased events grew"))?;
+        let one = one_event_block(&events, &truncates, &types);
         b.put(k, encode_block(one, Codec::Small)?);
     }
     Ok(Removed {

@@ -15,7 +15,7 @@ use crate::error::{corrupt, Result};
 use crate::flow::Flow;
 use crate::format::keys::{self, key, parse_version};
 use crate::ingest::row_keys;
-use crate::kv::{KvPair, KvStore, WriteBatch};
+use crate::kv::{KvStore, WriteBatch};
 use crate::positions::format_positions;
 use crate::source::{SourceTable, ERASED_ROWS};
 
@@ -100,99 +100,66 @@ pub(super) fn erase_source_rows(
     // Positions count every row ever appended: earlier erasures' rows are skipped over.
     let mut position = 0u64;
     let mut hole = 0usize;
-    each_version(
-        kv,
-        &key(keys::APPEND, src.id, None, None),
-        |append, chunks| {
-            let mut kept = Vec::new();
-            let mut gone = 0;
-            for (_, bytes) in &chunks {
-                for batch in SourceTable::decode_chunk(bytes)? {
-                    let batch = src.fit(batch)?;
-                    let keys: Vec<Vec<Option<Bytes>>> = flows
-                        .iter()
-                        .map(|f| row_keys(f, &batch, evaluator))
-                        .collect::<Result<_>>()?;
-                    let mut keep = Vec::with_capacity(batch.num_rows());
-                    for r in 0..batch.num_rows() {
-                        while src.erased.get(hole) == Some(&position) {
-                            position += 1;
-                            hole += 1;
-                        }
-                        let hit = keys.iter().zip(through).any(|(k, &bound)| {
-                            position < bound && k[r].as_ref().is_some_and(|k| erased.contains(k))
-                        });
-                        if hit {
-                            positions.push(position);
-                            gone += 1;
-                        }
-                        keep.push(!hit);
-                        position += 1;
-                    }
-                    let mask = BooleanArray::from(keep);
-                    kept.push(
-                        arrow::compute::filter_record_batch(&batch, &mask)
-                            .map_err(|e| corrupt(e.to_string()))?,
-                    );
+    // The append being read, and whether a chunk of it was rewritten.
+    let mut current: Option<(u64, bool)> = None;
+    // A chunk at a time, each rewritten under its own key (a `CREATE TABLE ... AS SELECT` of 10M
+    // rows is one append: read whole it took gigabytes); an append whose chunks were rewritten
+    // has its commit marked once its last chunk is read.
+    for pair in kv.scan_prefix(&key(keys::APPEND, src.id, None, None)) {
+        let (k, bytes) = pair?;
+        let append = parse_version(&k)?;
+        if let Some((done, true)) = current.filter(|(a, _)| *a != append) {
+            mark_append(kv, src, done, version, b, &mut rewrites)?;
+        }
+        if current.is_none_or(|(a, _)| a != append) {
+            current = Some((append, false));
+        }
+        let mut kept = Vec::new();
+        let mut gone = 0;
+        for batch in SourceTable::decode_chunk(&bytes)? {
+            let batch = src.fit(batch)?;
+            let keys: Vec<Vec<Option<Bytes>>> = flows
+                .iter()
+                .map(|f| row_keys(f, &batch, evaluator))
+                .collect::<Result<_>>()?;
+            let mut keep = Vec::with_capacity(batch.num_rows());
+            for r in 0..batch.num_rows() {
+                while src.erased.get(hole) == Some(&position) {
+                    position += 1;
+                    hole += 1;
                 }
+                let hit = keys.iter().zip(through).any(|(k, &bound)| {
+                    position < bound && k[r].as_ref().is_some_and(|k| erased.contains(k))
+                });
+                if hit {
+                    positions.push(position);
+                    gone += 1;
+                }
+                keep.push(!hit);
+                position += 1;
             }
-            if gone > 0 {
-                for (k, _) in chunks {
-                    b.delete(k);
-                }
-                let all = arrow::compute::concat_batches(&src.schema, &kept)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                for (i, chunk) in SourceTable::encode_chunks(&all)?.into_iter().enumerate() {
-                    b.put(
-                        key(keys::APPEND, src.id, Some(append), Some(i as u32)),
-                        chunk,
-                    );
-                }
-                // Append n is the n-th `WRITE` (those written before the chain do not say).
-                let write = src
-                    .history
-                    .iter()
-                    .find(|c| {
-                        c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string())
-                    })
-                    .or_else(|| {
-                        src.history
-                            .iter()
-                            .filter(|c| c.operation == super::sources::WRITE)
-                            .nth(append as usize)
-                            .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
-                    });
-                if let Some(c) = write {
-                    let mut marked = c.clone();
-                    marked
-                        .parameters
-                        .insert(ERASED_BY.to_string(), version.to_string());
-                    if c.chain.is_some() {
-                        let old = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
-                        let new = chain::stored_digest(
-                            kv,
-                            keys::SOURCE_COMMIT,
-                            src.id,
-                            &marked,
-                            Some(&*b),
-                        )?;
-                        rewrites.push(Rewrite {
-                            by: version,
-                            version: c.version,
-                            old: chain::hex(&old),
-                            new: chain::hex(&new),
-                        });
-                    }
-                    put_json(
-                        b,
-                        key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
-                        &marked,
-                    )?;
-                }
-            }
-            Ok(())
-        },
-    )?;
+            let mask = BooleanArray::from(keep);
+            kept.push(
+                arrow::compute::filter_record_batch(&batch, &mask)
+                    .map_err(|e| corrupt(e.to_string()))?,
+            );
+        }
+        if gone == 0 {
+            continue;
+        }
+        current = Some((append, true));
+        let rows = arrow::compute::concat_batches(&src.schema, &kept)
+            .map_err(|e| corrupt(e.to_string()))?;
+        // The chunk keeps its number; one left with no row goes (readers take an append's
+        // chunks in order, whatever their numbers).
+        match rows.num_rows() {
+            0 => b.delete(k),
+            _ => b.put(k, SourceTable::encode_chunk(&rows)?),
+        }
+    }
+    if let Some((done, true)) = current {
+        mark_append(kv, src, done, version, b, &mut rewrites)?;
+    }
     if positions.is_empty() {
         return Ok(positions);
     }
@@ -217,6 +184,52 @@ pub(super) fn erase_source_rows(
     Ok(positions)
 }
 
+/// Marks the commit that wrote append `append` of `src` as erased by `version` (in `b`), and
+/// records how its digest changed in `rewrites`.
+fn mark_append(
+    kv: &dyn KvStore,
+    src: &SourceTable,
+    append: u64,
+    version: u64,
+    b: &mut WriteBatch,
+    rewrites: &mut Vec<Rewrite>,
+) -> Result<()> {
+    // Append n is the n-th `WRITE` (those written before the chain do not say).
+    let write = src
+        .history
+        .iter()
+        .find(|c| c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string()))
+        .or_else(|| {
+            src.history
+                .iter()
+                .filter(|c| c.operation == super::sources::WRITE)
+                .nth(append as usize)
+                .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
+        });
+    let Some(c) = write else {
+        return Ok(());
+    };
+    let mut marked = c.clone();
+    marked
+        .parameters
+        .insert(ERASED_BY.to_string(), version.to_string());
+    if c.chain.is_some() {
+        let old = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
+        let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, Some(&*b))?;
+        rewrites.push(Rewrite {
+            by: version,
+            version: c.version,
+            old: chain::hex(&old),
+            new: chain::hex(&new),
+        });
+    }
+    put_json(
+        b,
+        key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
+        &marked,
+    )
+}
+
 /// The commit records of source `id`, in version order.
 pub(super) fn source_history(kv: &dyn KvStore, id: u32) -> Result<Vec<CommitInfo>> {
     kv.scan_prefix(&key(keys::SOURCE_COMMIT, id, None, None))
@@ -225,28 +238,4 @@ pub(super) fn source_history(kv: &dyn KvStore, id: u32) -> Result<Vec<CommitInfo
             serde_json::from_slice(&v).map_err(|e| corrupt(format!("source commit record: {e}")))
         })
         .collect()
-}
-
-/// Hands `each` the pairs under `prefix`, in key order, one version at a time (the number after
-/// the tag and id of their keys: a commit's event blocks, an append's chunks).
-pub(super) fn each_version(
-    kv: &dyn KvStore,
-    prefix: &[u8],
-    mut each: impl FnMut(u64, Vec<KvPair>) -> Result<()>,
-) -> Result<()> {
-    let mut group: Vec<KvPair> = Vec::new();
-    let mut at = None;
-    for pair in kv.scan_prefix(prefix) {
-        let (k, v) = pair?;
-        let n = parse_version(&k)?;
-        if let Some(a) = at.filter(|&a| a != n) {
-            each(a, std::mem::take(&mut group))?;
-        }
-        at = Some(n);
-        group.push((k, v));
-    }
-    match at {
-        Some(a) => each(a, group),
-        None => Ok(()),
-    }
 }
