@@ -11,6 +11,9 @@ use arrow::record_batch::RecordBatch;
 use asof_storage::{Caching, ChangePass, ChangeType, KeyGroup, RowView, Store};
 
 use crate::arrow_conv::table_arrow_schema;
+use window_sort::{Draining, WindowSort};
+
+mod window_sort;
 use crate::error::{QueryError, Result};
 use crate::scan::{make_cols, Clamps, Col};
 
@@ -186,7 +189,7 @@ pub struct ChangeFeed {
     held: Held,
     /// Read by spans: the sort that holds the changes of a window of small commits until its
     /// last span.
-    window: Option<crate::spill::Sorter>,
+    window: Option<WindowSort>,
     /// A window's changes, read back in order.
     draining: Option<Draining>,
     /// What is left of a commit larger than a window, read a group of its keys at a time: each
@@ -305,74 +308,6 @@ const SPAN_WINDOW_FACTOR: u64 = 16;
 /// About how many changed rows a span of a window of small commits holds while its changes are
 /// listed: what its number of keys is cut by.
 const SPAN_HELD_ROWS: u64 = 65_536;
-
-/// The most rows of a record of a window's sort.
-const WINDOW_RECORD_ROWS: usize = 1024;
-
-/// What the external sort of a window holds in memory before it writes a run to a temporary
-/// file.
-const WINDOW_SORT_BYTES: usize = 32 << 20;
-
-/// The changes of a window of small commits read by spans, on their way through an external
-/// sort: each span's changes of a commit are records keyed by the commit and whether they are
-/// deletes (first), and records of the same key keep the spans' key order.
-fn window_key(version: u64, kind: ChangeType) -> Vec<u8> {
-    let mut key = version.to_be_bytes().to_vec();
-    key.push(u8::from(kind != ChangeType::Delete));
-    key
-}
-
-/// A window's changes read back from its sort, in order, joined into batches of about
-/// [`ChangeBatches::BATCH`] rows.
-struct Draining {
-    sorted: crate::spill::Sorted,
-    peeked: Option<RecordBatch>,
-}
-
-impl Draining {
-    fn next_batch(&mut self, out: &SchemaRef) -> Result<Option<RecordBatch>> {
-        let mut run = Vec::new();
-        let mut rows = 0;
-        while rows < ChangeBatches::BATCH {
-            let b = match self.peeked.take() {
-                Some(b) => b,
-                None => match self.sorted.next() {
-                    Some(record) => from_ipc(&record?.payload)?,
-                    None => break,
-                },
-            };
-            if rows > 0 && rows + b.num_rows() > 2 * ChangeBatches::BATCH {
-                self.peeked = Some(b);
-                break;
-            }
-            rows += b.num_rows();
-            run.push(b);
-        }
-        match run.len() {
-            0 => Ok(None),
-            1 => Ok(run.pop()),
-            _ => Ok(Some(arrow::compute::concat_batches(out, &run)?)),
-        }
-    }
-}
-
-/// `batch` in Arrow's IPC stream format: a record of a window's sort.
-fn ipc_bytes(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let mut w = arrow::ipc::writer::StreamWriter::try_new(&mut bytes, &batch.schema())?;
-    w.write(batch)?;
-    w.finish()?;
-    drop(w);
-    Ok(bytes)
-}
-
-/// The batch of a record of a window's sort.
-fn from_ipc(bytes: &[u8]) -> Result<RecordBatch> {
-    let mut r = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(bytes), None)?;
-    r.next()
-        .transpose()?
-        .ok_or_else(|| QueryError::Invalid("a change feed's window lost a batch".into()))
-}
 
 /// How many keys a change feed read by spans reads at a time: their rows that a commit wrote or
 /// retired are held until the span's changes are listed.
@@ -679,21 +614,10 @@ impl ChangeFeed {
                 r.span_changes_of(at.version..=at.last, ChangePass::All, f)
             })
         })??;
-        let sorter = self
-            .window
-            .get_or_insert_with(|| crate::spill::Sorter::new(WINDOW_SORT_BYTES));
+        let sort = self.window.get_or_insert_with(WindowSort::new);
         for (version, (deletes, others)) in listed {
-            let kinds = [(ChangeType::Delete, deletes), (ChangeType::Insert, others)];
-            for (kind, batches) in kinds {
-                // Records of a few rows: the merge holds one of each run it reads.
-                for b in batches {
-                    for at in (0..b.num_rows()).step_by(WINDOW_RECORD_ROWS) {
-                        let rows = b.slice(at, WINDOW_RECORD_ROWS.min(b.num_rows() - at));
-                        let (key, payload) = (window_key(version, kind), ipc_bytes(&rows)?);
-                        sorter.push(crate::spill::Record { key, payload })?;
-                    }
-                }
-            }
+            sort.push(version, ChangePass::Deletes, &deletes)?;
+            sort.push(version, ChangePass::Others, &others)?;
         }
         let counted = span.keys() as u64;
         if let Some(last) = span.last_key() {
@@ -706,11 +630,8 @@ impl ChangeFeed {
             self.done(Vec::new(), counted);
             return Ok(());
         }
-        if let Some(sorter) = self.window.take() {
-            self.draining = Some(Draining {
-                sorted: sorter.finish()?,
-                peeked: None,
-            });
+        if let Some(sort) = self.window.take() {
+            self.draining = Some(sort.finish()?);
         }
         match self.next_window(at.last) {
             Some(next) => {
@@ -764,7 +685,7 @@ impl Iterator for ChangeFeed {
     fn next(&mut self) -> Option<Result<RecordBatch>> {
         while self.pending.is_empty() && !self.failed {
             let read = match &mut self.draining {
-                Some(d) => match d.next_batch(&self.out) {
+                Some(d) => match d.next_batch(&self.out, ChangeBatches::BATCH) {
                     Ok(Some(b)) => {
                         self.pending.push_back(b);
                         Ok(())

@@ -8,6 +8,7 @@
 //! selection into the storage scan.
 
 mod append;
+mod change_feed_table;
 mod commands;
 mod describe;
 mod dml;
