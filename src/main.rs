@@ -10,11 +10,8 @@ use arrow::datatypes::{DataType, Field, Schema};
 use asof::{Flow, FlowSpec, KeySelection, ScanRequest, Store, TimeSelection, Value};
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod allocator;
 mod runner;
-
-#[cfg(not(feature = "system-allocator"))]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The most rows of a row group of `--format parquet` output: the writer holds a row group's
 /// encoded columns until it is full (arrow's default, 1M rows, held about 65 MB of a 19.8M-row
@@ -288,7 +285,23 @@ fn main() -> ExitCode {
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-fn run(cli: Cli) -> Res<()> {
+fn run(mut cli: Cli) -> Res<()> {
+    if let Command::Sql {
+        statements,
+        file,
+        receipt,
+        ..
+    } = &mut cli.command
+    {
+        if let Some(f) = file.take() {
+            let text = std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+            *statements = Some(text);
+        }
+        // Before the store opens: mimalloc keeps the first purge it schedules (src/allocator.rs).
+        if *receipt || statements.as_deref().is_some_and(asof::SqlSession::reads_only) {
+            allocator::purge_quickly();
+        }
+    }
     let mut options = asof::StoreOptions {
         open: match cli.open {
             Open::Lazy => asof::OpenMode::Lazy,
@@ -328,12 +341,9 @@ fn run(cli: Cli) -> Res<()> {
             receipt,
             pin,
         } => {
-            let text = match (statements, file) {
-                (_, Some(f)) => {
-                    std::fs::read_to_string(&f).map_err(|e| format!("{}: {e}", f.display()))?
-                }
-                (Some(s), None) => s,
-                (None, None) => unreachable!("clap requires one"),
+            // A file's statements were read into `statements` above.
+            let (Some(text), None) = (statements, file) else {
+                unreachable!("clap requires one")
             };
             if matches!(format, Format::Arrow | Format::Parquet) && output.is_none() {
                 return Err("--format arrow and --format parquet need --output FILE".into());

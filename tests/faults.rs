@@ -694,3 +694,97 @@ fn a_drop_stopped_after_its_catalog_record_is_finished_by_the_next_open() {
     );
     assert!(s.store().verify().unwrap().ok());
 }
+
+/// A copy of the folder `from` (a closed store) at `to`.
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+/// An erasure stopped at any of its writes is finished by the next open, or was never begun: the
+/// intent first (a stop before it leaves the keys), then the blocks and chunks in batches of 64,
+/// then the batch of the `ERASE` commit, then the rebuild. Reopened, the table and its source
+/// are those of an erasure never stopped, the chains verify, and no intent is left.
+#[test]
+fn an_erasure_stopped_at_any_write_is_finished_by_the_next_open() {
+    let built = tempfile::tempdir().unwrap();
+    {
+        let mut s = asof::SqlSession::new(Store::open(built.path()).unwrap()).unwrap();
+        s.execute(
+            "CREATE TABLE src (id INT, v STRING, seq INT);
+             CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id)
+               SEQUENCE BY seq STORED AS SCD TYPE 2",
+        )
+        .unwrap();
+        // Key 1 in 100 commits and 100 appends: 200 records to rewrite, four batches.
+        for i in 0..100 {
+            s.execute(&format!(
+                "INSERT INTO src VALUES (1, 'a{i}', {i}), (2, 'b{i}', {i});
+                 REFRESH STREAMING TABLE t"
+            ))
+            .unwrap();
+        }
+    }
+    let queries = ["SELECT * FROM t", "SELECT * FROM src"];
+    let read = |dir: &std::path::Path| -> Vec<Vec<Vec<Option<String>>>> {
+        let mut s = asof::SqlSession::new(Store::open(dir).unwrap()).unwrap();
+        let rows = queries
+            .iter()
+            .map(|q| common::sorted(common::sql_rows(&mut s, q).1))
+            .collect();
+        let report = s.store().verify().unwrap();
+        assert!(report.ok(), "{report:?}");
+        rows
+    };
+    let before = read(built.path());
+    let erase = "ERASE FROM t WHERE id = 1 REASON 'test'";
+    let after = {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(built.path(), dir.path());
+        asof::SqlSession::new(Store::open(dir.path()).unwrap())
+            .unwrap()
+            .execute(erase)
+            .unwrap();
+        read(dir.path())
+    };
+    assert_ne!(before, after);
+    assert!(after[0].iter().all(|r| r[0].as_deref() == Some("2")));
+    let mut stopped = 0;
+    for n in 1.. {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(built.path(), dir.path());
+        let failed = {
+            let (store, fail) = failing_store(dir.path(), asof::StoreOptions::default());
+            let mut s = asof::SqlSession::new(store).unwrap();
+            fail.store(n, Ordering::SeqCst);
+            let r = s.execute(erase);
+            fail.store(0, Ordering::SeqCst);
+            r.is_err()
+        };
+        let intent_left = keys_tagged(dir.path(), b'Z') == 1;
+        // Stopped at its first write, the erasure never began; at its second, its intent is left.
+        match n {
+            1 => assert!(failed && !intent_left),
+            2 => assert!(failed && intent_left),
+            _ => {}
+        }
+        let rows = read(dir.path());
+        let expected = if n == 1 { &before } else { &after };
+        assert_eq!(&rows, expected, "stopped at write {n}");
+        assert_eq!(keys_tagged(dir.path(), b'Z'), 0, "stopped at write {n}");
+        if !failed {
+            break;
+        }
+        stopped += 1;
+    }
+    // The intent, four batches of rewrites, the `ERASE` commit, and the rebuild's writes.
+    assert!(stopped >= 6, "{stopped}");
+}

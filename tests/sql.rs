@@ -351,3 +351,33 @@ fn a_sort_larger_than_the_query_memory_spills_and_a_join_that_cannot_fails_namin
     let (_, count) = query(&mut s, "SELECT count(*) FROM src WHERE g = 3");
     assert_eq!(count, [common::cells(&["42857"])]);
 }
+
+#[test]
+fn a_script_reads_only_when_every_statement_is_a_query_or_shows_what_is_stored() {
+    let reads = [
+        "SELECT 1",
+        "WITH x AS (SELECT 1 AS a) SELECT a FROM x; VALUES (1)",
+        "select * from t; DESCRIBE HISTORY t; DESCRIBE t; SHOW TBLPROPERTIES t",
+        "SELECT * FROM table_changes('t', 1)",
+    ];
+    for sql in reads {
+        assert!(SqlSession::reads_only(sql), "{sql}");
+    }
+    let writes = [
+        "SELECT 1; INSERT INTO t VALUES (1)",
+        "CREATE TABLE s AS SELECT 1 AS a",
+        "CREATE VIEW v AS SELECT 1",
+        "UPDATE t SET a = 1",
+        "DELETE FROM t WHERE a = 1",
+        "REFRESH STREAMING TABLE t",
+        "VACUUM t",
+        "ERASE FROM t WHERE id = 1 REASON 'r'",
+        "SELECT 1; DROP STREAMING TABLE t",
+        "EXPORT TABLE t TO DELTA '/tmp/x'",
+        // A script that does not parse is not known to only read.
+        "SELECT 'unclosed",
+    ];
+    for sql in writes {
+        assert!(!SqlSession::reads_only(sql), "{sql}");
+    }
+}

@@ -259,6 +259,24 @@ impl SqlSession {
         Ok(())
     }
 
+    /// Whether every statement of `sql` only reads the store: a query (`SELECT`, `WITH`,
+    /// `VALUES`) or a statement that shows what is stored (`DESCRIBE`, `DESCRIBE HISTORY`,
+    /// `SHOW TBLPROPERTIES`). `false` for a script that does not parse. It needs no store: the
+    /// `asof` binary asks it, before it opens one, to choose how soon its allocator hands freed
+    /// memory back (docs/PERFORMANCE.md, session 45).
+    pub fn reads_only(sql: &str) -> bool {
+        let Ok(stmts) = split(sql) else {
+            return false;
+        };
+        stmts.iter().all(|stmt| match classify(stmt) {
+            Ok(Kind::Sql) => is_query(stmt),
+            Ok(Kind::Describe { .. } | Kind::DescribeHistory(_) | Kind::ShowProperties { .. }) => {
+                true
+            }
+            _ => false,
+        })
+    }
+
     /// Whether `stmt` commits in one step or several (docs/SEMANTICS.md §2.3).
     fn steps_of(&self, stmt: &Stmt) -> Steps {
         let exists = |t: &str| {
@@ -600,6 +618,15 @@ pub(crate) fn new_context(query_memory: usize) -> Result<SessionContext> {
 }
 
 /// The table name that starts at word `i` of `words`, its parts joined by `.`.
+/// Whether `stmt`, a statement for DataFusion ([`Kind::Sql`]), is a query: it begins with
+/// `SELECT`, `WITH` or `VALUES`.
+fn is_query(stmt: &Stmt) -> bool {
+    matches!(
+        stmt.head(1).first().map(String::as_str),
+        Some("SELECT" | "WITH" | "VALUES")
+    )
+}
+
 fn dotted_name(words: &[&TokenWithSpan], i: usize) -> Result<String> {
     Ok(dotted_name_at(words, i)?.0)
 }

@@ -228,12 +228,7 @@ fn one_query(s: &SqlSession, sql: &str) -> Result<super::parse::Stmt> {
         ));
     }
     let stmt = stmts.remove(0);
-    let head = stmt.head(1);
-    let query = matches!(s.classify(&stmt)?, Kind::Sql)
-        && matches!(
-            head.first().map(String::as_str),
-            Some("SELECT" | "WITH" | "VALUES")
-        );
+    let query = matches!(s.classify(&stmt)?, Kind::Sql) && super::is_query(&stmt);
     if !query {
         return Err(QueryError::Invalid(
             "a receipt is for a query (SELECT, WITH or VALUES), not a statement that changes the store".into(),

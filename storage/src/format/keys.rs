@@ -18,6 +18,7 @@
 //! | `X` table id, version, part | the rows a commit wrote (their keys) and retired, a part at a time |
 //! | `G` table id | the table summary: the version the `K`/`P`/`X` records are current at |
 //! | `D` table id | a table or source table being dropped: its records go after its catalog record |
+//! | `Z` table id | an erasure under way: what it rewrites, written before it rewrites anything |
 //!
 //! See docs/FORMAT.md for the byte diagrams.
 
@@ -62,6 +63,10 @@ pub(crate) const FREED: u8 = b'F';
 /// the batch that wrote this; its other records go in batches after, and then this record; an
 /// open finishes a drop a stop interrupted.
 pub(crate) const DROPPING: u8 = b'D';
+/// An erasure of some keys of a table under way: `Z` id, its intent (JSON). Written in a batch of
+/// its own before the erasure rewrites anything, deleted in the batch of its `ERASE` commit; an
+/// open finishes an erasure a stop interrupted.
+pub(crate) const ERASING: u8 = b'Z';
 /// Every tag of a source table's records, the catalog record first.
 pub(crate) const SOURCE_TAGS: [u8; 4] = [SOURCE, APPEND, LOADED, SOURCE_COMMIT];
 /// Every tag of a target table's records, the catalog record first.

@@ -568,6 +568,7 @@ impl Inner {
             let comment = String::from_utf8(v).map_err(|_| corrupt("schema comment"))?;
             self.schemas.insert(name, comment);
         }
-        Ok(())
+        // An erasure a stop interrupted after it wrote its intent.
+        self.finish_erasures()
     }
 }

@@ -2,21 +2,27 @@
 //! their row versions on both timelines, their change-feed entries, the source rows they came
 //! from, and the bytes of all of it in the store's files, while the hash chains stay verifiable.
 //!
-//! One batch rewrites the event blocks (`E`) of every commit that held an event of those keys,
-//! the chunks (`A`) of every append of the table's sources that held one of their rows
-//! (`erase_sources`), and the records of the commits rewritten (marked `erased_by`; a DML
-//! statement's text is replaced); it writes an `ERASE` commit in the table's log (and one in each
-//! source's) that records, for each commit it rewrote, its digest before and after
-//! (docs/FORMAT.md §3.8), deletes the table's derived records, and sets the purge record. Then the table is
-//! rebuilt from its log, and the key-value files are rewritten without the deleted bytes
-//! ([`crate::kv::KvStore::purge`]); an open finishes a purge a crash interrupted.
+//! It first finds what it rewrites, without writing: the event blocks (`E`) of every commit that
+//! held an event of those keys, the chunks (`A`) of every append of the table's sources that held
+//! one of their rows (`erase_sources`), and the digests of those commits before. It writes that
+//! down, its intent (`erase_intent`), in a batch of its own. Then it rewrites the blocks and
+//! chunks in batches of at most 16 MiB, each under its own key, and ends with one batch: the
+//! records of the commits rewritten (marked `erased_by`; a DML statement's text is replaced), an
+//! `ERASE` commit in the table's log (and one in each source's) that records, for each commit
+//! it rewrote, its digest before and after (docs/FORMAT.md §3.8), the deletion of the table's
+//! derived records and of the intent, and the purge record. Then the table is rebuilt from its
+//! log, and the key-value files are rewritten without the deleted bytes
+//! ([`crate::kv::KvStore::purge`]). An open finishes an erasure whose intent it finds, and a
+//! purge a crash interrupted.
 
 use std::collections::BTreeSet;
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
 use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::erase_intent::{self, Batches, Intent, Marked};
 use super::erase_sources::{
-    erase_source_rows, readers_of_source, source_flows, source_history, ErasedRows,
+    commit_source_erasure, readers_of_source, rewrite_chunks, source_flows, source_history,
+    survey_source, ErasedRows,
 };
 use super::load::Load;
 use super::pages;
@@ -127,7 +133,9 @@ impl Store {
 }
 
 impl Inner {
-    /// Erases the encoded keys `erased` of `table` (replayed) for `reason`: see [`Store::erase`].
+    /// Erases the encoded keys `erased` of `table` for `reason`: see [`Store::erase`]. Finds
+    /// everything it rewrites first and writes that down (`erase_intent`); from then on an error
+    /// poisons the store, and the next open finishes the erasure.
     pub(super) fn erase_keys(
         &mut self,
         table: &str,
@@ -135,65 +143,90 @@ impl Inner {
         reason: &str,
         rows: SourceRows,
     ) -> Result<EraseReport> {
-        let inner = self;
+        let t = self.table(table)?;
+        let also_read_by = also_read_by(self, t);
+        let nothing = EraseReport {
+            version: None,
+            keys: 0,
+            events: 0,
+            commits_rewritten: 0,
+            source_rows: 0,
+            also_read_by,
+        };
         if erased.is_empty() {
             return Ok(EraseReport {
-                version: None,
-                keys: 0,
-                events: 0,
-                commits_rewritten: 0,
-                source_rows: 0,
                 also_read_by: Vec::new(),
+                ..nothing
             });
         }
-        let plan = plan(inner, inner.table(table)?, erased, reason, rows)?;
-        if plan.report.events == 0 && plan.report.source_rows == 0 {
+        let intent = survey(self, t, erased, reason, rows)?;
+        if intent.events == 0 && intent.source_rows() == 0 {
             // None of the keys has anything in the table or its sources.
-            return Ok(EraseReport {
-                version: None,
-                keys: 0,
-                ..plan.report
-            });
+            return Ok(nothing);
         }
-        // Reads of the source tables under way stop rather than mix chunks before and after.
-        if plan.report.source_rows > 0 {
-            inner.rewrites.bump();
-        }
-        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, plan.batch)?;
-        let report = plan.report;
-        // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM); on an
-        // error memory is behind disk: refuse everything until the store is reopened.
-        {
-            let t = inner.tables.get_mut(table).expect("checked");
-            t.state = t.new_state();
-            t.load = Load::Pending;
-            t.generation += 1;
-            t.recent_keys.clear();
-            let rebuilt = load_commits(inner.kv.as_ref(), t.id, &t.name).and_then(|commits| {
-                t.commits = commits;
-                pages::rebuild(
-                    inner.kv.as_ref(),
-                    t,
-                    inner.progress.as_ref(),
-                    &inner.checkpoints,
-                )
-            });
-            rebuilt.inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-            t.load = Load::Replayed;
-            t.unsaved = 0;
-        }
-        for (name, positions) in plan.sources {
-            let src = inner.sources.get_mut(&name).expect("planned");
-            src.erased.extend(positions);
-            src.erased.sort_unstable();
-            src.history = source_history(inner.kv.as_ref(), src.id)
-                .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
-        }
-        inner
-            .kv
-            .purge()
-            .inspect_err(|e| inner.poisoned = Some(e.to_string()))?;
+        let report = EraseReport {
+            version: Some(intent.version),
+            keys: intent.keys.len() as u64,
+            events: intent.events,
+            commits_rewritten: intent.commits_rewritten,
+            source_rows: intent.source_rows(),
+            ..nothing
+        };
+        let mut b = WriteBatch::default();
+        intent.put(t.id, &mut b)?;
+        write_or_poison(self.kv.as_ref(), &mut self.poisoned, b)?;
+        self.carry_out(&intent)
+            .inspect_err(|e| self.poisoned = Some(e.to_string()))?;
         Ok(report)
+    }
+
+    /// Finishes the erasures a stop interrupted (their intents are stored): the open calls it
+    /// once the catalog is read.
+    pub(super) fn finish_erasures(&mut self) -> Result<()> {
+        for intent in erase_intent::unfinished(self.kv.as_ref())? {
+            self.carry_out(&intent)?;
+        }
+        Ok(())
+    }
+
+    /// Carries out `intent`, written already: rewrites its blocks and chunks in batches, then
+    /// writes the commits' records and the `ERASE` commits in one batch that deletes the
+    /// intent, rebuilds the table from its log and rewrites the key-value files without the
+    /// bytes deleted. Each step may have been done before, by a run a stop interrupted.
+    fn carry_out(&mut self, intent: &Intent) -> Result<()> {
+        let kv = self.kv.clone();
+        let kv = kv.as_ref();
+        if intent.source_rows() > 0 {
+            // Reads of the source tables under way stop rather than mix chunks before and after.
+            self.rewrites.bump();
+        }
+        {
+            let t = self.table(&intent.table)?;
+            let mut w = Batches::new(kv);
+            rewrite_events(kv, t, intent, &mut w)?;
+            for cut in &intent.sources {
+                rewrite_chunks(kv, self.source(&cut.name)?, cut, &mut w)?;
+            }
+            w.finish()?;
+            kv.write(commit_erasure(self, t, intent)?)?;
+        }
+        // Rebuild the table from its rewritten log (its rows change ids, as after VACUUM).
+        let t = self.tables.get_mut(&intent.table).expect("checked");
+        t.state = t.new_state();
+        t.load = Load::Pending;
+        t.generation += 1;
+        t.recent_keys.clear();
+        t.commits = load_commits(kv, t.id, &t.name)?;
+        pages::rebuild(kv, t, self.progress.as_ref(), &self.checkpoints)?;
+        t.load = Load::Replayed;
+        t.unsaved = 0;
+        for cut in &intent.sources {
+            let src = self.sources.get_mut(&cut.name).expect("checked");
+            src.erased.extend(&cut.positions);
+            src.erased.sort_unstable();
+            src.history = source_history(kv, src.id)?;
+        }
+        kv.purge()
     }
 }
 
@@ -226,48 +259,30 @@ fn encoded_keys(t: &Table, keys: &[Vec<Value>]) -> std::result::Result<BTreeSet<
     Ok(out)
 }
 
-/// The erasure, planned: one batch, the report, and the positions erased from each source.
-struct Plan {
-    batch: WriteBatch,
-    report: EraseReport,
-    sources: Vec<(String, Vec<u64>)>,
-}
-
-fn plan(
+/// What erasing `erased` from `t` (and, as `rows` says, from its sources) rewrites, read from
+/// the store without writing anything.
+fn survey(
     inner: &Inner,
     t: &Table,
     erased: &BTreeSet<Bytes>,
     reason: &str,
     rows: SourceRows,
-) -> Result<Plan> {
+) -> Result<Intent> {
     let kv = inner.kv.as_ref();
     let last = t.commits.last().expect("a commit");
     let version = last.version + 1;
-    let ts = now_us().max(last.timestamp_us + 1);
-    let mut b = WriteBatch::default();
-
-    // The table's log.
-    let Removed {
+    let Found {
         events,
+        blocks,
         versions: touched,
         keys: found,
-    } = rewrite_events(kv, t, erased, &mut b)?;
+    } = find_events(kv, t, erased)?;
     let base = t
         .commits
         .first()
         .filter(|c| c.parameters.contains_key(VACUUM_BASE));
-    let mut rewrites = Vec::new();
+    let mut commits = Vec::new();
     let mut in_base = false;
-    let mark = |c: &CommitInfo| {
-        let mut marked = c.clone();
-        if let Some(s) = marked.parameters.get_mut("statement") {
-            *s = REDACTED.to_string();
-        }
-        marked
-            .parameters
-            .insert(ERASED_BY.to_string(), version.to_string());
-        marked
-    };
     for &v in &touched {
         if base.is_some_and(|c| v <= c.version) {
             in_base = true;
@@ -277,46 +292,28 @@ fn plan(
             continue;
         };
         let c = &t.commits[i];
-        let marked = mark(c);
-        if c.chain.is_some() {
-            let old = chain::stored_digest(kv, keys::COMMIT, t.id, c, None)?;
-            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, Some(&b))?;
-            rewrites.push(Rewrite {
-                by: version,
-                version: v,
-                old: chain::hex(&old),
-                new: chain::hex(&new),
-            });
-        }
-        put_json(&mut b, key(keys::COMMIT, t.id, Some(v), None), &marked)?;
+        let old = match c.chain {
+            Some(_) => Some(chain::hex(&chain::stored_digest(
+                kv,
+                keys::COMMIT,
+                t.id,
+                c,
+                None,
+            )?)),
+            None => None,
+        };
+        commits.push(Marked { version: v, old });
     }
-    if let (true, Some(base)) = (in_base, base) {
-        // A vacuum base holds every block up to it: its digest is the one VACUUM recorded.
-        let marked = mark(base);
-        put_json(
-            &mut b,
-            key(keys::COMMIT, t.id, Some(base.version), None),
-            &marked,
-        )?;
-        let old = chain::base_digest(kv, t.id, base, None)?;
-        let new = chain::base_digest(kv, t.id, &marked, Some(&b))?;
-        rewrites.push(Rewrite {
-            by: version,
+    let base = match (in_base, base) {
+        (true, Some(base)) => Some(Marked {
             version: base.version,
-            old: chain::hex(&old),
-            new: chain::hex(&new),
-        });
-    }
-
-    // The table's sources.
-    let mut also_read_by = Vec::new();
+            old: Some(chain::hex(&chain::base_digest(kv, t.id, base, None)?)),
+        }),
+        _ => None,
+    };
     let mut sources = Vec::new();
-    let mut source_rows = 0;
     for (name, flows) in source_flows(t) {
-        let src = inner.sources.get(&name).ok_or_else(|| Error::NotFound {
-            kind: "source table",
-            name: name.clone(),
-        })?;
+        let src = inner.source(&name)?;
         erasable_by_position(&t.name, src)?;
         let through: Vec<u64> = flows
             .iter()
@@ -330,14 +327,28 @@ fn plan(
             through: &through,
             erased,
             evaluator: inner.evaluator.as_ref(),
-            reason,
-            table: &t.name,
         };
-        let positions = erase_source_rows(kv, src, &to, &mut b)?;
-        source_rows += positions.len() as u64;
-        if !positions.is_empty() {
-            sources.push((name.clone(), positions));
-        }
+        sources.extend(survey_source(kv, src, &to)?);
+    }
+    Ok(Intent {
+        table: t.name.clone(),
+        version,
+        timestamp_us: now_us().max(last.timestamp_us + 1),
+        reason: reason.to_string(),
+        keys: found.into_iter().map(|k| k.to_vec()).collect(),
+        events,
+        blocks,
+        commits_rewritten: touched.len() as u64,
+        commits,
+        base,
+        sources,
+    })
+}
+
+/// Who else reads what an erasure of `t` removes: readers of its sources and of its change feed.
+fn also_read_by(inner: &Inner, t: &Table) -> Vec<String> {
+    let mut also_read_by = Vec::new();
+    for (name, _) in source_flows(t) {
         readers_of_source(inner, t, &name, &mut also_read_by);
     }
     for s in inner.sources.values() {
@@ -352,18 +363,75 @@ fn plan(
     }
     also_read_by.sort();
     also_read_by.dedup();
+    also_read_by
+}
 
-    // The ERASE commit, the summary (the derived records are rebuilt), the purge record.
+/// The batch that ends an erasure of `t` whose blocks and chunks are rewritten: the records of
+/// the commits it rewrote, marked, with their digests after; the `ERASE` commits of the table and
+/// its sources; the deletion of the erased keys' heads and pages (a crash before the rebuild
+/// must leave nothing of them for the purge to copy) and of the summary, so that the table is
+/// rebuilt (which deletes the other derived records: row directories hold no values); the purge
+/// record; and the deletion of the intent.
+fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatch> {
+    let kv = inner.kv.as_ref();
+    let version = intent.version;
+    let mut b = WriteBatch::default();
+    let mark = |c: &CommitInfo| {
+        let mut marked = c.clone();
+        if let Some(s) = marked.parameters.get_mut("statement") {
+            *s = REDACTED.to_string();
+        }
+        marked
+            .parameters
+            .insert(ERASED_BY.to_string(), version.to_string());
+        marked
+    };
+    let commit = |v: u64| {
+        t.commits
+            .binary_search_by_key(&v, |c| c.version)
+            .map(|i| &t.commits[i])
+            .map_err(|_| corrupt(format!("`{}` has no commit {v}", t.name)))
+    };
+    let mut rewrites = Vec::new();
+    for m in &intent.commits {
+        let marked = mark(commit(m.version)?);
+        if let Some(old) = &m.old {
+            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, Some(&b))?;
+            rewrites.push(Rewrite {
+                by: version,
+                version: m.version,
+                old: old.clone(),
+                new: chain::hex(&new),
+            });
+        }
+        put_json(&mut b, key(keys::COMMIT, t.id, Some(m.version), None), &marked)?;
+    }
+    if let Some(m) = &intent.base {
+        // A vacuum base holds every block up to it: its digest is the one VACUUM recorded.
+        let marked = mark(commit(m.version)?);
+        put_json(&mut b, key(keys::COMMIT, t.id, Some(m.version), None), &marked)?;
+        let new = chain::base_digest(kv, t.id, &marked, Some(&b))?;
+        rewrites.push(Rewrite {
+            by: version,
+            version: m.version,
+            old: m.old.clone().unwrap_or_default(),
+            new: chain::hex(&new),
+        });
+    }
+    for cut in &intent.sources {
+        commit_source_erasure(kv, inner.source(&cut.name)?, cut, &intent.reason, &t.name, &mut b)?;
+    }
     let parameters = [
-        (ERASE_REASON.to_string(), reason.to_string()),
-        ("keys".to_string(), found.len().to_string()),
-        ("events".to_string(), events.to_string()),
-        ("source_rows".to_string(), source_rows.to_string()),
+        (ERASE_REASON.to_string(), intent.reason.clone()),
+        ("keys".to_string(), intent.keys.len().to_string()),
+        ("events".to_string(), intent.events.to_string()),
+        ("source_rows".to_string(), intent.source_rows().to_string()),
         (REWROTE.to_string(), rewrote_parameter(&rewrites)),
     ]
     .into_iter()
     .collect();
-    let mut commit = CommitInfo::bare(version, ts, ERASE, parameters);
+    let last = t.commits.last().expect("a commit");
+    let mut commit = CommitInfo::bare(version, intent.timestamp_us, ERASE, parameters);
     let at = Link {
         tag: keys::COMMIT,
         id: t.id,
@@ -371,11 +439,9 @@ fn plan(
         wrote: Wrote::Events,
     };
     put_commit(&mut b, at, &mut commit)?;
-    // The erased keys' heads and pages go in this batch (a crash before the rebuild must leave
-    // nothing of them for the purge to copy), and the summary, so that the table is rebuilt
-    // (which deletes the other derived records: row directories hold no values). One batch of
-    // every derived record cost sled 1.6 GB on a 1M-event table.
-    for k in &found {
+    // One batch of every derived record cost sled 1.6 GB on a 1M-event table: the others go
+    // with the rebuild.
+    for k in &intent.keys {
         b.delete(keys::key_head(t.id, k));
         for p in kv.scan_prefix_keys(&keys::pages_of(t.id, k)) {
             b.delete(p?);
@@ -383,18 +449,8 @@ fn plan(
     }
     b.delete(key(keys::SUMMARY, t.id, None, None));
     b.put(keys::PURGE_KEY.to_vec(), version.to_be_bytes().to_vec());
-    Ok(Plan {
-        batch: b,
-        report: EraseReport {
-            version: Some(version),
-            keys: found.len() as u64,
-            events,
-            commits_rewritten: touched.len() as u64,
-            source_rows,
-            also_read_by,
-        },
-        sources,
-    })
+    b.delete(erase_intent::record_key(t.id));
+    Ok(b)
 }
 
 /// Refuses a source of `t` written before source tables had commit records: its rows cannot be
@@ -413,49 +469,69 @@ pub(super) fn erasable_by_position(table: &str, src: &crate::source::SourceTable
     })
 }
 
-/// What [`rewrite_events`] took out of a table's log.
-struct Removed {
+/// Where the events of some keys are in a table's log.
+struct Found {
     events: u64,
-    /// The commits rewritten.
+    /// The keys of the blocks that hold one.
+    blocks: Vec<Vec<u8>>,
+    /// The commits whose blocks those are.
     versions: Vec<u64>,
-    /// The erased keys that had events.
+    /// The erased keys that have events.
     keys: BTreeSet<Bytes>,
 }
 
-/// Rewrites, into `b`, each event block of `t` that holds an event of `erased`, without those
-/// events, under its own key: a block at a time (a load of 10M events is one commit, decoded
-/// whole it took gigabytes), and the blocks keep their numbers, which the `parts` of a commit
-/// applied in parts name.
-fn rewrite_events(
-    kv: &dyn KvStore,
-    t: &Table,
-    erased: &BTreeSet<Bytes>,
-    b: &mut WriteBatch,
-) -> Result<Removed> {
+/// Finds the event blocks of `t` that hold an event of `erased`, reading a block at a time (a
+/// load of 10M events is one commit: decoded whole it took gigabytes).
+fn find_events(kv: &dyn KvStore, t: &Table, erased: &BTreeSet<Bytes>) -> Result<Found> {
     let width = t.state.schema.columns.len();
-    let types = t.state.schema.column_types();
-    let mut found = BTreeSet::new();
-    let mut removed = 0u64;
-    let mut touched: Vec<u64> = Vec::new();
+    let mut found = Found {
+        events: 0,
+        blocks: Vec::new(),
+        versions: Vec::new(),
+        keys: BTreeSet::new(),
+    };
     for pair in kv.scan_prefix(&key(keys::EVENTS, t.id, None, None)) {
         let (k, bytes) = pair?;
         let block = decode_block(&bytes)?;
-        let mut events = block.events_from(t.state.log_narrowest, width)?;
-        let before = events.len();
-        events.retain(|e| {
-            let gone = erased.contains(&e.key);
-            if gone && !found.contains(&e.key) {
-                found.insert(e.key.clone());
+        let mut hits = 0;
+        for e in block.events_from(t.state.log_narrowest, width)? {
+            if erased.contains(&e.key) {
+                hits += 1;
+                if !found.keys.contains(&e.key) {
+                    found.keys.insert(e.key.clone());
+                }
             }
-            !gone
-        });
-        if events.len() == before {
+        }
+        if hits == 0 {
             continue;
         }
-        removed += (before - events.len()) as u64;
+        found.events += hits;
         let version = parse_version(&k)?;
-        if touched.last() != Some(&version) {
-            touched.push(version);
+        if found.versions.last() != Some(&version) {
+            found.versions.push(version);
+        }
+        found.blocks.push(k);
+    }
+    Ok(found)
+}
+
+/// Rewrites each event block of `intent` without the events of its keys, under its own key
+/// (the blocks keep their numbers, which the `parts` of a commit applied in parts name). A
+/// block rewritten already holds none of them and is left as it is.
+fn rewrite_events(kv: &dyn KvStore, t: &Table, intent: &Intent, w: &mut Batches<'_>) -> Result<()> {
+    let width = t.state.schema.columns.len();
+    let types = t.state.schema.column_types();
+    let erased: BTreeSet<Bytes> = intent.keys.iter().map(|k| Bytes::from(k.clone())).collect();
+    for k in &intent.blocks {
+        let bytes = kv
+            .get(k)?
+            .ok_or_else(|| corrupt(format!("an event block of `{}` is missing", t.name)))?;
+        let block = decode_block(&bytes)?;
+        let mut events = block.events_from(t.state.log_narrowest, width)?;
+        let before = events.len();
+        events.retain(|e| !erased.contains(&e.key));
+        if events.len() == before {
+            continue;
         }
         let truncates: Vec<Bytes> = block
             .truncates
@@ -463,11 +539,7 @@ fn rewrite_events(
             .map(|s| Bytes::from(s.clone()))
             .collect();
         let one = one_event_block(&events, &truncates, &types);
-        b.put(k, encode_block(one, Codec::Small)?);
+        w.put(k.clone(), encode_block(one, Codec::Small)?)?;
     }
-    Ok(Removed {
-        events: removed,
-        versions: touched,
-        keys: found,
-    })
+    Ok(())
 }

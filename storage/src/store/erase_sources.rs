@@ -1,13 +1,14 @@
 //! ERASE's part in the source tables (docs/SEMANTICS.md §12.2): which sources a table's flows
-//! read, who else reads them, and the rewrite of the appends that hold rows of erased keys, with
-//! the source's own `ERASE` commit.
+//! read, who else reads them, which chunks of their appends hold rows of erased keys, their
+//! rewrite, and the source's own `ERASE` commit.
 
 use std::collections::BTreeSet;
 
-use arrow::array::BooleanArray;
+use arrow::array::{BooleanArray, RecordBatch};
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
 use super::commit::{now_us, put_json, CommitInfo};
+use super::erase_intent::{Batches, ChunkCut, Marked, SourceCut};
 use super::records::{ERASE, ERASED_BY, ERASE_REASON};
 use super::{Inner, Table};
 use crate::engine::fold::Bytes;
@@ -72,57 +73,40 @@ pub(super) struct ErasedRows<'a> {
     pub through: &'a [u64],
     pub erased: &'a BTreeSet<Bytes>,
     pub evaluator: Option<&'a std::sync::Arc<dyn crate::ingest::ConditionEvaluator>>,
-    pub reason: &'a str,
-    /// The table erased from.
-    pub table: &'a str,
 }
 
-/// Rewrites, into `b`, every append of `src` that holds a row `to` names, without those rows,
-/// and writes the source's `ERASE` commit. Returns the positions of the rows removed.
-pub(super) fn erase_source_rows(
+/// What erasing the rows `to` names takes out of `src`: the chunks that hold one, the rows'
+/// positions, and the appends' commits with their digests before; `None` if no row matches.
+/// Reads a chunk at a time (a `CREATE TABLE ... AS SELECT` of 10M rows is one append: read
+/// whole it took gigabytes) and writes nothing.
+pub(super) fn survey_source(
     kv: &dyn KvStore,
     src: &SourceTable,
     to: &ErasedRows<'_>,
-    b: &mut WriteBatch,
-) -> Result<Vec<u64>> {
+) -> Result<Option<SourceCut>> {
     let ErasedRows {
         flows,
         through,
         erased,
         evaluator,
-        reason,
-        table,
     } = *to;
     let last = src.history.last().expect("CREATE TABLE");
-    let version = last.version + 1;
     let mut positions = Vec::new();
-    let mut rewrites = Vec::new();
+    let mut chunks = Vec::new();
+    let mut appends: Vec<Marked> = Vec::new();
     // Positions count every row ever appended: earlier erasures' rows are skipped over.
     let mut position = 0u64;
     let mut hole = 0usize;
-    // The append being read, and whether a chunk of it was rewritten.
-    let mut current: Option<(u64, bool)> = None;
-    // A chunk at a time, each rewritten under its own key (a `CREATE TABLE ... AS SELECT` of 10M
-    // rows is one append: read whole it took gigabytes); an append whose chunks were rewritten
-    // has its commit marked once its last chunk is read.
     for pair in kv.scan_prefix(&key(keys::APPEND, src.id, None, None)) {
         let (k, bytes) = pair?;
-        let append = parse_version(&k)?;
-        if let Some((done, true)) = current.filter(|(a, _)| *a != append) {
-            mark_append(kv, src, done, version, b, &mut rewrites)?;
-        }
-        if current.is_none_or(|(a, _)| a != append) {
-            current = Some((append, false));
-        }
-        let mut kept = Vec::new();
-        let mut gone = 0;
+        let mut drop = Vec::new();
+        let mut rows = 0usize;
         for batch in SourceTable::decode_chunk(&bytes)? {
             let batch = src.fit(batch)?;
             let keys: Vec<Vec<Option<Bytes>>> = flows
                 .iter()
                 .map(|f| row_keys(f, &batch, evaluator))
                 .collect::<Result<_>>()?;
-            let mut keep = Vec::with_capacity(batch.num_rows());
             for r in 0..batch.num_rows() {
                 while src.erased.get(hole) == Some(&position) {
                     position += 1;
@@ -133,70 +117,145 @@ pub(super) fn erase_source_rows(
                 });
                 if hit {
                     positions.push(position);
-                    gone += 1;
+                    drop.push(u32::try_from(rows + r).map_err(|_| corrupt("a chunk too long"))?);
                 }
-                keep.push(!hit);
                 position += 1;
             }
-            let mask = BooleanArray::from(keep);
-            kept.push(
-                arrow::compute::filter_record_batch(&batch, &mask)
-                    .map_err(|e| corrupt(e.to_string()))?,
-            );
+            rows += batch.num_rows();
         }
-        if gone == 0 {
+        if drop.is_empty() {
             continue;
         }
-        current = Some((append, true));
-        let rows = arrow::compute::concat_batches(&src.schema, &kept)
-            .map_err(|e| corrupt(e.to_string()))?;
-        // The chunk keeps its number; one left with no row goes (readers take an append's
-        // chunks in order, whatever their numbers).
-        match rows.num_rows() {
-            0 => b.delete(k),
-            _ => b.put(k, SourceTable::encode_chunk(&rows)?),
+        chunks.push(ChunkCut {
+            key: k.clone(),
+            rows,
+            drop,
+        });
+        let append = parse_version(&k)?;
+        if let Some(c) = append_commit(src, append) {
+            if appends.iter().all(|m| m.version != c.version) {
+                let old = match c.chain {
+                    Some(_) => Some(chain::hex(&chain::stored_digest(
+                        kv,
+                        keys::SOURCE_COMMIT,
+                        src.id,
+                        c,
+                        None,
+                    )?)),
+                    None => None,
+                };
+                appends.push(Marked {
+                    version: c.version,
+                    old,
+                });
+            }
         }
     }
-    if let Some((done, true)) = current {
-        mark_append(kv, src, done, version, b, &mut rewrites)?;
-    }
     if positions.is_empty() {
-        return Ok(positions);
+        return Ok(None);
     }
+    Ok(Some(SourceCut {
+        name: src.name.clone(),
+        version: last.version + 1,
+        timestamp_us: now_us().max(last.timestamp_us + 1),
+        positions,
+        chunks,
+        appends,
+    }))
+}
+
+/// Rewrites the chunks of `cut` without the rows it drops, each under its own key (a chunk left
+/// with no row goes: readers take an append's chunks in order, whatever their numbers). A chunk
+/// rewritten already is left as it is.
+pub(super) fn rewrite_chunks(kv: &dyn KvStore, src: &SourceTable, cut: &SourceCut, w: &mut Batches<'_>) -> Result<()> {
+    for c in &cut.chunks {
+        let Some(bytes) = kv.get(&c.key)? else {
+            continue;
+        };
+        let batches: Vec<RecordBatch> = SourceTable::decode_chunk(&bytes)?
+            .into_iter()
+            .map(|b| src.fit(b))
+            .collect::<Result<_>>()?;
+        if batches.iter().map(RecordBatch::num_rows).sum::<usize>() != c.rows {
+            continue;
+        }
+        let rows = arrow::compute::concat_batches(&src.schema, &batches)
+            .map_err(|e| corrupt(e.to_string()))?;
+        let mut keep = vec![true; rows.num_rows()];
+        for &r in &c.drop {
+            keep[r as usize] = false;
+        }
+        let rows = arrow::compute::filter_record_batch(&rows, &BooleanArray::from(keep))
+            .map_err(|e| corrupt(e.to_string()))?;
+        match rows.num_rows() {
+            0 => w.delete(c.key.clone())?,
+            _ => w.put(c.key.clone(), SourceTable::encode_chunk(&rows)?)?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes, into `b`, the records of the appends' commits of `cut` marked as erased, and the
+/// source's `ERASE` commit, for `reason` and erasing from `table`. Their chunks are rewritten
+/// already: the digests after are read from the store.
+pub(super) fn commit_source_erasure(
+    kv: &dyn KvStore,
+    src: &SourceTable,
+    cut: &SourceCut,
+    reason: &str,
+    table: &str,
+    b: &mut WriteBatch,
+) -> Result<()> {
+    let mut rewrites = Vec::new();
+    for m in &cut.appends {
+        let c = src
+            .history
+            .iter()
+            .find(|c| c.version == m.version)
+            .ok_or_else(|| corrupt(format!("source `{}` has no commit {}", src.name, m.version)))?;
+        let mut marked = c.clone();
+        marked
+            .parameters
+            .insert(ERASED_BY.to_string(), cut.version.to_string());
+        if let Some(old) = &m.old {
+            let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, Some(&*b))?;
+            rewrites.push(Rewrite {
+                by: cut.version,
+                version: c.version,
+                old: old.clone(),
+                new: chain::hex(&new),
+            });
+        }
+        put_json(
+            b,
+            key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
+            &marked,
+        )?;
+    }
+    let last = src.history.last().expect("CREATE TABLE");
     let parameters = [
         (ERASE_REASON.to_string(), reason.to_string()),
         ("table".to_string(), table.to_string()),
-        ("rows".to_string(), positions.len().to_string()),
-        (ERASED_ROWS.to_string(), format_positions(&positions)),
+        ("rows".to_string(), cut.positions.len().to_string()),
+        (ERASED_ROWS.to_string(), format_positions(&cut.positions)),
         (REWROTE.to_string(), rewrote_parameter(&rewrites)),
     ]
     .into_iter()
     .collect();
-    let ts = now_us().max(last.timestamp_us + 1);
-    let mut commit = CommitInfo::bare(version, ts, ERASE, parameters);
+    let mut commit = CommitInfo::bare(cut.version, cut.timestamp_us, ERASE, parameters);
     let at = Link {
         tag: keys::SOURCE_COMMIT,
         id: src.id,
         prev: last.chain.as_deref(),
         wrote: Wrote::Nothing,
     };
-    put_commit(b, at, &mut commit)?;
-    Ok(positions)
+    put_commit(b, at, &mut commit)
 }
 
-/// Marks the commit that wrote append `append` of `src` as erased by `version` (in `b`), and
-/// records how its digest changed in `rewrites`.
-fn mark_append(
-    kv: &dyn KvStore,
-    src: &SourceTable,
-    append: u64,
-    version: u64,
-    b: &mut WriteBatch,
-    rewrites: &mut Vec<Rewrite>,
-) -> Result<()> {
-    // Append n is the n-th `WRITE` (those written before the chain do not say).
-    let write = src
-        .history
+/// The commit that wrote append `append` of `src`: append n is the n-th `WRITE` (those written
+/// before the chain do not say).
+fn append_commit(src: &SourceTable, append: u64) -> Option<&CommitInfo> {
+    src.history
         .iter()
         .find(|c| c.parameters.get(chain::APPEND_PARAMETER) == Some(&append.to_string()))
         .or_else(|| {
@@ -205,29 +264,7 @@ fn mark_append(
                 .filter(|c| c.operation == super::sources::WRITE)
                 .nth(append as usize)
                 .filter(|c| !c.parameters.contains_key(chain::APPEND_PARAMETER))
-        });
-    let Some(c) = write else {
-        return Ok(());
-    };
-    let mut marked = c.clone();
-    marked
-        .parameters
-        .insert(ERASED_BY.to_string(), version.to_string());
-    if c.chain.is_some() {
-        let old = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, c, None)?;
-        let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, Some(&*b))?;
-        rewrites.push(Rewrite {
-            by: version,
-            version: c.version,
-            old: chain::hex(&old),
-            new: chain::hex(&new),
-        });
-    }
-    put_json(
-        b,
-        key(keys::SOURCE_COMMIT, src.id, Some(c.version), None),
-        &marked,
-    )
+        })
 }
 
 /// The commit records of source `id`, in version order.

@@ -21,6 +21,7 @@ mod change_groups;
 mod commit;
 mod dml;
 mod erase;
+mod erase_intent;
 mod erase_sources;
 mod event_spill;
 mod flow_commit;

@@ -581,7 +581,7 @@ impl Store {
 
 impl super::Inner {
     /// The source table `name`.
-    fn source(&self, name: &str) -> Result<&SourceTable> {
+    pub(super) fn source(&self, name: &str) -> Result<&SourceTable> {
         self.sources.get(name).ok_or_else(|| Error::NotFound {
             kind: "source table",
             name: name.to_string(),

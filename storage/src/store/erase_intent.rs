@@ -1,0 +1,142 @@
+//! An erasure's intent: everything an ERASE rewrites, found before it rewrites anything and
+//! written in a batch of its own (`Z` id, docs/FORMAT.md). The rewrites then go in batches of
+//! at most [`BATCH_RECORDS`] records and [`BATCH_BYTES`] (a key's rows lie in nearly every chunk
+//! of a large source append: one batch of them all held the source), and the `ERASE` commit's
+//! batch deletes the intent. Each
+//! rewrite can be done twice: an open that finds an intent carries it out again from the start
+//! (`Inner::finish_erasures`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{corrupt, Result};
+use crate::format::keys::{self, key};
+use crate::kv::{KvStore, WriteBatch};
+
+/// The most bytes of rewritten blocks and chunks a batch of an erasure holds.
+pub(super) const BATCH_BYTES: usize = 16 << 20;
+/// The most blocks and chunks a batch of an erasure rewrites (64 full log blocks are 16 MiB).
+pub(super) const BATCH_RECORDS: usize = 64;
+
+/// A commit whose record an erasure marks (`erased_by`), with its digest before, if its record
+/// is chained.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Marked {
+    pub version: u64,
+    pub old: Option<String>,
+}
+
+/// A chunk of a source append that loses rows: its key, its rows before, and the indices of
+/// those it loses. A chunk that no longer has `rows` rows (or is gone) was rewritten already.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct ChunkCut {
+    pub key: Vec<u8>,
+    pub rows: usize,
+    pub drop: Vec<u32>,
+}
+
+/// What an erasure removes from one source table of the table.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct SourceCut {
+    pub name: String,
+    /// The source's `ERASE` commit.
+    pub version: u64,
+    pub timestamp_us: i64,
+    /// The positions of the rows removed, in order.
+    pub positions: Vec<u64>,
+    pub chunks: Vec<ChunkCut>,
+    /// The `WRITE` commits of the appends that lose rows.
+    pub appends: Vec<Marked>,
+}
+
+/// An erasure of some keys of a table, planned.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Intent {
+    pub table: String,
+    /// The table's `ERASE` commit.
+    pub version: u64,
+    pub timestamp_us: i64,
+    pub reason: String,
+    /// The erased keys that have events (encoded).
+    pub keys: Vec<Vec<u8>>,
+    /// Events removed from the log.
+    pub events: u64,
+    /// The event blocks that hold an event of `keys`.
+    pub blocks: Vec<Vec<u8>>,
+    /// The commits whose events were rewritten (those under a vacuum base included).
+    pub commits_rewritten: u64,
+    /// The commits marked, outside a vacuum base.
+    pub commits: Vec<Marked>,
+    /// The vacuum base, when an event under it goes (its digest is over every block up to it).
+    pub base: Option<Marked>,
+    pub sources: Vec<SourceCut>,
+}
+
+impl Intent {
+    /// Rows removed from the table's sources.
+    pub(super) fn source_rows(&self) -> u64 {
+        self.sources.iter().map(|s| s.positions.len() as u64).sum()
+    }
+
+    /// The record of the intent, for table `id`.
+    pub(super) fn put(&self, id: u32, b: &mut WriteBatch) -> Result<()> {
+        let value =
+            serde_json::to_vec(self).map_err(|e| corrupt(format!("an erasure's intent: {e}")))?;
+        b.put(record_key(id), value);
+        Ok(())
+    }
+}
+
+/// The key of the intent of an erasure of table `id`.
+pub(super) fn record_key(id: u32) -> Vec<u8> {
+    key(keys::ERASING, id, None, None)
+}
+
+/// The intents of the erasures a stop interrupted.
+pub(super) fn unfinished(kv: &dyn KvStore) -> Result<Vec<Intent>> {
+    kv.scan_prefix(&[keys::ERASING])
+        .map(|pair| {
+            let (_, v) = pair?;
+            serde_json::from_slice(&v).map_err(|e| corrupt(format!("an erasure's intent: {e}")))
+        })
+        .collect()
+}
+
+/// Writes rewrites in batches of at most [`BATCH_RECORDS`] records and [`BATCH_BYTES`].
+pub(super) struct Batches<'a> {
+    kv: &'a dyn KvStore,
+    b: WriteBatch,
+}
+
+impl<'a> Batches<'a> {
+    pub(super) fn new(kv: &'a dyn KvStore) -> Self {
+        Batches {
+            kv,
+            b: WriteBatch::default(),
+        }
+    }
+
+    pub(super) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) -> Result<()> {
+        self.b.put(k, v);
+        self.flush_if_full()
+    }
+
+    pub(super) fn delete(&mut self, k: Vec<u8>) -> Result<()> {
+        self.b.delete(k);
+        self.flush_if_full()
+    }
+
+    fn flush_if_full(&mut self) -> Result<()> {
+        if self.b.len() >= BATCH_RECORDS || self.b.bytes() >= BATCH_BYTES {
+            self.kv.write(std::mem::take(&mut self.b))?;
+        }
+        Ok(())
+    }
+
+    /// Writes what is left.
+    pub(super) fn finish(self) -> Result<()> {
+        if self.b.is_empty() {
+            return Ok(());
+        }
+        self.kv.write(self.b)
+    }
+}
