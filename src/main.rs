@@ -298,7 +298,11 @@ fn run(mut cli: Cli) -> Res<()> {
             *statements = Some(text);
         }
         // Before the store opens: mimalloc keeps the first purge it schedules (src/allocator.rs).
-        if *receipt || statements.as_deref().is_some_and(asof::SqlSession::reads_only) {
+        if *receipt
+            || statements
+                .as_deref()
+                .is_some_and(asof::SqlSession::reads_only)
+        {
             allocator::purge_quickly();
         }
     }

@@ -404,12 +404,20 @@ fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatc
                 new: chain::hex(&new),
             });
         }
-        put_json(&mut b, key(keys::COMMIT, t.id, Some(m.version), None), &marked)?;
+        put_json(
+            &mut b,
+            key(keys::COMMIT, t.id, Some(m.version), None),
+            &marked,
+        )?;
     }
     if let Some(m) = &intent.base {
         // A vacuum base holds every block up to it: its digest is the one VACUUM recorded.
         let marked = mark(commit(m.version)?);
-        put_json(&mut b, key(keys::COMMIT, t.id, Some(m.version), None), &marked)?;
+        put_json(
+            &mut b,
+            key(keys::COMMIT, t.id, Some(m.version), None),
+            &marked,
+        )?;
         let new = chain::base_digest(kv, t.id, &marked, Some(&b))?;
         rewrites.push(Rewrite {
             by: version,
@@ -419,7 +427,14 @@ fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatc
         });
     }
     for cut in &intent.sources {
-        commit_source_erasure(kv, inner.source(&cut.name)?, cut, &intent.reason, &t.name, &mut b)?;
+        commit_source_erasure(
+            kv,
+            inner.source(&cut.name)?,
+            cut,
+            &intent.reason,
+            &t.name,
+            &mut b,
+        )?;
     }
     let parameters = [
         (ERASE_REASON.to_string(), intent.reason.clone()),

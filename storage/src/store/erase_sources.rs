@@ -167,7 +167,12 @@ pub(super) fn survey_source(
 /// Rewrites the chunks of `cut` without the rows it drops, each under its own key (a chunk left
 /// with no row goes: readers take an append's chunks in order, whatever their numbers). A chunk
 /// rewritten already is left as it is.
-pub(super) fn rewrite_chunks(kv: &dyn KvStore, src: &SourceTable, cut: &SourceCut, w: &mut Batches<'_>) -> Result<()> {
+pub(super) fn rewrite_chunks(
+    kv: &dyn KvStore,
+    src: &SourceTable,
+    cut: &SourceCut,
+    w: &mut Batches<'_>,
+) -> Result<()> {
     for c in &cut.chunks {
         let Some(bytes) = kv.get(&c.key)? else {
             continue;
