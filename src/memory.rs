@@ -9,8 +9,9 @@
 /// workload without), and a point query's process peaked at 110 MB instead of 58 MB
 /// (docs/PERFORMANCE.md). Elsewhere it does nothing.
 ///
-/// The allocator's own settings are left at their defaults: the binary's mimalloc returns freed
-/// memory to the system after 10 ms (a script of queries shortens that: `src/allocator.rs`). Keeping it instead (its `purge_delay = -1`, which earlier
+/// The allocator's own settings are left at their defaults: the binary's mimalloc (version 3)
+/// returns freed memory to the system a second after it is freed (a script of queries shortens
+/// that to 10 ms: `src/allocator.rs`). Keeping it instead (its `purge_delay = -1`, which earlier
 /// versions set) saved the kernel's zeroing of fresh pages while huge pages were on; with them off
 /// it saved nothing measurable and held up to 300 MB more at the peak of a 10M-event load.
 pub fn tune_process_memory() -> std::io::Result<()> {

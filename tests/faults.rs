@@ -787,4 +787,31 @@ fn an_erasure_stopped_at_any_write_is_finished_by_the_next_open() {
     }
     // The intent, four batches of rewrites, the `ERASE` commit, and the rebuild's writes.
     assert!(stopped >= 6, "{stopped}");
+
+    // An intent planned on other commits than the store has (a binary that knows no intent
+    // wrote meanwhile) is not carried out: the open says so.
+    let dir = tempfile::tempdir().unwrap();
+    copy_dir(built.path(), dir.path());
+    {
+        let (store, fail) = failing_store(dir.path(), asof::StoreOptions::default());
+        fail.store(2, Ordering::SeqCst);
+        asof::SqlSession::new(store)
+            .unwrap()
+            .execute(erase)
+            .unwrap_err();
+    }
+    {
+        let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+        let (k, v) = kv.scan_prefix(b"Z").next().unwrap().unwrap();
+        let mut intent: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        let version = intent["version"].as_u64().unwrap();
+        intent["version"] = (version + 1).into();
+        let mut b = WriteBatch::default();
+        b.put(k, serde_json::to_vec(&intent).unwrap());
+        kv.write(b).unwrap();
+    }
+    let Err(e) = Store::open(dir.path()) else {
+        panic!("an intent that does not fit the store was carried out")
+    };
+    assert!(e.to_string().contains("cannot be finished"), "{e}");
 }

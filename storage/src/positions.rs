@@ -34,12 +34,27 @@ pub(crate) fn positions_in(c: &CommitInfo, name: &str) -> Result<Vec<u64>> {
 
 /// The ranges of a ranges list (`3-7,12`) of commit `c`'s parameter `name`, as `[a, b)`.
 pub(crate) fn runs_in(c: &CommitInfo, name: &str) -> Result<Vec<(u64, u64)>> {
+    match c.parameters.get(name) {
+        Some(list) => runs(list, &format!("source commit {}: {name}", c.version)),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// The positions in a ranges list (`3-7,12`) written by [`format_positions`]; `what` names the
+/// list in an error.
+pub(crate) fn parse_positions(list: &str, what: &str) -> Result<Vec<u64>> {
     let mut out = Vec::new();
-    let Some(list) = c.parameters.get(name) else {
-        return Ok(out);
-    };
+    for (a, b) in runs(list, what)? {
+        out.extend(a..b);
+    }
+    Ok(out)
+}
+
+/// The ranges of a ranges list (`3-7,12`), as `[a, b)`; `what` names the list in an error.
+fn runs(list: &str, what: &str) -> Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
     for part in list.split(',').filter(|p| !p.is_empty()) {
-        let bad = || corrupt(format!("source commit {}: {name} `{part}`", c.version));
+        let bad = || corrupt(format!("{what} `{part}`"));
         let (a, b) = part.split_once('-').unwrap_or((part, part));
         let (a, b): (u64, u64) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
         if b < a || b - a > u32::MAX as u64 {

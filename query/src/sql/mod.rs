@@ -617,7 +617,6 @@ pub(crate) fn new_context(query_memory: usize) -> Result<SessionContext> {
     Ok(ctx)
 }
 
-/// The table name that starts at word `i` of `words`, its parts joined by `.`.
 /// Whether `stmt`, a statement for DataFusion ([`Kind::Sql`]), is a query: it begins with
 /// `SELECT`, `WITH` or `VALUES`.
 fn is_query(stmt: &Stmt) -> bool {
@@ -627,6 +626,7 @@ fn is_query(stmt: &Stmt) -> bool {
     )
 }
 
+/// The table name that starts at word `i` of `words`, its parts joined by `.`.
 fn dotted_name(words: &[&TokenWithSpan], i: usize) -> Result<String> {
     Ok(dotted_name_at(words, i)?.0)
 }

@@ -416,6 +416,7 @@ impl Inner {
         finish_drops(self.kv.as_ref())?;
         let records: Vec<(Vec<u8>, Vec<u8>)> =
             self.kv.scan_prefix(&[keys::TABLE]).collect::<Result<_>>()?;
+        let mut eager = Vec::new();
         for (k, v) in records {
             let id = k
                 .get(1..5)
@@ -467,9 +468,10 @@ impl Inner {
                     pins: Default::default(),
                 },
             );
-            // Read now only when asked; otherwise on first use (`Inner::ensure_replayed`).
+            // Read now only when asked (once an erasure a stop interrupted is finished, below);
+            // otherwise on first use (`Inner::ensure_replayed`).
             if self.open == OpenMode::Eager {
-                self.ensure_replayed(&name)?;
+                eager.push(name);
             }
         }
         let records: Vec<(Vec<u8>, Vec<u8>)> = self
@@ -569,6 +571,10 @@ impl Inner {
             self.schemas.insert(name, comment);
         }
         // An erasure a stop interrupted after it wrote its intent.
-        self.finish_erasures()
+        self.finish_erasures()?;
+        for name in eager {
+            self.ensure_replayed(&name)?;
+        }
+        Ok(())
     }
 }

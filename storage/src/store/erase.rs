@@ -183,10 +183,33 @@ impl Inner {
     /// Finishes the erasures a stop interrupted (their intents are stored): the open calls it
     /// once the catalog is read.
     pub(super) fn finish_erasures(&mut self) -> Result<()> {
-        for intent in erase_intent::unfinished(self.kv.as_ref())? {
-            self.carry_out(&intent)?;
+        for (id, intent) in erase_intent::unfinished(self.kv.as_ref())? {
+            self.check_unfinished(id, &intent)?;
+            self.carry_out(&intent)
+                .inspect_err(|e| self.poisoned = Some(e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// Refuses to finish `intent`, of table `id`, if the store changed since it was written (a
+    /// binary that knows no intent opened it meanwhile): its table or a source has other commits
+    /// than it was planned on.
+    fn check_unfinished(&self, id: u32, intent: &Intent) -> Result<()> {
+        let next = |last: Option<&CommitInfo>| last.map_or(0, |c| c.version + 1);
+        let table = self.tables.get(&intent.table).filter(|t| t.id == id);
+        let fits = table.is_some_and(|t| next(t.commits.last()) == intent.version)
+            && intent.sources.iter().all(|cut| {
+                self.sources
+                    .get(&cut.name)
+                    .is_some_and(|s| next(s.history.last()) == cut.version)
+            });
+        if fits {
+            return Ok(());
+        }
+        Err(corrupt(format!(
+            "an erasure of `{}` (its version {}) stopped before it ended, and the store changed since: it cannot be finished",
+            intent.table, intent.version
+        )))
     }
 
     /// Carries out `intent`, written already: rewrites its blocks and chunks in batches, then
@@ -395,8 +418,9 @@ fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatc
     let mut rewrites = Vec::new();
     for m in &intent.commits {
         let marked = mark(commit(m.version)?);
+        // The blocks are written: `b` holds only commit records.
         if let Some(old) = &m.old {
-            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, Some(&b))?;
+            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, None)?;
             rewrites.push(Rewrite {
                 by: version,
                 version: m.version,
@@ -418,7 +442,7 @@ fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatc
             key(keys::COMMIT, t.id, Some(m.version), None),
             &marked,
         )?;
-        let new = chain::base_digest(kv, t.id, &marked, Some(&b))?;
+        let new = chain::base_digest(kv, t.id, &marked, None)?;
         rewrites.push(Rewrite {
             by: version,
             version: m.version,

@@ -31,7 +31,8 @@ pub(super) struct Marked {
 pub(super) struct ChunkCut {
     pub key: Vec<u8>,
     pub rows: usize,
-    pub drop: Vec<u32>,
+    #[serde(with = "as_ranges")]
+    pub drop: Vec<u64>,
 }
 
 /// What an erasure removes from one source table of the table.
@@ -42,6 +43,7 @@ pub(super) struct SourceCut {
     pub version: u64,
     pub timestamp_us: i64,
     /// The positions of the rows removed, in order.
+    #[serde(with = "as_ranges")]
     pub positions: Vec<u64>,
     pub chunks: Vec<ChunkCut>,
     /// The `WRITE` commits of the appends that lose rows.
@@ -91,14 +93,38 @@ pub(super) fn record_key(id: u32) -> Vec<u8> {
     key(keys::ERASING, id, None, None)
 }
 
-/// The intents of the erasures a stop interrupted.
-pub(super) fn unfinished(kv: &dyn KvStore) -> Result<Vec<Intent>> {
+/// The intents of the erasures a stop interrupted, each with its table's id.
+pub(super) fn unfinished(kv: &dyn KvStore) -> Result<Vec<(u32, Intent)>> {
     kv.scan_prefix(&[keys::ERASING])
         .map(|pair| {
-            let (_, v) = pair?;
-            serde_json::from_slice(&v).map_err(|e| corrupt(format!("an erasure's intent: {e}")))
+            let (k, v) = pair?;
+            let id = k
+                .get(1..5)
+                .and_then(|b| <[u8; 4]>::try_from(b).ok())
+                .map(u32::from_be_bytes)
+                .ok_or_else(|| corrupt("the key of an erasure's intent"))?;
+            let intent = serde_json::from_slice(&v)
+                .map_err(|e| corrupt(format!("an erasure's intent: {e}")))?;
+            Ok((id, intent))
         })
         .collect()
+}
+
+/// Sorted numbers (positions, row indices) as ranges (`3-7,12`): an erasure of many rows writes
+/// a short intent.
+mod as_ranges {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::positions::{format_positions, parse_positions};
+
+    pub(super) fn serialize<S: Serializer>(v: &[u64], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_positions(v))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+        let list = String::deserialize(d)?;
+        parse_positions(&list, "an erasure's intent").map_err(serde::de::Error::custom)
+    }
 }
 
 /// Writes rewrites in batches of at most [`BATCH_RECORDS`] records and [`BATCH_BYTES`].

@@ -117,7 +117,7 @@ pub(super) fn survey_source(
                 });
                 if hit {
                     positions.push(position);
-                    drop.push(u32::try_from(rows + r).map_err(|_| corrupt("a chunk too long"))?);
+                    drop.push((rows + r) as u64);
                 }
                 position += 1;
             }
@@ -188,7 +188,13 @@ pub(super) fn rewrite_chunks(
             .map_err(|e| corrupt(e.to_string()))?;
         let mut keep = vec![true; rows.num_rows()];
         for &r in &c.drop {
-            keep[r as usize] = false;
+            let row = usize::try_from(r).ok().and_then(|r| keep.get_mut(r));
+            *row.ok_or_else(|| {
+                corrupt(format!(
+                    "an erasure's intent drops row {r} of a chunk of `{}` of {} rows",
+                    src.name, c.rows
+                ))
+            })? = false;
         }
         let rows = arrow::compute::filter_record_batch(&rows, &BooleanArray::from(keep))
             .map_err(|e| corrupt(e.to_string()))?;
@@ -223,7 +229,8 @@ pub(super) fn commit_source_erasure(
             .parameters
             .insert(ERASED_BY.to_string(), cut.version.to_string());
         if let Some(old) = &m.old {
-            let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, Some(&*b))?;
+            // The chunks are written: `b` holds only commit records.
+            let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, None)?;
             rewrites.push(Rewrite {
                 by: cut.version,
                 version: c.version,
