@@ -573,3 +573,43 @@ fn an_erasure_rewrites_a_large_append_a_chunk_at_a_time() {
     );
     assert!(s.store().verify().unwrap().ok());
 }
+
+/// An erasure reports its progress, each step begun with its total, advanced to it and ended:
+/// the blocks of the log it reads to find the keys, the chunks of the source, then the blocks and
+/// chunks it rewrites.
+#[test]
+fn an_erasure_reports_the_blocks_and_chunks_it_reads_and_rewrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
+    s.execute(
+        "CREATE TABLE src (id INT, v STRING, seq INT);
+         CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id)
+           SEQUENCE BY seq STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    // 20 commits of one block, 20 appends of one chunk, each with key 1.
+    for i in 0..20 {
+        s.execute(&format!(
+            "INSERT INTO src VALUES (1, 'a', {i}), (2, 'b', {i}); REFRESH STREAMING TABLE t"
+        ))
+        .unwrap();
+    }
+    let recorded = std::sync::Arc::new(common::Recorded::default());
+    s.set_progress(recorded.clone());
+    s.execute("ERASE FROM t WHERE id = 1 REASON 'test'")
+        .unwrap();
+    let calls = recorded.calls();
+    for (task, total) in [
+        ("erasing from t: finding the keys in its log", 20),
+        ("erasing from src: finding the keys' rows", 20),
+        ("erasing from t: rewriting its log and sources", 40),
+    ] {
+        let step: Vec<&String> = calls
+            .iter()
+            .skip_while(|c| **c != format!("begin {task} of {total}"))
+            .take_while(|c| *c != "end")
+            .collect();
+        assert!(!step.is_empty(), "{task}: {calls:?}");
+        assert_eq!(step.last().unwrap(), &&format!("at {total}"), "{calls:?}");
+    }
+}

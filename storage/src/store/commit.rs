@@ -88,6 +88,12 @@ pub(crate) fn write_or_poison(
     kv.write(b).inspect_err(|e| *poisoned = Some(e.to_string()))
 }
 
+/// How many records there are under `prefix` (their keys alone are read).
+pub(crate) fn count_keys(kv: &dyn KvStore, prefix: &[u8]) -> Result<u64> {
+    kv.scan_prefix_keys(prefix)
+        .try_fold(0u64, |n, k| k.map(|_| n + 1))
+}
+
 /// Deletes every key under `prefix` from `from` on, a few thousand per batch: one sled batch of
 /// many deletes costs it a lot of memory.
 pub(crate) fn delete_from(kv: &dyn KvStore, prefix: &[u8], from: &[u8]) -> Result<()> {

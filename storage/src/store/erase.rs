@@ -18,14 +18,14 @@
 use std::collections::BTreeSet;
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
-use super::commit::{now_us, put_json, write_or_poison, CommitInfo};
+use super::commit::{count_keys, now_us, put_json, write_or_poison, CommitInfo};
 use super::erase_intent::{self, Batches, Intent, Marked};
 use super::erase_sources::{
     commit_source_erasure, readers_of_source, rewrite_chunks, source_flows, source_history,
     survey_source, ErasedRows,
 };
 use super::load::Load;
-use super::pages;
+use super::pages::{self, Progressing};
 use super::records::{ERASE, ERASED_BY, ERASE_REASON};
 use super::replay::{load_commits, VACUUM_BASE};
 use super::{Inner, Store, Table};
@@ -38,6 +38,7 @@ use crate::format::packed_events::{decode_block, encode_block};
 use crate::format::Codec;
 use crate::keycodec::{decode_tuple, encode_tuple};
 use crate::kv::{KvStore, WriteBatch};
+use crate::progress::Reporter;
 use crate::value::Value;
 
 /// What a DML commit's `statement` parameter says once an ERASE removed some of its events.
@@ -225,7 +226,11 @@ impl Inner {
         }
         {
             let t = self.table(&intent.table)?;
-            let mut w = Batches::new(kv);
+            let chunks: usize = intent.sources.iter().map(|c| c.chunks.len()).sum();
+            let total = (intent.blocks.len() + chunks) as u64;
+            let task = format!("erasing from {}: rewriting its log and sources", t.name);
+            let bar = Reporter::begin(self.progress.as_ref(), &task, total, PROGRESS_RECORDS);
+            let mut w = Batches::new(kv, bar);
             rewrite_events(kv, t, intent, &mut w)?;
             for cut in &intent.sources {
                 rewrite_chunks(kv, self.source(&cut.name)?, cut, &mut w)?;
@@ -299,7 +304,7 @@ fn survey(
         blocks,
         versions: touched,
         keys: found,
-    } = find_events(kv, t, erased)?;
+    } = find_events(kv, t, erased, inner.progress.as_ref())?;
     let base = t
         .commits
         .first()
@@ -351,7 +356,7 @@ fn survey(
             erased,
             evaluator: inner.evaluator.as_ref(),
         };
-        sources.extend(survey_source(kv, src, &to)?);
+        sources.extend(survey_source(kv, src, &to, inner.progress.as_ref())?);
     }
     Ok(Intent {
         table: t.name.clone(),
@@ -508,6 +513,9 @@ pub(super) fn erasable_by_position(table: &str, src: &crate::source::SourceTable
     })
 }
 
+/// The fewest blocks or chunks a step of an erasure reads for it to report its progress.
+const PROGRESS_RECORDS: u64 = 16;
+
 /// Where the events of some keys are in a table's log.
 struct Found {
     events: u64,
@@ -521,15 +529,25 @@ struct Found {
 
 /// Finds the event blocks of `t` that hold an event of `erased`, reading a block at a time (a
 /// load of 10M events is one commit: decoded whole it took gigabytes).
-fn find_events(kv: &dyn KvStore, t: &Table, erased: &BTreeSet<Bytes>) -> Result<Found> {
+fn find_events(
+    kv: &dyn KvStore,
+    t: &Table,
+    erased: &BTreeSet<Bytes>,
+    progress: Option<&Progressing>,
+) -> Result<Found> {
     let width = t.state.schema.columns.len();
+    let prefix = key(keys::EVENTS, t.id, None, None);
+    let total = count_keys(kv, &prefix)?;
+    let task = format!("erasing from {}: finding the keys in its log", t.name);
+    let bar = Reporter::begin(progress, &task, total, PROGRESS_RECORDS);
     let mut found = Found {
         events: 0,
         blocks: Vec::new(),
         versions: Vec::new(),
         keys: BTreeSet::new(),
     };
-    for pair in kv.scan_prefix(&key(keys::EVENTS, t.id, None, None)) {
+    for (read, pair) in kv.scan_prefix(&prefix).enumerate() {
+        bar.advance(read as u64 + 1);
         let (k, bytes) = pair?;
         let block = decode_block(&bytes)?;
         let mut hits = 0;
@@ -562,6 +580,7 @@ fn rewrite_events(kv: &dyn KvStore, t: &Table, intent: &Intent, w: &mut Batches<
     let types = t.state.schema.column_types();
     let erased: BTreeSet<Bytes> = intent.keys.iter().map(|k| Bytes::from(k.clone())).collect();
     for k in &intent.blocks {
+        w.visited();
         let bytes = kv
             .get(k)?
             .ok_or_else(|| corrupt(format!("an event block of `{}` is missing", t.name)))?;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{corrupt, Result};
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
+use crate::progress::Reporter;
 
 /// The most bytes of rewritten blocks and chunks a batch of an erasure holds.
 pub(super) const BATCH_BYTES: usize = 16 << 20;
@@ -127,18 +128,29 @@ mod as_ranges {
     }
 }
 
-/// Writes rewrites in batches of at most [`BATCH_RECORDS`] records and [`BATCH_BYTES`].
+/// Writes rewrites in batches of at most [`BATCH_RECORDS`] records and [`BATCH_BYTES`], and
+/// reports the records visited to a progress bar.
 pub(super) struct Batches<'a> {
     kv: &'a dyn KvStore,
     b: WriteBatch,
+    bar: Reporter,
+    visited: u64,
 }
 
 impl<'a> Batches<'a> {
-    pub(super) fn new(kv: &'a dyn KvStore) -> Self {
+    pub(super) fn new(kv: &'a dyn KvStore, bar: Reporter) -> Self {
         Batches {
             kv,
             b: WriteBatch::default(),
+            bar,
+            visited: 0,
         }
+    }
+
+    /// One more block or chunk was visited (rewritten, or found rewritten already).
+    pub(super) fn visited(&mut self) {
+        self.visited += 1;
+        self.bar.advance(self.visited);
     }
 
     pub(super) fn put(&mut self, k: Vec<u8>, v: Vec<u8>) -> Result<()> {

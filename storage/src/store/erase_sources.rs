@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use arrow::array::{BooleanArray, RecordBatch};
 
 use super::chain::{self, put_commit, rewrote_parameter, Link, Rewrite, Wrote, REWROTE};
-use super::commit::{now_us, put_json, CommitInfo};
+use super::commit::{count_keys, now_us, put_json, CommitInfo};
 use super::erase_intent::{Batches, ChunkCut, Marked, SourceCut};
+use super::pages::Progressing;
 use super::records::{ERASE, ERASED_BY, ERASE_REASON};
 use super::{Inner, Table};
 use crate::engine::fold::Bytes;
@@ -18,7 +19,11 @@ use crate::format::keys::{self, key, parse_version};
 use crate::ingest::row_keys;
 use crate::kv::{KvStore, WriteBatch};
 use crate::positions::format_positions;
+use crate::progress::Reporter;
 use crate::source::{SourceTable, ERASED_ROWS};
+
+/// The fewest chunks a source's survey reads for it to report its progress.
+const PROGRESS_CHUNKS: u64 = 16;
 
 /// The table's sources, each with the flows of the table that read it.
 pub(super) fn source_flows(t: &Table) -> Vec<(String, Vec<&Flow>)> {
@@ -83,6 +88,7 @@ pub(super) fn survey_source(
     kv: &dyn KvStore,
     src: &SourceTable,
     to: &ErasedRows<'_>,
+    progress: Option<&Progressing>,
 ) -> Result<Option<SourceCut>> {
     let ErasedRows {
         flows,
@@ -97,7 +103,12 @@ pub(super) fn survey_source(
     // Positions count every row ever appended: earlier erasures' rows are skipped over.
     let mut position = 0u64;
     let mut hole = 0usize;
-    for pair in kv.scan_prefix(&key(keys::APPEND, src.id, None, None)) {
+    let prefix = key(keys::APPEND, src.id, None, None);
+    let total = count_keys(kv, &prefix)?;
+    let task = format!("erasing from {}: finding the keys' rows", src.name);
+    let bar = Reporter::begin(progress, &task, total, PROGRESS_CHUNKS);
+    for (read, pair) in kv.scan_prefix(&prefix).enumerate() {
+        bar.advance(read as u64 + 1);
         let (k, bytes) = pair?;
         let mut drop = Vec::new();
         let mut rows = 0usize;
@@ -174,6 +185,7 @@ pub(super) fn rewrite_chunks(
     w: &mut Batches<'_>,
 ) -> Result<()> {
     for c in &cut.chunks {
+        w.visited();
         let Some(bytes) = kv.get(&c.key)? else {
             continue;
         };

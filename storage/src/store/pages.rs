@@ -669,9 +669,7 @@ pub(super) fn rebuild(
     }
     let mut state = t.new_state();
     // In event blocks: counted from their keys alone.
-    let total = kv
-        .scan_prefix_keys(&key(keys::EVENTS, t.id, None, None))
-        .try_fold(0u64, |n, k| k.map(|_| n + 1))?;
+    let total = super::commit::count_keys(kv, &key(keys::EVENTS, t.id, None, None))?;
     let task = format!("rebuilding the records of {} from its log", t.name);
     let bar = Reporter::begin(progress, &task, total, REBUILD_PROGRESS_BLOCKS);
     let (mut done, mut since) = (0, 0);
