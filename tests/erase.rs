@@ -581,19 +581,8 @@ fn an_erasure_rewrites_a_large_append_a_chunk_at_a_time() {
 fn an_erasure_reports_the_blocks_and_chunks_it_reads_and_rewrites() {
     let dir = tempfile::tempdir().unwrap();
     let mut s = SqlSession::new(Store::open(dir.path()).unwrap()).unwrap();
-    s.execute(
-        "CREATE TABLE src (id INT, v STRING, seq INT);
-         CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id)
-           SEQUENCE BY seq STORED AS SCD TYPE 2",
-    )
-    .unwrap();
     // 20 commits of one block, 20 appends of one chunk, each with key 1.
-    for i in 0..20 {
-        s.execute(&format!(
-            "INSERT INTO src VALUES (1, 'a', {i}), (2, 'b', {i}); REFRESH STREAMING TABLE t"
-        ))
-        .unwrap();
-    }
+    common::key_in_every_commit(&mut s, 20);
     let recorded = std::sync::Arc::new(common::Recorded::default());
     s.set_progress(recorded.clone());
     s.execute("ERASE FROM t WHERE id = 1 REASON 'test'")

@@ -718,20 +718,8 @@ fn an_erasure_stopped_at_any_write_is_finished_by_the_next_open() {
     let built = tempfile::tempdir().unwrap();
     {
         let mut s = asof::SqlSession::new(Store::open(built.path()).unwrap()).unwrap();
-        s.execute(
-            "CREATE TABLE src (id INT, v STRING, seq INT);
-             CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id)
-               SEQUENCE BY seq STORED AS SCD TYPE 2",
-        )
-        .unwrap();
         // Key 1 in 100 commits and 100 appends: 200 records to rewrite, four batches.
-        for i in 0..100 {
-            s.execute(&format!(
-                "INSERT INTO src VALUES (1, 'a{i}', {i}), (2, 'b{i}', {i});
-                 REFRESH STREAMING TABLE t"
-            ))
-            .unwrap();
-        }
+        common::key_in_every_commit(&mut s, 100);
     }
     let queries = ["SELECT * FROM t", "SELECT * FROM src"];
     let read = |dir: &std::path::Path| -> Vec<Vec<Vec<Option<String>>>> {

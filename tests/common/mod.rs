@@ -342,3 +342,21 @@ impl asof::Progress for Recorded {
         self.0.lock().unwrap().push("end".into());
     }
 }
+
+/// A source `src (id, v, seq)` and an SCD TYPE 2 table `t` over it, then `commits` refreshes, each
+/// of one append with keys 1 and 2: key 1 is in every commit's one event block and every append's
+/// one chunk (what an erasure of it rewrites).
+pub fn key_in_every_commit(s: &mut asof::SqlSession, commits: usize) {
+    s.execute(
+        "CREATE TABLE src (id INT, v STRING, seq INT);
+         CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC FROM stream(src) KEYS (id)
+           SEQUENCE BY seq STORED AS SCD TYPE 2",
+    )
+    .unwrap();
+    for i in 0..commits {
+        s.execute(&format!(
+            "INSERT INTO src VALUES (1, 'a{i}', {i}), (2, 'b{i}', {i}); REFRESH STREAMING TABLE t"
+        ))
+        .unwrap();
+    }
+}

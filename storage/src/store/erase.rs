@@ -319,18 +319,7 @@ fn survey(
         let Ok(i) = t.commits.binary_search_by_key(&v, |c| c.version) else {
             continue;
         };
-        let c = &t.commits[i];
-        let old = match c.chain {
-            Some(_) => Some(chain::hex(&chain::stored_digest(
-                kv,
-                keys::COMMIT,
-                t.id,
-                c,
-                None,
-            )?)),
-            None => None,
-        };
-        commits.push(Marked { version: v, old });
+        commits.push(Marked::before(kv, keys::COMMIT, t.id, &t.commits[i])?);
     }
     let base = match (in_base, base) {
         (true, Some(base)) => Some(Marked {

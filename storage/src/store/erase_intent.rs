@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::chain;
+use crate::commit_info::CommitInfo;
 use crate::error::{corrupt, Result};
 use crate::format::keys::{self, key};
 use crate::kv::{KvStore, WriteBatch};
@@ -24,6 +26,21 @@ pub(super) const BATCH_RECORDS: usize = 64;
 pub(super) struct Marked {
     pub version: u64,
     pub old: Option<String>,
+}
+
+impl Marked {
+    /// Commit `c` of table or source `id` (records under `tag`), with its digest as the store
+    /// holds it now.
+    pub(super) fn before(kv: &dyn KvStore, tag: u8, id: u32, c: &CommitInfo) -> Result<Marked> {
+        let old = match c.chain {
+            Some(_) => Some(chain::hex(&chain::stored_digest(kv, tag, id, c, None)?)),
+            None => None,
+        };
+        Ok(Marked {
+            version: c.version,
+            old,
+        })
+    }
 }
 
 /// A chunk of a source append that loses rows: its key, its rows before, and the indices of

@@ -145,20 +145,7 @@ pub(super) fn survey_source(
         let append = parse_version(&k)?;
         if let Some(c) = append_commit(src, append) {
             if appends.iter().all(|m| m.version != c.version) {
-                let old = match c.chain {
-                    Some(_) => Some(chain::hex(&chain::stored_digest(
-                        kv,
-                        keys::SOURCE_COMMIT,
-                        src.id,
-                        c,
-                        None,
-                    )?)),
-                    None => None,
-                };
-                appends.push(Marked {
-                    version: c.version,
-                    old,
-                });
+                appends.push(Marked::before(kv, keys::SOURCE_COMMIT, src.id, c)?);
             }
         }
     }
