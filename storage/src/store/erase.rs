@@ -6,7 +6,7 @@
 //! held an event of those keys, the chunks (`A`) of every append of the table's sources that held
 //! one of their rows (`erase_sources`), and the digests of those commits before. It writes that
 //! down, its intent (`erase_intent`), in a batch of its own. Then it rewrites the blocks and
-//! chunks in batches of at most 16 MiB, each under its own key, and ends with one batch: the
+//! chunks in batches of at most 64 records and 16 MiB, each under its own key, and ends with one batch: the
 //! records of the commits rewritten (marked `erased_by`; a DML statement's text is replaced), an
 //! `ERASE` commit in the table's log (and one in each source's) that records, for each commit
 //! it rewrote, its digest before and after (docs/FORMAT.md §3.8), the deletion of the table's
@@ -412,9 +412,8 @@ fn commit_erasure(inner: &Inner, t: &Table, intent: &Intent) -> Result<WriteBatc
     let mut rewrites = Vec::new();
     for m in &intent.commits {
         let marked = mark(commit(m.version)?);
-        // The blocks are written: `b` holds only commit records.
         if let Some(old) = &m.old {
-            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked, None)?;
+            let new = chain::stored_digest(kv, keys::COMMIT, t.id, &marked)?;
             rewrites.push(Rewrite {
                 by: version,
                 version: m.version,

@@ -33,7 +33,7 @@ impl Marked {
     /// holds it now.
     pub(super) fn before(kv: &dyn KvStore, tag: u8, id: u32, c: &CommitInfo) -> Result<Marked> {
         let old = match c.chain {
-            Some(_) => Some(chain::hex(&chain::stored_digest(kv, tag, id, c, None)?)),
+            Some(_) => Some(chain::hex(&chain::stored_digest(kv, tag, id, c)?)),
             None => None,
         };
         Ok(Marked {

@@ -228,8 +228,7 @@ pub(super) fn commit_source_erasure(
             .parameters
             .insert(ERASED_BY.to_string(), cut.version.to_string());
         if let Some(old) = &m.old {
-            // The chunks are written: `b` holds only commit records.
-            let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked, None)?;
+            let new = chain::stored_digest(kv, keys::SOURCE_COMMIT, src.id, &marked)?;
             rewrites.push(Rewrite {
                 by: cut.version,
                 version: c.version,
