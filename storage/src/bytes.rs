@@ -1,6 +1,7 @@
-//! [`Bytes`]: an encoded key, sequence or bound, shared between events, timelines and rows
-//! without copying, and ordered as its bytes are without a call to `memcmp` for the nine-byte
-//! values of the usual types ([`crate::keycodec::cmp_encoded`]); [`Encoded`], the same bytes
+//! [`Bytes`]: an encoded key, sequence or bound, held in place when short (the nine-byte values
+//! of the usual types: no allocation per event or row version for them) and shared between
+//! events, timelines and rows when long, and ordered as its bytes are without a call to `memcmp`
+//! for the usual types ([`crate::keycodec::cmp_encoded`]); [`Encoded`], the same bytes
 //! borrowed, which a map of them is searched by the same way (`map.range::<Encoded, _>(..)`,
 //! `map.get(Encoded::new(b))`; a search by `&[u8]` finds the same, comparing with `memcmp`).
 //!
@@ -17,18 +18,71 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use ref_cast::RefCast;
+use triomphe::ThinArc;
 
 use crate::keycodec::{cmp_encoded, eq_encoded};
 
-/// Shared encoded bytes, ordered and compared as `[u8]` is (so that a map of them can be searched
-/// by a `&[u8]`), the first eight bytes at once.
-#[derive(Clone, Default)]
-pub(crate) struct Bytes(Arc<[u8]>);
+/// Encoded bytes, ordered and compared as `[u8]` is (so that a map of them can be searched by a
+/// `&[u8]`), the first eight bytes at once. Up to [`INLINE`] bytes (every encoded value of a
+/// fixed-width type, and short strings) are held in place: no allocation to make, share or free.
+/// Longer ones are shared, behind a pointer of one word. Either way a value takes 16 bytes, as
+/// the `Arc<[u8]>` it replaces did, and an absent one (`Option<Bytes>`) no more.
+#[derive(Clone)]
+pub(crate) struct Bytes(Repr);
+
+/// Bytes held in place, at most: what fits beside the length and the tag in the 16 bytes the
+/// shared variant (a tag and a pointer) takes anyway.
+const INLINE: usize = 14;
+
+#[derive(Clone)]
+enum Repr {
+    Inline {
+        len: u8,
+        bytes: [u8; INLINE],
+    },
+    /// A thin pointer to a count, a length and the bytes, in one allocation.
+    Shared(ThinArc<(), u8>),
+}
 
 impl Bytes {
-    /// Whether `a` and `b` are one allocation.
-    pub fn ptr_eq(a: &Bytes, b: &Bytes) -> bool {
-        Arc::ptr_eq(&a.0, &b.0)
+    #[inline]
+    fn inline(b: &[u8]) -> Option<Bytes> {
+        let mut bytes = [0u8; INLINE];
+        bytes.get_mut(..b.len())?.copy_from_slice(b);
+        Some(Bytes(Repr::Inline {
+            len: b.len() as u8,
+            bytes,
+        }))
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Inline { len, bytes } => &bytes[..*len as usize],
+            Repr::Shared(b) => &b.slice,
+        }
+    }
+
+    fn shared(b: &[u8]) -> Bytes {
+        Bytes(Repr::Shared(ThinArc::from_header_and_slice((), b)))
+    }
+
+    /// Whether `a` and `b` are one shared allocation.
+    #[inline]
+    fn shared_eq(a: &Bytes, b: &Bytes) -> bool {
+        match (&a.0, &b.0) {
+            (Repr::Shared(a), Repr::Shared(b)) => std::ptr::eq(a.ptr(), b.ptr()),
+            _ => false,
+        }
+    }
+}
+
+impl Default for Bytes {
+    fn default() -> Bytes {
+        Bytes(Repr::Inline {
+            len: 0,
+            bytes: [0; INLINE],
+        })
     }
 }
 
@@ -37,28 +91,28 @@ impl Deref for Bytes {
 
     #[inline]
     fn deref(&self) -> &[u8] {
-        &self.0
+        self.as_slice()
     }
 }
 
 impl AsRef<[u8]> for Bytes {
     #[inline]
     fn as_ref(&self) -> &[u8] {
-        &self.0
+        self.as_slice()
     }
 }
 
 impl Borrow<[u8]> for Bytes {
     #[inline]
     fn borrow(&self) -> &[u8] {
-        &self.0
+        self.as_slice()
     }
 }
 
 impl Borrow<Encoded> for Bytes {
     #[inline]
     fn borrow(&self) -> &Encoded {
-        Encoded::new(&self.0)
+        Encoded::new(self.as_slice())
     }
 }
 
@@ -92,7 +146,7 @@ impl Ord for Encoded {
 impl PartialEq for Bytes {
     #[inline]
     fn eq(&self, other: &Bytes) -> bool {
-        Bytes::ptr_eq(self, other) || eq_encoded(&self.0, &other.0)
+        Bytes::shared_eq(self, other) || eq_encoded(self, other)
     }
 }
 
@@ -108,50 +162,51 @@ impl PartialOrd for Bytes {
 impl Ord for Bytes {
     #[inline]
     fn cmp(&self, other: &Bytes) -> Ordering {
-        cmp_encoded(&self.0, &other.0)
+        cmp_encoded(self, other)
     }
 }
 
 impl Hash for Bytes {
     /// As `[u8]` hashes, so that a set of them can be searched by a `&[u8]`.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        (*self.0).hash(state)
+        self.as_slice().hash(state)
     }
 }
 
 impl fmt::Debug for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (*self.0).fmt(f)
+        self.as_slice().fmt(f)
     }
 }
 
 impl From<&[u8]> for Bytes {
+    #[inline]
     fn from(b: &[u8]) -> Bytes {
-        Bytes(b.into())
+        Bytes::inline(b).unwrap_or_else(|| Bytes::shared(b))
     }
 }
 
 impl From<Vec<u8>> for Bytes {
     fn from(b: Vec<u8>) -> Bytes {
-        Bytes(b.into())
+        Bytes::from(&b[..])
     }
 }
 
 impl From<Box<[u8]>> for Bytes {
     fn from(b: Box<[u8]>) -> Bytes {
-        Bytes(b.into())
+        Bytes::from(&b[..])
     }
 }
 
 impl From<Arc<[u8]>> for Bytes {
     fn from(b: Arc<[u8]>) -> Bytes {
-        Bytes(b)
+        Bytes::from(&b[..])
     }
 }
 
 impl From<Bytes> for Arc<[u8]> {
     fn from(b: Bytes) -> Arc<[u8]> {
-        b.0
+        b.as_slice().into()
     }
 }
 
@@ -162,6 +217,24 @@ mod tests {
     use std::collections::BTreeMap;
     use std::ops::Bound;
 
+    #[test]
+    fn bytes_take_the_room_of_a_shared_slice_and_an_absent_one_no_more() {
+        assert_eq!(std::mem::size_of::<Bytes>(), 16);
+        assert_eq!(std::mem::size_of::<Option<Bytes>>(), 16);
+    }
+
+    #[test]
+    fn bytes_up_to_the_inline_length_are_held_in_place_and_longer_ones_shared() {
+        let short = Bytes::from(&[7u8; INLINE][..]);
+        assert!(matches!(short.0, Repr::Inline { len, .. } if len as usize == INLINE));
+        let long = Bytes::from(vec![7u8; INLINE + 1]);
+        assert!(matches!(long.0, Repr::Shared(_)));
+        let copy = long.clone();
+        assert!(Bytes::shared_eq(&long, &copy));
+        assert_eq!(&copy[..], &[7u8; INLINE + 1][..]);
+        assert!(Bytes::default().is_empty());
+    }
+
     proptest! {
         /// A map keyed by them holds its keys in the order of their bytes, and finds each by its
         /// bytes alone.
@@ -169,15 +242,15 @@ mod tests {
         fn a_map_of_them_orders_and_finds_keys_as_one_of_byte_vectors_does(
             head in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xff]), 8),
             tails in proptest::collection::vec(
-                (any::<bool>(), proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xff]), 0..11)),
+                (any::<bool>(), proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0x7f, 0x80, 0xff]), 0..30)),
                 0..40,
             ),
         ) {
             // Half of them share their first eight bytes, as encoded values of one type often
-            // do, so that their tails decide.
+            // do, so that their tails decide; some are held in place, some longer ones shared.
             let keys: Vec<Vec<u8>> = tails
                 .into_iter()
-                .map(|(shared, t)| if shared { [&head[..], &t[..3.min(t.len())]].concat() } else { t })
+                .map(|(shared, t)| if shared { [&head[..], &t[..]].concat() } else { t })
                 .collect();
             let ours: BTreeMap<Bytes, usize> =
                 keys.iter().enumerate().map(|(i, k)| (Bytes::from(&k[..]), i)).collect();
@@ -192,6 +265,9 @@ mod tests {
                 prop_assert!(ours.eq(theirs.range::<[u8], _>(upto).map(|(_, v)| *v)));
             }
             for k in &keys {
+                let b = Bytes::from(&k[..]);
+                prop_assert_eq!(&b[..], &k[..]);
+                prop_assert_eq!(&Bytes::from(Arc::<[u8]>::from(b.clone()))[..], &k[..]);
                 prop_assert_eq!(ours.get(&k[..]), theirs.get(k));
                 prop_assert_eq!(ours.get(Encoded::new(k)), theirs.get(k));
                 prop_assert_eq!(ours.get(&Bytes::from(&k[..])), theirs.get(k));

@@ -4,7 +4,9 @@
 //! out the same and retiring the rest. Duplicates and events that lose a conflict change nothing
 //! and do not count in that choice ([`first_change`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::HashMap;
 
 use super::fold::{
     refold, Bytes, Change, FoldInput, Limit, RowId, Timeline, TimelineDiff, Version,
@@ -135,7 +137,7 @@ fn replay_system_history(c: &mut KeyCommit<'_, '_>, t: &Bytes) {
         .collect();
     // The rows alive just before `t` are the business timeline then: no refold of the events
     // known before `t` is needed.
-    let mut opened: HashMap<Bytes, Bytes> = HashMap::new();
+    let mut opened: HashMap<Bytes, Bytes> = HashMap::default();
     let mut tl = Timeline::new();
     for &r in &region {
         let row = &rows[r];
@@ -194,7 +196,7 @@ fn replay_system_history(c: &mut KeyCommit<'_, '_>, t: &Bytes) {
         new_rows.push((start.clone(), v.values.clone(), v.end.clone(), since, None));
     }
     // Keep old rows that came out the same; retire the rest; add the new ones.
-    let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::new();
+    let mut old_by_id: HashMap<(Bytes, Bytes), RowId> = HashMap::default();
     for &r in &region {
         let row = &rows[r];
         old_by_id.insert(

@@ -7,7 +7,7 @@
 //! temporary file.
 
 use std::fs::File;
-use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::hash::BuildHasher;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
@@ -304,7 +304,10 @@ impl Parting {
     }
 
     pub(crate) fn bucket_of(self, key: &[u8]) -> usize {
-        let hasher = BuildHasherDefault::<DefaultHasher>::default();
+        // A fast hash with a fixed seed: the buckets are this process's own (nothing stored
+        // names one), and SipHash took 7% of the commit thread while a large load gathered its
+        // events (docs/PERFORMANCE.md, session 46).
+        let hasher = foldhash::fast::FixedState::with_seed(0);
         (hasher.hash_one(key) % self.0) as usize
     }
 }

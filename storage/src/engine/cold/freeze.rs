@@ -3,8 +3,10 @@
 //! [`KeyState::install`]), and the rows of a key a full refresh left without events
 //! ([`KeyState::freeze_retired`]).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
+
+use foldhash::HashSet;
 
 use super::{Frozen, Pages, FREEZE_AT};
 use crate::bytes::Encoded;
@@ -66,7 +68,7 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
     // id, a row lagged its version by a piece, and a thaw walked back to the cut's first page).
     // The other rows (retired, or closed on system time) fill the pieces in id order.
     let in_cut: HashSet<RowId> = cut_rows.iter().copied().collect();
-    let mut shown = HashSet::new();
+    let mut shown = HashSet::default();
     let version_rows: Vec<Option<RowId>> = versions
         .values()
         .map(|v| v.row.filter(|r| in_cut.contains(r) && shown.insert(*r)))

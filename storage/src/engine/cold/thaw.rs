@@ -1,7 +1,7 @@
 //! Thawing: a key's frozen pages read back into memory and freed, all of them
 //! ([`KeyState::thaw`]) or only the last ones a late event reaches ([`KeyState::thaw_before`]).
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use super::{in_key, Pages};
 use crate::engine::fold::{Bytes, RowId, Version};
