@@ -15,7 +15,6 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
-use std::sync::Arc;
 
 use ref_cast::RefCast;
 use triomphe::ThinArc;
@@ -198,18 +197,6 @@ impl From<Box<[u8]>> for Bytes {
     }
 }
 
-impl From<Arc<[u8]>> for Bytes {
-    fn from(b: Arc<[u8]>) -> Bytes {
-        Bytes::from(&b[..])
-    }
-}
-
-impl From<Bytes> for Arc<[u8]> {
-    fn from(b: Bytes) -> Arc<[u8]> {
-        b.as_slice().into()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,7 +254,6 @@ mod tests {
             for k in &keys {
                 let b = Bytes::from(&k[..]);
                 prop_assert_eq!(&b[..], &k[..]);
-                prop_assert_eq!(&Bytes::from(Arc::<[u8]>::from(b.clone()))[..], &k[..]);
                 prop_assert_eq!(ours.get(&k[..]), theirs.get(k));
                 prop_assert_eq!(ours.get(Encoded::new(k)), theirs.get(k));
                 prop_assert_eq!(ours.get(&Bytes::from(&k[..])), theirs.get(k));
