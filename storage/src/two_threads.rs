@@ -1,7 +1,9 @@
-//! Work split in two: one half on a second thread, the other on the caller's. A commit's work
+//! Work split in two: one part on a second thread, the other on the caller's. A commit's work
 //! that reads shared state and changes nothing (encoding pages, heads and the log, reading heads)
-//! runs this way on the machine's second core.
+//! runs this way on the machine's second core: two different tasks side by side ([`both`]), or
+//! a list of like items that both threads take from until none is left ([`map`]).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 /// Runs `theirs` on a second thread named `name` while this one runs `ours`, and returns both
@@ -34,9 +36,80 @@ pub(crate) fn both<A, B: Send>(
     })
 }
 
+/// Items both threads take at a time: few enough that neither waits long for the other at
+/// the end, enough that taking them costs nothing beside the work.
+const TAKEN_AT_ONCE: usize = 4;
+
+/// `f` of each of `items`, in their order, computed on this thread and a second one named
+/// `name`, each taking the next few items not yet taken until none is left. Neither waits while
+/// work is left, however unequal the items or however busy the second core is with other
+/// threads (a fixed half each left the caller waiting for the other half). If no thread can
+/// start, this one computes them all. A panic on the second thread is resumed on this one.
+pub(crate) fn map<T: Send, R: Send>(
+    name: &str,
+    items: Vec<T>,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let n = items.len();
+    let slots: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
+    let next = AtomicUsize::new(0);
+    let work = || {
+        let mut done = Vec::new();
+        loop {
+            let from = next.fetch_add(TAKEN_AT_ONCE, Ordering::Relaxed);
+            if from >= n {
+                return done;
+            }
+            for (i, slot) in slots
+                .iter()
+                .enumerate()
+                .take(n.min(from + TAKEN_AT_ONCE))
+                .skip(from)
+            {
+                let item = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+                done.push((i, f(item.expect("each item is taken once"))));
+            }
+        }
+    };
+    let (mut ours, theirs) = both(name, work, work);
+    let mut out: Vec<Option<R>> = (0..n).map(|_| None).collect();
+    for (i, r) in ours.drain(..).chain(theirs) {
+        out[i] = Some(r);
+    }
+    out.into_iter()
+        .map(|r| r.expect("every item is computed"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_map_on_two_threads_returns_each_result_in_the_order_of_its_item() {
+        let items: Vec<u64> = (0..1001).collect();
+        let out = map("asof-test", items, |i| {
+            // Unequal items: the later ones take longer.
+            (0..i * 10).fold(i, |a, b| a.wrapping_add(b % 7))
+        });
+        let expected: Vec<u64> = (0..1001)
+            .map(|i: u64| (0..i * 10).fold(i, |a, b| a.wrapping_add(b % 7)))
+            .collect();
+        assert_eq!(out, expected);
+        assert!(map("asof-test", Vec::<u8>::new(), |i| i).is_empty());
+        assert_eq!(map("asof-test", vec![7u8], |i| i + 1), vec![8]);
+    }
+
+    #[test]
+    fn both_threads_take_items_of_a_map() {
+        let threads = map("asof-test", (0..64).collect::<Vec<u32>>(), |_| {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+            std::thread::current().id()
+        });
+        let main = std::thread::current().id();
+        assert!(threads.contains(&main));
+        assert!(threads.iter().any(|t| *t != main));
+    }
 
     #[test]
     fn both_halves_run_and_return_in_order_whichever_thread_runs_them() {

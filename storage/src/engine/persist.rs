@@ -303,36 +303,24 @@ impl TableState {
 
     /// Reads keys into a state from [`TableState::restore_skeleton`]: `(key, head record)`, each
     /// key once; their hot rows go back in place in the row store. A key it holds already is left
-    /// as it is. From [`READ_APART_FROM`] heads, half of them are read on a second thread.
+    /// as it is. From [`READ_APART_FROM`] heads, they are read on two threads.
     pub fn load_keys(&mut self, heads: Vec<(Bytes, Vec<u8>)>) -> Result<()> {
-        let mut heads: Vec<_> = heads
+        let heads: Vec<_> = heads
             .into_iter()
             .filter(|(key, _)| !self.keys.contains_key(key))
             .collect();
         let width = self.types.len();
         // Each head's bytes are let go of as soon as it is read.
-        let read = |heads: Vec<(Bytes, Vec<u8>)>| -> Result<Vec<(Bytes, ReadHead)>> {
-            heads
-                .into_iter()
-                .map(|(key, bytes)| {
-                    let read = read_head(&key, &bytes, &Scope::Keys, width)?;
-                    Ok((key, read))
-                })
-                .collect()
+        let read = |(key, bytes): (Bytes, Vec<u8>)| -> Result<(Bytes, ReadHead)> {
+            let read = read_head(&key, &bytes, &Scope::Keys, width)?;
+            Ok((key, read))
         };
-        // Reading heads is most of the work, and changes nothing: the second half of them is
-        // read on a second thread.
-        let read = match heads.len() < READ_APART_FROM {
-            true => read(heads)?,
-            false => {
-                let second = heads.split_off(heads.len() / 2);
-                let (ours, theirs) =
-                    crate::two_threads::both("asof-read", || read(heads), || read(second));
-                let mut all = ours?;
-                all.extend(theirs?);
-                all
-            }
+        // Reading heads is most of the work, and changes nothing: both threads read them.
+        let read: Vec<_> = match heads.len() < READ_APART_FROM {
+            true => heads.into_iter().map(read).collect(),
+            false => crate::two_threads::map("asof-read", heads, read),
         };
+        let read: Vec<_> = read.into_iter().collect::<Result<_>>()?;
         self.rows
             .reserve_put_back(read.iter().map(|(_, r)| r.rows.len()).sum());
         for (key, read) in read {

@@ -81,7 +81,7 @@ pub(crate) fn event_blocks(
 }
 
 impl EventBlock {
-    pub(super) fn empty(types: &[ColumnType]) -> EventBlock {
+    pub(crate) fn empty(types: &[ColumnType]) -> EventBlock {
         EventBlock {
             columns: types.iter().map(new_column).collect(),
             ..Default::default()
@@ -89,7 +89,7 @@ impl EventBlock {
     }
 
     /// Appends one event (`extra` is or-ed into its flags); returns its raw size.
-    pub(super) fn push(
+    pub(crate) fn push(
         &mut self,
         key: &[u8],
         seq: &[u8],

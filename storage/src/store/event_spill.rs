@@ -13,7 +13,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
-use crate::format::event_block::event_blocks;
+use crate::format::event_block::{EventBlock, TARGET_BLOCK_BYTES};
 use crate::format::packed_events::{decode_block, encode_block};
 use crate::format::Codec;
 use crate::record::Incoming;
@@ -32,8 +32,12 @@ const BUFFERS_QUEUED: usize = 4;
 /// the one before it (docs/PERFORMANCE.md, session 24).
 pub(crate) struct EventSpill {
     types: Vec<ColumnType>,
-    /// Each bucket's events not yet handed to the writer.
-    buffered: Vec<Vec<Incoming>>,
+    /// Each bucket's events not yet handed to the writer, in the block they go out in. An event
+    /// goes into its block as it is pushed, on the thread that made it and while its values are
+    /// in that core's cache (the writer, reading them a buffer later on the other core, waited
+    /// on a cache miss at nearly every value: a third of its time, docs/PERFORMANCE.md session 47),
+    /// and is let go of there.
+    buffered: Vec<Buffered>,
     /// Events a bucket buffers before writing them out.
     buffer: usize,
     events: u64,
@@ -45,8 +49,16 @@ pub(crate) struct EventSpill {
     spilled: Option<Spilled>,
 }
 
+/// A bucket's block being filled.
+struct Buffered {
+    block: EventBlock,
+    events: usize,
+    /// Raw bytes of its events: a block goes out at [`TARGET_BLOCK_BYTES`] too.
+    bytes: usize,
+}
+
 struct Writer {
-    buffers: SyncSender<(usize, Vec<Incoming>)>,
+    buffers: SyncSender<(usize, EventBlock)>,
     thread: JoinHandle<Result<Spilled>>,
 }
 
@@ -74,9 +86,9 @@ impl EventSpill {
     pub(crate) fn new(events: u64, part: u64, types: Vec<ColumnType>) -> EventSpill {
         let n = events.div_ceil(part.max(1)).max(1) as usize;
         EventSpill {
-            types,
-            buffered: (0..n).map(|_| Vec::new()).collect(),
+            buffered: (0..n).map(|_| Buffered::empty(&types)).collect(),
             buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
+            types,
             events: 0,
             writer: None,
             spilled: None,
@@ -109,8 +121,10 @@ impl EventSpill {
         for e in events {
             self.events += 1;
             let b = parting.bucket_of(&e.key);
-            self.buffered[b].push(e);
-            if self.buffered[b].len() >= self.buffer {
+            let to = &mut self.buffered[b];
+            to.bytes += (to.block).push(&e.key, &e.seq, &e.sys, &e.event, 0);
+            to.events += 1;
+            if to.events >= self.buffer || to.bytes > TARGET_BLOCK_BYTES {
                 self.write_out(b)?;
             }
         }
@@ -124,20 +138,20 @@ impl EventSpill {
                 "events pushed to a large commit's spill after it was written".into(),
             ));
         }
-        let events = std::mem::take(&mut self.buffered[b]);
+        let block = std::mem::replace(&mut self.buffered[b], Buffered::empty(&self.types)).block;
         let writer = match &mut self.writer {
             Some(w) => w,
             None => {
                 let (buffers, queued) = sync_channel(BUFFERS_QUEUED);
-                let (types, n) = (self.types.clone(), self.buffered.len());
+                let n = self.buffered.len();
                 let thread = std::thread::Builder::new()
                     .name("asof-spill-write".into())
-                    .spawn(move || write_buffers(queued, &types, n))
+                    .spawn(move || write_buffers(queued, n))
                     .map_err(io)?;
                 self.writer.insert(Writer { buffers, thread })
             }
         };
-        if writer.buffers.send((b, events)).is_err() {
+        if writer.buffers.send((b, block)).is_err() {
             // The writer stopped on an error: that error is the one to report.
             let w = self.writer.take().expect("the writer");
             return Err(match joined(w.thread) {
@@ -178,22 +192,16 @@ impl EventSpill {
     }
 }
 
-/// The writer's loop: each buffer as event blocks at the end of the file.
-fn write_buffers(
-    buffers: Receiver<(usize, Vec<Incoming>)>,
-    types: &[ColumnType],
-    n: usize,
-) -> Result<Spilled> {
+/// The writer's loop: each full block encoded at the end of the file.
+fn write_buffers(buffers: Receiver<(usize, EventBlock)>, n: usize) -> Result<Spilled> {
     let mut file = BufWriter::new(tempfile::tempfile().map_err(io)?);
     let mut blocks = vec![Vec::new(); n];
     let mut written = 0u64;
-    for (b, events) in buffers {
-        for blk in event_blocks(&events, &[], types) {
-            let bytes = encode_block(blk, Codec::Fast)?;
-            file.write_all(&bytes).map_err(io)?;
-            blocks[b].push((written, bytes.len()));
-            written += bytes.len() as u64;
-        }
+    for (b, block) in buffers {
+        let bytes = encode_block(block, Codec::Fast)?;
+        file.write_all(&bytes).map_err(io)?;
+        blocks[b].push((written, bytes.len()));
+        written += bytes.len() as u64;
     }
     let file = file.into_inner().map_err(|e| io(e.into_error()))?;
     Ok(Spilled { file, blocks })
@@ -203,7 +211,7 @@ fn write_buffers(
 /// in order until the first error or until the receiver is gone.
 fn read_buckets(
     spilled: Result<Option<Spilled>>,
-    buffered: Vec<Vec<Incoming>>,
+    buffered: Vec<Buffered>,
     width: usize,
     to: &SyncSender<Result<Vec<Incoming>>>,
 ) {
@@ -218,11 +226,11 @@ fn read_buckets(
     let mut blocks = blocks.into_iter();
     for buffered in buffered {
         let at = blocks.next().unwrap_or_default();
-        let bucket = read_bucket(file.as_mut(), at, width).map(|mut events| {
-            events.extend(buffered);
+        let bucket = read_bucket(file.as_mut(), at, width).and_then(|mut events| {
+            events.extend(buffered.block.events(width)?);
             // In key order (and in the order they came within a key), as a commit applies them.
             events.sort_by(|a, b| a.key.cmp(&b.key));
-            events
+            Ok(events)
         });
         let failed = bucket.is_err();
         if to.send(bucket).is_err() || failed {
@@ -248,6 +256,16 @@ fn read_bucket(
         events.extend(decode_block(&bytes)?.events(width)?);
     }
     Ok(events)
+}
+
+impl Buffered {
+    fn empty(types: &[ColumnType]) -> Buffered {
+        Buffered {
+            block: EventBlock::empty(types),
+            events: 0,
+            bytes: 0,
+        }
+    }
 }
 
 /// The buckets of an [`EventSpill`], each read while the one before it is used.

@@ -128,17 +128,6 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
     })
 }
 
-/// [`encode_cut`] of each cut, in turn.
-fn encode_cuts<'k>(
-    cuts: Vec<(&'k Bytes, Cut)>,
-    rows: &RowStore,
-    types: &[ColumnType],
-) -> Result<Vec<(&'k Bytes, EncodedCut)>> {
-    cuts.into_iter()
-        .map(|(k, c)| Ok((k, encode_cut(c, rows, types)?)))
-        .collect()
-}
-
 /// Below this many events, versions and rows to freeze in all, a commit's cuts are encoded on
 /// its own thread: a second one would cost more than it saves.
 const ENCODE_APART_FROM: usize = 4096;
@@ -146,8 +135,8 @@ const ENCODE_APART_FROM: usize = 4096;
 /// Freezes, of `touched` (the keys a commit touched that are [`KeyState::over_tail`]: others
 /// are passed over), each key that holds more than `FREEZE_AT × tail` sequences in memory
 /// ([`KeyState::cut`]). The cuts are taken and installed in turn, and encoded as pages on two
-/// threads (the commit's and one more), about half of them each: encoding is most of a freeze,
-/// and it changes nothing but the cut.
+/// threads (the commit's and one more, each taking the next cuts until none is left): encoding
+/// is most of a freeze, and it changes nothing but the cut.
 pub(in crate::engine) fn freeze_keys(
     keys: &mut BTreeMap<Bytes, KeyState>,
     touched: &[Bytes],
@@ -162,28 +151,17 @@ pub(in crate::engine) fn freeze_keys(
             cuts.push((key, cut));
         }
     }
-    let weight = |c: &Cut| c.events.len() + c.versions.len() + c.rows.len();
-    let total: usize = cuts.iter().map(|(_, c)| weight(c)).sum();
+    let total: usize = (cuts.iter())
+        .map(|(_, c)| c.events.len() + c.versions.len() + c.rows.len())
+        .sum();
     let shared: &RowStore = rows;
-    let encode = |cuts| encode_cuts(cuts, shared, types);
-    let encoded = if total < ENCODE_APART_FROM {
-        encode(cuts)?
-    } else {
-        let mut seen = 0;
-        let half = cuts
-            .iter()
-            .position(|(_, c)| {
-                seen += weight(c);
-                seen * 2 >= total
-            })
-            .map_or(cuts.len(), |i| i + 1);
-        let second = cuts.split_off(half);
-        let (ours, theirs) =
-            crate::two_threads::both("asof-encode", || encode(cuts), || encode(second));
-        let mut all = ours?;
-        all.extend(theirs?);
-        all
+    let encode = |(key, cut)| encode_cut(cut, shared, types).map(|e| (key, e));
+    let encoded: Vec<_> = match total < ENCODE_APART_FROM {
+        true => cuts.into_iter().map(encode).collect(),
+        false => crate::two_threads::map("asof-encode", cuts, encode),
     };
+    // Nothing is installed unless every cut encoded.
+    let encoded: Vec<_> = encoded.into_iter().collect::<Result<_>>()?;
     for (key, cut) in encoded {
         let ks = keys
             .get_mut(key)
