@@ -25,6 +25,7 @@ pub mod keycodec;
 mod kv;
 mod nested;
 mod positions;
+mod prefetch;
 mod progress;
 mod record;
 mod removed;

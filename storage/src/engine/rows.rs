@@ -9,6 +9,7 @@ use super::fold::{Bytes, RowId};
 use super::key_numbers::KeyNumbers;
 use crate::error::{corrupt, Result};
 use crate::format::derived::RowDir;
+use crate::prefetch::{prefetch, prefetch_bytes};
 use crate::value::{Row, Value};
 
 pub use crate::record::StoredRow;
@@ -48,27 +49,6 @@ impl StoredRow {
             }
         }
     }
-}
-
-/// [`prefetch`] for every cache line of the `len` bytes at `base`.
-#[inline(always)]
-fn prefetch_bytes(base: *const u8, len: usize) {
-    for off in (0..len).step_by(64) {
-        prefetch(base.wrapping_add(off));
-    }
-}
-
-/// A hint to load the cache line at `p`; never faults, whatever `p` is.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetcht0` is a hint: it reads nothing architecturally and cannot fault, and SSE
-    // is part of every x86_64 target.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 const CHUNK: usize = 1 << 12;

@@ -322,6 +322,13 @@ impl KeyState {
             sys,
             events,
         } = cut;
+        // The rows leave the row store and are let go of here: their values' counts are loaded
+        // together first (the encoder read them, perhaps on the other core).
+        for r in pieces.iter().flat_map(|p| &p.rows) {
+            if let Some(row) = rows.get(*r) {
+                crate::prefetch::prefetch_counts(&row.values);
+            }
+        }
         for piece in pieces {
             let no = self.next_page;
             let page = pages.put(key, no, piece.page, piece.head)?;
