@@ -2,6 +2,7 @@
 //! flow), running its statement again (a refresh, or a redefinition), refreshing a table's flows
 //! (loading the files that appeared since).
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use asof_storage::{ColumnSelection, Condition, FlowSpec, RefreshMode, StoredAs};
 use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
@@ -463,6 +464,62 @@ impl SqlSession {
             b.begin(&format!("loading {} file(s)", new.len()), bytes);
         }
         let mut done = 0;
+        let mut loaded = |session: &mut Self, path: &std::path::Path, mut batch: RecordBatch| {
+            if batch.num_rows() == 0 {
+                batch = RecordBatch::new_empty(batch.schema());
+            }
+            session
+                .store
+                .append_loaded(source, &batch, &path.display().to_string())?;
+            done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            if let Some(b) = &bar {
+                b.advance(done);
+            }
+            Ok::<_, QueryError>(())
+        };
+        // Files of one schema, not snapshots: each is read (decoded) on a second thread while
+        // the one before it is appended and committed (a durable commit per file: the 10M load
+        // spent its first 12 s here, one core half idle; docs/PERFORMANCE.md session 47).
+        let plain = files.evolution != crate::files::SchemaEvolution::AddNewColumns
+            && files.snapshot_column.is_none();
+        if plain && new.len() > 1 {
+            let read = |path: &std::path::Path| -> Result<RecordBatch> {
+                let batches = files.read(path, &schema)?;
+                Ok(arrow::compute::concat_batches(&schema, &batches)?)
+            };
+            return std::thread::scope(|scope| {
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                let reader = std::thread::Builder::new()
+                    .name("asof-read-files".into())
+                    .spawn_scoped(scope, {
+                        let (read, new) = (&read, &new);
+                        move || {
+                            for path in new {
+                                // Ends when the receiver is gone (the load stopped on an error).
+                                if tx.send(read(path)).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                match reader {
+                    Ok(_) => {
+                        for (path, batch) in new.iter().zip(rx) {
+                            loaded(self, path, batch?)?;
+                        }
+                    }
+                    Err(_) => {
+                        for path in &new {
+                            loaded(self, path, read(path)?)?;
+                        }
+                    }
+                }
+                if let Some(b) = &bar {
+                    b.end();
+                }
+                Ok(Some(new.len()))
+            });
+        }
         for path in &new {
             // `addNewColumns`: a column this file adds becomes a column of the table first.
             if files.evolution == crate::files::SchemaEvolution::AddNewColumns {
@@ -491,7 +548,7 @@ impl SqlSession {
                     schema = self.store.source_schema(source)?;
                 }
             }
-            let mut batch = match &files.snapshot_column {
+            let batch = match &files.snapshot_column {
                 // A snapshot's rows, and its name (its file's path under the folder, or its
                 // subfolder's name) as its column.
                 Some(column) => {
@@ -512,15 +569,7 @@ impl SqlSession {
                     arrow::compute::concat_batches(&schema, &batches)?
                 }
             };
-            if batch.num_rows() == 0 {
-                batch = arrow::array::RecordBatch::new_empty(schema.clone());
-            }
-            self.store
-                .append_loaded(source, &batch, &path.display().to_string())?;
-            done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            if let Some(b) = &bar {
-                b.advance(done);
-            }
+            loaded(self, path, batch)?;
         }
         if let Some(b) = &bar {
             b.end();
