@@ -669,3 +669,45 @@ fn a_query_over_many_megabytes_of_files_reports_its_progress_file_by_file() {
         ]
     );
 }
+
+/// Files are decoded one ahead of their loading (on a second thread): a file that cannot be read
+/// stops the load there, the files before it stay loaded (each is its own commit), those after it
+/// are not, and the next refresh takes up from it.
+#[test]
+fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up_from_it() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let staged = tempfile::tempdir().unwrap();
+    let files = event_files(staged.path());
+    let mut s = session(db.path());
+    std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
+        landing.path().display()
+    ))
+    .unwrap();
+    let text = std::fs::read_to_string(&files[2]).unwrap();
+    let header = text.lines().next().unwrap();
+    std::fs::copy(&files[1], landing.path().join("events_1.csv")).unwrap();
+    std::fs::write(
+        landing.path().join("events_2.csv"),
+        format!("{header}\nB,x,not a time,2025-07-19T00:00:00,INSERT\n"),
+    )
+    .unwrap();
+    std::fs::copy(&files[3], landing.path().join("events_3.csv")).unwrap();
+    let e = s
+        .execute("REFRESH STREAMING TABLE company_points")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("events_2.csv"), "{e}");
+    // The file mended: the refresh loads it and the one after it, not the one before again.
+    std::fs::copy(&files[2], landing.path().join("events_2.csv")).unwrap();
+    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 2 new files")),
+        "{out:?}"
+    );
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+}

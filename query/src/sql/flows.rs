@@ -482,21 +482,26 @@ impl SqlSession {
         // spent its first 12 s here, one core half idle; docs/PERFORMANCE.md session 47).
         let plain = files.evolution != crate::files::SchemaEvolution::AddNewColumns
             && files.snapshot_column.is_none();
+        let read = |path: &std::path::Path, schema: &SchemaRef| -> Result<RecordBatch> {
+            let batches = files.read(path, schema)?;
+            Ok(arrow::compute::concat_batches(schema, &batches)?)
+        };
         if plain && new.len() > 1 {
-            let read = |path: &std::path::Path| -> Result<RecordBatch> {
-                let batches = files.read(path, &schema)?;
-                Ok(arrow::compute::concat_batches(&schema, &batches)?)
-            };
             return std::thread::scope(|scope| {
-                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                // No buffer: the reader holds one file decoded while this thread appends
+                // another, two files at most (each is read whole).
+                let (tx, rx) = std::sync::mpsc::sync_channel(0);
                 let reader = std::thread::Builder::new()
                     .name("asof-read-files".into())
                     .spawn_scoped(scope, {
-                        let (read, new) = (&read, &new);
+                        let (read, new, schema) = (&read, &new, &schema);
                         move || {
                             for path in new {
-                                // Ends when the receiver is gone (the load stopped on an error).
-                                if tx.send(read(path)).is_err() {
+                                // Ends after an error, or when the receiver is gone (the load
+                                // stopped on an error).
+                                let file = read(path, schema);
+                                let failed = file.is_err();
+                                if tx.send(file).is_err() || failed {
                                     return;
                                 }
                             }
@@ -510,7 +515,7 @@ impl SqlSession {
                     }
                     Err(_) => {
                         for path in &new {
-                            loaded(self, path, read(path)?)?;
+                            loaded(self, path, read(path, &schema)?)?;
                         }
                     }
                 }
@@ -564,10 +569,7 @@ impl SqlSession {
                     );
                     arrow::array::RecordBatch::try_new(schema.clone(), cols)?
                 }
-                None => {
-                    let batches = files.read(path, &schema)?;
-                    arrow::compute::concat_batches(&schema, &batches)?
-                }
+                None => read(path, &schema)?,
             };
             loaded(self, path, batch)?;
         }

@@ -379,7 +379,7 @@ fn append(
 }
 
 /// Replaces the version at `start` by `v`: what removing it and then [`insert_version`] do,
-/// in its slot (one search of the timeline, not three: the end of a key's timeline is replaced
+/// in its slot (one search of the timeline, not two: the end of a key's timeline is replaced
 /// at nearly every event a commit appends).
 fn replace_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut TimelineDiff) {
     let Some(slot) = tl.get_mut(&start) else {

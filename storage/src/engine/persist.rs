@@ -317,10 +317,10 @@ impl TableState {
         };
         // Reading heads is most of the work, and changes nothing: both threads read them.
         let read: Vec<_> = match heads.len() < READ_APART_FROM {
-            true => heads.into_iter().map(read).collect(),
-            false => crate::two_threads::map("asof-read", heads, read),
+            true => heads.into_iter().map(read).collect::<Result<_>>()?,
+            false => (crate::two_threads::map("asof-read", heads, read).into_iter())
+                .collect::<Result<_>>()?,
         };
-        let read: Vec<_> = read.into_iter().collect::<Result<_>>()?;
         self.rows
             .reserve_put_back(read.iter().map(|(_, r)| r.rows.len()).sum());
         for (key, read) in read {

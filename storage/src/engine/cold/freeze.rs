@@ -156,12 +156,12 @@ pub(in crate::engine) fn freeze_keys(
         .sum();
     let shared: &RowStore = rows;
     let encode = |(key, cut)| encode_cut(cut, shared, types).map(|e| (key, e));
-    let encoded: Vec<_> = match total < ENCODE_APART_FROM {
-        true => cuts.into_iter().map(encode).collect(),
-        false => crate::two_threads::map("asof-encode", cuts, encode),
-    };
     // Nothing is installed unless every cut encoded.
-    let encoded: Vec<_> = encoded.into_iter().collect::<Result<_>>()?;
+    let encoded: Vec<_> = match total < ENCODE_APART_FROM {
+        true => cuts.into_iter().map(encode).collect::<Result<_>>()?,
+        false => (crate::two_threads::map("asof-encode", cuts, encode).into_iter())
+            .collect::<Result<_>>()?,
+    };
     for (key, cut) in encoded {
         let ks = keys
             .get_mut(key)
