@@ -40,6 +40,15 @@ fn event_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         .collect()
 }
 
+/// The statement that creates the reference flow over the CSV files of folder `landing`.
+fn create_over(landing: &std::path::Path) -> String {
+    format!(
+        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
+        landing.display()
+    )
+}
+
 #[test]
 fn a_streaming_flow_over_a_folder_picks_up_new_files_on_refresh() {
     let db = tempfile::tempdir().unwrap();
@@ -47,19 +56,10 @@ fn a_streaming_flow_over_a_folder_picks_up_new_files_on_refresh() {
     let staged = tempfile::tempdir().unwrap();
     let files = event_files(staged.path());
     let mut s = session(db.path());
-    s.execute(&format!(
-        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
-         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
-        landing.path().display()
-    ))
-    .expect_err("an empty folder has no schema to infer");
+    s.execute(&create_over(landing.path()))
+        .expect_err("an empty folder has no schema to infer");
     std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
-    s.execute(&format!(
-        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
-         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
-        landing.path().display()
-    ))
-    .unwrap();
+    s.execute(&create_over(landing.path())).unwrap();
     let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_1.csv"));
     assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
     // Each new file is loaded once, across restarts; a refresh with no new file changes nothing.
@@ -681,12 +681,7 @@ fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up
     let files = event_files(staged.path());
     let mut s = session(db.path());
     std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
-    s.execute(&format!(
-        "CREATE OR REFRESH STREAMING TABLE company_points FLOW AUTO CDC
-         FROM stream(read_files('{}', format => 'csv', header => true)) {FLOW_BODY}",
-        landing.path().display()
-    ))
-    .unwrap();
+    s.execute(&create_over(landing.path())).unwrap();
     let text = std::fs::read_to_string(&files[2]).unwrap();
     let header = text.lines().next().unwrap();
     std::fs::copy(&files[1], landing.path().join("events_1.csv")).unwrap();
