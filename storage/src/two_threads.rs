@@ -1,7 +1,8 @@
 //! Work split in two: one part on a second thread, the other on the caller's. A commit's work
 //! that reads shared state and changes nothing (encoding pages, heads and the log, reading heads)
-//! runs this way on the machine's second core: two different tasks side by side ([`both`]), or
-//! a list of like items that both threads take from until none is left ([`map`]).
+//! runs this way on the machine's second core: two different tasks side by side ([`both`]),
+//! a list of like items that both threads take from until none is left ([`map`]), or a stream
+//! of items made on one thread and used in order on the other ([`ahead`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -81,6 +82,49 @@ pub(crate) fn map<T: Send, R: Send>(
         .collect()
 }
 
+/// How many items [`ahead`]'s second thread may have made that this one has not taken yet.
+const MADE_AHEAD: usize = 1;
+
+/// Hands each of `items` to `each` on this thread, in order, while a second thread named `name`
+/// makes the next ones (`items` is an iterator that reads or computes them): making an item
+/// overlaps using the one before. The second thread is at most [`MADE_AHEAD`] items ahead of
+/// this one, so the items in memory stay few. The first error of `each` is returned, and the
+/// second thread stops at the item it is making. If no thread can start, this one makes the
+/// items. A panic on the second thread is resumed on this one.
+pub(crate) fn ahead<T: Send, E>(
+    name: &str,
+    items: impl Iterator<Item = T> + Send,
+    mut each: impl FnMut(T) -> Result<(), E>,
+) -> Result<(), E> {
+    // Kept apart from the thread, so that this one can make them if the thread does not start.
+    let items = Mutex::new(Some(items));
+    let take = || items.lock().unwrap_or_else(PoisonError::into_inner).take();
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(MADE_AHEAD);
+        let maker = std::thread::Builder::new()
+            .name(name.into())
+            .spawn_scoped(scope, move || {
+                // Ends when the items do, or when this thread stopped taking them.
+                for item in take().into_iter().flatten() {
+                    if tx.send(item).is_err() {
+                        return;
+                    }
+                }
+            });
+        let Ok(maker) = maker else {
+            return take().into_iter().flatten().try_for_each(each);
+        };
+        let done = rx.iter().try_for_each(&mut each);
+        // The maker, blocked on a full channel, sees it closed and stops.
+        drop(rx);
+        // A panic ends the channel like the last item: it must not read as a clean end.
+        maker
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        done
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +166,50 @@ mod tests {
         assert_eq!((a.0, b.0), (1, 2));
         assert_eq!(a.1, main);
         assert_ne!(b.1, main);
+    }
+
+    #[test]
+    fn items_made_ahead_reach_the_caller_in_order_from_the_second_thread() {
+        let main = std::thread::current().id();
+        let mut seen = Vec::new();
+        let made = (0..100u32).map(|i| (i, std::thread::current().id()));
+        let done: Result<(), ()> = ahead("asof-test", made, |(i, by)| {
+            assert_ne!(by, main);
+            seen.push(i);
+            Ok(())
+        });
+        assert_eq!(done, Ok(()));
+        assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn an_error_taking_items_made_ahead_stops_the_maker() {
+        let made = std::sync::atomic::AtomicUsize::new(0);
+        let items = (0..1000u32).inspect(|_| {
+            made.fetch_add(1, Ordering::Relaxed);
+        });
+        let mut taken = Vec::new();
+        let done = ahead("asof-test", items, |i| {
+            taken.push(i);
+            if i == 3 {
+                Err(format!("stop at {i}"))
+            } else {
+                Ok(())
+            }
+        });
+        assert_eq!(done, Err("stop at 3".to_string()));
+        assert_eq!(taken, vec![0, 1, 2, 3]);
+        // The item taken, the one in the channel and the one being sent when it closed.
+        assert!(made.load(Ordering::Relaxed) <= 4 + MADE_AHEAD + 1);
+    }
+
+    #[test]
+    fn a_panic_making_items_ahead_reaches_the_caller() {
+        let items = (0..10u32).map(|i| if i == 5 { panic!("x") } else { i });
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            ahead("asof-test", items, |_| Ok::<(), ()>(()))
+        }));
+        assert!(caught.is_err());
     }
 
     #[test]

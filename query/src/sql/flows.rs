@@ -4,7 +4,9 @@
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use asof_storage::{ColumnSelection, Condition, FlowSpec, RefreshMode, StoredAs};
+use asof_storage::{
+    ColumnSelection, Condition, FlowSpec, RefreshMode, SourceWrite, Store, StoredAs,
+};
 use datafusion::sql::sqlparser::tokenizer::TokenWithSpan;
 
 use super::hidden::files_source;
@@ -464,42 +466,50 @@ impl SqlSession {
             b.begin(&format!("loading {} file(s)", new.len()), bytes);
         }
         let mut done = 0;
-        let mut loaded = |session: &mut Self, path: &std::path::Path, mut batch: RecordBatch| {
+        // A file's rows as an append to the source, encoded (its chunks compressed).
+        let written = |store: &Store, mut batch: RecordBatch| {
             if batch.num_rows() == 0 {
                 batch = RecordBatch::new_empty(batch.schema());
             }
-            session
-                .store
-                .append_loaded(source, &batch, &path.display().to_string())?;
+            let mut w = store.begin_append(source)?;
+            w.push(&batch)?;
+            Ok::<_, QueryError>(w)
+        };
+        let mut loaded = |store: &Store, path: &std::path::Path, w: SourceWrite| {
+            store.commit_write(w, Some(&path.display().to_string()))?;
             done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
             if let Some(b) = &bar {
                 b.advance(done);
             }
             Ok::<_, QueryError>(())
         };
-        // Files of one schema, not snapshots: each is read (decoded) on a second thread while
-        // the one before it is appended and committed (a durable commit per file: the 10M load
-        // spent its first 12 s here, one core half idle; docs/PERFORMANCE.md session 47).
-        let plain = files.evolution != crate::files::SchemaEvolution::AddNewColumns
-            && files.snapshot_column.is_none();
         let read = |path: &std::path::Path, schema: &SchemaRef| -> Result<RecordBatch> {
             let batches = files.read(path, schema)?;
             Ok(arrow::compute::concat_batches(schema, &batches)?)
         };
-        if plain && new.len() > 1 {
+        // Files of one schema, not snapshots, into a source whose rows number nothing (no
+        // identity column counts the rows before them): each is read and encoded on a second
+        // thread while the one before it is committed (a durable commit per file: the 10M load
+        // spent its first 12 s here, one core half idle; docs/PERFORMANCE.md sessions 47, 48).
+        let ahead = files.evolution != crate::files::SchemaEvolution::AddNewColumns
+            && files.snapshot_column.is_none()
+            && new.len() > 1
+            && self.store.source_generated(source)?.is_empty();
+        if ahead {
+            let store = &self.store;
             return std::thread::scope(|scope| {
-                // No buffer: the reader holds one file decoded while this thread appends
+                // No buffer: the reader holds one file encoded while this thread commits
                 // another, two files at most (each is read whole).
                 let (tx, rx) = std::sync::mpsc::sync_channel(0);
                 let reader = std::thread::Builder::new()
                     .name("asof-read-files".into())
                     .spawn_scoped(scope, {
-                        let (read, new, schema) = (&read, &new, &schema);
+                        let (read, written, new, schema) = (&read, &written, &new, &schema);
                         move || {
                             for path in new {
                                 // Ends after an error, or when the receiver is gone (the load
                                 // stopped on an error).
-                                let file = read(path, schema);
+                                let file = read(path, schema).and_then(|b| written(store, b));
                                 let failed = file.is_err();
                                 if tx.send(file).is_err() || failed {
                                     return;
@@ -509,13 +519,13 @@ impl SqlSession {
                     });
                 match reader {
                     Ok(_) => {
-                        for (path, batch) in new.iter().zip(rx) {
-                            loaded(self, path, batch?)?;
+                        for (path, w) in new.iter().zip(rx) {
+                            loaded(store, path, w?)?;
                         }
                     }
                     Err(_) => {
                         for path in &new {
-                            loaded(self, path, read(path, &schema)?)?;
+                            loaded(store, path, written(store, read(path, &schema)?)?)?;
                         }
                     }
                 }
@@ -571,7 +581,7 @@ impl SqlSession {
                 }
                 None => read(path, &schema)?,
             };
-            loaded(self, path, batch)?;
+            loaded(&self.store, path, written(&self.store, batch)?)?;
         }
         if let Some(b) = &bar {
             b.end();

@@ -13,6 +13,7 @@ mod commands;
 mod describe;
 mod dml;
 mod erase;
+mod evaluator;
 mod export;
 mod flows;
 mod generated;
@@ -48,10 +49,10 @@ use datafusion::prelude::SessionContext;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use crate::error::{QueryError, Result};
+pub use evaluator::DataFusionEvaluator;
 pub use namespace::{full_name, full_schema_name};
 pub use options::{ExternalAccess, Results, SessionOptions};
 use parse::{split, upper, FlowAst, Source, Stmt};
-pub use provider::DataFusionEvaluator;
 pub use receipts::ReceiptCheck;
 use runtime::QueryRuntime;
 pub use script::{ScriptError, Steps};
@@ -159,7 +160,7 @@ impl SqlSession {
     /// A session over `store` with `options` (for example [`ExternalAccess::Denied`] for SQL that
     /// comes from an application's users).
     pub fn with_options(store: Store, options: SessionOptions) -> Result<Self> {
-        store.set_condition_evaluator(Arc::new(DataFusionEvaluator));
+        store.set_condition_evaluator(Arc::new(DataFusionEvaluator::default()));
         let runtime = QueryRuntime::new()?;
         Ok(SqlSession {
             store,

@@ -4,12 +4,12 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use arrow::array::{Array, AsArray, BooleanArray, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
-use asof_storage::{ConditionEvaluator, SourceRead, SourceRows, Store, Value};
+use asof_storage::{SourceRead, SourceRows, Store, Value};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::TableType;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
@@ -592,49 +592,4 @@ impl TableProvider for TargetTable {
 
 fn external(e: crate::error::QueryError) -> datafusion::error::DataFusionError {
     datafusion::error::DataFusionError::External(Box::new(e))
-}
-
-/// Evaluates flow conditions (`APPLY AS DELETE WHEN ...`) as SQL expressions with DataFusion,
-/// vectorised over the batch.
-#[derive(Default)]
-pub struct DataFusionEvaluator;
-
-impl ConditionEvaluator for DataFusionEvaluator {
-    fn evaluate(
-        &self,
-        expr: &str,
-        batch: &RecordBatch,
-    ) -> std::result::Result<BooleanArray, String> {
-        let v = self.value(expr, batch)?;
-        if v.data_type() != &DataType::Boolean {
-            return Err(format!(
-                "the condition gives {}, not a boolean",
-                v.data_type()
-            ));
-        }
-        Ok(v.as_boolean().clone())
-    }
-
-    fn value(
-        &self,
-        expr: &str,
-        batch: &RecordBatch,
-    ) -> std::result::Result<arrow::array::ArrayRef, String> {
-        let ctx = super::new_context(super::SessionOptions::DEFAULT_QUERY_MEMORY)
-            .map_err(|e| e.to_string())?;
-        let schema =
-            DFSchema::try_from(batch.schema().as_ref().clone()).map_err(|e| e.to_string())?;
-        let e = ctx
-            .parse_sql_expr(expr, &schema)
-            .map_err(|e| e.to_string())?;
-        let phys = ctx
-            .create_physical_expr(e, &schema)
-            .map_err(|e| e.to_string())?;
-        let v = phys
-            .evaluate(batch)
-            .map_err(|e| e.to_string())?
-            .into_array(batch.num_rows())
-            .map_err(|e| e.to_string())?;
-        Ok(v)
-    }
 }

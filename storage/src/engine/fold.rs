@@ -382,7 +382,7 @@ fn append(
 /// in its slot (one search of the timeline, not two: the end of a key's timeline is replaced
 /// at nearly every event a commit appends).
 fn replace_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut TimelineDiff) {
-    let Some(slot) = tl.get_mut(&start) else {
+    let Some(slot) = version_mut(tl, &start) else {
         return insert_version(tl, start, v, diff);
     };
     // The version a row showed comes back unchanged with that row; else it is removed.
@@ -409,6 +409,16 @@ fn replace_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut T
                 diff.removed.insert(start, old);
             }
         }
+    }
+}
+
+/// The version at `start`, found without a search of the timeline when it is the last one
+/// (where the events a commit appends change it, at nearly every event).
+pub(crate) fn version_mut<'t>(tl: &'t mut Timeline, start: &Bytes) -> Option<&'t mut Version> {
+    if tl.last_key_value().is_some_and(|(last, _)| last == start) {
+        tl.last_entry().map(|e| e.into_mut())
+    } else {
+        tl.get_mut(start)
     }
 }
 

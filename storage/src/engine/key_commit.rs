@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use super::fold::{Bytes, Event, EventMap, FoldRules, Origin, RowId};
+use super::fold::{version_mut, Bytes, Event, EventMap, FoldRules, Origin, RowId};
 use super::{CommitEffects, Incoming, KeyState, Logging, RowStore, StoredRow};
 
 /// What applying a commit to one key reads and changes.
@@ -106,10 +106,7 @@ impl KeyCommit<'_, '_> {
     /// `business`, open on system time from `sys_start` when given) and links the version to it.
     pub fn show_version(&mut self, start: &Bytes, business: bool, sys_start: Option<Bytes>) {
         let ks = &mut *self.ks;
-        let v = ks
-            .timeline
-            .get_mut(start)
-            .expect("the version is in the timeline");
+        let v = version_mut(&mut ks.timeline, start).expect("the version is in the timeline");
         let id = self.rows.push(
             StoredRow {
                 key: self.key.clone(),

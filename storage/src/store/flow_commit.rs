@@ -33,6 +33,7 @@ use crate::ingest::prepare;
 use crate::kv::{KvStore, WriteBatch};
 use crate::progress::Reporter;
 use crate::record::Incoming;
+use crate::two_threads;
 
 /// What a commit that applies source rows does besides applying them.
 #[derive(Debug, PartialEq)]
@@ -51,7 +52,7 @@ pub(super) enum Apply {
 pub(super) struct FlowRows {
     pub flow: String,
     pub rows: u64,
-    pub batches: Box<dyn Iterator<Item = Result<RecordBatch>>>,
+    pub batches: Box<dyn Iterator<Item = Result<RecordBatch>> + Send>,
 }
 
 impl FlowRows {
@@ -426,20 +427,12 @@ impl Gathering<'_> {
                     kind: "flow",
                     name: input.flow.clone(),
                 })?;
-            let batches: Box<dyn Iterator<Item = Result<RecordBatch>>> = match gathered {
-                // Checked as one batch, so that an error counts every row that has it.
-                Gathered::Whole(_) => {
-                    let all = input.batches.collect::<Result<Vec<_>>>()?;
-                    Box::new(concat(all).into_iter())
-                }
-                Gathered::Parted(_) => input.batches,
-            };
-            for batch in batches {
-                let batch = batch?;
-                read += batch.num_rows() as u64;
+            let parted = matches!(gathered, Gathered::Parted(_));
+            let mut take = |(rows, prepared): (u64, Result<Prepared>)| {
+                read += rows;
                 self.bar.advance(read);
-                match prepare_rows(self.table, f, &batch, self.evaluator, self.ts) {
-                    Err(e) => checks.reject(e)?,
+                match prepared {
+                    Err(e) => checks.reject(e),
                     Ok(p) => {
                         checks.dropped += p.dropped;
                         for (name, action, n) in p.violations {
@@ -449,7 +442,25 @@ impl Gathering<'_> {
                             gathered.push(p.events)?;
                             truncates.extend(p.truncates);
                         }
+                        Ok(())
                     }
+                }
+            };
+            let prepare = |batch: Result<RecordBatch>| {
+                batch.map(|b| {
+                    let p = prepare_rows(self.table, f, &b, self.evaluator, self.ts);
+                    (b.num_rows() as u64, p)
+                })
+            };
+            if parted {
+                // Batches read and turned into events on a second thread while this one
+                // spills the events of the batch before (docs/PERFORMANCE.md, session 48).
+                two_threads::ahead("asof-gather", input.batches.map(prepare), |p| take(p?))?;
+            } else {
+                // Checked as one batch, so that an error counts every row that has it.
+                let all = input.batches.collect::<Result<Vec<_>>>()?;
+                if let Some(batch) = concat(all) {
+                    take(prepare(batch)?)?;
                 }
             }
         }
