@@ -116,7 +116,7 @@ impl EventSpill {
     }
 
     /// Adds events (in any order).
-    pub(crate) fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
+    pub(crate) fn push(&mut self, events: &[Incoming]) -> Result<()> {
         let parting = self.parting();
         for e in events {
             self.events += 1;
@@ -358,7 +358,7 @@ mod tests {
         let events: Vec<Incoming> = (0..1000u32)
             .map(|i| event((i % 37) as u8, (i / 37) as u8))
             .collect();
-        spill.push(events.clone()).unwrap();
+        spill.push(&events).unwrap();
         assert_eq!(spill.len(), 1000);
         let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
         let mut back = Vec::new();
@@ -397,7 +397,7 @@ mod tests {
             .map(|i| event((36 - i % 37) as u8, (i / 37) as u8))
             .collect();
         for chunk in events.chunks(333) {
-            spill.push(chunk.to_vec()).unwrap();
+            spill.push(chunk).unwrap();
         }
         let mut total = 0;
         for bucket in spill.buckets() {
@@ -418,7 +418,7 @@ mod tests {
     fn buckets_left_unread_stop_the_reader_without_a_hang() {
         let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
         let events: Vec<Incoming> = (0..1000u32).map(|i| event((i % 37) as u8, 0)).collect();
-        spill.push(events).unwrap();
+        spill.push(&events).unwrap();
         let mut buckets = spill.buckets();
         assert!(buckets.next().unwrap().is_ok());
         // Dropped after one bucket: the drop waits for the reader, whose next send fails.

@@ -73,13 +73,14 @@ enum Gathered {
 }
 
 impl Gathered {
-    fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
+    /// Takes `events`; returns what is left of them to drop (the events a spill copied).
+    fn push(&mut self, mut events: Vec<Incoming>) -> Result<Vec<Incoming>> {
         match self {
             Gathered::Whole(all) => {
-                all.extend(events);
-                Ok(())
+                all.append(&mut events);
+                Ok(events)
             }
-            Gathered::Parted(spill) => spill.push(events),
+            Gathered::Parted(spill) => spill.push(&events).map(|()| events),
         }
     }
 
@@ -431,18 +432,19 @@ impl Gathering<'_> {
             let mut take = |(rows, prepared): (u64, Result<Prepared>)| {
                 read += rows;
                 self.bar.advance(read);
+                // What is left of the batch's events, to drop.
                 match prepared {
-                    Err(e) => checks.reject(e),
+                    Err(e) => checks.reject(e).map(|()| Vec::new()),
                     Ok(p) => {
                         checks.dropped += p.dropped;
                         for (name, action, n) in p.violations {
                             checks.failed.entry(name).or_insert((action, 0)).1 += n;
                         }
-                        if checks.rejection.is_none() {
-                            gathered.push(p.events)?;
-                            truncates.extend(p.truncates);
+                        if checks.rejection.is_some() {
+                            return Ok(p.events);
                         }
-                        Ok(())
+                        truncates.extend(p.truncates);
+                        gathered.push(p.events)
                     }
                 }
             };
@@ -454,7 +456,8 @@ impl Gathering<'_> {
             };
             if parted {
                 // Batches read and turned into events on a second thread while this one
-                // spills the events of the batch before (docs/PERFORMANCE.md, session 48).
+                // spills the events of the batch before; the events spilled go back to be
+                // dropped where they were made (docs/PERFORMANCE.md, session 48).
                 two_threads::ahead("asof-gather", input.batches.map(prepare), |p| take(p?))?;
             } else {
                 // Checked as one batch, so that an error counts every row that has it.
