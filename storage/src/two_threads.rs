@@ -82,8 +82,9 @@ pub(crate) fn map<T: Send, R: Send>(
         .collect()
 }
 
-/// How many items [`ahead`]'s second thread may have made that this one has not taken yet.
-const MADE_AHEAD: usize = 1;
+/// How many items [`ahead`]'s second thread may have made that this one has not taken yet:
+/// enough that neither thread waits for the other when one item takes longer than the next.
+const MADE_AHEAD: usize = 4;
 
 /// Hands each of `items` to `each` on this thread, in order, while a second thread named `name`
 /// makes the next ones (`items` is an iterator that reads or computes them): making an item

@@ -498,9 +498,9 @@ impl SqlSession {
         if ahead {
             let store = &self.store;
             return std::thread::scope(|scope| {
-                // No buffer: the reader holds one file encoded while this thread commits
-                // another, two files at most (each is read whole).
-                let (tx, rx) = std::sync::mpsc::sync_channel(0);
+                // One file waiting: the reader goes on while this thread waits on a flush,
+                // three files in memory at most (each is read whole).
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
                 let reader = std::thread::Builder::new()
                     .name("asof-read-files".into())
                     .spawn_scoped(scope, {
