@@ -706,3 +706,39 @@ fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up
     let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
     assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
 }
+
+/// The new files are read by two threads, each taking every other one: here the bad file is
+/// the first new one (the first reader's), and the second reader has read the next one.
+#[test]
+fn a_first_new_file_that_cannot_be_read_loads_none_of_the_files_after_it() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let staged = tempfile::tempdir().unwrap();
+    let files = event_files(staged.path());
+    let mut s = session(db.path());
+    std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
+    s.execute(&create_over(landing.path())).unwrap();
+    let text = std::fs::read_to_string(&files[1]).unwrap();
+    let header = text.lines().next().unwrap();
+    std::fs::write(
+        landing.path().join("events_1.csv"),
+        format!("{header}\nB,x,not a time,2025-07-19T00:00:00,INSERT\n"),
+    )
+    .unwrap();
+    for (i, f) in files.iter().enumerate().take(4).skip(2) {
+        std::fs::copy(f, landing.path().join(format!("events_{i}.csv"))).unwrap();
+    }
+    let e = s
+        .execute("REFRESH STREAMING TABLE company_points")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("events_1.csv"), "{e}");
+    std::fs::copy(&files[1], landing.path().join("events_1.csv")).unwrap();
+    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 3 new files")),
+        "{out:?}"
+    );
+    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
+    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+}

@@ -488,9 +488,10 @@ impl SqlSession {
             Ok(arrow::compute::concat_batches(schema, &batches)?)
         };
         // Files of one schema, not snapshots, into a source whose rows number nothing (no
-        // identity column counts the rows before them): each is read and encoded on a second
-        // thread while the one before it is committed (a durable commit per file: the 10M load
-        // spent its first 12 s here, one core half idle; docs/PERFORMANCE.md sessions 47, 48).
+        // identity column counts the rows before them): each is read and encoded on another
+        // thread while the ones before it are committed (a durable commit per file: the 10M
+        // load spent its first 12 s here, one core half idle; docs/PERFORMANCE.md sessions 47,
+        // 48).
         let ahead = files.evolution != crate::files::SchemaEvolution::AddNewColumns
             && files.snapshot_column.is_none()
             && new.len() > 1
@@ -498,35 +499,46 @@ impl SqlSession {
         if ahead {
             let store = &self.store;
             return std::thread::scope(|scope| {
-                // One file waiting: the reader goes on while this thread waits on a flush,
-                // three files in memory at most (each is read whole).
-                let (tx, rx) = std::sync::mpsc::sync_channel(1);
-                let reader = std::thread::Builder::new()
-                    .name("asof-read-files".into())
-                    .spawn_scoped(scope, {
-                        let (read, written, new, schema) = (&read, &written, &new, &schema);
-                        move || {
-                            for path in new {
-                                // Ends after an error, or when the receiver is gone (the load
-                                // stopped on an error).
-                                let file = read(path, schema).and_then(|b| written(store, b));
-                                let failed = file.is_err();
-                                if tx.send(file).is_err() || failed {
-                                    return;
+                // Readers taking every other file, so that both cores read while this thread
+                // commits (it mostly waits on the flush); one file waiting each: four files in
+                // memory at most (each is read whole).
+                let mut readers = Vec::new();
+                for first in 0..FILE_READERS {
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    let reader = std::thread::Builder::new()
+                        .name("asof-read-files".into())
+                        .spawn_scoped(scope, {
+                            let (read, written, new, schema) = (&read, &written, &new, &schema);
+                            move || {
+                                for path in new.iter().skip(first).step_by(FILE_READERS) {
+                                    // Ends after an error, or when the receiver is gone (the
+                                    // load stopped on an error).
+                                    let file = read(path, schema).and_then(|b| written(store, b));
+                                    let failed = file.is_err();
+                                    if tx.send(file).is_err() || failed {
+                                        return;
+                                    }
                                 }
                             }
-                        }
-                    });
-                match reader {
-                    Ok(_) => {
-                        for (path, w) in new.iter().zip(rx) {
-                            loaded(store, path, w?)?;
-                        }
+                        });
+                    match reader {
+                        Ok(_) => readers.push(rx),
+                        Err(_) => break,
                     }
-                    Err(_) => {
-                        for path in &new {
-                            loaded(store, path, written(store, read(path, &schema)?)?)?;
-                        }
+                }
+                if readers.len() == FILE_READERS {
+                    // The files in their order: each reader's in turn.
+                    for (i, path) in new.iter().enumerate() {
+                        let w = readers[i % FILE_READERS].recv().map_err(|_| {
+                            QueryError::Invalid("a reader of the files stopped".into())
+                        })?;
+                        loaded(store, path, w?)?;
+                    }
+                } else {
+                    // A reader that started stops at its first file's send.
+                    drop(readers);
+                    for path in &new {
+                        loaded(store, path, written(store, read(path, &schema)?)?)?;
                     }
                 }
                 if let Some(b) = &bar {
@@ -589,6 +601,9 @@ impl SqlSession {
         Ok(Some(new.len()))
     }
 }
+
+/// How many threads read and encode a `read_files` load's files ahead of its commits.
+const FILE_READERS: usize = 2;
 
 /// Checks a flow's target columns against the columns its streaming table declared: each declared
 /// column must exist, with a type the flow's can be cast to.

@@ -412,13 +412,13 @@ fn replace_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut T
     }
 }
 
-/// The version at `start`, found without a search of the timeline when it is the last one
-/// (where the events a commit appends change it, at nearly every event).
+/// The version at `start`, found without a search of the timeline when it is one of the last
+/// two: where the events a commit appends change it, at nearly every event (a version appended,
+/// and the one before it, which it closed).
 pub(crate) fn version_mut<'t>(tl: &'t mut Timeline, start: &Bytes) -> Option<&'t mut Version> {
-    if tl.last_key_value().is_some_and(|(last, _)| last == start) {
-        tl.last_entry().map(|e| e.into_mut())
-    } else {
-        tl.get_mut(start)
+    match tl.iter().rev().take(2).position(|(s, _)| s == start) {
+        Some(from_end) => tl.values_mut().nth_back(from_end),
+        None => tl.get_mut(start),
     }
 }
 
@@ -434,4 +434,37 @@ fn insert_version(tl: &mut Timeline, start: Bytes, mut v: Version, diff: &mut Ti
     }
     diff.added.insert(start.clone());
     tl.insert(start, v);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_version_is_found_at_the_end_of_a_timeline_and_anywhere_in_it() {
+        let start = |i: u8| Bytes::from(&[i][..]);
+        let mut tl = Timeline::new();
+        for i in (0..40).step_by(2) {
+            tl.insert(
+                start(i),
+                Version::unshown(Row::from(Vec::new()), Some(start(i + 2))),
+            );
+        }
+        // The last, the one before it, one in the middle, the first; and starts not there.
+        for i in [38, 36, 20, 0] {
+            let v = version_mut(&mut tl, &start(i)).expect("there");
+            assert_eq!(v.end, Some(start(i + 2)));
+            v.row = Some(RowId::from(i));
+        }
+        for i in [39, 37, 1, 41] {
+            assert!(version_mut(&mut tl, &start(i)).is_none());
+        }
+        let shown: Vec<u8> = tl
+            .iter()
+            .filter(|(_, v)| v.row.is_some())
+            .map(|(s, _)| s[0])
+            .collect();
+        assert_eq!(shown, vec![0, 20, 36, 38]);
+        assert!(version_mut(&mut Timeline::new(), &start(0)).is_none());
+    }
 }
