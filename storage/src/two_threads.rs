@@ -209,7 +209,7 @@ mod tests {
         let main = std::thread::current().id();
         let by = std::sync::Arc::new(Mutex::new(Vec::new()));
         let items = (0..100).map(|_| Dropped(by.clone()));
-        let done: Result<(), ()> = ahead("asof-test", items, |d| Ok(d));
+        let done: Result<(), ()> = ahead("asof-test", items, Ok);
         assert_eq!(done, Ok(()));
         let by = by.lock().unwrap();
         assert_eq!(by.len(), 100);
