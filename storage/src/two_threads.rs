@@ -89,45 +89,33 @@ const MADE_AHEAD: usize = 4;
 /// Hands each of `items` to `each` on this thread, in order, while a second thread named `name`
 /// makes the next ones (`items` is an iterator that reads or computes them): making an item
 /// overlaps using the one before. The second thread is at most [`MADE_AHEAD`] items ahead of
-/// this one, so the items in memory stay few. What `each` leaves of an item goes back to the
-/// second thread to be dropped there: memory is freed by the thread that wrote it, whose cache
-/// holds it, and the next items it makes reuse it there (freed here, each line of it had to be
-/// fetched back from this core's cache before it was written again). The first error of `each`
-/// is returned, and the second thread stops at the item it is making. If no thread can start,
-/// this one makes the items. A panic on the second thread is resumed on this one.
-pub(crate) fn ahead<T: Send, L: Send, E>(
+/// this one, so the items in memory stay few. The first error of `each` is returned, and the
+/// second thread stops at the item it is making. If no thread can start, this one makes the
+/// items. A panic on the second thread is resumed on this one.
+pub(crate) fn ahead<T: Send, E>(
     name: &str,
     items: impl Iterator<Item = T> + Send,
-    mut each: impl FnMut(T) -> Result<L, E>,
+    mut each: impl FnMut(T) -> Result<(), E>,
 ) -> Result<(), E> {
     // Kept apart from the thread, so that this one can make them if the thread does not start.
     let items = Mutex::new(Some(items));
     let take = || items.lock().unwrap_or_else(PoisonError::into_inner).take();
     std::thread::scope(|scope| {
         let (tx, rx) = std::sync::mpsc::sync_channel(MADE_AHEAD);
-        // At most the items handed out and not yet dropped: a few.
-        let (left_tx, left_rx) = std::sync::mpsc::channel::<L>();
         let maker = std::thread::Builder::new()
             .name(name.into())
             .spawn_scoped(scope, move || {
                 // Ends when the items do, or when this thread stopped taking them.
                 for item in take().into_iter().flatten() {
-                    left_rx.try_iter().for_each(drop);
                     if tx.send(item).is_err() {
                         return;
                     }
                 }
             });
         let Ok(maker) = maker else {
-            return take()
-                .into_iter()
-                .flatten()
-                .try_for_each(|t| each(t).map(drop));
+            return take().into_iter().flatten().try_for_each(each);
         };
-        // Once the maker is done, what is left is dropped here (the send fails).
-        let done = rx
-            .iter()
-            .try_for_each(|t| each(t).map(|left| drop(left_tx.send(left))));
+        let done = rx.iter().try_for_each(&mut each);
         // The maker, blocked on a full channel, sees it closed and stops.
         drop(rx);
         // A panic ends the channel like the last item: it must not read as a clean end.
@@ -189,37 +177,10 @@ mod tests {
         let done: Result<(), ()> = ahead("asof-test", made, |(i, by)| {
             assert_ne!(by, main);
             seen.push(i);
-            Ok(i)
+            Ok(())
         });
         assert_eq!(done, Ok(()));
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
-    }
-
-    /// Notes the thread that drops it.
-    struct Dropped(std::sync::Arc<Mutex<Vec<std::thread::ThreadId>>>);
-
-    impl Drop for Dropped {
-        fn drop(&mut self) {
-            self.0.lock().unwrap().push(std::thread::current().id());
-        }
-    }
-
-    #[test]
-    fn what_is_left_of_items_made_ahead_is_dropped_by_the_maker_but_the_last_few() {
-        let main = std::thread::current().id();
-        let by = std::sync::Arc::new(Mutex::new(Vec::new()));
-        let items = (0..100).map(|_| Dropped(by.clone()));
-        let done: Result<(), ()> = ahead("asof-test", items, Ok);
-        assert_eq!(done, Ok(()));
-        let by = by.lock().unwrap();
-        assert_eq!(by.len(), 100);
-        // The maker drops what comes back before it makes the next item; what comes back after
-        // its last item is dropped here.
-        let here = by.iter().filter(|t| **t == main).count();
-        assert!(
-            here <= MADE_AHEAD + 2,
-            "{here} of 100 dropped by the caller"
-        );
     }
 
     #[test]

@@ -73,14 +73,13 @@ enum Gathered {
 }
 
 impl Gathered {
-    /// Takes `events`; returns what is left of them to drop (the events a spill copied).
-    fn push(&mut self, mut events: Vec<Incoming>) -> Result<Vec<Incoming>> {
+    fn push(&mut self, events: Vec<Incoming>) -> Result<()> {
         match self {
             Gathered::Whole(all) => {
-                all.append(&mut events);
-                Ok(events)
+                all.extend(events);
+                Ok(())
             }
-            Gathered::Parted(spill) => spill.push(&events).map(|()| events),
+            Gathered::Parted(spill) => spill.push(&events),
         }
     }
 
@@ -432,19 +431,18 @@ impl Gathering<'_> {
             let mut take = |(rows, prepared): (u64, Result<Prepared>)| {
                 read += rows;
                 self.bar.advance(read);
-                // What is left of the batch's events, to drop.
                 match prepared {
-                    Err(e) => checks.reject(e).map(|()| Vec::new()),
+                    Err(e) => checks.reject(e),
                     Ok(p) => {
                         checks.dropped += p.dropped;
                         for (name, action, n) in p.violations {
                             checks.failed.entry(name).or_insert((action, 0)).1 += n;
                         }
-                        if checks.rejection.is_some() {
-                            return Ok(p.events);
+                        if checks.rejection.is_none() {
+                            gathered.push(p.events)?;
+                            truncates.extend(p.truncates);
                         }
-                        truncates.extend(p.truncates);
-                        gathered.push(p.events)
+                        Ok(())
                     }
                 }
             };
@@ -456,10 +454,8 @@ impl Gathering<'_> {
             };
             if parted {
                 // Batches read and turned into events on a second thread while this one
-                // spills the events of the batch before; the events spilled go back to be
-                // dropped where they were made (docs/PERFORMANCE.md, session 48).
-                let slices = input.batches.flat_map(in_slices);
-                two_threads::ahead("asof-gather", slices.map(prepare), |p| take(p?))?;
+                // spills the events of the batches before (docs/PERFORMANCE.md, session 48).
+                two_threads::ahead("asof-gather", input.batches.map(prepare), |p| take(p?))?;
             } else {
                 // Checked as one batch, so that an error counts every row that has it.
                 let all = input.batches.collect::<Result<Vec<_>>>()?;
@@ -515,24 +511,6 @@ fn prepare_rows(
         dropped: checked.dropped,
         violations: checked.violations,
     })
-}
-
-/// How many rows of a large commit's source are turned into events at a time: few enough
-/// that their values, their events and the rows' memory stay in the cores' caches between the
-/// thread that makes the events and the one that spills them (a source's batch of 10,000 rows
-/// made 2.4 MB of rows, and writing each new row missed the caches: 45% of that thread's time;
-/// docs/PERFORMANCE.md, session 48).
-const GATHERED_ROWS: usize = 1024;
-
-/// `batch` in slices of [`GATHERED_ROWS`] (its error as it is).
-fn in_slices(batch: Result<RecordBatch>) -> Vec<Result<RecordBatch>> {
-    match batch {
-        Ok(b) => (0..b.num_rows())
-            .step_by(GATHERED_ROWS)
-            .map(|at| Ok(b.slice(at, GATHERED_ROWS.min(b.num_rows() - at))))
-            .collect(),
-        Err(e) => vec![Err(e)],
-    }
 }
 
 /// Batches as one (none if there are none).
