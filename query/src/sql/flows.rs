@@ -500,8 +500,9 @@ impl SqlSession {
             let store = &self.store;
             return std::thread::scope(|scope| {
                 // Readers taking every other file, so that both cores read while this thread
-                // commits (it mostly waits on the flush); one file waiting each: four files in
-                // memory at most (each is read whole).
+                // commits (it mostly waits on the flush). Each holds at most two files (one
+                // waiting in its channel, one it is sending): five in memory with the one being
+                // committed (each is read whole).
                 let mut readers = Vec::new();
                 for first in 0..FILE_READERS {
                     let (tx, rx) = std::sync::mpsc::sync_channel(1);
