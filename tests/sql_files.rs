@@ -670,75 +670,55 @@ fn a_query_over_many_megabytes_of_files_reports_its_progress_file_by_file() {
     );
 }
 
-/// Files are decoded one ahead of their loading (on a second thread): a file that cannot be read
-/// stops the load there, the files before it stay loaded (each is its own commit), those after it
-/// are not, and the next refresh takes up from it.
-#[test]
-fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up_from_it() {
+/// A folder's first file loaded, then files 1 to 3 new, file `bad` of them unreadable: the
+/// refresh fails naming it, the files before it stay loaded (each is its own commit) and those
+/// after it are not; once it is mended, the next refresh loads it and the files after it, and the
+/// table is the reference's.
+fn a_bad_file_stops_the_load_at_it(bad: usize) {
     let db = tempfile::tempdir().unwrap();
     let landing = tempfile::tempdir().unwrap();
     let staged = tempfile::tempdir().unwrap();
     let files = event_files(staged.path());
     let mut s = session(db.path());
-    std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
+    let named = |i: usize| landing.path().join(format!("events_{i}.csv"));
+    std::fs::copy(&files[0], named(0)).unwrap();
     s.execute(&create_over(landing.path())).unwrap();
-    let text = std::fs::read_to_string(&files[2]).unwrap();
+    let text = std::fs::read_to_string(&files[bad]).unwrap();
     let header = text.lines().next().unwrap();
-    std::fs::copy(&files[1], landing.path().join("events_1.csv")).unwrap();
-    std::fs::write(
-        landing.path().join("events_2.csv"),
-        format!("{header}\nB,x,not a time,2025-07-19T00:00:00,INSERT\n"),
-    )
-    .unwrap();
-    std::fs::copy(&files[3], landing.path().join("events_3.csv")).unwrap();
+    for (i, f) in files.iter().enumerate().take(4).skip(1) {
+        if i == bad {
+            let row = "B,x,not a time,2025-07-19T00:00:00,INSERT";
+            std::fs::write(named(i), format!("{header}\n{row}\n")).unwrap();
+        } else {
+            std::fs::copy(f, named(i)).unwrap();
+        }
+    }
     let e = s
         .execute("REFRESH STREAMING TABLE company_points")
         .unwrap_err()
         .to_string();
-    assert!(e.contains("events_2.csv"), "{e}");
-    // The file mended: the refresh loads it and the one after it, not the one before again.
-    std::fs::copy(&files[2], landing.path().join("events_2.csv")).unwrap();
+    assert!(e.contains(&format!("events_{bad}.csv")), "{e}");
+    std::fs::copy(&files[bad], named(bad)).unwrap();
     let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
+    let loaded = format!("loaded {} new files", 4 - bad);
     assert!(
-        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 2 new files")),
+        matches!(&out[0], SqlOutput::Done(l) if l.contains(&loaded)),
         "{out:?}"
     );
     let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
     assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
 }
 
-/// The new files are read by two threads, each taking every other one: here the bad file is
-/// the first new one (the first reader's), and the second reader has read the next one.
+/// Files are read two ahead of their loading (by two threads, each taking every other file):
+/// here the bad file is the second new one, the second reader's.
+#[test]
+fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up_from_it() {
+    a_bad_file_stops_the_load_at_it(2);
+}
+
+/// The bad file is the first new one (the first reader's), and the second reader has read the
+/// next one.
 #[test]
 fn a_first_new_file_that_cannot_be_read_loads_none_of_the_files_after_it() {
-    let db = tempfile::tempdir().unwrap();
-    let landing = tempfile::tempdir().unwrap();
-    let staged = tempfile::tempdir().unwrap();
-    let files = event_files(staged.path());
-    let mut s = session(db.path());
-    std::fs::copy(&files[0], landing.path().join("events_0.csv")).unwrap();
-    s.execute(&create_over(landing.path())).unwrap();
-    let text = std::fs::read_to_string(&files[1]).unwrap();
-    let header = text.lines().next().unwrap();
-    std::fs::write(
-        landing.path().join("events_1.csv"),
-        format!("{header}\nB,x,not a time,2025-07-19T00:00:00,INSERT\n"),
-    )
-    .unwrap();
-    for (i, f) in files.iter().enumerate().take(4).skip(2) {
-        std::fs::copy(f, landing.path().join(format!("events_{i}.csv"))).unwrap();
-    }
-    let e = s
-        .execute("REFRESH STREAMING TABLE company_points")
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("events_1.csv"), "{e}");
-    std::fs::copy(&files[1], landing.path().join("events_1.csv")).unwrap();
-    let out = s.execute("REFRESH STREAMING TABLE company_points").unwrap();
-    assert!(
-        matches!(&out[0], SqlOutput::Done(l) if l.contains("loaded 3 new files")),
-        "{out:?}"
-    );
-    let (_, exp) = read_csv(&data_dir().join("seed_bitemporal/expected_after_4.csv"));
-    assert_eq!(query(&mut s, "SELECT * FROM company_points").1, sorted(exp));
+    a_bad_file_stops_the_load_at_it(1);
 }
