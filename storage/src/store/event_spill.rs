@@ -33,10 +33,9 @@ const BUFFERS_QUEUED: usize = 4;
 pub(crate) struct EventSpill {
     types: Vec<ColumnType>,
     /// Each bucket's events not yet handed to the writer, in the block they go out in. An event
-    /// goes into its block as it is pushed, on the thread that made it and while its values are
-    /// in that core's cache (the writer, reading them a buffer later on the other core, waited
-    /// on a cache miss at nearly every value: a third of its time, docs/PERFORMANCE.md session 47),
-    /// and is let go of there.
+    /// goes into its block as it is pushed, a batch or a few after it was made (the writer,
+    /// reading events a whole buffer later, waited on a cache miss at nearly every value: a
+    /// third of its time, docs/PERFORMANCE.md session 47).
     buffered: Vec<Buffered>,
     /// Events a bucket buffers before writing them out.
     buffer: usize,
