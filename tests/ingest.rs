@@ -183,6 +183,94 @@ fn big_batches_count_errors_over_the_whole_batch() {
     assert_eq!(big_rows, small_rows);
 }
 
+/// A store whose commits of more than 1,000 rows are applied in parts (their source batches
+/// turned into events a slice of rows at a time), or one that applies them whole; a flow with
+/// COLUMNS TO UPDATE.
+fn columns_to_update_store(parted: bool) -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = asof::StoreOptions {
+        commit_part_rows: if parted { 1_000 } else { 1 << 30 },
+        ..Default::default()
+    };
+    let store = Store::open_with(dir.path(), options).unwrap();
+    let list = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+    let schema = Schema::new(vec![
+        Field::new("id", DataType::Int64, true),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("v", DataType::Int64, true),
+        Field::new("upd", list, true),
+    ]);
+    let flow = FlowSpec::builder("f", "t", &schema)
+        .keys(["id"])
+        .sequence_by(["ts"])
+        .columns_to_update("upd")
+        .columns(ColumnSelection::all_except(["upd"]))
+        .stored_as(StoredAs::Scd2)
+        .build()
+        .unwrap();
+    store.create_flow(flow).unwrap();
+    (dir, store)
+}
+
+#[test]
+fn a_batch_applied_in_parts_is_checked_whole_though_its_events_are_made_in_slices() {
+    let n = 5_000usize;
+    // Rows in `null_key` have no key; rows in `unknown` name a column to update that is not one.
+    let batch = |null_key: &[usize], unknown: &[usize]| {
+        let mut upd = ListBuilder::new(StringBuilder::new());
+        for i in 0..n {
+            upd.values().append_value("v");
+            if unknown.contains(&i) {
+                upd.values().append_value("nope");
+            }
+            upd.append(true);
+        }
+        let id: arrow::array::Int64Array = (0..n)
+            .map(|i| (!null_key.contains(&i)).then_some((i % 101) as i64))
+            .collect();
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(id),
+            Arc::new(arrow::array::Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(arrow::array::Int64Array::from_iter_values(
+                (0..n as i64).map(|i| i * 7 % 13),
+            )),
+            Arc::new(upd.finish()),
+        ];
+        let schema = store_schema(&cols);
+        RecordBatch::try_new(schema, cols).unwrap()
+    };
+    fn store_schema(cols: &[ArrayRef]) -> Arc<Schema> {
+        let names = ["id", "ts", "v", "upd"];
+        Arc::new(Schema::new(
+            (names.iter().zip(cols))
+                .map(|(n, c)| Field::new(*n, c.data_type().clone(), true))
+                .collect::<Vec<_>>(),
+        ))
+    }
+    for parted in [false, true] {
+        let (_dir, store) = columns_to_update_store(parted);
+        // Unknown names in three slices of the batch: counted over all of them.
+        let (col, problem, rows) = rejected(&store, &batch(&[], &[5, 2_000, 4_999]));
+        assert_eq!((col.as_str(), rows), ("upd", 3), "parted: {parted}");
+        assert!(problem.contains("`nope`"), "{problem}");
+        // A NULL key late in the batch is found first: the whole batch is checked before any
+        // of its events is made.
+        let (col, problem, rows) = rejected(&store, &batch(&[4_500, 4_600], &[5]));
+        assert_eq!((col.as_str(), rows), ("id", 2), "parted: {parted}");
+        assert!(problem.contains("key is NULL"), "{problem}");
+    }
+    // A good batch: the same table and metrics either way (each event a new version).
+    let tables: Vec<_> = [false, true]
+        .map(|parted| {
+            let (_dir, store) = columns_to_update_store(parted);
+            let info = store.apply("f", &batch(&[], &[])).unwrap();
+            (info.metrics.num_upserted_rows, table_strings(&store, "t"))
+        })
+        .into();
+    assert_eq!(tables[0].1 .1.len(), 5_000);
+    assert_eq!(tables[0], tables[1]);
+}
+
 #[test]
 fn bitemporal_rejects_null_system_sequence() {
     let dir = tempfile::tempdir().unwrap();

@@ -132,171 +132,231 @@ pub(crate) fn prepare(
     evaluator: Option<&Arc<dyn ConditionEvaluator>>,
     commit_ts: i64,
 ) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
-    let n = batch.num_rows();
-    let spec = &flow.spec;
-    let truncate = match &spec.truncate_when {
-        Some(c) => eval(c, "APPLY AS TRUNCATE WHEN", batch, evaluator)?,
-        None => vec![false; n],
-    };
-    let delete = match &spec.delete_when {
-        Some(c) => eval(c, "APPLY AS DELETE WHEN", batch, evaluator)?,
-        None => vec![false; n],
-    };
-    let none = vec![false; n];
+    let mut checked = CheckedRows::check(flow, batch, evaluator, commit_ts)?;
+    let made = checked.events(0..checked.len())?;
+    checked.finish()?;
+    Ok(made)
+}
 
-    let out: Vec<ArrayRef> = flow
-        .output_src
-        .iter()
-        .map(|&i| source_column(flow, batch, i))
-        .collect::<Result<_>>()?;
-    for &k in &flow.key_out {
-        require_non_null(
-            &spec.source[flow.output_src[k]].name,
-            &out[k],
-            &truncate,
-            "the key",
-        )?;
-    }
-    let seq: Vec<ArrayRef> = flow
-        .seq_src
-        .iter()
-        .map(|&i| source_column(flow, batch, i))
-        .collect::<Result<_>>()?;
-    for (a, &i) in seq.iter().zip(&flow.seq_src) {
-        require_non_null(&spec.source[i].name, a, &none, "the sequence (SEQUENCE BY)")?;
-    }
-    let sys = match flow.sys_src {
-        Some(i) => {
-            let a = source_column(flow, batch, i)?;
-            require_non_null(
-                &spec.source[i].name,
-                &a,
-                &none,
-                "the system sequence (SYSTEM SEQUENCE BY)",
-            )?;
-            Some((a, spec.source[i].ty.clone()))
-        }
-        None => None,
-    };
-    let ctu = match flow.ctu_src {
-        Some(i) => Some((spec.source[i].name.clone(), source_column(flow, batch, i)?)),
-        None => None,
-    };
+/// A batch of source rows checked whole against a flow (its conditions evaluated, its columns
+/// converted, no NULL key or sequence), to be turned into events a slice of rows at a time
+/// ([`CheckedRows::events`]): the values of a slice are built while they are in the cache. What
+/// the checks find, and their row counts, are the whole batch's however it is sliced.
+pub(crate) struct CheckedRows<'a> {
+    flow: &'a Flow,
+    truncate: Vec<bool>,
+    delete: Vec<bool>,
+    /// The output columns, the sequence's, the system sequence's (with its type) and COLUMNS
+    /// TO UPDATE's (with its name), converted.
+    out: Vec<ArrayRef>,
+    seq: Vec<ArrayRef>,
+    sys: Option<(ArrayRef, ColumnType)>,
+    ctu: Option<(String, ArrayRef)>,
+    /// The events' system time when the flow has no SYSTEM SEQUENCE BY.
+    commit_sys: Bytes,
+    /// A name in COLUMNS TO UPDATE that is not an output column, and the rows that give one.
+    unknown_update: Option<(String, usize)>,
+}
 
-    let out_types: Vec<ColumnType> = flow
-        .output_src
-        .iter()
-        .map(|&i| spec.source[i].ty.clone())
-        .collect();
-    let out_names: Vec<&str> = flow
-        .output_src
-        .iter()
-        .map(|&i| spec.source[i].name.as_str())
-        .collect();
-    let mut out_vals: Vec<Vec<Value>> = out
-        .iter()
-        .zip(&out_types)
-        .map(|(a, t)| column_values(a, t))
-        .collect();
-    let seq_types = flow.seq_types();
-    let seq_vals: Vec<Vec<Value>> = seq
-        .iter()
-        .zip(&seq_types)
-        .map(|(a, t)| column_values(a, t))
-        .collect();
-    let sys_vals = sys.as_ref().map(|(a, t)| (column_values(a, t), t.clone()));
-    let ctu_vals = ctu
-        .as_ref()
-        .map(|(name, a)| (name, column_values(a, &ColumnType::ListUtf8)));
-    let key_types: Vec<ColumnType> = flow.key_out.iter().map(|&k| out_types[k].clone()).collect();
-    let commit_sys: Bytes = {
-        let mut b = Vec::new();
-        encode_value(
-            &Value::Int(commit_ts),
-            &ColumnType::commit_timestamp(),
-            &mut b,
-        )
-        .expect("int");
-        b.into()
-    };
-    let bitemporal = spec.stored_as == StoredAs::Bitemporal;
-
-    let mut events = Vec::with_capacity(n);
-    let mut truncates = Vec::new();
-    let mut unknown_update: Option<(String, usize)> = None;
-    for r in 0..n {
-        let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), &seq_types)
-            .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?
-            .into();
-        if truncate[r] {
-            truncates.push(seq_b);
-            continue;
-        }
-        let key: Bytes = encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), &key_types)
-            .map_err(|e| invalid(&spec.keys[0], e, 1))?
-            .into();
-        let sys_b: Bytes = match (&sys_vals, bitemporal) {
-            (Some((v, t)), _) => {
-                let mut b = Vec::new();
-                encode_value(&v[r], t, &mut b).map_err(|e| invalid("SYSTEM SEQUENCE BY", e, 1))?;
-                b.into()
-            }
-            (None, true) => commit_sys.clone(),
-            (None, false) => Bytes::default(),
+impl<'a> CheckedRows<'a> {
+    /// Checks `batch` against `flow`; `commit_ts` is the system time of its events when the
+    /// flow has no SYSTEM SEQUENCE BY.
+    pub fn check(
+        flow: &'a Flow,
+        batch: &RecordBatch,
+        evaluator: Option<&Arc<dyn ConditionEvaluator>>,
+        commit_ts: i64,
+    ) -> Result<CheckedRows<'a>> {
+        let n = batch.num_rows();
+        let spec = &flow.spec;
+        let truncate = match &spec.truncate_when {
+            Some(c) => eval(c, "APPLY AS TRUNCATE WHEN", batch, evaluator)?,
+            None => vec![false; n],
         };
-        let update = match &ctu_vals {
-            Some((_, lists)) => match &lists[r] {
-                Value::List(names) => {
-                    let mut cols: Vec<u32> = Vec::new();
-                    for name in names.iter().flatten() {
-                        match out_names.iter().position(|n| **n == **name) {
-                            Some(i) => cols.push(i as u32),
-                            None => {
-                                let e = unknown_update.get_or_insert((name.to_string(), 0));
-                                e.1 += 1;
-                            }
-                        }
-                    }
-                    // Keys always come from the event.
-                    cols.extend(flow.key_out.iter().map(|&k| k as u32));
-                    cols.sort_unstable();
-                    cols.dedup();
-                    Some(cols.into_boxed_slice())
-                }
-                _ => None,
-            },
+        let delete = match &spec.delete_when {
+            Some(c) => eval(c, "APPLY AS DELETE WHEN", batch, evaluator)?,
+            None => vec![false; n],
+        };
+        let none = vec![false; n];
+        let out: Vec<ArrayRef> = flow
+            .output_src
+            .iter()
+            .map(|&i| source_column(flow, batch, i))
+            .collect::<Result<_>>()?;
+        for &k in &flow.key_out {
+            require_non_null(
+                &spec.source[flow.output_src[k]].name,
+                &out[k],
+                &truncate,
+                "the key",
+            )?;
+        }
+        let seq: Vec<ArrayRef> = flow
+            .seq_src
+            .iter()
+            .map(|&i| source_column(flow, batch, i))
+            .collect::<Result<_>>()?;
+        for (a, &i) in seq.iter().zip(&flow.seq_src) {
+            require_non_null(&spec.source[i].name, a, &none, "the sequence (SEQUENCE BY)")?;
+        }
+        let sys = match flow.sys_src {
+            Some(i) => {
+                let a = source_column(flow, batch, i)?;
+                require_non_null(
+                    &spec.source[i].name,
+                    &a,
+                    &none,
+                    "the system sequence (SYSTEM SEQUENCE BY)",
+                )?;
+                Some((a, spec.source[i].ty.clone()))
+            }
             None => None,
         };
-        // One allocation: an exact-size iterator collects straight into the shared row.
-        let values: crate::value::Row = out_vals
-            .iter_mut()
-            .map(|c| std::mem::replace(&mut c[r], Value::Null))
+        let ctu = match flow.ctu_src {
+            Some(i) => Some((spec.source[i].name.clone(), source_column(flow, batch, i)?)),
+            None => None,
+        };
+        let commit_sys: Bytes = {
+            let mut b = Vec::new();
+            encode_value(
+                &Value::Int(commit_ts),
+                &ColumnType::commit_timestamp(),
+                &mut b,
+            )
+            .expect("int");
+            b.into()
+        };
+        Ok(CheckedRows {
+            flow,
+            truncate,
+            delete,
+            out,
+            seq,
+            sys,
+            ctu,
+            commit_sys,
+            unknown_update: None,
+        })
+    }
+
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.truncate.len()
+    }
+
+    /// The events of rows `rows`, and the sequences of the truncates among them. A value that
+    /// cannot be encoded is an error (of one row: the first found).
+    pub fn events(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
+        let (flow, spec) = (self.flow, &self.flow.spec);
+        let (from, len) = (rows.start, rows.len());
+        let values = |a: &ArrayRef, t: &ColumnType| column_values(&a.slice(from, len), t);
+        let out_types: Vec<ColumnType> = flow
+            .output_src
+            .iter()
+            .map(|&i| spec.source[i].ty.clone())
             .collect();
-        events.push(Incoming {
-            key,
-            seq: seq_b,
-            sys: sys_b,
-            event: Event {
-                kind: if delete[r] {
-                    EventKind::Delete
-                } else {
-                    EventKind::Upsert
+        let out_names: Vec<&str> = flow
+            .output_src
+            .iter()
+            .map(|&i| spec.source[i].name.as_str())
+            .collect();
+        let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(&out_types))
+            .map(|(a, t)| values(a, t))
+            .collect();
+        let seq_types = flow.seq_types();
+        let seq_vals: Vec<Vec<Value>> = (self.seq.iter().zip(&seq_types))
+            .map(|(a, t)| values(a, t))
+            .collect();
+        let sys_vals = (self.sys.as_ref()).map(|(a, t)| (values(a, t), t));
+        let ctu_vals = (self.ctu.as_ref()).map(|(_, a)| values(a, &ColumnType::ListUtf8));
+        let key_types: Vec<ColumnType> =
+            flow.key_out.iter().map(|&k| out_types[k].clone()).collect();
+        let bitemporal = spec.stored_as == StoredAs::Bitemporal;
+
+        let mut events = Vec::with_capacity(len);
+        let mut truncates = Vec::new();
+        for r in 0..len {
+            let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), &seq_types)
+                .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?
+                .into();
+            if self.truncate[from + r] {
+                truncates.push(seq_b);
+                continue;
+            }
+            let key: Bytes =
+                encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), &key_types)
+                    .map_err(|e| invalid(&spec.keys[0], e, 1))?
+                    .into();
+            let sys_b: Bytes = match (&sys_vals, bitemporal) {
+                (Some((v, t)), _) => {
+                    let mut b = Vec::new();
+                    encode_value(&v[r], t, &mut b)
+                        .map_err(|e| invalid("SYSTEM SEQUENCE BY", e, 1))?;
+                    b.into()
+                }
+                (None, true) => self.commit_sys.clone(),
+                (None, false) => Bytes::default(),
+            };
+            let update = match &ctu_vals {
+                Some(lists) => match &lists[r] {
+                    Value::List(names) => {
+                        let mut cols: Vec<u32> = Vec::new();
+                        for name in names.iter().flatten() {
+                            match out_names.iter().position(|n| **n == **name) {
+                                Some(i) => cols.push(i as u32),
+                                None => {
+                                    let e =
+                                        self.unknown_update.get_or_insert((name.to_string(), 0));
+                                    e.1 += 1;
+                                }
+                            }
+                        }
+                        // Keys always come from the event.
+                        cols.extend(flow.key_out.iter().map(|&k| k as u32));
+                        cols.sort_unstable();
+                        cols.dedup();
+                        Some(cols.into_boxed_slice())
+                    }
+                    _ => None,
                 },
-                values,
-                update,
-                origin: Origin::Feed,
-            },
-        });
+                None => None,
+            };
+            // One allocation: an exact-size iterator collects straight into the shared row.
+            let values: crate::value::Row = out_vals
+                .iter_mut()
+                .map(|c| std::mem::replace(&mut c[r], Value::Null))
+                .collect();
+            events.push(Incoming {
+                key,
+                seq: seq_b,
+                sys: sys_b,
+                event: Event {
+                    kind: if self.delete[from + r] {
+                        EventKind::Delete
+                    } else {
+                        EventKind::Upsert
+                    },
+                    values,
+                    update,
+                    origin: Origin::Feed,
+                },
+            });
+        }
+        Ok((events, truncates))
     }
-    if let Some((name, rows)) = unknown_update {
-        let (col, _) = ctu.expect("COLUMNS TO UPDATE is set");
-        return Err(invalid(
-            &col,
-            format!("names `{name}`, which is not an output column"),
-            rows,
-        ));
+
+    /// What the events of every row found wrong besides values that cannot be encoded: a name
+    /// in COLUMNS TO UPDATE that is not an output column, counted over the rows made.
+    pub fn finish(self) -> Result<()> {
+        match (self.unknown_update, self.ctu) {
+            (Some((name, rows)), Some((col, _))) => Err(invalid(
+                &col,
+                format!("names `{name}`, which is not an output column"),
+                rows,
+            )),
+            _ => Ok(()),
+        }
     }
-    Ok((events, truncates))
 }
 
 /// The encoded key of each row of `batch` as `flow` would give its event (`None` for a row

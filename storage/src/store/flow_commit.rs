@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
 use crate::format::keys::{self, key};
-use crate::ingest::prepare;
+use crate::ingest::{prepare, CheckedRows};
 use crate::kv::{KvStore, WriteBatch};
 use crate::progress::Reporter;
 use crate::record::Incoming;
@@ -446,21 +446,28 @@ impl Gathering<'_> {
                     }
                 }
             };
-            let prepare = |batch: Result<RecordBatch>| {
-                batch.map(|b| {
-                    let p = prepare_rows(self.table, f, &b, self.evaluator, self.ts);
-                    (b.num_rows() as u64, p)
-                })
-            };
             if parted {
-                // Batches read and turned into events on a second thread while this one
-                // spills the events of the batches before (docs/PERFORMANCE.md, session 48).
-                two_threads::ahead("asof-gather", input.batches.map(prepare), |p| take(p?))?;
+                // Batches read, checked and turned into events on a second thread, a slice at a
+                // time, while this one spills the events of the slices before
+                // (docs/PERFORMANCE.md, sessions 48 and 49).
+                let (table, evaluator, ts) = (self.table, self.evaluator, self.ts);
+                let slices = (input.batches).flat_map(move |batch| {
+                    let batch = match batch {
+                        Ok(b) => b,
+                        Err(e) => return Slices::failed(e),
+                    };
+                    Slices::new(table, f, &batch, evaluator, ts)
+                });
+                two_threads::ahead("asof-gather", slices, |p| take(p?))?;
             } else {
                 // Checked as one batch, so that an error counts every row that has it.
                 let all = input.batches.collect::<Result<Vec<_>>>()?;
                 if let Some(batch) = concat(all) {
-                    take(prepare(batch)?)?;
+                    let batch = batch?;
+                    take((
+                        batch.num_rows() as u64,
+                        prepare_rows(self.table, f, &batch, self.evaluator, self.ts),
+                    ))?;
                 }
             }
         }
@@ -511,6 +518,109 @@ fn prepare_rows(
         dropped: checked.dropped,
         violations: checked.violations,
     })
+}
+
+/// How many rows of a source batch are turned into events at a time: their values are built
+/// while they are in the cache (a batch of 10,000 rows makes 2.4 MB of them).
+const SLICE_ROWS: usize = 1024;
+
+/// The events of one source batch a slice of [`SLICE_ROWS`] at a time, each with the rows read
+/// (all of the batch's with the first) and what the batch's checks found: the batch is checked
+/// whole first, so what is found and its row counts are the same as for [`prepare_rows`]. A
+/// slice's error ends the batch, as it ends [`prepare_rows`].
+struct Slices<'a> {
+    /// The batch's rows as checked, and the first of them not yet made into events.
+    checked: Option<(CheckedRows<'a>, usize)>,
+    /// What comes first: the batch's checks, or the error that ends the batch.
+    first: Option<Result<(u64, Result<Prepared>)>>,
+}
+
+impl<'a> Slices<'a> {
+    fn new(
+        table: &Table,
+        f: &'a Flow,
+        batch: &RecordBatch,
+        evaluator: Option<&std::sync::Arc<dyn crate::ConditionEvaluator>>,
+        ts: i64,
+    ) -> Slices<'a> {
+        let rows = batch.num_rows() as u64;
+        let checked = (|| {
+            let with_generated;
+            let batch: &RecordBatch = if table.generated.is_empty() {
+                batch
+            } else {
+                with_generated =
+                    crate::generated::add(batch, &f.spec.source, &table.generated, evaluator)?;
+                &with_generated
+            };
+            let checked = expectation::check(&table.name, &table.expectations, batch, evaluator)?;
+            let rows = CheckedRows::check(f, &checked.rows, evaluator, ts)?;
+            Ok((rows, checked.dropped, checked.violations))
+        })();
+        match checked {
+            Err(e) => Slices {
+                checked: None,
+                first: Some(Ok((rows, Err(e)))),
+            },
+            Ok((checked, dropped, violations)) => Slices {
+                checked: Some((checked, 0)),
+                first: Some(Ok((
+                    rows,
+                    Ok(Prepared {
+                        events: Vec::new(),
+                        truncates: Vec::new(),
+                        dropped,
+                        violations,
+                    }),
+                ))),
+            },
+        }
+    }
+
+    /// A batch that could not be read: its error, which ends the commit.
+    fn failed(e: Error) -> Slices<'a> {
+        Slices {
+            checked: None,
+            first: Some(Err(e)),
+        }
+    }
+}
+
+impl Iterator for Slices<'_> {
+    type Item = Result<(u64, Result<Prepared>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(first) = self.first.take() {
+            return Some(first);
+        }
+        let (checked, from) = self.checked.as_mut()?;
+        let made = if *from < checked.len() {
+            let to = (*from + SLICE_ROWS).min(checked.len());
+            let made = checked.events(*from..to);
+            *from = to;
+            made.map(Some)
+        } else {
+            // The rows are all made: what their events found.
+            let (checked, _) = self.checked.take()?;
+            checked.finish().map(|()| None)
+        };
+        match made {
+            Ok(Some((events, truncates))) => Some(Ok((
+                0,
+                Ok(Prepared {
+                    events,
+                    truncates,
+                    dropped: 0,
+                    violations: Default::default(),
+                }),
+            ))),
+            Ok(None) => None,
+            Err(e) => {
+                self.checked = None;
+                Some(Ok((0, Err(e))))
+            }
+        }
+    }
 }
 
 /// Batches as one (none if there are none).
