@@ -29,7 +29,7 @@ use crate::error::{Error, Result};
 use crate::expectation;
 use crate::flow::Flow;
 use crate::format::keys::{self, key};
-use crate::ingest::{prepare, CheckedRows};
+use crate::ingest::CheckedRows;
 use crate::kv::{KvStore, WriteBatch};
 use crate::progress::Reporter;
 use crate::record::Incoming;
@@ -428,46 +428,46 @@ impl Gathering<'_> {
                     name: input.flow.clone(),
                 })?;
             let parted = matches!(gathered, Gathered::Parted(_));
-            let mut take = |(rows, prepared): (u64, Result<Prepared>)| {
+            let mut take = |(rows, checked): (u64, Result<CheckedBatch>)| {
                 read += rows;
                 self.bar.advance(read);
-                match prepared {
-                    Err(e) => checks.reject(e),
-                    Ok(p) => {
-                        checks.dropped += p.dropped;
-                        for (name, action, n) in p.violations {
-                            checks.failed.entry(name).or_insert((action, 0)).1 += n;
+                let c = match checked {
+                    Err(e) => return checks.reject(e),
+                    Ok(c) => c,
+                };
+                checks.dropped += c.dropped;
+                for (name, action, n) in c.violations {
+                    checks.failed.entry(name).or_insert((action, 0)).1 += n;
+                }
+                // Made into events a slice at a time, each spilled while its values are in the
+                // cache. An error ends the batch, as a whole batch's would.
+                let mut rows = c.rows;
+                for from in (0..rows.len()).step_by(SLICE_ROWS) {
+                    match rows.events(from..(from + SLICE_ROWS).min(rows.len())) {
+                        Err(e) => return checks.reject(e),
+                        Ok(_) if checks.rejection.is_some() => {}
+                        Ok((events, made)) => {
+                            gathered.push(events)?;
+                            truncates.extend(made);
                         }
-                        if checks.rejection.is_none() {
-                            gathered.push(p.events)?;
-                            truncates.extend(p.truncates);
-                        }
-                        Ok(())
                     }
                 }
+                rows.finish().or_else(|e| checks.reject(e))
+            };
+            let check = |batch: &RecordBatch| {
+                let rows = batch.num_rows() as u64;
+                (rows, check_batch(self.table, f, batch, self.evaluator, self.ts))
             };
             if parted {
-                // Batches read, checked and turned into events on a second thread, a slice at a
-                // time, while this one spills the events of the slices before
-                // (docs/PERFORMANCE.md, sessions 48 and 49).
-                let (table, evaluator, ts) = (self.table, self.evaluator, self.ts);
-                let slices = (input.batches).flat_map(move |batch| {
-                    let batch = match batch {
-                        Ok(b) => b,
-                        Err(e) => return Slices::failed(e),
-                    };
-                    Slices::new(table, f, &batch, evaluator, ts)
-                });
-                two_threads::ahead("asof-gather", slices, |p| take(p?))?;
+                // Batches read and checked on a second thread while this one makes the events
+                // of the batches before and spills them (docs/PERFORMANCE.md, sessions 48, 49).
+                let checked = (input.batches).map(|batch| batch.map(|b| check(&b)));
+                two_threads::ahead("asof-gather", checked, |c| take(c?))?;
             } else {
                 // Checked as one batch, so that an error counts every row that has it.
                 let all = input.batches.collect::<Result<Vec<_>>>()?;
                 if let Some(batch) = concat(all) {
-                    let batch = batch?;
-                    take((
-                        batch.num_rows() as u64,
-                        prepare_rows(self.table, f, &batch, self.evaluator, self.ts),
-                    ))?;
+                    take(check(&batch?))?;
                 }
             }
         }
@@ -485,23 +485,23 @@ impl Gathering<'_> {
     }
 }
 
-/// One batch of source rows, checked and turned into events.
-struct Prepared {
-    events: Vec<Incoming>,
-    truncates: Vec<Bytes>,
+/// One batch of source rows checked: its rows kept, to be made into events, and what its
+/// expectations found.
+struct CheckedBatch<'a> {
+    rows: CheckedRows<'a>,
     dropped: u64,
     violations: expectation::Violations,
 }
 
-/// Computes `batch`'s generated columns, checks it against the table's expectations and turns
-/// the rows kept into events of flow `f`.
-fn prepare_rows(
+/// Computes `batch`'s generated columns and checks it against the table's expectations and
+/// flow `f`.
+fn check_batch<'a>(
     table: &Table,
-    f: &Flow,
+    f: &'a Flow,
     batch: &RecordBatch,
     evaluator: Option<&std::sync::Arc<dyn crate::ConditionEvaluator>>,
     ts: i64,
-) -> Result<Prepared> {
+) -> Result<CheckedBatch<'a>> {
     // Generated columns are computed from the rows' other values first.
     let with_generated;
     let batch: &RecordBatch = if table.generated.is_empty() {
@@ -511,117 +511,16 @@ fn prepare_rows(
         &with_generated
     };
     let checked = expectation::check(&table.name, &table.expectations, batch, evaluator)?;
-    let (events, truncates) = prepare(f, &checked.rows, evaluator, ts)?;
-    Ok(Prepared {
-        events,
-        truncates,
+    Ok(CheckedBatch {
+        rows: CheckedRows::check(f, &checked.rows, evaluator, ts)?,
         dropped: checked.dropped,
         violations: checked.violations,
     })
 }
 
-/// How many rows of a source batch are turned into events at a time: their values are built
-/// while they are in the cache (a batch of 10,000 rows makes 2.4 MB of them).
+/// How many of a batch's rows are made into events at a time: their values are spilled while
+/// they are in the cache (a batch of 10,000 rows makes 2.4 MB of them).
 const SLICE_ROWS: usize = 1024;
-
-/// The events of one source batch a slice of [`SLICE_ROWS`] at a time, each with the rows read
-/// (all of the batch's with the first) and what the batch's checks found: the batch is checked
-/// whole first, so what is found and its row counts are the same as for [`prepare_rows`]. A
-/// slice's error ends the batch, as it ends [`prepare_rows`].
-struct Slices<'a> {
-    /// The batch's rows as checked, and the first of them not yet made into events.
-    checked: Option<(CheckedRows<'a>, usize)>,
-    /// What comes first: the batch's checks, or the error that ends the batch.
-    first: Option<Result<(u64, Result<Prepared>)>>,
-}
-
-impl<'a> Slices<'a> {
-    fn new(
-        table: &Table,
-        f: &'a Flow,
-        batch: &RecordBatch,
-        evaluator: Option<&std::sync::Arc<dyn crate::ConditionEvaluator>>,
-        ts: i64,
-    ) -> Slices<'a> {
-        let rows = batch.num_rows() as u64;
-        let checked = (|| {
-            let with_generated;
-            let batch: &RecordBatch = if table.generated.is_empty() {
-                batch
-            } else {
-                with_generated =
-                    crate::generated::add(batch, &f.spec.source, &table.generated, evaluator)?;
-                &with_generated
-            };
-            let checked = expectation::check(&table.name, &table.expectations, batch, evaluator)?;
-            let rows = CheckedRows::check(f, &checked.rows, evaluator, ts)?;
-            Ok((rows, checked.dropped, checked.violations))
-        })();
-        match checked {
-            Err(e) => Slices {
-                checked: None,
-                first: Some(Ok((rows, Err(e)))),
-            },
-            Ok((checked, dropped, violations)) => Slices {
-                checked: Some((checked, 0)),
-                first: Some(Ok((
-                    rows,
-                    Ok(Prepared {
-                        events: Vec::new(),
-                        truncates: Vec::new(),
-                        dropped,
-                        violations,
-                    }),
-                ))),
-            },
-        }
-    }
-
-    /// A batch that could not be read: its error, which ends the commit.
-    fn failed(e: Error) -> Slices<'a> {
-        Slices {
-            checked: None,
-            first: Some(Err(e)),
-        }
-    }
-}
-
-impl Iterator for Slices<'_> {
-    type Item = Result<(u64, Result<Prepared>)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if let Some(first) = self.first.take() {
-            return Some(first);
-        }
-        let (checked, from) = self.checked.as_mut()?;
-        let made = if *from < checked.len() {
-            let to = (*from + SLICE_ROWS).min(checked.len());
-            let made = checked.events(*from..to);
-            *from = to;
-            made.map(Some)
-        } else {
-            // The rows are all made: what their events found.
-            let (checked, _) = self.checked.take()?;
-            checked.finish().map(|()| None)
-        };
-        match made {
-            Ok(Some((events, truncates))) => Some(Ok((
-                0,
-                Ok(Prepared {
-                    events,
-                    truncates,
-                    dropped: 0,
-                    violations: Default::default(),
-                }),
-            ))),
-            Ok(None) => None,
-            Err(e) => {
-                self.checked = None;
-                Some(Ok((0, Err(e))))
-            }
-        }
-    }
-}
 
 /// Batches as one (none if there are none).
 fn concat(batches: Vec<RecordBatch>) -> Option<Result<RecordBatch>> {
