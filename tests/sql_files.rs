@@ -722,3 +722,61 @@ fn a_file_that_cannot_be_read_stops_the_load_there_and_the_next_refresh_takes_up
 fn a_first_new_file_that_cannot_be_read_loads_none_of_the_files_after_it() {
     a_bad_file_stops_the_load_at_it(1);
 }
+
+/// Files read ahead are committed several in one flush, each still a commit of the flow's source
+/// named by its file: a bad file past the first such group stops the load after every file
+/// before it, and the next refresh takes up from it.
+#[test]
+fn files_committed_several_to_a_flush_are_each_a_commit_and_a_bad_one_stops_the_load_at_it() {
+    let db = tempfile::tempdir().unwrap();
+    let landing = tempfile::tempdir().unwrap();
+    let mut s = session(db.path());
+    let named = |i: usize| landing.path().join(format!("f_{i:02}.csv"));
+    let write = |i: usize, seq: &str| {
+        std::fs::write(named(i), format!("id,seq,v\n{i},{seq},{}\n", i * 10)).unwrap();
+    };
+    write(0, "1");
+    s.execute(&format!(
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true))
+         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+        landing.path().display()
+    ))
+    .unwrap();
+    let (bad, files) = (13, 20);
+    for i in 1..files {
+        write(i, if i == bad { "not a number" } else { "1" });
+    }
+    let e = s
+        .execute("REFRESH STREAMING TABLE t")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&format!("f_{bad}.csv")), "{e}");
+    let count = |s: &mut SqlSession| query(s, "SELECT count(*) FROM t").1[0][0].clone();
+    // The files before the bad one were loaded; the flow did not run.
+    let source = (s.store().sources().unwrap().into_iter())
+        .find(|n| n.starts_with("__asof_files_"))
+        .unwrap();
+    let loaded = |s: &SqlSession| -> Vec<String> {
+        (s.store().source_history(&source).unwrap().into_iter())
+            .filter_map(|c| c.parameters.get("file").cloned())
+            .map(|f| f.rsplit('/').next().unwrap().to_string())
+            .collect()
+    };
+    let expected = |n: usize| (0..n).map(|i| format!("f_{i:02}.csv")).collect::<Vec<_>>();
+    assert_eq!(loaded(&s), expected(bad));
+    assert_eq!(count(&mut s), Some("1".to_string()));
+    write(bad, "1");
+    let out = s.execute("REFRESH STREAMING TABLE t").unwrap();
+    assert!(
+        matches!(&out[0], SqlOutput::Done(l) if l.contains(&format!("loaded {} new files", files - bad))),
+        "{out:?}"
+    );
+    assert_eq!(loaded(&s), expected(files));
+    assert_eq!(count(&mut s), Some(files.to_string()));
+    // And so after a reopen.
+    drop(s);
+    let mut s = session(db.path());
+    assert_eq!(loaded(&s), expected(files));
+    assert_eq!(count(&mut s), Some(files.to_string()));
+}

@@ -475,9 +475,19 @@ impl SqlSession {
             w.push(&batch)?;
             Ok::<_, QueryError>(w)
         };
-        let mut loaded = |store: &Store, path: &std::path::Path, w: SourceWrite| {
-            store.commit_write(w, Some(&path.display().to_string()))?;
-            done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // Files' appends committed in one flush, each a commit of its own.
+        let mut loaded = |store: &Store, files: Vec<(SourceWrite, &std::path::Path)>| {
+            if files.is_empty() {
+                return Ok(());
+            }
+            let paths: Vec<_> = files.iter().map(|(_, p)| *p).collect();
+            let named = (files.into_iter())
+                .map(|(w, p)| (w, Some(p.display().to_string())))
+                .collect();
+            store.commit_writes(named)?;
+            for path in paths {
+                done += std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+            }
             if let Some(b) = &bar {
                 b.advance(done);
             }
@@ -528,18 +538,31 @@ impl SqlSession {
                     }
                 }
                 if readers.len() == FILE_READERS {
-                    // The files in their order: each reader's in turn.
+                    // The files in their order, each reader's in turn, committed a few at a time
+                    // in one flush. A file that cannot be read stops the load after the files
+                    // before it are committed.
+                    let mut group = Vec::new();
                     for (i, path) in new.iter().enumerate() {
                         let w = readers[i % FILE_READERS].recv().map_err(|_| {
                             QueryError::Invalid("a reader of the files stopped".into())
-                        })?;
-                        loaded(store, path, w?)?;
+                        });
+                        match w.and_then(|w| w) {
+                            Ok(w) => group.push((w, path.as_path())),
+                            Err(e) => {
+                                loaded(store, group)?;
+                                return Err(e);
+                            }
+                        }
+                        if group.len() == FILES_PER_COMMIT {
+                            loaded(store, std::mem::take(&mut group))?;
+                        }
                     }
+                    loaded(store, group)?;
                 } else {
                     // A reader that started stops at its first file's send.
                     drop(readers);
                     for path in &new {
-                        loaded(store, path, written(store, read(path, &schema)?)?)?;
+                        loaded(store, vec![(written(store, read(path, &schema)?)?, path.as_path())])?;
                     }
                 }
                 if let Some(b) = &bar {
@@ -594,7 +617,7 @@ impl SqlSession {
                 }
                 None => read(path, &schema)?,
             };
-            loaded(&self.store, path, written(&self.store, batch)?)?;
+            loaded(&self.store, vec![(written(&self.store, batch)?, path.as_path())])?;
         }
         if let Some(b) = &bar {
             b.end();
@@ -605,6 +628,11 @@ impl SqlSession {
 
 /// How many threads read and encode a `read_files` load's files ahead of its commits.
 const FILE_READERS: usize = 2;
+
+/// How many files read ahead are committed in one flush (each still a commit of its own): a
+/// flush per file kept the 10M load's first 5 s waiting on the disk (docs/PERFORMANCE.md,
+/// session 49).
+const FILES_PER_COMMIT: usize = 8;
 
 /// Checks a flow's target columns against the columns its streaming table declared: each declared
 /// column must exist, with a type the flow's can be cast to.

@@ -88,6 +88,226 @@ pub(super) fn remove_unclaimed_sources(kv: &dyn crate::kv::KvStore, from: u32) -
     delete_from(kv, &[keys::APPEND], &key(keys::APPEND, from, None, None))
 }
 
+/// Checks write `w` against the store's state, puts its commit into `b` (its rows written ahead
+/// if they are many, [`write_ahead`]) and updates the state as if `b` were written: the caller
+/// writes it, or the store is poisoned. Returns the row count of its table.
+fn stage_write(
+    inner: &mut super::Inner,
+    mut w: SourceWrite,
+    name: Option<&str>,
+    b: &mut WriteBatch,
+) -> Result<u64> {
+    w.removed(); // the positions a statement removes, in order, each once
+    let mut created = None;
+    let id = match w.kind {
+        WriteKind::Create => {
+            inner.name_is_free(&w.table.name)?;
+            let id = inner.next_table_id;
+            let rec = w.table.record();
+            let mut commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
+            put_json(b, key(keys::SOURCE, id, None, None), &rec)?;
+            let at = Link {
+                tag: keys::SOURCE_COMMIT,
+                id,
+                prev: None,
+                wrote: Wrote::Nothing,
+            };
+            put_commit(b, at, &mut commit)?;
+            let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
+            src.origin = w.table.origin.clone();
+            src.append_flows = w.table.append_flows.clone();
+            src.generated = w.table.generated.clone();
+            src.history.push(commit);
+            created = Some(src);
+            id
+        }
+        WriteKind::Append => {
+            let src = inner.sources.get(&w.table.name);
+            if src.is_none_or(|s| s.id != w.table.id) {
+                return Err(Error::InvalidQuery(format!(
+                    "source table `{}` was dropped or replaced while rows were written to it; nothing was written",
+                    w.table.name
+                )));
+            }
+            if src.is_some_and(|s| s.columns != w.table.columns) {
+                return Err(Error::InvalidQuery(format!(
+                    "the columns of `{}` changed while rows were written to it; nothing was written (write again)",
+                    w.table.name
+                )));
+            }
+            if crate::generated::has_identity(&w.table.generated)
+                && w.rows > 0
+                && src.is_some_and(|s| s.rows != w.table.rows)
+            {
+                return Err(Error::InvalidQuery(format!(
+                    "`{}` was written to while these rows were: their identity values would repeat; nothing was written (write again)",
+                    w.table.name
+                )));
+            }
+            if let (Some(change), Some(src)) = (&w.change, src) {
+                let gone = change.deleted.iter().find(|&&p| {
+                    p >= src.rows
+                        || src.deleted.contains(p)
+                        || src.erased.binary_search(&p).is_ok()
+                });
+                if let Some(&position) = gone {
+                    return Err(Error::ChangedMeanwhile {
+                        table: w.table.name.clone(),
+                        position,
+                        operation: change.operation.name(),
+                    });
+                }
+            }
+            w.table.id
+        }
+    };
+    if let Some(src) = inner.sources.get(&w.table.name) {
+        for (flow, expected) in &w.checkpoints {
+            let key = super::append_flows::append_offset_parameter(flow);
+            let now = src
+                .history
+                .iter()
+                .rev()
+                .find_map(|c| c.parameters.get(&key).and_then(|v| v.parse::<u64>().ok()));
+            if now != *expected {
+                return Err(Error::FlowRanMeanwhile {
+                    flow: flow.clone(),
+                    table: w.table.name.clone(),
+                });
+            }
+        }
+        // A full refresh removes every row there was when it began: rows written since
+        // would stay.
+        let full = w
+            .change
+            .as_ref()
+            .is_some_and(|c| c.operation == SourceDmlOperation::FullRefresh);
+        if full && Some(src.rows) != w.written {
+            return Err(Error::FlowRanMeanwhile {
+                flow: "every flow".into(),
+                table: w.table.name.clone(),
+            });
+        }
+    }
+    if let Some((source, flow, version)) = &w.read {
+        let removed_since = inner.sources.get(source).is_some_and(|s| {
+            s.history.iter().any(|c| {
+                c.version > *version
+                    && c.parameters
+                        .get(source_dml::DELETED_ROWS)
+                        .is_some_and(|l| !l.is_empty())
+            })
+        });
+        if removed_since {
+            return Err(Error::SourceChangedMeanwhile {
+                flow: flow.clone(),
+                source_table: source.clone(),
+            });
+        }
+    }
+    let breaks = match &w.change {
+        Some(change) => flows_that_read(inner, &w.table.name, &change.deleted),
+        None => Vec::new(),
+    };
+    let src = match created.as_mut() {
+        Some(s) => s,
+        None => inner.sources.get_mut(&w.table.name).expect("checked"),
+    };
+    let commits =
+        w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
+    if commits {
+        let append = src.appends;
+        let loaded = name.map(|n| (key(keys::LOADED, id, Some(append), None), n.into()));
+        let chunks = std::mem::take(&mut w.chunks);
+        // A source written before source tables had commit records counts its rows from its
+        // chunks when it opens, so it could not tell chunks written ahead from committed
+        // ones: its statements write in one batch.
+        let ahead = chunks.in_file() && src.full_history();
+        // The append's content, in key order: its chunks, then its name.
+        let content = chunks
+            .read_back()?
+            .enumerate()
+            .map(|(i, c)| c.map(|c| (key(keys::APPEND, id, Some(append), Some(i as u32)), c)))
+            .chain(loaded.map(Ok));
+        let last = src.history.last();
+        let prev = last.and_then(|c| c.chain.clone());
+        let appended = src.rows..src.rows + w.rows;
+        let mut commit = CommitInfo {
+            version: last.map_or(0, |c| c.version + 1),
+            timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
+            operation: w
+                .change
+                .as_ref()
+                .map_or(WRITE, |c| c.operation.name())
+                .into(),
+            parameters: name
+                .map(|n| ("file".to_string(), n.to_string()))
+                .into_iter()
+                .chain(w.parameters.clone())
+                .chain(
+                    w.change
+                        .iter()
+                        .flat_map(|c| c.parameters(appended.clone(), &breaks)),
+                )
+                .collect(),
+            metrics: CommitMetrics {
+                num_upserted_rows: w.rows,
+                num_deleted_rows: w.change.as_ref().map_or(0, |c| c.deleted.len() as u64),
+                ..Default::default()
+            },
+            duration_us: w.clock.elapsed_us(),
+            peak_memory_bytes: w.clock.peak_memory_bytes(),
+            chain: None,
+        };
+        // A DML statement that appends nothing writes no append.
+        let wrote = if w.change.is_some() && w.rows == 0 {
+            Wrote::Nothing
+        } else {
+            Wrote::Append(src.appends)
+        };
+        let at = Link {
+            tag: keys::SOURCE_COMMIT,
+            id,
+            prev: prev.as_deref(),
+            wrote,
+        };
+        if ahead {
+            let kv = inner.kv.as_ref();
+            write_ahead(kv, &mut inner.poisoned, b, at, &mut commit, content)?;
+        } else {
+            for pair in content {
+                let (k, v) = pair?;
+                b.put(k, v);
+            }
+            put_commit(b, at, &mut commit)?;
+        }
+        src.history.push(commit);
+    }
+    let src = match created {
+        Some(s) => {
+            inner.next_table_id += 1;
+            inner.sources.entry(w.table.name.clone()).or_insert(s)
+        }
+        None => inner.sources.get_mut(&w.table.name).expect("checked"),
+    };
+    if commits && !(w.change.is_some() && w.rows == 0) {
+        src.appends += 1;
+    }
+    if let Some(change) = &w.change {
+        let version = src.history.last().map_or(0, |c| c.version);
+        src.deleted.insert_all(&change.deleted, version);
+        // Rows of a statement that removed none (a MERGE that only inserted) are inserts.
+        if w.rows > 0 && !change.deleted.is_empty() {
+            src.changed.push((src.rows, src.rows + w.rows));
+        }
+    }
+    src.rows += w.rows;
+    if let Some(n) = name {
+        src.loaded.insert(n.to_string());
+    }
+    Ok(src.rows_there())
+}
+
 impl Store {
     /// Creates a source table: a durable, append-only table flows can read from.
     pub fn create_source(&self, name: &str, schema: &arrow::datatypes::Schema) -> Result<()> {
@@ -145,221 +365,39 @@ impl Store {
     /// `CREATE TABLE` for a new table), named `name` if given (see [`Store::append_loaded`]).
     /// Returns the table's row count (rows erased since they were appended not counted). A table dropped or replaced since the write began is an
     /// error, and nothing is written.
-    pub fn commit_write(&self, mut w: SourceWrite, name: Option<&str>) -> Result<u64> {
-        w.removed(); // the positions a statement removes, in order, each once
+    pub fn commit_write(&self, w: SourceWrite, name: Option<&str>) -> Result<u64> {
+        self.commit_writes(vec![(w, name.map(str::to_string))])
+    }
+
+    /// Commits [`SourceWrite`]s in one durable write (one flush), each as its own commit, as
+    /// [`Store::commit_write`] would one after the other: a loader of many small files flushes
+    /// once for several. Returns the row count of the last one's table. A write that cannot
+    /// commit (its table dropped meanwhile, say) is the error, after the ones before it are
+    /// committed; none after it is.
+    pub fn commit_writes(&self, writes: Vec<(SourceWrite, Option<String>)>) -> Result<u64> {
         let mut g = self.write_inner()?;
         let inner = &mut *g;
         let mut b = WriteBatch::default();
-        let mut created = None;
-        let id = match w.kind {
-            WriteKind::Create => {
-                inner.name_is_free(&w.table.name)?;
-                let id = inner.next_table_id;
-                let rec = w.table.record();
-                let mut commit = CommitInfo::bare(0, now_us(), "CREATE TABLE", BTreeMap::new());
-                put_json(&mut b, key(keys::SOURCE, id, None, None), &rec)?;
-                let at = Link {
-                    tag: keys::SOURCE_COMMIT,
-                    id,
-                    prev: None,
-                    wrote: Wrote::Nothing,
-                };
-                put_commit(&mut b, at, &mut commit)?;
-                let mut src = SourceTable::new(id, w.table.name.clone(), w.table.columns.clone());
-                src.origin = w.table.origin.clone();
-                src.append_flows = w.table.append_flows.clone();
-                src.generated = w.table.generated.clone();
-                src.history.push(commit);
-                created = Some(src);
-                id
-            }
-            WriteKind::Append => {
-                let src = inner.sources.get(&w.table.name);
-                if src.is_none_or(|s| s.id != w.table.id) {
-                    return Err(Error::InvalidQuery(format!(
-                        "source table `{}` was dropped or replaced while rows were written to it; nothing was written",
-                        w.table.name
-                    )));
+        let mut rows = 0;
+        for (w, name) in writes {
+            let mut one = WriteBatch::default();
+            match stage_write(inner, w, name.as_deref(), &mut one) {
+                Ok(n) => {
+                    rows = n;
+                    b.ops.append(&mut one.ops);
                 }
-                if src.is_some_and(|s| s.columns != w.table.columns) {
-                    return Err(Error::InvalidQuery(format!(
-                        "the columns of `{}` changed while rows were written to it; nothing was written (write again)",
-                        w.table.name
-                    )));
-                }
-                if crate::generated::has_identity(&w.table.generated)
-                    && w.rows > 0
-                    && src.is_some_and(|s| s.rows != w.table.rows)
-                {
-                    return Err(Error::InvalidQuery(format!(
-                        "`{}` was written to while these rows were: their identity values would repeat; nothing was written (write again)",
-                        w.table.name
-                    )));
-                }
-                if let (Some(change), Some(src)) = (&w.change, src) {
-                    let gone = change.deleted.iter().find(|&&p| {
-                        p >= src.rows
-                            || src.deleted.contains(p)
-                            || src.erased.binary_search(&p).is_ok()
-                    });
-                    if let Some(&position) = gone {
-                        return Err(Error::ChangedMeanwhile {
-                            table: w.table.name.clone(),
-                            position,
-                            operation: change.operation.name(),
-                        });
+                Err(e) => {
+                    if !b.is_empty() {
+                        write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
                     }
-                }
-                w.table.id
-            }
-        };
-        if let Some(src) = inner.sources.get(&w.table.name) {
-            for (flow, expected) in &w.checkpoints {
-                let key = super::append_flows::append_offset_parameter(flow);
-                let now = src
-                    .history
-                    .iter()
-                    .rev()
-                    .find_map(|c| c.parameters.get(&key).and_then(|v| v.parse::<u64>().ok()));
-                if now != *expected {
-                    return Err(Error::FlowRanMeanwhile {
-                        flow: flow.clone(),
-                        table: w.table.name.clone(),
-                    });
+                    return Err(e);
                 }
             }
-            // A full refresh removes every row there was when it began: rows written since
-            // would stay.
-            let full = w
-                .change
-                .as_ref()
-                .is_some_and(|c| c.operation == SourceDmlOperation::FullRefresh);
-            if full && Some(src.rows) != w.written {
-                return Err(Error::FlowRanMeanwhile {
-                    flow: "every flow".into(),
-                    table: w.table.name.clone(),
-                });
-            }
-        }
-        if let Some((source, flow, version)) = &w.read {
-            let removed_since = inner.sources.get(source).is_some_and(|s| {
-                s.history.iter().any(|c| {
-                    c.version > *version
-                        && c.parameters
-                            .get(source_dml::DELETED_ROWS)
-                            .is_some_and(|l| !l.is_empty())
-                })
-            });
-            if removed_since {
-                return Err(Error::SourceChangedMeanwhile {
-                    flow: flow.clone(),
-                    source_table: source.clone(),
-                });
-            }
-        }
-        let breaks = match &w.change {
-            Some(change) => flows_that_read(inner, &w.table.name, &change.deleted),
-            None => Vec::new(),
-        };
-        let src = match created.as_mut() {
-            Some(s) => s,
-            None => inner.sources.get_mut(&w.table.name).expect("checked"),
-        };
-        let commits =
-            w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
-        if commits {
-            let append = src.appends;
-            let loaded = name.map(|n| (key(keys::LOADED, id, Some(append), None), n.into()));
-            let chunks = std::mem::take(&mut w.chunks);
-            // A source written before source tables had commit records counts its rows from its
-            // chunks when it opens, so it could not tell chunks written ahead from committed
-            // ones: its statements write in one batch.
-            let ahead = chunks.in_file() && src.full_history();
-            // The append's content, in key order: its chunks, then its name.
-            let content = chunks
-                .read_back()?
-                .enumerate()
-                .map(|(i, c)| c.map(|c| (key(keys::APPEND, id, Some(append), Some(i as u32)), c)))
-                .chain(loaded.map(Ok));
-            let last = src.history.last();
-            let prev = last.and_then(|c| c.chain.clone());
-            let appended = src.rows..src.rows + w.rows;
-            let mut commit = CommitInfo {
-                version: last.map_or(0, |c| c.version + 1),
-                timestamp_us: now_us().max(last.map_or(0, |c| c.timestamp_us + 1)),
-                operation: w
-                    .change
-                    .as_ref()
-                    .map_or(WRITE, |c| c.operation.name())
-                    .into(),
-                parameters: name
-                    .map(|n| ("file".to_string(), n.to_string()))
-                    .into_iter()
-                    .chain(w.parameters.clone())
-                    .chain(
-                        w.change
-                            .iter()
-                            .flat_map(|c| c.parameters(appended.clone(), &breaks)),
-                    )
-                    .collect(),
-                metrics: CommitMetrics {
-                    num_upserted_rows: w.rows,
-                    num_deleted_rows: w.change.as_ref().map_or(0, |c| c.deleted.len() as u64),
-                    ..Default::default()
-                },
-                duration_us: w.clock.elapsed_us(),
-                peak_memory_bytes: w.clock.peak_memory_bytes(),
-                chain: None,
-            };
-            // A DML statement that appends nothing writes no append.
-            let wrote = if w.change.is_some() && w.rows == 0 {
-                Wrote::Nothing
-            } else {
-                Wrote::Append(src.appends)
-            };
-            let at = Link {
-                tag: keys::SOURCE_COMMIT,
-                id,
-                prev: prev.as_deref(),
-                wrote,
-            };
-            if ahead {
-                let kv = inner.kv.as_ref();
-                write_ahead(kv, &mut inner.poisoned, &mut b, at, &mut commit, content)?;
-            } else {
-                for pair in content {
-                    let (k, v) = pair?;
-                    b.put(k, v);
-                }
-                put_commit(&mut b, at, &mut commit)?;
-            }
-            src.history.push(commit);
         }
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
-        let src = match created {
-            Some(s) => {
-                inner.next_table_id += 1;
-                inner.sources.entry(w.table.name.clone()).or_insert(s)
-            }
-            None => inner.sources.get_mut(&w.table.name).expect("checked"),
-        };
-        if commits && !(w.change.is_some() && w.rows == 0) {
-            src.appends += 1;
-        }
-        if let Some(change) = &w.change {
-            let version = src.history.last().map_or(0, |c| c.version);
-            src.deleted.insert_all(&change.deleted, version);
-            // Rows of a statement that removed none (a MERGE that only inserted) are inserts.
-            if w.rows > 0 && !change.deleted.is_empty() {
-                src.changed.push((src.rows, src.rows + w.rows));
-            }
-        }
-        src.rows += w.rows;
-        if let Some(n) = name {
-            src.loaded.insert(n.to_string());
-        }
-        Ok(src.rows_there())
+        Ok(rows)
     }
+
 
     /// The origin a source table was created with, and the names of the appends made with
     /// [`Store::append_loaded`].
