@@ -510,12 +510,14 @@ impl SqlSession {
             let store = &self.store;
             return std::thread::scope(|scope| {
                 // Readers taking every other file, so that both cores read while this thread
-                // commits (it mostly waits on the flush). Each holds at most two files (one
-                // waiting in its channel, one it is sending): five in memory with the one being
-                // committed (each is read whole).
+                // commits (it mostly waits on the flush). Each reads up to a group's share of
+                // files ahead (waiting in its channel), and holds one it is sending: with the
+                // group being committed, at most 2 x FILES_PER_COMMIT + FILE_READERS files in
+                // memory (each read whole).
                 let mut readers = Vec::new();
                 for first in 0..FILE_READERS {
-                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                    let ahead = FILES_PER_COMMIT / FILE_READERS;
+                    let (tx, rx) = std::sync::mpsc::sync_channel(ahead);
                     let reader = std::thread::Builder::new()
                         .name("asof-read-files".into())
                         .spawn_scoped(scope, {
@@ -562,7 +564,10 @@ impl SqlSession {
                     // A reader that started stops at its first file's send.
                     drop(readers);
                     for path in &new {
-                        loaded(store, vec![(written(store, read(path, &schema)?)?, path.as_path())])?;
+                        loaded(
+                            store,
+                            vec![(written(store, read(path, &schema)?)?, path.as_path())],
+                        )?;
                     }
                 }
                 if let Some(b) = &bar {
@@ -617,7 +622,10 @@ impl SqlSession {
                 }
                 None => read(path, &schema)?,
             };
-            loaded(&self.store, vec![(written(&self.store, batch)?, path.as_path())])?;
+            loaded(
+                &self.store,
+                vec![(written(&self.store, batch)?, path.as_path())],
+            )?;
         }
         if let Some(b) = &bar {
             b.end();

@@ -456,7 +456,10 @@ impl Gathering<'_> {
             };
             let check = |batch: &RecordBatch| {
                 let rows = batch.num_rows() as u64;
-                (rows, check_batch(self.table, f, batch, self.evaluator, self.ts))
+                (
+                    rows,
+                    check_batch(self.table, f, batch, self.evaluator, self.ts),
+                )
             };
             if parted {
                 // Batches read and checked on a second thread while this one makes the events

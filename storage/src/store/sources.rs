@@ -146,9 +146,7 @@ fn stage_write(
             }
             if let (Some(change), Some(src)) = (&w.change, src) {
                 let gone = change.deleted.iter().find(|&&p| {
-                    p >= src.rows
-                        || src.deleted.contains(p)
-                        || src.erased.binary_search(&p).is_ok()
+                    p >= src.rows || src.deleted.contains(p) || src.erased.binary_search(&p).is_ok()
                 });
                 if let Some(&position) = gone {
                     return Err(Error::ChangedMeanwhile {
@@ -213,8 +211,7 @@ fn stage_write(
         Some(s) => s,
         None => inner.sources.get_mut(&w.table.name).expect("checked"),
     };
-    let commits =
-        w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
+    let commits = w.rows > 0 || name.is_some() || !w.parameters.is_empty() || w.change.is_some();
     if commits {
         let append = src.appends;
         let loaded = name.map(|n| (key(keys::LOADED, id, Some(append), None), n.into()));
@@ -397,7 +394,6 @@ impl Store {
         write_or_poison(inner.kv.as_ref(), &mut inner.poisoned, b)?;
         Ok(rows)
     }
-
 
     /// The origin a source table was created with, and the names of the appends made with
     /// [`Store::append_loaded`].
