@@ -27,7 +27,7 @@ mod settle;
 mod snapshot_dirs;
 
 use std::fs::File;
-use std::io::{BufReader, Read, Seek};
+use std::io::{BufReader, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -604,35 +604,19 @@ impl FileSource {
                     .map_err(|e| bad(&e))?
             }
             FileFormat::Parquet => parquet_guard(file, || {
-                let f = Self::open(file)?;
-                let len = f.metadata().map_err(|e| bad(&e))?.len();
-                if len > WHOLE_PARQUET_BYTES {
-                    return read_parquet(f).map_err(|e| bad(&e));
-                }
-                // Read in one sequential read, not a read per column chunk and page header (each
-                // a wait on the disk when the file is not cached: docs/PERFORMANCE.md,
-                // session 49).
-                let mut bytes = Vec::with_capacity(len as usize);
-                (&f).read_to_end(&mut bytes).map_err(|e| bad(&e))?;
-                read_parquet(bytes::Bytes::from(bytes)).map_err(|e| bad(&e))
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(Self::open(
+                    file,
+                )?)
+                .map_err(|e| bad(&e))?
+                .with_batch_size(64 * 1024)
+                .build()
+                .map_err(|e| bad(&e))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(&e))
             })?,
         };
         Ok(batches)
     }
-}
-
-/// A Parquet file no larger than this is read into memory whole before it is decoded.
-const WHOLE_PARQUET_BYTES: u64 = 64 << 20;
-
-/// Every row of a Parquet file.
-fn read_parquet<R: parquet::file::reader::ChunkReader + 'static>(
-    r: R,
-) -> std::result::Result<Vec<RecordBatch>, parquet::errors::ParquetError> {
-    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(r)?
-        .with_batch_size(64 * 1024)
-        .build()?
-        .map(|b| b.map_err(parquet::errors::ParquetError::from))
-        .collect()
 }
 
 /// Runs a Parquet read. The parquet crate can panic on a damaged file instead of returning an

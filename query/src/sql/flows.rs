@@ -510,14 +510,12 @@ impl SqlSession {
             let store = &self.store;
             return std::thread::scope(|scope| {
                 // Readers taking every other file, so that both cores read while this thread
-                // commits (it mostly waits on the flush). Each reads up to a group's share of
-                // files ahead (waiting in its channel), and holds one it is sending: with the
-                // group being committed, at most 2 x FILES_PER_COMMIT + FILE_READERS files in
-                // memory (each read whole).
+                // commits. Each holds at most two files (one waiting in its channel, one it is
+                // sending): with the group being committed, at most FILES_PER_COMMIT + 4 files
+                // in memory (each read whole, its append's chunks in memory up to 16 MiB).
                 let mut readers = Vec::new();
                 for first in 0..FILE_READERS {
-                    let ahead = FILES_PER_COMMIT / FILE_READERS;
-                    let (tx, rx) = std::sync::mpsc::sync_channel(ahead);
+                    let (tx, rx) = std::sync::mpsc::sync_channel(1);
                     let reader = std::thread::Builder::new()
                         .name("asof-read-files".into())
                         .spawn_scoped(scope, {
@@ -543,7 +541,7 @@ impl SqlSession {
                     // The files in their order, each reader's in turn, committed a few at a time
                     // in one flush. A file that cannot be read stops the load after the files
                     // before it are committed.
-                    let mut group = Vec::new();
+                    let (mut group, mut group_bytes) = (Vec::new(), 0);
                     for (i, path) in new.iter().enumerate() {
                         let w = readers[i % FILE_READERS].recv().map_err(|_| {
                             QueryError::Invalid("a reader of the files stopped".into())
@@ -555,8 +553,10 @@ impl SqlSession {
                                 return Err(e);
                             }
                         }
-                        if group.len() == FILES_PER_COMMIT {
+                        group_bytes += std::fs::metadata(path).map_or(0, |m| m.len());
+                        if group.len() == FILES_PER_COMMIT || group_bytes >= GROUP_FILE_BYTES {
                             loaded(store, std::mem::take(&mut group))?;
+                            group_bytes = 0;
                         }
                     }
                     loaded(store, group)?;
@@ -641,6 +641,11 @@ const FILE_READERS: usize = 2;
 /// flush per file kept the 10M load's first 5 s waiting on the disk (docs/PERFORMANCE.md,
 /// session 49).
 const FILES_PER_COMMIT: usize = 8;
+
+/// Files read ahead are committed once they hold this many bytes on disk, if fewer than
+/// [`FILES_PER_COMMIT`]: a group of large files would hold their appends' chunks (up to 16 MiB
+/// each in memory) and write them in one batch.
+const GROUP_FILE_BYTES: u64 = 16 << 20;
 
 /// Checks a flow's target columns against the columns its streaming table declared: each declared
 /// column must exist, with a type the flow's can be cast to.
