@@ -637,9 +637,8 @@ impl SqlSession {
 /// How many threads read and encode a `read_files` load's files ahead of its commits.
 const FILE_READERS: usize = 2;
 
-/// How many files read ahead are committed in one flush (each still a commit of its own): a
-/// flush per file kept the 10M load's first 5 s waiting on the disk (docs/PERFORMANCE.md,
-/// session 49).
+/// How many files read ahead are committed in one durable write (each still a commit of its
+/// own): a flush for eight files, not one for each (docs/PERFORMANCE.md, session 49).
 const FILES_PER_COMMIT: usize = 8;
 
 /// Files read ahead are committed once they hold this many bytes on disk, if fewer than
