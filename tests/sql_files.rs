@@ -49,6 +49,17 @@ fn create_over(landing: &std::path::Path) -> String {
     )
 }
 
+/// The statement that creates SCD TYPE 1 table `t`, keyed by `id` and sequenced by `seq`, over
+/// the CSV files of folder `landing`.
+fn create_scd1_over(landing: &std::path::Path) -> String {
+    format!(
+        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC
+         FROM stream(read_files('{}', format => 'csv', header => true))
+         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
+        landing.display()
+    )
+}
+
 #[test]
 fn a_streaming_flow_over_a_folder_picks_up_new_files_on_refresh() {
     let db = tempfile::tempdir().unwrap();
@@ -466,13 +477,7 @@ fn a_file_still_being_written_is_left_for_the_next_refresh() {
     let landing = tempfile::tempdir().unwrap();
     std::fs::write(landing.path().join("a.csv"), "id,seq\n0,1\n").unwrap();
     let mut s = session(db.path());
-    s.execute(&format!(
-        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC
-         FROM stream(read_files('{}', format => 'csv', header => true))
-         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
-        landing.path().display()
-    ))
-    .unwrap();
+    s.execute(&create_scd1_over(landing.path())).unwrap();
     let mut f = std::fs::File::create(landing.path().join("b.csv")).unwrap();
     f.write_all(b"id,seq\n").unwrap();
     f.flush().unwrap();
@@ -736,13 +741,7 @@ fn files_committed_several_to_a_flush_are_each_a_commit_and_a_bad_one_stops_the_
         std::fs::write(named(i), format!("id,seq,v\n{i},{seq},{}\n", i * 10)).unwrap();
     };
     write(0, "1");
-    s.execute(&format!(
-        "CREATE OR REFRESH STREAMING TABLE t FLOW AUTO CDC
-         FROM stream(read_files('{}', format => 'csv', header => true))
-         KEYS (id) SEQUENCE BY seq STORED AS SCD TYPE 1",
-        landing.path().display()
-    ))
-    .unwrap();
+    s.execute(&create_scd1_over(landing.path())).unwrap();
     let (bad, files) = (13, 20);
     for i in 1..files {
         write(i, if i == bad { "not a number" } else { "1" });
