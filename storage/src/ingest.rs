@@ -154,8 +154,16 @@ pub(crate) struct CheckedRows<'a> {
     ctu: Option<(String, ArrayRef)>,
     /// The events' system time when the flow has no SYSTEM SEQUENCE BY.
     commit_sys: Bytes,
+    types: Types,
     /// A name in COLUMNS TO UPDATE that is not an output column, and the rows that give one.
     unknown_update: Option<(String, usize)>,
+}
+
+/// The types of a flow's output columns, of its sequence and of its key, found once per batch.
+struct Types {
+    out: Vec<ColumnType>,
+    seq: Vec<ColumnType>,
+    key: Vec<ColumnType>,
 }
 
 impl<'a> CheckedRows<'a> {
@@ -226,8 +234,17 @@ impl<'a> CheckedRows<'a> {
             .expect("int");
             b.into()
         };
+        let out_types: Vec<ColumnType> = (flow.output_src.iter())
+            .map(|&i| spec.source[i].ty.clone())
+            .collect();
+        let types = Types {
+            key: flow.key_out.iter().map(|&k| out_types[k].clone()).collect(),
+            seq: flow.seq_types(),
+            out: out_types,
+        };
         Ok(CheckedRows {
             flow,
+            types,
             truncate,
             delete,
             out,
@@ -250,43 +267,39 @@ impl<'a> CheckedRows<'a> {
         let (flow, spec) = (self.flow, &self.flow.spec);
         let (from, len) = (rows.start, rows.len());
         let values = |a: &ArrayRef, t: &ColumnType| column_values(&a.slice(from, len), t);
-        let out_types: Vec<ColumnType> = flow
-            .output_src
-            .iter()
-            .map(|&i| spec.source[i].ty.clone())
-            .collect();
         let out_names: Vec<&str> = flow
             .output_src
             .iter()
             .map(|&i| spec.source[i].name.as_str())
             .collect();
-        let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(&out_types))
+        let Types {
+            out: out_types,
+            seq: seq_types,
+            key: key_types,
+        } = &self.types;
+        let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(out_types))
             .map(|(a, t)| values(a, t))
             .collect();
-        let seq_types = flow.seq_types();
-        let seq_vals: Vec<Vec<Value>> = (self.seq.iter().zip(&seq_types))
+        let seq_vals: Vec<Vec<Value>> = (self.seq.iter().zip(seq_types))
             .map(|(a, t)| values(a, t))
             .collect();
         let sys_vals = (self.sys.as_ref()).map(|(a, t)| (values(a, t), t));
         let ctu_vals = (self.ctu.as_ref()).map(|(_, a)| values(a, &ColumnType::ListUtf8));
-        let key_types: Vec<ColumnType> =
-            flow.key_out.iter().map(|&k| out_types[k].clone()).collect();
         let bitemporal = spec.stored_as == StoredAs::Bitemporal;
 
         let mut events = Vec::with_capacity(len);
         let mut truncates = Vec::new();
         for r in 0..len {
-            let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), &seq_types)
+            let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), seq_types)
                 .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?
                 .into();
             if self.truncate[from + r] {
                 truncates.push(seq_b);
                 continue;
             }
-            let key: Bytes =
-                encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), &key_types)
-                    .map_err(|e| invalid(&spec.keys[0], e, 1))?
-                    .into();
+            let key: Bytes = encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), key_types)
+                .map_err(|e| invalid(&spec.keys[0], e, 1))?
+                .into();
             let sys_b: Bytes = match (&sys_vals, bitemporal) {
                 (Some((v, t)), _) => {
                     let mut b = Vec::new();
