@@ -5,12 +5,12 @@ use std::sync::Arc;
 use arrow::array::{
     ArrayBuilder, ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder,
     Float32Builder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder,
-    ListBuilder, StringBuilder, StructArray, TimestampMicrosecondBuilder,
+    ListBuilder, PrimitiveBuilder, StringBuilder, StructArray, TimestampMicrosecondBuilder,
     TimestampMillisecondBuilder, TimestampNanosecondBuilder, TimestampSecondBuilder, UInt16Builder,
     UInt32Builder, UInt64Builder, UInt8Builder,
 };
 use arrow::buffer::NullBuffer;
-use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Fields, Schema, SchemaRef};
 use arrow::error::ArrowError;
 use asof_storage::keycodec::{decode_int, decode_tuple, decode_value};
 use asof_storage::{
@@ -292,6 +292,22 @@ impl TemporalBuilder {
         }
     }
 
+    /// [`TemporalBuilder::append`] of each of `cells`: a bound of one 64-bit integer or
+    /// timestamp, the usual sequence, in one loop, others a cell at a time.
+    pub fn append_all<'a>(&mut self, mut cells: impl Iterator<Item = Option<&'a [u8]>>) {
+        loop {
+            let other = match &mut self.parts[..] {
+                [ValueBuilder::I64(b)] => append_ints(b, &mut self.valid, &mut cells),
+                [ValueBuilder::TsUs(b, _)] => append_ints(b, &mut self.valid, &mut cells),
+                _ => cells.next(),
+            };
+            match other {
+                Some(cell) => self.append(cell),
+                None => return,
+            }
+        }
+    }
+
     pub fn finish(&mut self) -> Result<ArrayRef, ArrowError> {
         let arrays = self
             .parts
@@ -308,6 +324,25 @@ impl TemporalBuilder {
             )),
         })
     }
+}
+
+/// Appends `cells`, encoded 64-bit integers or open bounds (`None`, a NULL), to `b` as
+/// [`TemporalBuilder::append`] does, until one is neither: that one is returned (`None`: all
+/// were appended).
+fn append_ints<'a, T: ArrowPrimitiveType<Native = i64>>(
+    b: &mut PrimitiveBuilder<T>,
+    valid: &mut Vec<bool>,
+    cells: &mut impl Iterator<Item = Option<&'a [u8]>>,
+) -> Option<Option<&'a [u8]>> {
+    for cell in cells {
+        match cell.map(decode_int) {
+            Some(Some(x)) => b.append_value(x),
+            None => b.append_null(),
+            Some(None) => return Some(cell),
+        }
+        valid.push(cell.is_some());
+    }
+    None
 }
 
 fn struct_fields(components: &[(String, ColumnType)]) -> Fields {

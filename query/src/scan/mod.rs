@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use asof_storage::keycodec::{decode_tuple, encode_value};
 use asof_storage::{
     Caching, ColumnType, KeySpan, RowSink, RowView, ScanCursor, ScanSpec, Store, StoredAs,
-    StoredRows, TableSchema, TimeFilter, Value, Values,
+    StoredRows, TableSchema, TemporalBound, TimeFilter, Value, Values,
 };
 
 use crate::arrow_conv::{table_arrow_schema, TemporalBuilder, ValueBuilder};
@@ -75,6 +75,9 @@ impl TimeSelection {
         }
     }
 }
+
+/// How a bound is trimmed to a window: [`Clamp::start`] or [`Clamp::end`].
+type Trim = for<'a> fn(&'a Clamp, Option<&'a [u8]>) -> Option<&'a [u8]>;
 
 /// A window `[from, to)` that returned intervals are trimmed to (encoded bounds).
 #[derive(Clone, Debug, PartialEq)]
@@ -342,6 +345,23 @@ impl Col {
         }
         Ok(())
     }
+    /// Appends this column's bound of every one of `rows`, a column at a time (a value column:
+    /// nothing).
+    fn append_bounds(&mut self, rows: &StoredRows<'_>) {
+        let (b, which, clamp, trim): (_, _, _, Trim) = match self {
+            Col::Value(..) => return,
+            Col::Start(b, c) => (b, TemporalBound::Start, c, Clamp::start),
+            Col::End(b, c) => (b, TemporalBound::End, c, Clamp::end),
+            Col::SysStart(b, c) => (b, TemporalBound::SystemStart, c, Clamp::start),
+            Col::SysEnd(b, c) => (b, TemporalBound::SystemEnd, c, Clamp::end),
+        };
+        let cells = (0..rows.len()).map(|j| rows.bound(j, which));
+        match clamp {
+            None => b.append_all(cells),
+            Some(c) => b.append_all(cells.map(|x| trim(c, x))),
+        }
+    }
+
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
         Ok(match self {
             Col::Value(_, b) => b.finish()?,
@@ -400,11 +420,8 @@ fn append_stored(cols: &mut [Col], rows: &StoredRows<'_>) -> Result<()> {
         }
     }
     if bounds {
-        for j in 0..rows.len() {
-            let row = rows.row(j);
-            for c in cols.iter_mut().filter(|c| !matches!(c, Col::Value(..))) {
-                c.append(&row)?;
-            }
+        for c in cols.iter_mut() {
+            c.append_bounds(rows);
         }
     }
     Ok(())

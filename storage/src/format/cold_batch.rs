@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::cold_page::{RowBlock, NO_BOUND};
-use super::columns::{ColumnData, VarBytes};
+use super::columns::ColumnData;
 use crate::error::{corrupt, Result};
 use crate::record::{Bytes, RowId, StoredRow};
 use crate::value::{Value, ValueRef};
@@ -88,6 +88,12 @@ impl<'a> Selected<'a> {
         self.batch.at(self.positions[j])
     }
 
+    /// Bound `k` (0 start, 1 end, 2 system start, 3 system end) of row `j`.
+    #[inline]
+    pub fn bound(&self, j: usize, k: usize) -> Option<&'a [u8]> {
+        self.batch.bound(self.positions[j], k)
+    }
+
     /// The values of row `j`.
     pub fn cells(&self, j: usize) -> StoredCells<'a> {
         self.batch.cells(self.positions[j])
@@ -127,13 +133,13 @@ impl ColdBatch {
     /// Indexes `blocks` of `key`'s pages (decoded, and so checked, by [`decode_cold_rows`]) for
     /// a table `width` columns wide.
     pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
-        let mut index = Vec::new();
+        let mut index = Vec::with_capacity(blocks.iter().map(|b| b.ids.len()).sum());
         for (bi, b) in blocks.iter().enumerate() {
-            let n = b.ids.len();
             b.check_width(width)?;
-            index.extend((0..n).map(|i| (b.ids[i], bi as u32, i as u32)));
+            index.extend((b.ids.iter().enumerate()).map(|(i, &id)| (id, bi as u32, i as u32)));
         }
-        index.sort_unstable_by_key(|e| e.0);
+        // A page lists its rows in id order: a stable sort merges those runs.
+        index.sort_by_key(|e| e.0);
         Ok(ColdBatch { key, blocks, index })
     }
 
@@ -199,20 +205,40 @@ impl ColdBatch {
 
     /// The row at position `pos` (in id order); `pos` must be less than the number of rows.
     pub fn at(&self, pos: usize) -> ColdRow<'_> {
-        let (_, b, i) = self.index[pos];
-        let (b, i) = (&self.blocks[b as usize], i as usize);
-        // The block was checked when the batch was made: every slice below is in range.
-        fn slice(col: &VarBytes, i: usize) -> &[u8] {
-            &col.data[col.offsets[i] as usize..col.offsets[i + 1] as usize]
-        }
-        let of = &b.bound_of[4 * i..4 * i + 4];
-        let bound = |k: usize| (of[k] != NO_BOUND).then(|| slice(&b.bounds, of[k] as usize));
-        let retired = b.retired[i];
+        let (added, retired) = self.commits(pos);
         ColdRow {
             key: &self.key,
-            bounds: [bound(0), bound(1), bound(2), bound(3)],
-            added: b.added[i],
-            retired: (retired != u64::MAX).then_some(retired),
+            bounds: self.bounds(pos),
+            added,
+            retired,
         }
+    }
+
+    /// The commits that wrote and retired (if one did) the row at position `pos`.
+    #[inline]
+    pub fn commits(&self, pos: usize) -> (u64, Option<u64>) {
+        let (_, b, i) = self.index[pos];
+        let (b, i) = (&self.blocks[b as usize], i as usize);
+        let retired = b.retired[i];
+        (b.added[i], (retired != u64::MAX).then_some(retired))
+    }
+
+    /// The bounds (start, end, system start, system end) of the row at position `pos`.
+    #[inline]
+    pub fn bounds(&self, pos: usize) -> [Option<&[u8]>; 4] {
+        std::array::from_fn(|k| self.bound(pos, k))
+    }
+
+    /// Bound `k` (0 start, 1 end, 2 system start, 3 system end) of the row at position `pos`.
+    #[inline]
+    pub fn bound(&self, pos: usize, k: usize) -> Option<&[u8]> {
+        let (_, b, i) = self.index[pos];
+        let b = &self.blocks[b as usize];
+        // The block was checked when the batch was made: every slice below is in range.
+        let entry = b.bound_of[4 * i as usize + k];
+        (entry != NO_BOUND).then(|| {
+            let (col, e) = (&b.bounds, entry as usize);
+            &col.data[col.offsets[e] as usize..col.offsets[e + 1] as usize]
+        })
     }
 }

@@ -83,7 +83,7 @@ pub use records::{
 };
 pub use refresh::RefreshMode;
 pub use retention::RETENTION_PROPERTY;
-pub use row_view::{RowSink, RowValues, RowView, StoredRows};
+pub use row_view::{RowSink, RowValues, RowView, StoredRows, TemporalBound};
 pub use source_rows::{SourceRead, SourceRows};
 pub use time_filter::TimeFilter;
 pub use vacuum::{

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
-use super::row_view::{EachRow, RowSink, RowValues, RowView, StoredRows};
+use super::row_view::{EachRow, RowSink, RowView, StoredRows};
 use super::time_filter::TimeFilter;
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
@@ -251,16 +251,29 @@ struct ReadAt {
 fn row_matches(
     spec: &ScanSpec,
     at: ReadAt,
-    [start, end, sys_start, sys_end]: [Option<&[u8]>; 4],
+    bounds: [Option<&[u8]>; 4],
     added: u64,
     retired: Option<u64>,
 ) -> bool {
-    (if at.current {
+    version_matches(at, added, retired) && bounds_match(spec, |k| bounds[k])
+}
+
+/// Whether a row written by commit `added` and retired by `retired` is one of version `at`.
+#[inline]
+fn version_matches(at: ReadAt, added: u64, retired: Option<u64>) -> bool {
+    if at.current {
         retired.is_none()
     } else {
         added <= at.version && retired.is_none_or(|r| r > at.version)
-    }) && spec.business.matches(start, end)
-        && spec.system.matches(sys_start, sys_end)
+    }
+}
+
+/// Whether a row whose bound `k` is `bound(k)` (0 start, 1 end, 2 system start, 3 system end) is
+/// in `spec`'s times. System time first, each bound read only if needed: a row of a frozen page
+/// is read in place, and most of a key's rows are versions other times believed.
+#[inline]
+fn bounds_match<'b>(spec: &ScanSpec, bound: impl Fn(usize) -> Option<&'b [u8]>) -> bool {
+    spec.system.matches(bound(2), bound(3)) && spec.business.matches(bound(0), bound(1))
 }
 
 /// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
@@ -537,6 +550,8 @@ impl TableReader<'_> {
             )
         };
         let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
+        // Whether every row of the version read matches, whatever its bounds.
+        let any_bounds = spec.business == TimeFilter::All && spec.system == TimeFilter::All;
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
@@ -610,18 +625,12 @@ impl TableReader<'_> {
                     }
                     continue;
                 }
-                let row = cold.at(c);
-                let [start, end, sys_start, sys_end] = row.bounds;
-                let view = RowView {
-                    key: row.key,
-                    values: RowValues::built(&[]),
-                    start,
-                    end,
-                    sys_start,
-                    sys_end,
-                };
-                // The values are read only for a row the scan returns.
-                if matches_at(&view, row.added, row.retired) {
+                // The commits first, the bounds only for a row of the version read, the values
+                // only for a row the scan returns.
+                let (added, retired) = cold.commits(c);
+                if version_matches(at, added, retired)
+                    && (any_bounds || bounds_match(spec, |k| cold.bound(c, k)))
+                {
                     run.push(c);
                     n += 1;
                 }

@@ -110,6 +110,12 @@ impl<'a> StoredRows<'a> {
         }
     }
 
+    /// Bound `which` of row `j` (less than [`StoredRows::len`]), encoded; `None`: open.
+    #[inline]
+    pub fn bound(&self, j: usize, which: TemporalBound) -> Option<&'a [u8]> {
+        self.rows.bound(j, which as usize)
+    }
+
     /// Appends value `column` of every row to `out`, an Arrow builder of the column's type, a
     /// page block at a time; `false` (nothing appended) when `out` is not one of the builders
     /// read this way (64-bit integers and timestamps, floats, booleans, strings), or the scan
@@ -124,6 +130,19 @@ impl<'a> StoredRows<'a> {
             false => Ok(false),
         }
     }
+}
+
+/// One of a row's four temporal bounds ([`StoredRows::bound`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemporalBound {
+    /// `__START_AT`.
+    Start = 0,
+    /// `__END_AT`.
+    End = 1,
+    /// `__SYSTEM_START_AT`.
+    SystemStart = 2,
+    /// `__SYSTEM_END_AT`.
+    SystemEnd = 3,
 }
 
 /// The output column values of one row ([`RowValues::get`] reads one in place).
