@@ -128,8 +128,10 @@ pub(crate) const FREEZE_AT: usize = 4;
 /// directory in memory (docs/PERFORMANCE.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Frozen {
-    /// The pages listed in memory: all of them, or those frozen after the `stored` ones.
-    pages: Vec<PageEntry>,
+    /// The pages listed in memory: all of them, or those frozen after the `stored` ones. Shared
+    /// with the key's head as the read cache keeps it: a scan's copy of a key costs no copy of
+    /// its list (a freeze that adds to a shared one copies it then).
+    pages: Arc<Vec<PageEntry>>,
     /// The key's first pages, listed by its head in the store rather than in memory.
     stored: Option<StoredPages>,
     /// The list of the `stored` pages in chunks, as the head held it, for a key read to be
@@ -167,7 +169,7 @@ impl Frozen {
     /// As a key's head listed it.
     pub fn from_head(h: FrozenHead) -> Frozen {
         Frozen {
-            pages: h.pages,
+            pages: Arc::new(h.pages),
             stored: None,
             list: None,
             hot_from: h.hot_from.into(),
@@ -208,7 +210,7 @@ impl Frozen {
         keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<Cow<'a, [PageEntry]>> {
         let Some(stored) = self.stored else {
-            return Ok(Cow::Borrowed(&self.pages));
+            return Ok(Cow::Borrowed(&self.pages[..]));
         };
         if let Some(list) = &self.list {
             let mut listed = list.entries_where(keep)?;
@@ -269,7 +271,7 @@ impl Frozen {
             bytes: self.bytes(),
             last,
         });
-        self.pages = Vec::new();
+        self.pages = Arc::default();
         // The head just stored lists them all.
         self.list = None;
     }

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
+use std::sync::Arc;
 
 use foldhash::HashSet;
 
@@ -338,7 +339,7 @@ impl KeyState {
             self.next_page = no + 1;
             let frozen = self.frozen.get_or_insert_with(|| {
                 Box::new(Frozen {
-                    pages: Vec::new(),
+                    pages: Arc::default(),
                     stored: None,
                     list: None,
                     hot_from: hot_from.clone(),
@@ -346,7 +347,7 @@ impl KeyState {
                     events: 0,
                 })
             });
-            frozen.pages.push(page);
+            Arc::make_mut(&mut frozen.pages).push(page);
         }
         // The lookup index keeps copies of the rows that were frozen when it was built.
         self.lookup = std::sync::OnceLock::new();

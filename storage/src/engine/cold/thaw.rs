@@ -1,6 +1,8 @@
 //! Thawing: a key's frozen pages read back into memory and freed, all of them
 //! ([`KeyState::thaw`]) or only the last ones a late event reaches ([`KeyState::thaw_before`]).
 
+use std::sync::Arc;
+
 use foldhash::HashSet;
 
 use super::{in_key, Pages};
@@ -182,7 +184,7 @@ impl KeyState {
         let thawed = kept.split_off(k);
         self.take_back(key, &thawed, decoded, rows, pages);
         if let Some(hot_from) = hot_from.filter(|_| !kept.is_empty()) {
-            frozen.pages = kept;
+            frozen.pages = Arc::new(kept);
             frozen.stored = None;
             frozen.list = None;
             frozen.hot_from = hot_from;
