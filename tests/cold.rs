@@ -822,10 +822,10 @@ fn a_frozen_table_of_every_column_type_scans_like_memory() {
     assert!(frozen > 500, "most history is in pages: {frozen} events");
 }
 
-/// The bounds of a table sequenced by a timestamp (appended to Arrow a column at a time, in one
-/// loop) and of one sequenced by two columns (structs, appended a cell at a time), read back from
-/// their pages with and without a window that trims them, are what memory returns: open ends as
-/// NULLs, trimmed ends as the window's.
+/// The bounds of tables sequenced by a timestamp (appended to Arrow a column at a time, in one
+/// loop), by two columns (structs, appended a cell at a time), and of a BITEMPORAL one, read back
+/// from their pages, whole and trimmed to windows on either timeline, are what memory returns:
+/// open ends as NULLs, trimmed ends as the window's.
 #[test]
 fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
     use arrow::array::TimestampMicrosecondArray;
@@ -835,18 +835,30 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
         Field::new("k", DataType::Int64, false),
         Field::new("b", ts, false),
         Field::new("c", DataType::Int64, false),
+        Field::new("s", DataType::Int64, false),
         Field::new("v", DataType::Int64, true),
     ]));
-    // 600 events on 3 keys, a sixth of them late by up to 30.
+    // 600 events on 3 keys, a sixth of them late by up to 30 on business time, a tenth by up to
+    // 20 on system time.
     let mut rng = rand::rngs::StdRng::seed_from_u64(31);
-    let evs: Vec<(i64, i64, i64)> = (0..600)
+    let evs: Vec<(i64, i64, i64, i64)> = (0..600)
         .map(|i| {
             let late = if rng.gen_bool(0.16) {
                 rng.gen_range(1..30)
             } else {
                 0
             };
-            (rng.gen_range(0..3), i - late, rng.gen_range(0..4))
+            let sys_late = if rng.gen_bool(0.1) {
+                rng.gen_range(1..20)
+            } else {
+                0
+            };
+            (
+                rng.gen_range(0..3),
+                i - late,
+                rng.gen_range(0..4),
+                i - sys_late,
+            )
         })
         .collect();
     let batches: Vec<RecordBatch> = (evs.chunks(50))
@@ -857,12 +869,17 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
                     c.iter().map(|e| e.1),
                 )),
                 Arc::new(Int64Array::from_iter_values(c.iter().map(|e| e.2))),
+                Arc::new(Int64Array::from_iter_values(c.iter().map(|e| e.3))),
                 Arc::new(Int64Array::from_iter_values(c.iter().map(|e| e.1 * 7))),
             ];
             RecordBatch::try_new(schema.clone(), cols).unwrap()
         })
         .collect();
-    let flows = [("by_time", &["b"][..]), ("by_pair", &["b", "c"][..])];
+    let flows = [
+        ("by_time", &["b"][..], StoredAs::Scd2),
+        ("by_pair", &["b", "c"][..], StoredAs::Scd2),
+        ("both_times", &["b"][..], StoredAs::Bitemporal),
+    ];
     let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for (dir, hot_events_per_key) in [(&cold_dir, 2), (&hot_dir, usize::MAX)] {
         let options = StoreOptions {
@@ -870,15 +887,16 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
             ..Default::default()
         };
         let store = Store::open_with(dir.path(), options).unwrap();
-        for (table, sequence) in flows {
-            let flow = FlowSpec::builder(table, table, &schema)
+        for (table, sequence, mode) in flows {
+            let mut flow = FlowSpec::builder(table, table, &schema)
                 .keys(["k"])
                 .sequence_by(sequence.iter().copied())
-                .columns(ColumnSelection::all_except(["c"]))
-                .stored_as(StoredAs::Scd2)
-                .build()
-                .unwrap();
-            store.create_flow(flow).unwrap();
+                .columns(ColumnSelection::all_except(["c", "s"]))
+                .stored_as(mode);
+            if mode == StoredAs::Bitemporal {
+                flow = flow.system_sequence_by("s");
+            }
+            store.create_flow(flow.build().unwrap()).unwrap();
             for b in &batches {
                 store.apply(table, b).unwrap();
             }
@@ -893,30 +911,40 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
     )
     .unwrap();
     let cold = Store::open_with(cold_dir.path(), StoreOptions::default()).unwrap();
-    for (table, sequence) in flows {
+    for (table, sequence, mode) in flows {
         assert!(cold.read(table, |t| t.cold_stats()).unwrap().pages > 0);
         // A timestamp is its microseconds.
         let at = |t: i64| match sequence.len() {
             1 => vec![Value::Int(t)],
             _ => vec![Value::Int(t), Value::Int(0)],
         };
-        for business in [
-            TimeSelection::All,
-            TimeSelection::FromTo(at(100), at(400)),
-            TimeSelection::Within(at(100), at(400)),
-            TimeSelection::Within(at(-5), at(700)),
-        ] {
-            let req = ScanRequest {
-                business,
-                ..Default::default()
-            };
-            let all = |store: &Store| {
-                let batches = asof::scan_all(store, table, &req).unwrap();
-                arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
-            };
-            let (got, want) = (all(&cold), all(&hot));
-            assert!(want.num_rows() > 100, "{table} {req:?}");
-            assert_eq!(got, want, "{table} {req:?}");
+        let windows = |at: &dyn Fn(i64) -> Vec<Value>| {
+            [
+                TimeSelection::All,
+                TimeSelection::FromTo(at(100), at(400)),
+                TimeSelection::Within(at(100), at(400)),
+                TimeSelection::Within(at(-5), at(700)),
+            ]
+        };
+        let systems = match mode {
+            StoredAs::Bitemporal => windows(&|t| vec![Value::Int(t)]).to_vec(),
+            _ => vec![TimeSelection::All],
+        };
+        for business in windows(&at) {
+            for system in &systems {
+                let req = ScanRequest {
+                    business: business.clone(),
+                    system: system.clone(),
+                    ..Default::default()
+                };
+                let all = |store: &Store| {
+                    let batches = asof::scan_all(store, table, &req).unwrap();
+                    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
+                };
+                let (got, want) = (all(&cold), all(&hot));
+                assert!(want.num_rows() > 100, "{table} {req:?}");
+                assert_eq!(got, want, "{table} {req:?}");
+            }
         }
     }
 }

@@ -332,34 +332,52 @@ pub(crate) enum Col {
 impl Col {
     /// Appends the row's cell of this column; an error if a page's cell is damaged.
     pub(crate) fn append(&mut self, r: &RowView<'_>) -> Result<()> {
-        match self {
-            Col::Value(i, b) => b.append_ref(r.values.get(*i)?),
-            Col::Start(b, None) => b.append(r.start),
-            Col::Start(b, Some(c)) => b.append(c.start(r.start)),
-            Col::End(b, None) => b.append(r.end),
-            Col::End(b, Some(c)) => b.append(c.end(r.end)),
-            Col::SysStart(b, None) => b.append(r.sys_start),
-            Col::SysStart(b, Some(c)) => b.append(c.start(r.sys_start)),
-            Col::SysEnd(b, None) => b.append(r.sys_end),
-            Col::SysEnd(b, Some(c)) => b.append(c.end(r.sys_end)),
+        if let Col::Value(i, b) = self {
+            b.append_ref(r.values.get(*i)?);
+        } else if let Some(BoundColumn {
+            builder,
+            which,
+            trim,
+        }) = self.bound_column()
+        {
+            let cell = r.bound(which);
+            builder.append(trim.map_or(cell, |(c, trim)| trim(c, cell)));
         }
         Ok(())
     }
+
     /// Appends this column's bound of every one of `rows`, a column at a time (a value column:
     /// nothing).
     fn append_bounds(&mut self, rows: &StoredRows<'_>) {
-        let (b, which, clamp, trim): (_, _, _, Trim) = match self {
-            Col::Value(..) => return,
+        let Some(BoundColumn {
+            builder,
+            which,
+            trim,
+        }) = self.bound_column()
+        else {
+            return;
+        };
+        let cells = (0..rows.len()).map(|j| rows.bound(j, which));
+        match trim {
+            None => builder.append_all(cells),
+            Some((c, trim)) => builder.append_all(cells.map(|x| trim(c, x))),
+        }
+    }
+
+    /// This column as a bound column (`None`: a value column).
+    fn bound_column(&mut self) -> Option<BoundColumn<'_>> {
+        let (builder, which, clamp, trim): (_, _, _, Trim) = match self {
+            Col::Value(..) => return None,
             Col::Start(b, c) => (b, TemporalBound::Start, c, Clamp::start),
             Col::End(b, c) => (b, TemporalBound::End, c, Clamp::end),
             Col::SysStart(b, c) => (b, TemporalBound::SystemStart, c, Clamp::start),
             Col::SysEnd(b, c) => (b, TemporalBound::SystemEnd, c, Clamp::end),
         };
-        let cells = (0..rows.len()).map(|j| rows.bound(j, which));
-        match clamp {
-            None => b.append_all(cells),
-            Some(c) => b.append_all(cells.map(|x| trim(c, x))),
-        }
+        Some(BoundColumn {
+            builder,
+            which,
+            trim: clamp.as_ref().map(|c| (c, trim)),
+        })
     }
 
     pub(crate) fn finish(&mut self) -> Result<ArrayRef> {
@@ -370,6 +388,14 @@ impl Col {
             }
         })
     }
+}
+
+/// A column of one of the bounds, as a scan fills it: its builder, the bound it shows, and the
+/// window it is trimmed to with how (`ONLY FROM ... TO`).
+struct BoundColumn<'c> {
+    builder: &'c mut TemporalBuilder,
+    which: TemporalBound,
+    trim: Option<(&'c Clamp, Trim)>,
 }
 
 /// The columns of the batch a scan builds, filled by the storage scan: a row in memory at a time,
@@ -401,7 +427,8 @@ impl RowSink for Filling<'_> {
 }
 
 /// Appends `rows` to `cols`: each value column a page block at a time where its builder allows
-/// ([`StoredRows::append_column`]), else a cell at a time; the bounds a row at a time.
+/// ([`StoredRows::append_column`]), else a cell at a time; each bound column in one loop
+/// ([`Col::append_bounds`]).
 fn append_stored(cols: &mut [Col], rows: &StoredRows<'_>) -> Result<()> {
     let mut bounds = false;
     for c in cols.iter_mut() {

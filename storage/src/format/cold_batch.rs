@@ -88,10 +88,10 @@ impl<'a> Selected<'a> {
         self.batch.at(self.positions[j])
     }
 
-    /// Bound `k` (0 start, 1 end, 2 system start, 3 system end) of row `j`.
+    /// Bound `which` of row `j`.
     #[inline]
-    pub fn bound(&self, j: usize, k: usize) -> Option<&'a [u8]> {
-        self.batch.bound(self.positions[j], k)
+    pub fn bound(&self, j: usize, which: TemporalBound) -> Option<&'a [u8]> {
+        self.batch.bound(self.positions[j], which)
     }
 
     /// The values of row `j`.
@@ -117,6 +117,36 @@ impl<'a> Selected<'a> {
             from = end;
         }
         Ok(true)
+    }
+}
+
+/// One of a row's four temporal bounds: its place in the arrays of bounds the format and the
+/// readers use (`[start, end, system start, system end]`, as [`RowBlock`] lists them per row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TemporalBound {
+    /// `__START_AT`.
+    Start = 0,
+    /// `__END_AT`.
+    End = 1,
+    /// `__SYSTEM_START_AT`.
+    SystemStart = 2,
+    /// `__SYSTEM_END_AT`.
+    SystemEnd = 3,
+}
+
+impl TemporalBound {
+    /// The four, in their order.
+    pub const ALL: [TemporalBound; 4] = [
+        TemporalBound::Start,
+        TemporalBound::End,
+        TemporalBound::SystemStart,
+        TemporalBound::SystemEnd,
+    ];
+
+    /// This bound of `bounds` (start, end, system start, system end).
+    #[inline]
+    pub fn of<T: Copy>(self, bounds: &[T; 4]) -> T {
+        bounds[self as usize]
     }
 }
 
@@ -226,16 +256,16 @@ impl ColdBatch {
     /// The bounds (start, end, system start, system end) of the row at position `pos`.
     #[inline]
     pub fn bounds(&self, pos: usize) -> [Option<&[u8]>; 4] {
-        std::array::from_fn(|k| self.bound(pos, k))
+        TemporalBound::ALL.map(|which| self.bound(pos, which))
     }
 
-    /// Bound `k` (0 start, 1 end, 2 system start, 3 system end) of the row at position `pos`.
+    /// Bound `which` of the row at position `pos`.
     #[inline]
-    pub fn bound(&self, pos: usize, k: usize) -> Option<&[u8]> {
+    pub fn bound(&self, pos: usize, which: TemporalBound) -> Option<&[u8]> {
         let (_, b, i) = self.index[pos];
         let b = &self.blocks[b as usize];
         // The block was checked when the batch was made: every slice below is in range.
-        let entry = b.bound_of[4 * i as usize + k];
+        let entry = b.bound_of[4 * i as usize + which as usize];
         (entry != NO_BOUND).then(|| {
             let (col, e) = (&b.bounds, entry as usize);
             &col.data[col.offsets[e] as usize..col.offsets[e + 1] as usize]

@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::rc::Rc;
 
 use super::commit::{format_us, CommitInfo};
-use super::row_view::{EachRow, RowSink, RowView, StoredRows};
+use super::row_view::{EachRow, RowSink, RowView, StoredRows, TemporalBound};
 use super::time_filter::TimeFilter;
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
@@ -255,7 +255,7 @@ fn row_matches(
     added: u64,
     retired: Option<u64>,
 ) -> bool {
-    version_matches(at, added, retired) && bounds_match(spec, |k| bounds[k])
+    version_matches(at, added, retired) && bounds_match(spec, |which| which.of(&bounds))
 }
 
 /// Whether a row written by commit `added` and retired by `retired` is one of version `at`.
@@ -268,12 +268,19 @@ fn version_matches(at: ReadAt, added: u64, retired: Option<u64>) -> bool {
     }
 }
 
-/// Whether a row whose bound `k` is `bound(k)` (0 start, 1 end, 2 system start, 3 system end) is
-/// in `spec`'s times. System time first, each bound read only if needed: a row of a frozen page
-/// is read in place, and most of a key's rows are versions other times believed.
+/// Whether a row whose bounds are `bound(..)` is in `spec`'s times: system time first (most of a
+/// key's rows are versions other system times believed), business time only if that matched,
+/// and a timeline's bounds read only if the scan selects on it (a frozen row's are read in place).
 #[inline]
-fn bounds_match<'b>(spec: &ScanSpec, bound: impl Fn(usize) -> Option<&'b [u8]>) -> bool {
-    spec.system.matches(bound(2), bound(3)) && spec.business.matches(bound(0), bound(1))
+fn bounds_match<'b>(spec: &ScanSpec, bound: impl Fn(TemporalBound) -> Option<&'b [u8]>) -> bool {
+    let on = |filter: &TimeFilter, start, end| {
+        matches!(filter, TimeFilter::All) || filter.matches(bound(start), bound(end))
+    };
+    on(
+        &spec.system,
+        TemporalBound::SystemStart,
+        TemporalBound::SystemEnd,
+    ) && on(&spec.business, TemporalBound::Start, TemporalBound::End)
 }
 
 /// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
@@ -550,8 +557,6 @@ impl TableReader<'_> {
             )
         };
         let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
-        // Whether every row of the version read matches, whatever its bounds.
-        let any_bounds = spec.business == TimeFilter::All && spec.system == TimeFilter::All;
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
@@ -629,7 +634,7 @@ impl TableReader<'_> {
                 // only for a row the scan returns.
                 let (added, retired) = cold.commits(c);
                 if version_matches(at, added, retired)
-                    && (any_bounds || bounds_match(spec, |k| cold.bound(c, k)))
+                    && bounds_match(spec, |which| cold.bound(c, which))
                 {
                     run.push(c);
                     n += 1;

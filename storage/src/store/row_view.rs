@@ -6,6 +6,7 @@
 
 use crate::engine::StoredRow;
 use crate::error::{corrupt, Result};
+pub use crate::format::cold_batch::TemporalBound;
 use crate::format::cold_batch::{Selected, StoredCells};
 use crate::value::{Value, ValueRef};
 
@@ -27,6 +28,12 @@ pub struct RowView<'a> {
 }
 
 impl<'a> RowView<'a> {
+    /// Bound `which`, encoded; `None`: open.
+    #[inline]
+    pub fn bound(&self, which: TemporalBound) -> Option<&'a [u8]> {
+        which.of(&[self.start, self.end, self.sys_start, self.sys_end])
+    }
+
     pub(crate) fn of(r: &'a StoredRow) -> Self {
         RowView {
             key: &r.key,
@@ -113,7 +120,7 @@ impl<'a> StoredRows<'a> {
     /// Bound `which` of row `j` (less than [`StoredRows::len`]), encoded; `None`: open.
     #[inline]
     pub fn bound(&self, j: usize, which: TemporalBound) -> Option<&'a [u8]> {
-        self.rows.bound(j, which as usize)
+        self.rows.bound(j, which)
     }
 
     /// Appends value `column` of every row to `out`, an Arrow builder of the column's type, a
@@ -130,19 +137,6 @@ impl<'a> StoredRows<'a> {
             false => Ok(false),
         }
     }
-}
-
-/// One of a row's four temporal bounds ([`StoredRows::bound`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TemporalBound {
-    /// `__START_AT`.
-    Start = 0,
-    /// `__END_AT`.
-    End = 1,
-    /// `__SYSTEM_START_AT`.
-    SystemStart = 2,
-    /// `__SYSTEM_END_AT`.
-    SystemEnd = 3,
 }
 
 /// The output column values of one row ([`RowValues::get`] reads one in place).
