@@ -778,14 +778,7 @@ fn a_frozen_table_of_every_column_type_scans_like_memory() {
             store.apply("f", b).unwrap();
         }
     }
-    let hot = Store::open_with(
-        hot_dir.path(),
-        StoreOptions {
-            hot_events_per_key: usize::MAX,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let hot = open(hot_dir.path(), StoredAs::Scd2, usize::MAX, false);
     // The whole table into memory (a lookup-free read of it), as written.
     hot.read("t", |t| t.live_rows()).unwrap();
     let cold = Store::open_with(cold_dir.path(), StoreOptions::default()).unwrap();
@@ -882,11 +875,7 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
     ];
     let (cold_dir, hot_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     for (dir, hot_events_per_key) in [(&cold_dir, 2), (&hot_dir, usize::MAX)] {
-        let options = StoreOptions {
-            hot_events_per_key,
-            ..Default::default()
-        };
-        let store = Store::open_with(dir.path(), options).unwrap();
+        let store = open(dir.path(), StoredAs::Scd2, hot_events_per_key, false);
         for (table, sequence, mode) in flows {
             let mut flow = FlowSpec::builder(table, table, &schema)
                 .keys(["k"])
@@ -902,14 +891,7 @@ fn frozen_bounds_of_a_timestamp_or_a_struct_sequence_scan_like_memory() {
             }
         }
     }
-    let hot = Store::open_with(
-        hot_dir.path(),
-        StoreOptions {
-            hot_events_per_key: usize::MAX,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let hot = open(hot_dir.path(), StoredAs::Scd2, usize::MAX, false);
     let cold = Store::open_with(cold_dir.path(), StoreOptions::default()).unwrap();
     for (table, sequence, mode) in flows {
         assert!(cold.read(table, |t| t.cold_stats()).unwrap().pages > 0);
