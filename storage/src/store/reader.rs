@@ -247,7 +247,9 @@ struct ReadAt {
 }
 
 /// Whether a row with these bounds (start, end, system start, system end), written by commit
-/// `added` and retired by `retired`, is one `spec` returns at `at`.
+/// `added` and retired by `retired`, is one `spec` returns at `at` (what the scan asks of each
+/// row, [`version_matches`] then [`bounds_match`]).
+#[cfg(test)]
 fn row_matches(
     spec: &ScanSpec,
     at: ReadAt,
@@ -547,16 +549,10 @@ impl TableReader<'_> {
         }
         let rows = &self.state.rows;
         let at = ReadAt { current, version };
-        let matches_at = |v: &RowView<'_>, added: u64, retired: Option<u64>| {
-            row_matches(
-                spec,
-                at,
-                [v.start, v.end, v.sys_start, v.sys_end],
-                added,
-                retired,
-            )
+        let matches = |row: &StoredRow| {
+            let v = RowView::of(row);
+            version_matches(at, row.added, row.retired) && bounds_match(spec, |w| v.bound(w))
         };
-        let matches = |row: &StoredRow| matches_at(&RowView::of(row), row.added, row.retired);
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
