@@ -11,7 +11,9 @@ use crate::engine::fold::{Bytes, Event, EventKind};
 use crate::engine::Incoming;
 use crate::error::{Error, Result};
 use crate::flow::{Condition, Flow, StoredAs};
-use crate::keycodec::{encode_tuple, encode_value};
+use crate::format::event_block::EventHead;
+use crate::format::source_cells::SourceCells;
+use crate::keycodec::{encode_tuple, encode_tuple_into, encode_value};
 use crate::record::Origin;
 use crate::value::{cast_column, column_values, ColumnType, Value};
 
@@ -159,6 +161,38 @@ pub(crate) struct CheckedRows<'a> {
     unknown_update: Option<(String, usize)>,
 }
 
+/// The events of a slice of a checked batch ([`CheckedRows::slice`]), their values left in the
+/// batch's columns: what a large commit spills (`EventSpill::push_slice`), without a row of
+/// values built for each event and let go of once spilled.
+pub(crate) struct SourceSlice {
+    pub heads: Vec<MadeHead>,
+    /// The output columns of the slice's rows.
+    pub cells: Vec<SourceCells>,
+}
+
+/// What an event of a [`SourceSlice`] is besides its values, and its row in the slice.
+pub(crate) struct MadeHead {
+    pub key: Bytes,
+    pub seq: Bytes,
+    pub sys: Bytes,
+    pub kind: EventKind,
+    pub update: Option<Box<[u32]>>,
+    pub row: usize,
+}
+
+impl MadeHead {
+    /// The head as a block takes it.
+    pub(crate) fn head(&self) -> EventHead<'_> {
+        EventHead {
+            key: &self.key,
+            seq: &self.seq,
+            sys: &self.sys,
+            kind: self.kind,
+            update: self.update.as_deref(),
+        }
+    }
+}
+
 /// The types of a flow's output columns, of its sequence and of its key, found once per batch.
 struct Types {
     out: Vec<ColumnType>,
@@ -264,6 +298,49 @@ impl<'a> CheckedRows<'a> {
     /// The events of rows `rows`, and the sequences of the truncates among them. A value that
     /// cannot be encoded is an error (of one row: the first found).
     pub fn events(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
+        let (from, len) = (rows.start, rows.len());
+        let (heads, truncates) = self.heads(rows)?;
+        let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(&self.types.out))
+            .map(|(a, t)| column_values(&a.slice(from, len), t))
+            .collect();
+        let events = heads
+            .into_iter()
+            .map(|h| {
+                // One allocation: an exact-size iterator collects straight into the shared row.
+                let values: crate::value::Row = out_vals
+                    .iter_mut()
+                    .map(|c| std::mem::replace(&mut c[h.row], Value::Null))
+                    .collect();
+                Incoming {
+                    key: h.key,
+                    seq: h.seq,
+                    sys: h.sys,
+                    event: Event {
+                        kind: h.kind,
+                        values,
+                        update: h.update,
+                        origin: Origin::Feed,
+                    },
+                }
+            })
+            .collect();
+        Ok((events, truncates))
+    }
+
+    /// [`CheckedRows::events`] with the events' values left in the batch's columns, and the
+    /// sequences of the truncates.
+    pub fn slice(&mut self, rows: std::ops::Range<usize>) -> Result<(SourceSlice, Vec<Bytes>)> {
+        let (from, len) = (rows.start, rows.len());
+        let (heads, truncates) = self.heads(rows)?;
+        let cells = (self.out.iter().zip(&self.types.out))
+            .map(|(a, t)| SourceCells::new(&a.slice(from, len), t))
+            .collect();
+        Ok((SourceSlice { heads, cells }, truncates))
+    }
+
+    /// What the events of rows `rows` are besides their values, and the sequences of the
+    /// truncates among them.
+    fn heads(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<MadeHead>, Vec<Bytes>)> {
         let (flow, spec) = (self.flow, &self.flow.spec);
         let (from, len) = (rows.start, rows.len());
         let values = |a: &ArrayRef, t: &ColumnType| column_values(&a.slice(from, len), t);
@@ -273,12 +350,12 @@ impl<'a> CheckedRows<'a> {
             .map(|&i| spec.source[i].name.as_str())
             .collect();
         let Types {
-            out: out_types,
             seq: seq_types,
             key: key_types,
+            ..
         } = &self.types;
-        let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(out_types))
-            .map(|(a, t)| values(a, t))
+        let key_vals: Vec<Vec<Value>> = (flow.key_out.iter().zip(key_types))
+            .map(|(&k, t)| values(&self.out[k], t))
             .collect();
         let seq_vals: Vec<Vec<Value>> = (self.seq.iter().zip(seq_types))
             .map(|(a, t)| values(a, t))
@@ -287,25 +364,27 @@ impl<'a> CheckedRows<'a> {
         let ctu_vals = (self.ctu.as_ref()).map(|(_, a)| values(a, &ColumnType::ListUtf8));
         let bitemporal = spec.stored_as == StoredAs::Bitemporal;
 
-        let mut events = Vec::with_capacity(len);
+        let mut heads = Vec::with_capacity(len);
         let mut truncates = Vec::new();
+        // Encoded here and copied out: no allocation per event for bytes held in place.
+        let mut buf = Vec::new();
         for r in 0..len {
-            let seq_b: Bytes = encode_tuple(seq_vals.iter().map(|c| &c[r]), seq_types)
-                .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?
-                .into();
+            encode_tuple_into(seq_vals.iter().map(|c| &c[r]), seq_types, &mut buf)
+                .map_err(|e| invalid(&spec.sequence_by[0], e, 1))?;
+            let seq_b = Bytes::from(&buf[..]);
             if self.truncate[from + r] {
                 truncates.push(seq_b);
                 continue;
             }
-            let key: Bytes = encode_tuple(flow.key_out.iter().map(|&k| &out_vals[k][r]), key_types)
-                .map_err(|e| invalid(&spec.keys[0], e, 1))?
-                .into();
+            encode_tuple_into(key_vals.iter().map(|c| &c[r]), key_types, &mut buf)
+                .map_err(|e| invalid(&spec.keys[0], e, 1))?;
+            let key = Bytes::from(&buf[..]);
             let sys_b: Bytes = match (&sys_vals, bitemporal) {
                 (Some((v, t)), _) => {
-                    let mut b = Vec::new();
-                    encode_value(&v[r], t, &mut b)
+                    buf.clear();
+                    encode_value(&v[r], t, &mut buf)
                         .map_err(|e| invalid("SYSTEM SEQUENCE BY", e, 1))?;
-                    b.into()
+                    Bytes::from(&buf[..])
                 }
                 (None, true) => self.commit_sys.clone(),
                 (None, false) => Bytes::default(),
@@ -334,28 +413,20 @@ impl<'a> CheckedRows<'a> {
                 },
                 None => None,
             };
-            // One allocation: an exact-size iterator collects straight into the shared row.
-            let values: crate::value::Row = out_vals
-                .iter_mut()
-                .map(|c| std::mem::replace(&mut c[r], Value::Null))
-                .collect();
-            events.push(Incoming {
+            heads.push(MadeHead {
                 key,
                 seq: seq_b,
                 sys: sys_b,
-                event: Event {
-                    kind: if self.delete[from + r] {
-                        EventKind::Delete
-                    } else {
-                        EventKind::Upsert
-                    },
-                    values,
-                    update,
-                    origin: Origin::Feed,
+                kind: if self.delete[from + r] {
+                    EventKind::Delete
+                } else {
+                    EventKind::Upsert
                 },
+                update,
+                row: r,
             });
         }
-        Ok((events, truncates))
+        Ok((heads, truncates))
     }
 
     /// What the events of every row found wrong besides values that cannot be encoded: a name

@@ -72,10 +72,22 @@ pub fn encode_tuple<'a>(
     types: &[ColumnType],
 ) -> Result<Vec<u8>, String> {
     let mut out = Vec::with_capacity(types.len() * 9);
-    for (v, ty) in values.into_iter().zip(types) {
-        encode_value(v, ty, &mut out)?;
-    }
+    encode_tuple_into(values, types, &mut out)?;
     Ok(out)
+}
+
+/// [`encode_tuple`] into `out`, which is cleared first: a buffer used again allocates nothing
+/// per tuple.
+pub(crate) fn encode_tuple_into<'a>(
+    values: impl IntoIterator<Item = &'a Value>,
+    types: &[ColumnType],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
+    out.clear();
+    for (v, ty) in values.into_iter().zip(types) {
+        encode_value(v, ty, out)?;
+    }
+    Ok(())
 }
 
 /// A signed integer, date or timestamp from its 8 encoded bytes.

@@ -2,7 +2,7 @@
 //! event's and row's heap blocks once, far apart in memory, and each first touch was a cache
 //! miss waited on alone (docs/PERFORMANCE.md, session 47).
 
-use crate::value::Value;
+use crate::value::{Row, Value};
 
 /// [`prefetch`] for every cache line of the `len` bytes at `base`.
 #[inline(always)]
@@ -32,4 +32,12 @@ pub(crate) fn prefetch(p: *const u8) {
 pub(crate) fn prefetch_counts(row: &std::sync::Arc<[Value]>) {
     let values = std::sync::Arc::as_ptr(row).cast::<u8>();
     prefetch(values.wrapping_sub(2 * std::mem::size_of::<usize>()));
+}
+
+/// A hint to load a shared row whole: its counts and its values (what pushing it into a block's
+/// columns reads, and letting go of it writes).
+#[inline(always)]
+pub(crate) fn prefetch_row(row: &Row) {
+    prefetch_counts(row);
+    prefetch_bytes(row.as_ptr().cast(), std::mem::size_of_val::<[Value]>(row));
 }

@@ -143,6 +143,21 @@ impl ColumnData {
         }
     }
 
+    /// Makes room for `n` more cells (their bytes aside, for strings and lists).
+    pub(super) fn reserve(&mut self, n: usize) {
+        match self {
+            ColumnData::Bool { valid, values } => (valid.reserve(n), values.reserve(n)),
+            ColumnData::Int { valid, values } => (valid.reserve(n), values.reserve(n)),
+            ColumnData::UInt { valid, values } => (valid.reserve(n), values.reserve(n)),
+            ColumnData::Float { valid, values } => (valid.reserve(n), values.reserve(n)),
+            ColumnData::Decimal { valid, values } => (valid.reserve(n), values.reserve(n)),
+            ColumnData::Str { valid, values } | ColumnData::Bin { valid, values } => {
+                (valid.reserve(n), values.offsets.reserve(n + 1))
+            }
+            ColumnData::List { valid, lists, .. } => (valid.reserve(n), lists.reserve(n)),
+        };
+    }
+
     /// Appends `v`; returns its raw size.
     pub(super) fn push(&mut self, v: &Value) -> usize {
         match (self, v) {

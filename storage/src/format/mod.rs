@@ -13,6 +13,7 @@ pub(crate) mod lz4;
 pub(crate) mod packed_events;
 mod packed_rows;
 pub(crate) mod page_list;
+pub(crate) mod source_cells;
 pub(crate) mod value_log;
 pub(crate) mod zone;
 mod zstd;

@@ -63,13 +63,13 @@ pub(crate) fn put_event_blocks_from(
     (table_id, version): (u32, u64),
     first: u32,
     types: &[ColumnType],
-    events: &[Incoming],
+    events: Vec<Incoming>,
 ) -> Result<u32> {
     if first > 0 && events.is_empty() {
         return Ok(first);
     }
     let mut next = first;
-    for blk in crate::format::event_block::event_blocks(events, &[], types) {
+    for blk in crate::format::event_block::event_blocks_taking(events, types) {
         b.put(
             key(keys::EVENTS, table_id, Some(version), Some(next)),
             crate::format::packed_events::encode_block(blk, Codec::Small)?,

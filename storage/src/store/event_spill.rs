@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::format::event_block::{EventBlock, TARGET_BLOCK_BYTES};
 use crate::format::packed_events::{decode_block, encode_block};
 use crate::format::Codec;
+use crate::ingest::SourceSlice;
 use crate::record::Incoming;
 use crate::value::ColumnType;
 
@@ -84,9 +85,10 @@ impl EventSpill {
     /// hold about `part` of them.
     pub(crate) fn new(events: u64, part: u64, types: Vec<ColumnType>) -> EventSpill {
         let n = events.div_ceil(part.max(1)).max(1) as usize;
+        let buffer = (part as usize / n).clamp(1, BUFFER_EVENTS);
         EventSpill {
-            buffered: (0..n).map(|_| Buffered::empty(&types)).collect(),
-            buffer: (part as usize / n).clamp(1, BUFFER_EVENTS),
+            buffered: (0..n).map(|_| Buffered::empty(&types, buffer)).collect(),
+            buffer,
             types,
             events: 0,
             writer: None,
@@ -114,7 +116,8 @@ impl EventSpill {
         Parting(self.buffered.len() as u64)
     }
 
-    /// Adds events (in any order).
+    /// Adds events (in any order). A commit adds its events by [`EventSpill::push_slice`].
+    #[cfg(test)]
     pub(crate) fn push(&mut self, events: &[Incoming]) -> Result<()> {
         let parting = self.parting();
         for e in events {
@@ -130,6 +133,31 @@ impl EventSpill {
         Ok(())
     }
 
+    /// Adds the events of a slice of source rows, their values taken from its columns (as
+    /// [`EventSpill::push`] adds the same events made with their values).
+    pub(crate) fn push_slice(&mut self, slice: &SourceSlice) -> Result<()> {
+        let parting = self.parting();
+        // Pushed a bucket at a time (each bucket's in their order): a bucket's block takes a
+        // run of events while its columns' ends are in the cache, where events in the slice's
+        // order went each to another of a hundred blocks, a cache miss per column.
+        let bucket: Vec<u32> = (slice.heads.iter())
+            .map(|h| parting.bucket_of(&h.key) as u32)
+            .collect();
+        let mut order: Vec<u32> = (0..slice.heads.len() as u32).collect();
+        order.sort_by_key(|&j| bucket[j as usize]);
+        for j in order {
+            let (h, b) = (&slice.heads[j as usize], bucket[j as usize] as usize);
+            self.events += 1;
+            let to = &mut self.buffered[b];
+            to.bytes += (to.block).push_cells(&h.head(), &slice.cells, h.row);
+            to.events += 1;
+            if to.events >= self.buffer || to.bytes > TARGET_BLOCK_BYTES {
+                self.write_out(b)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Hands bucket `b`'s buffered events to the writer.
     fn write_out(&mut self, b: usize) -> Result<()> {
         if self.spilled.is_some() {
@@ -137,7 +165,8 @@ impl EventSpill {
                 "events pushed to a large commit's spill after it was written".into(),
             ));
         }
-        let block = std::mem::replace(&mut self.buffered[b], Buffered::empty(&self.types)).block;
+        let empty = Buffered::empty(&self.types, self.buffer);
+        let block = std::mem::replace(&mut self.buffered[b], empty).block;
         let writer = match &mut self.writer {
             Some(w) => w,
             None => {
@@ -258,9 +287,10 @@ fn read_bucket(
 }
 
 impl Buffered {
-    fn empty(types: &[ColumnType]) -> Buffered {
+    /// A buffer with room for `events` events.
+    fn empty(types: &[ColumnType], events: usize) -> Buffered {
         Buffered {
-            block: EventBlock::empty(types),
+            block: EventBlock::with_capacity(types, events),
             events: 0,
             bytes: 0,
         }

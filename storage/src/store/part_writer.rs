@@ -108,8 +108,7 @@ fn write_parts(writes: Receiver<PartWrite>, target: Target) -> Result<Written> {
                 let mut b = WriteBatch::default();
                 let at = (target.table_id, target.version);
                 let from = chunk;
-                chunk = put_event_blocks_from(&mut b, at, from, &target.types, &events)?;
-                drop(events);
+                chunk = put_event_blocks_from(&mut b, at, from, &target.types, events)?;
                 if chunk > from {
                     written.starts.push(from);
                 }

@@ -112,7 +112,12 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
                 .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
             vers.iter()
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
-            piece_rows.iter().map(|&r| (r, &rows[r])),
+            // The rows were written long before they freeze: their loads are started a few
+            // rows ahead, not waited on one at a time (docs/PERFORMANCE.md, session 51).
+            piece_rows.iter().enumerate().map(|(i, &r)| {
+                rows.prefetch_ahead(i, |p| piece_rows.get(p).copied());
+                (r, &rows[r])
+            }),
         )?;
         let head = crate::format::cold_page::cold_page_head(&page.0);
         pieces.push(Piece {
