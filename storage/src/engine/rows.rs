@@ -30,6 +30,21 @@ impl StoredRow {
         }
     }
 
+    /// [`RowStore::prefetch_ahead`] for a reader of rows already found (`at(p)` is the row at
+    /// position `p`).
+    pub fn prefetch_ahead<'a>(i: usize, at: impl Fn(usize) -> Option<&'a StoredRow>) {
+        const AHEAD: usize = 8;
+        if let Some(row) = at(i + 3 * AHEAD) {
+            row.prefetch_slot();
+        }
+        if let Some(row) = at(i + 2 * AHEAD) {
+            row.prefetch();
+        }
+        if let Some(row) = at(i + AHEAD) {
+            row.prefetch_payload();
+        }
+    }
+
     /// Asks the CPU to start loading the row itself (its slot in the arena).
     fn prefetch_slot(&self) {
         prefetch_bytes(
@@ -299,17 +314,7 @@ impl RowStore {
     /// ahead (the slot has arrived by then), the strings 8 ahead. The loads of many rows then
     /// overlap instead of each row waiting for its own.
     pub fn prefetch_ahead(&self, i: usize, at: impl Fn(usize) -> Option<RowId>) {
-        const AHEAD: usize = 8;
-        let slot = |r: RowId| self.get(r);
-        if let Some(row) = at(i + 3 * AHEAD).and_then(slot) {
-            row.prefetch_slot();
-        }
-        if let Some(row) = at(i + 2 * AHEAD).and_then(slot) {
-            row.prefetch();
-        }
-        if let Some(row) = at(i + AHEAD).and_then(slot) {
-            row.prefetch_payload();
-        }
+        StoredRow::prefetch_ahead(i, |p| at(p).and_then(|r| self.get(r)));
     }
 
     /// The ids commit `version` retired.

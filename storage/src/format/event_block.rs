@@ -245,13 +245,18 @@ impl EventBlock {
         }
         let missing = width - self.columns.len();
         self.events_valued(width, |i| {
-            let mut values: Vec<Value> = self
+            let mut values: smallvec::SmallVec<[Value; 16]> = self
                 .columns
                 .iter()
                 .map(|c| c.get(i))
                 .collect::<Result<_>>()?;
             values.extend(std::iter::repeat_n(Value::Null, missing));
-            Ok(values.into())
+            // Moved out of a slice, an iterator of known length: the shared row is the one
+            // allocation (collected into a vector first, it was two, and a copy).
+            Ok(values
+                .iter_mut()
+                .map(|v| std::mem::replace(v, Value::Null))
+                .collect())
         })
     }
 

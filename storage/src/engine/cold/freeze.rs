@@ -12,7 +12,7 @@ use foldhash::HashSet;
 use super::{Frozen, Pages, FREEZE_AT};
 use crate::bytes::Encoded;
 use crate::engine::fold::{self, Bytes, RowId};
-use crate::engine::{KeyState, RowStore};
+use crate::engine::{KeyState, RowStore, StoredRow};
 use crate::error::{corrupt, Result};
 use crate::value::ColumnType;
 
@@ -106,6 +106,7 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
         let mut piece_rows: Vec<RowId> = version_rows.by_ref().take(vers.len()).flatten().collect();
         piece_rows.extend_from_slice(row_pieces.next().unwrap_or(&[]));
         piece_rows.sort_unstable();
+        let slots: Vec<(RowId, &StoredRow)> = piece_rows.iter().map(|&r| (r, &rows[r])).collect();
         let page = crate::format::cold_page::encode_cold(
             types,
             evs.iter()
@@ -114,9 +115,9 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
                 .map(|(s, v)| (&s[..], &v.values, v.end.as_deref(), v.row)),
             // The rows were written long before they freeze: their loads are started a few
             // rows ahead, not waited on one at a time (docs/PERFORMANCE.md, session 51).
-            piece_rows.iter().enumerate().map(|(i, &r)| {
-                rows.prefetch_ahead(i, |p| piece_rows.get(p).copied());
-                (r, &rows[r])
+            slots.iter().enumerate().map(|(i, &slot)| {
+                StoredRow::prefetch_ahead(i, |p| slots.get(p).map(|s| s.1));
+                slot
             }),
         )?;
         let head = crate::format::cold_page::cold_page_head(&page.0);
