@@ -142,8 +142,9 @@ pub(crate) fn prepare(
 
 /// A batch of source rows checked whole against a flow (its conditions evaluated, its columns
 /// converted, no NULL key or sequence), to be turned into events a slice of rows at a time
-/// ([`CheckedRows::events`]): the values of a slice are built while they are in the cache. What
-/// the checks find, and their row counts, are the whole batch's however it is sliced.
+/// ([`CheckedRows::events`], or [`CheckedRows::slice`] for a spill): the values of a slice are
+/// built while they are in the cache. What the checks find, and their row counts, are the whole
+/// batch's however it is sliced.
 pub(crate) struct CheckedRows<'a> {
     flow: &'a Flow,
     truncate: Vec<bool>,
@@ -161,9 +162,9 @@ pub(crate) struct CheckedRows<'a> {
     unknown_update: Option<(String, usize)>,
 }
 
-/// The events of a slice of a checked batch ([`CheckedRows::slice`]), their values left in the
-/// batch's columns: what a large commit spills (`EventSpill::push_slice`), without a row of
-/// values built for each event and let go of once spilled.
+/// The events of a slice of a checked batch ([`CheckedRows::slice`]), their values in the
+/// slice's columns (`SourceCells`): what a large commit spills (`EventSpill::push_slice`),
+/// without a row of values built for each event and let go of once spilled.
 pub(crate) struct SourceSlice {
     pub heads: Vec<MadeHead>,
     /// The output columns of the slice's rows.
@@ -299,10 +300,16 @@ impl<'a> CheckedRows<'a> {
     /// cannot be encoded is an error (of one row: the first found).
     pub fn events(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<Incoming>, Vec<Bytes>)> {
         let (from, len) = (rows.start, rows.len());
-        let (heads, truncates) = self.heads(rows)?;
         let mut out_vals: Vec<Vec<Value>> = (self.out.iter().zip(&self.types.out))
             .map(|(a, t)| column_values(&a.slice(from, len), t))
             .collect();
+        let keys: Vec<&[Value]> = self
+            .flow
+            .key_out
+            .iter()
+            .map(|&k| &out_vals[k][..])
+            .collect();
+        let (heads, truncates) = self.heads(rows, &keys)?;
         let events = heads
             .into_iter()
             .map(|h| {
@@ -327,20 +334,40 @@ impl<'a> CheckedRows<'a> {
         Ok((events, truncates))
     }
 
-    /// [`CheckedRows::events`] with the events' values left in the batch's columns, and the
-    /// sequences of the truncates.
+    /// [`CheckedRows::events`] as a [`SourceSlice`]: each event's head, with the slice's output
+    /// columns as cells; and the sequences of the truncates.
     pub fn slice(&mut self, rows: std::ops::Range<usize>) -> Result<(SourceSlice, Vec<Bytes>)> {
         let (from, len) = (rows.start, rows.len());
-        let (heads, truncates) = self.heads(rows)?;
+        let (heads, truncates) = self.heads_alone(rows)?;
         let cells = (self.out.iter().zip(&self.types.out))
             .map(|(a, t)| SourceCells::new(&a.slice(from, len), t))
             .collect();
         Ok((SourceSlice { heads, cells }, truncates))
     }
 
+    /// What [`CheckedRows::events`] finds wrong with rows `rows`, without making their events: a
+    /// commit already rejected counts the rows of each problem over all its batches.
+    pub fn check_events(&mut self, rows: std::ops::Range<usize>) -> Result<()> {
+        self.heads_alone(rows).map(drop)
+    }
+
+    /// [`CheckedRows::heads`] with the key's values made here.
+    fn heads_alone(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<MadeHead>, Vec<Bytes>)> {
+        let (from, len) = (rows.start, rows.len());
+        let key_vals: Vec<Vec<Value>> = (self.flow.key_out.iter().zip(&self.types.key))
+            .map(|(&k, t)| column_values(&self.out[k].slice(from, len), t))
+            .collect();
+        let keys: Vec<&[Value]> = key_vals.iter().map(|v| &v[..]).collect();
+        self.heads(rows, &keys)
+    }
+
     /// What the events of rows `rows` are besides their values, and the sequences of the
-    /// truncates among them.
-    fn heads(&mut self, rows: std::ops::Range<usize>) -> Result<(Vec<MadeHead>, Vec<Bytes>)> {
+    /// truncates among them; `keys` are the values of the key's columns in those rows.
+    fn heads(
+        &mut self,
+        rows: std::ops::Range<usize>,
+        keys: &[&[Value]],
+    ) -> Result<(Vec<MadeHead>, Vec<Bytes>)> {
         let (flow, spec) = (self.flow, &self.flow.spec);
         let (from, len) = (rows.start, rows.len());
         let values = |a: &ArrayRef, t: &ColumnType| column_values(&a.slice(from, len), t);
@@ -354,9 +381,6 @@ impl<'a> CheckedRows<'a> {
             key: key_types,
             ..
         } = &self.types;
-        let key_vals: Vec<Vec<Value>> = (flow.key_out.iter().zip(key_types))
-            .map(|(&k, t)| values(&self.out[k], t))
-            .collect();
         let seq_vals: Vec<Vec<Value>> = (self.seq.iter().zip(seq_types))
             .map(|(a, t)| values(a, t))
             .collect();
@@ -376,7 +400,7 @@ impl<'a> CheckedRows<'a> {
                 truncates.push(seq_b);
                 continue;
             }
-            encode_tuple_into(key_vals.iter().map(|c| &c[r]), key_types, &mut buf)
+            encode_tuple_into(keys.iter().map(|c| &c[r]), key_types, &mut buf)
                 .map_err(|e| invalid(&spec.keys[0], e, 1))?;
             let key = Bytes::from(&buf[..]);
             let sys_b: Bytes = match (&sys_vals, bitemporal) {

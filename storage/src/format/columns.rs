@@ -75,6 +75,39 @@ pub(crate) enum ColumnData {
     },
 }
 
+/// The raw size of a cell of a column of booleans, of numbers, of decimals (what a block's
+/// size is counted in).
+pub(super) const BOOL_SIZE: usize = 2;
+pub(super) const NUMBER_SIZE: usize = 9;
+pub(super) const DECIMAL_SIZE: usize = 17;
+
+/// Appends a cell of a column of fixed size: valid if `not_null`, its value `v` (zero when
+/// there is none); returns `size`.
+pub(super) fn push_fixed<T: Default>(
+    valid: &mut Vec<u8>,
+    values: &mut Vec<T>,
+    not_null: bool,
+    v: Option<T>,
+    size: usize,
+) -> usize {
+    valid.push(not_null as u8);
+    values.push(v.unwrap_or_default());
+    size
+}
+
+/// Appends a cell of a column of strings or bytes: valid if `not_null`, its bytes `s`; returns
+/// its raw size.
+pub(super) fn push_var(
+    valid: &mut Vec<u8>,
+    values: &mut VarBytes,
+    not_null: bool,
+    s: &[u8],
+) -> usize {
+    valid.push(not_null as u8);
+    values.push(s);
+    5 + s.len()
+}
+
 pub(super) fn new_column(ty: &ColumnType) -> ColumnData {
     match ty {
         ColumnType::Boolean => ColumnData::Bool {
@@ -145,62 +178,91 @@ impl ColumnData {
 
     /// Makes room for `n` more cells (their bytes aside, for strings and lists).
     pub(super) fn reserve(&mut self, n: usize) {
-        match self {
-            ColumnData::Bool { valid, values } => (valid.reserve(n), values.reserve(n)),
-            ColumnData::Int { valid, values } => (valid.reserve(n), values.reserve(n)),
-            ColumnData::UInt { valid, values } => (valid.reserve(n), values.reserve(n)),
-            ColumnData::Float { valid, values } => (valid.reserve(n), values.reserve(n)),
-            ColumnData::Decimal { valid, values } => (valid.reserve(n), values.reserve(n)),
-            ColumnData::Str { valid, values } | ColumnData::Bin { valid, values } => {
-                (valid.reserve(n), values.offsets.reserve(n + 1))
+        let valid = match self {
+            ColumnData::Bool { valid, values } => {
+                values.reserve(n);
+                valid
             }
-            ColumnData::List { valid, lists, .. } => (valid.reserve(n), lists.reserve(n)),
+            ColumnData::Int { valid, values } => {
+                values.reserve(n);
+                valid
+            }
+            ColumnData::UInt { valid, values } => {
+                values.reserve(n);
+                valid
+            }
+            ColumnData::Float { valid, values } => {
+                values.reserve(n);
+                valid
+            }
+            ColumnData::Decimal { valid, values } => {
+                values.reserve(n);
+                valid
+            }
+            ColumnData::Str { valid, values } | ColumnData::Bin { valid, values } => {
+                values.offsets.reserve(n + 1);
+                valid
+            }
+            ColumnData::List { valid, lists, .. } => {
+                lists.reserve(n);
+                valid
+            }
         };
+        valid.reserve(n);
     }
 
-    /// Appends `v`; returns its raw size.
+    /// Appends `v`; returns its raw size. A NULL (or a value of another type than the
+    /// column's) is stored as a zero or empty value.
     pub(super) fn push(&mut self, v: &Value) -> usize {
+        let not_null = !v.is_null();
         match (self, v) {
             (ColumnData::Bool { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
-                values.push(matches!(v, Value::Bool(true)) as u8);
-                2
+                let b = matches!(v, Value::Bool(true)) as u8;
+                push_fixed(valid, values, not_null, Some(b), BOOL_SIZE)
             }
             (ColumnData::Int { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
-                values.push(if let Value::Int(i) = v { *i } else { 0 });
-                9
+                let i = if let Value::Int(i) = v {
+                    Some(*i)
+                } else {
+                    None
+                };
+                push_fixed(valid, values, not_null, i, NUMBER_SIZE)
             }
             (ColumnData::UInt { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
-                values.push(if let Value::UInt(i) = v { *i } else { 0 });
-                9
+                let i = if let Value::UInt(i) = v {
+                    Some(*i)
+                } else {
+                    None
+                };
+                push_fixed(valid, values, not_null, i, NUMBER_SIZE)
             }
             (ColumnData::Float { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
-                values.push(if let Value::Float(f) = v { *f } else { 0.0 });
-                9
+                let f = if let Value::Float(f) = v {
+                    Some(*f)
+                } else {
+                    None
+                };
+                push_fixed(valid, values, not_null, f, NUMBER_SIZE)
             }
             (ColumnData::Decimal { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
-                values.push(if let Value::Decimal(d) = v { *d } else { 0 });
-                17
+                let d = if let Value::Decimal(d) = v {
+                    Some(*d)
+                } else {
+                    None
+                };
+                push_fixed(valid, values, not_null, d, DECIMAL_SIZE)
             }
             (ColumnData::Str { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
                 let s = if let Value::Str(s) = v {
                     s.as_bytes()
                 } else {
                     &[]
                 };
-                values.push(s);
-                5 + s.len()
+                push_var(valid, values, not_null, s)
             }
             (ColumnData::Bin { valid, values }, v) => {
-                valid.push(!v.is_null() as u8);
                 let s = if let Value::Bytes(s) = v { &s[..] } else { &[] };
-                values.push(s);
-                5 + s.len()
+                push_var(valid, values, not_null, s)
             }
             (
                 ColumnData::List {
@@ -211,7 +273,7 @@ impl ColumnData {
                 },
                 v,
             ) => {
-                valid.push(!v.is_null() as u8);
+                valid.push(not_null as u8);
                 let mut n = 5;
                 if let Value::List(l) = v {
                     for it in l.iter() {

@@ -9,7 +9,7 @@
 //! that an event costs tens of bytes on disk, not hundreds. Blocks are cut near
 //! [`TARGET_BLOCK_BYTES`] of raw data.
 
-use super::columns::{new_column, ColumnData, VarBytes};
+use super::columns::{new_column, ColumnData, VarBytes, NUMBER_SIZE};
 use super::source_cells::SourceCells;
 use crate::error::{corrupt, Result};
 use crate::prefetch::prefetch_row;
@@ -88,7 +88,7 @@ pub(crate) fn event_blocks(
         }
         blocks.push(e);
     }
-    blocks.done
+    blocks.blocks
 }
 
 /// [`event_blocks`] of events without truncates, each let go of once it is in its block, while
@@ -103,13 +103,14 @@ pub(crate) fn event_blocks_taking(events: Vec<Incoming>, types: &[ColumnType]) -
         let Some(e) = events.next() else { break };
         blocks.push(&e);
     }
-    blocks.done
+    blocks.blocks
 }
 
 /// Blocks being cut from a run of events.
 struct Blocks<'t> {
     types: &'t [ColumnType],
-    done: Vec<EventBlock>,
+    /// The blocks cut, the last one being filled.
+    blocks: Vec<EventBlock>,
     /// The raw size of the last block.
     size: usize,
 }
@@ -118,7 +119,7 @@ impl<'t> Blocks<'t> {
     fn new(truncates: &[Bytes], types: &'t [ColumnType]) -> Self {
         Blocks {
             types,
-            done: vec![EventBlock {
+            blocks: vec![EventBlock {
                 truncates: truncates.iter().map(|b| b.to_vec()).collect(),
                 ..EventBlock::empty(types)
             }],
@@ -128,10 +129,10 @@ impl<'t> Blocks<'t> {
 
     fn push(&mut self, e: &Incoming) {
         if self.size > TARGET_BLOCK_BYTES {
-            self.done.push(EventBlock::empty(self.types));
+            self.blocks.push(EventBlock::empty(self.types));
             self.size = 0;
         }
-        let b = self.done.last_mut().expect("one block");
+        let b = self.blocks.last_mut().expect("one block");
         self.size += b.push(&e.key, &e.seq, &e.sys, &e.event, 0);
     }
 }
@@ -144,15 +145,21 @@ impl EventBlock {
         }
     }
 
-    /// An empty block with room for about `events` events: one filled a cell at a time grew
-    /// each column a dozen times, copying it every time.
+    /// An empty block with room for `events` events, or for as many as its size limit
+    /// ([`TARGET_BLOCK_BYTES`]) lets in if fewer: one filled a cell at a time grew each column a
+    /// dozen times, copying it every time.
     pub(crate) fn with_capacity(types: &[ColumnType], events: usize) -> EventBlock {
+        // An event's raw size at least: its flags and the lengths of its key and sequences,
+        // keys and sequences of one number (9 bytes each), and a number per column.
+        let least = 13 + 2 * 9 + types.len() * NUMBER_SIZE;
+        let events = events.min(TARGET_BLOCK_BYTES / least + 1);
         let mut block = EventBlock::empty(types);
         for strings in [&mut block.keys, &mut block.seqs, &mut block.syss] {
             strings.offsets.reserve(events + 1);
-            // Keys and sequences of one number take 9 bytes.
-            strings.data.reserve(events * 9);
         }
+        // The system sequences are left to grow: a table not BITEMPORAL has none.
+        block.keys.data.reserve(events * 9);
+        block.seqs.data.reserve(events * 9);
         block.flags.reserve(events);
         for c in &mut block.columns {
             c.reserve(events);
@@ -180,7 +187,7 @@ impl EventBlock {
             kind: event.kind,
             update: event.update.as_deref(),
         };
-        let mut size = self.push_head(&head, flags);
+        let mut size = self.push_head(head, flags);
         for (c, v) in self.columns.iter_mut().zip(event.values.iter()) {
             size += c.push(v);
         }
@@ -192,7 +199,7 @@ impl EventBlock {
     /// its raw size.
     pub(crate) fn push_cells(
         &mut self,
-        head: &EventHead,
+        head: EventHead,
         cells: &[SourceCells],
         row: usize,
     ) -> usize {
@@ -204,14 +211,14 @@ impl EventBlock {
     }
 
     /// Appends an event's key, sequences and flags; returns their raw size.
-    fn push_head(&mut self, head: &EventHead, flags: u8) -> usize {
+    fn push_head(&mut self, head: EventHead, flags: u8) -> usize {
         let EventHead {
             key,
             seq,
             sys,
             kind,
             update,
-        } = *head;
+        } = head;
         self.keys.push(key);
         self.seqs.push(seq);
         self.syss.push(sys);

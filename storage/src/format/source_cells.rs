@@ -8,15 +8,15 @@
 //! ([`ColumnData::push`]): a NULL cell is invalid with a zero (or empty) value, and a type
 //! without a way of its own here goes through its values.
 
-use arrow::array::{Array, AsArray, BooleanArray, PrimitiveArray};
+use arrow::array::{Array, AsArray, BinaryArray, BooleanArray, PrimitiveArray, StringArray};
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
-    ArrowPrimitiveType, Date32Type, Float32Type, Int16Type, Int32Type, Int64Type, Int8Type,
-    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
-    TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+    ArrowPrimitiveType, Date32Type, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, Int8Type, TimestampMicrosecondType, TimestampMillisecondType,
+    TimestampNanosecondType, TimestampSecondType, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
 };
 
-use super::columns::ColumnData;
+use super::columns::{push_fixed, push_var, ColumnData, BOOL_SIZE, DECIMAL_SIZE, NUMBER_SIZE};
 use crate::value::{column_values, ColumnType, TimeUnit, Value};
 
 /// One output column of a slice of source rows, converted to the column's type, as a block's
@@ -28,8 +28,8 @@ pub(crate) enum SourceCells {
     UInt(Numbers<u64>),
     Float(Numbers<f64>),
     Decimal(Numbers<i128>),
-    Str(arrow::array::StringArray),
-    Bin(arrow::array::BinaryArray),
+    Str(StringArray),
+    Bin(BinaryArray),
     /// Any other type (nested values as JSON text, lists of strings): the values the rows make.
     Values(Vec<Value>),
 }
@@ -62,31 +62,29 @@ impl SourceCells {
     /// The cells of `array`, a column converted to `ty` (as `crate::value::cast_column` leaves
     /// it).
     pub(crate) fn new(array: &dyn Array, ty: &ColumnType) -> SourceCells {
-        let int = |v: i64| v;
+        let same = |v: i64| v;
         match ty {
             ColumnType::Boolean => SourceCells::Bool(array.as_boolean().clone()),
             ColumnType::Int8 => SourceCells::Int(Numbers::of::<Int8Type>(array, i64::from)),
             ColumnType::Int16 => SourceCells::Int(Numbers::of::<Int16Type>(array, i64::from)),
             ColumnType::Int32 => SourceCells::Int(Numbers::of::<Int32Type>(array, i64::from)),
-            ColumnType::Int64 => SourceCells::Int(Numbers::of::<Int64Type>(array, int)),
+            ColumnType::Int64 => SourceCells::Int(Numbers::of::<Int64Type>(array, same)),
             ColumnType::Date32 => SourceCells::Int(Numbers::of::<Date32Type>(array, i64::from)),
             ColumnType::Timestamp { unit, .. } => SourceCells::Int(match unit {
-                TimeUnit::Second => Numbers::of::<TimestampSecondType>(array, int),
-                TimeUnit::Millisecond => Numbers::of::<TimestampMillisecondType>(array, int),
-                TimeUnit::Microsecond => Numbers::of::<TimestampMicrosecondType>(array, int),
-                TimeUnit::Nanosecond => Numbers::of::<TimestampNanosecondType>(array, int),
+                TimeUnit::Second => Numbers::of::<TimestampSecondType>(array, same),
+                TimeUnit::Millisecond => Numbers::of::<TimestampMillisecondType>(array, same),
+                TimeUnit::Microsecond => Numbers::of::<TimestampMicrosecondType>(array, same),
+                TimeUnit::Nanosecond => Numbers::of::<TimestampNanosecondType>(array, same),
             }),
             ColumnType::UInt8 => SourceCells::UInt(Numbers::of::<UInt8Type>(array, u64::from)),
             ColumnType::UInt16 => SourceCells::UInt(Numbers::of::<UInt16Type>(array, u64::from)),
             ColumnType::UInt32 => SourceCells::UInt(Numbers::of::<UInt32Type>(array, u64::from)),
             ColumnType::UInt64 => SourceCells::UInt(Numbers::of::<UInt64Type>(array, |v| v)),
             ColumnType::Float32 => SourceCells::Float(Numbers::of::<Float32Type>(array, f64::from)),
-            ColumnType::Float64 => {
-                SourceCells::Float(Numbers::of::<arrow::datatypes::Float64Type>(array, |v| v))
+            ColumnType::Float64 => SourceCells::Float(Numbers::of::<Float64Type>(array, |v| v)),
+            ColumnType::Decimal128 { .. } => {
+                SourceCells::Decimal(Numbers::of::<Decimal128Type>(array, |v| v))
             }
-            ColumnType::Decimal128 { .. } => SourceCells::Decimal(Numbers::of::<
-                arrow::datatypes::Decimal128Type,
-            >(array, |v| v)),
             ColumnType::Utf8 => SourceCells::Str(array.as_string::<i32>().clone()),
             ColumnType::Binary => SourceCells::Bin(array.as_binary::<i32>().clone()),
             ColumnType::Struct(_)
@@ -115,59 +113,47 @@ impl SourceCells {
 impl ColumnData {
     /// Appends cell `i` of `cells`, as [`ColumnData::push`] appends its value; returns its raw
     /// size.
-    pub(crate) fn push_cell(&mut self, cells: &SourceCells, i: usize) -> usize {
+    pub(super) fn push_cell(&mut self, cells: &SourceCells, i: usize) -> usize {
         match (self, cells) {
             (ColumnData::Int { valid, values }, SourceCells::Int(n)) => {
-                num_at(valid, values, n, i, 9)
+                let v = n.get(i);
+                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
             }
             (ColumnData::UInt { valid, values }, SourceCells::UInt(n)) => {
-                num_at(valid, values, n, i, 9)
+                let v = n.get(i);
+                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
             }
             (ColumnData::Float { valid, values }, SourceCells::Float(n)) => {
-                num_at(valid, values, n, i, 9)
+                let v = n.get(i);
+                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
             }
             (ColumnData::Decimal { valid, values }, SourceCells::Decimal(n)) => {
-                num_at(valid, values, n, i, 17)
+                let v = n.get(i);
+                push_fixed(valid, values, v.is_some(), v, DECIMAL_SIZE)
             }
             (ColumnData::Bool { valid, values }, SourceCells::Bool(a)) => {
                 let ok = a.is_valid(i);
-                valid.push(ok as u8);
-                values.push((ok && a.value(i)) as u8);
-                2
+                push_fixed(valid, values, ok, Some((ok && a.value(i)) as u8), BOOL_SIZE)
             }
             (ColumnData::Str { valid, values }, SourceCells::Str(a)) => {
                 let ok = a.is_valid(i);
-                let s = if ok { a.value(i).as_bytes() } else { &[] };
-                valid.push(ok as u8);
-                values.push(s);
-                5 + s.len()
+                push_var(
+                    valid,
+                    values,
+                    ok,
+                    if ok { a.value(i).as_bytes() } else { &[] },
+                )
             }
             (ColumnData::Bin { valid, values }, SourceCells::Bin(a)) => {
                 let ok = a.is_valid(i);
-                let s = if ok { a.value(i) } else { &[] };
-                valid.push(ok as u8);
-                values.push(s);
-                5 + s.len()
+                push_var(valid, values, ok, if ok { a.value(i) } else { &[] })
             }
             (column, SourceCells::Values(v)) => column.push(&v[i]),
-            // A column whose stored type is not the source's: as its value would go in.
+            // A safety net: a table's stored types are its flow's output types, so a column
+            // never gets cells of another type; if it did, they would go in as their values.
             (column, cells) => column.push(&cells.value(i)),
         }
     }
-}
-
-/// Appends cell `i` of `n` to a column of numbers; returns `size`, its raw size.
-fn num_at<T: Copy + Default>(
-    valid: &mut Vec<u8>,
-    values: &mut Vec<T>,
-    n: &Numbers<T>,
-    i: usize,
-    size: usize,
-) -> usize {
-    let v = n.get(i);
-    valid.push(v.is_some() as u8);
-    values.push(v.unwrap_or_default());
-    size
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! (docs/FORMAT.md §3.5), until the bucket is read back whole. No key's events are in two
 //! buckets, so a commit applied bucket by bucket counts its changes exactly
 //! (`TableState::apply_part`), and what it holds in memory is two buckets (one applied, the next
-//! read ahead) and a small buffer per bucket, whatever the number of events. All buckets share one
+//! read ahead) and a buffer per bucket (sized ahead for the events it holds before it is written
+//! out), whatever the number of events. All buckets share one
 //! temporary file.
 
 use std::fs::File;
@@ -26,7 +27,7 @@ const BUFFER_EVENTS: usize = 4096;
 /// Full buffers waiting for the thread that writes them, at most.
 const BUFFERS_QUEUED: usize = 4;
 
-/// The buckets of a commit's events ([`EventSpill::push`], then [`EventSpill::buckets`]).
+/// The buckets of a commit's events ([`EventSpill::push_slice`], then [`EventSpill::buckets`]).
 ///
 /// Two threads share the work with the commit's: one encodes and writes the buffers that fill
 /// while the events are gathered, and one reads the next bucket back while the commit applies
@@ -116,25 +117,8 @@ impl EventSpill {
         Parting(self.buffered.len() as u64)
     }
 
-    /// Adds events (in any order). A commit adds its events by [`EventSpill::push_slice`].
-    #[cfg(test)]
-    pub(crate) fn push(&mut self, events: &[Incoming]) -> Result<()> {
-        let parting = self.parting();
-        for e in events {
-            self.events += 1;
-            let b = parting.bucket_of(&e.key);
-            let to = &mut self.buffered[b];
-            to.bytes += (to.block).push(&e.key, &e.seq, &e.sys, &e.event, 0);
-            to.events += 1;
-            if to.events >= self.buffer || to.bytes > TARGET_BLOCK_BYTES {
-                self.write_out(b)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Adds the events of a slice of source rows, their values taken from its columns (as
-    /// [`EventSpill::push`] adds the same events made with their values).
+    /// Adds the events of a slice of source rows (in any order), their values taken from its
+    /// columns.
     pub(crate) fn push_slice(&mut self, slice: &SourceSlice) -> Result<()> {
         let parting = self.parting();
         // Pushed a bucket at a time (each bucket's in their order): a bucket's block takes a
@@ -149,7 +133,7 @@ impl EventSpill {
             let (h, b) = (&slice.heads[j as usize], bucket[j as usize] as usize);
             self.events += 1;
             let to = &mut self.buffered[b];
-            to.bytes += (to.block).push_cells(&h.head(), &slice.cells, h.row);
+            to.bytes += (to.block).push_cells(h.head(), &slice.cells, h.row);
             to.events += 1;
             if to.events >= self.buffer || to.bytes > TARGET_BLOCK_BYTES {
                 self.write_out(b)?;
@@ -365,48 +349,61 @@ impl Parting {
 mod tests {
     use super::*;
     use crate::engine::fold::Bytes;
-    use crate::record::{Event, EventKind, Origin};
+    use crate::format::source_cells::SourceCells;
+    use crate::ingest::MadeHead;
+    use crate::record::EventKind;
+    use crate::value::Value;
     use std::collections::BTreeMap;
 
-    fn event(key: u8, seq: u8) -> Incoming {
-        Incoming {
-            key: Bytes::from(vec![key]),
-            seq: Bytes::from(vec![seq]),
-            sys: Bytes::from(&[][..]),
-            event: Event {
+    /// A slice of source rows, an event each: `(key, seq)`, its one value the sequence.
+    fn slice(events: &[(u8, u8)]) -> SourceSlice {
+        let heads = (events.iter().enumerate())
+            .map(|(row, &(key, seq))| MadeHead {
+                key: Bytes::from(vec![key]),
+                seq: Bytes::from(vec![seq]),
+                sys: Bytes::from(&[][..]),
                 kind: EventKind::Upsert,
-                values: vec![crate::value::Value::Int(i64::from(seq))].into(),
                 update: None,
-                origin: Origin::Feed,
-            },
+                row,
+            })
+            .collect();
+        let values = arrow::array::Int64Array::from_iter_values(
+            events.iter().map(|&(_, seq)| i64::from(seq)),
+        );
+        SourceSlice {
+            heads,
+            cells: vec![SourceCells::new(&values, &ColumnType::Int64)],
         }
+    }
+
+    /// Every event of every bucket, in order: `(bucket, key, seq)`, checking that its value is
+    /// its sequence.
+    fn read_back(spill: EventSpill) -> Vec<(usize, u8, u8)> {
+        let mut back = Vec::new();
+        for (b, bucket) in spill.buckets().enumerate() {
+            for e in bucket.unwrap() {
+                assert_eq!(e.event.values[..], [Value::Int(i64::from(e.seq[0]))]);
+                back.push((b, e.key[0], e.seq[0]));
+            }
+        }
+        back
     }
 
     #[test]
     fn every_event_comes_back_once_and_no_key_is_in_two_buckets() {
-        let types = vec![ColumnType::Int64];
-        let mut spill = EventSpill::new(1000, 100, types);
-        let events: Vec<Incoming> = (0..1000u32)
-            .map(|i| event((i % 37) as u8, (i / 37) as u8))
+        let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
+        let events: Vec<(u8, u8)> = (0..1000u32)
+            .map(|i| ((i % 37) as u8, (i / 37) as u8))
             .collect();
-        spill.push(&events).unwrap();
+        spill.push_slice(&slice(&events)).unwrap();
         assert_eq!(spill.len(), 1000);
-        let mut seen: BTreeMap<Vec<u8>, usize> = BTreeMap::new();
+        let mut seen: BTreeMap<u8, usize> = BTreeMap::new();
         let mut back = Vec::new();
-        for (b, bucket) in spill.buckets().enumerate() {
-            for e in bucket.unwrap() {
-                assert_eq!(
-                    *seen.entry(e.key.to_vec()).or_insert(b),
-                    b,
-                    "key in two buckets"
-                );
-                back.push((e.key.to_vec(), e.seq.to_vec()));
-            }
+        for (b, key, seq) in read_back(spill) {
+            assert_eq!(*seen.entry(key).or_insert(b), b, "key in two buckets");
+            back.push((key, seq));
         }
-        let mut want: Vec<_> = events
-            .iter()
-            .map(|e| (e.key.to_vec(), e.seq.to_vec()))
-            .collect();
+        let mut want = events;
         back.sort();
         want.sort();
         assert_eq!(back, want);
@@ -423,33 +420,31 @@ mod tests {
         let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
         assert_eq!(spill.buffer, 10);
         // Keys pushed out of order, each key's sequences in the order 0, 1, 2...; pushed in
-        // three calls.
-        let events: Vec<Incoming> = (0..999u32)
-            .map(|i| event((36 - i % 37) as u8, (i / 37) as u8))
+        // three slices.
+        let events: Vec<(u8, u8)> = (0..999u32)
+            .map(|i| ((36 - i % 37) as u8, (i / 37) as u8))
             .collect();
         for chunk in events.chunks(333) {
-            spill.push(chunk).unwrap();
+            spill.push_slice(&slice(chunk)).unwrap();
         }
-        let mut total = 0;
-        for bucket in spill.buckets() {
-            let got: Vec<(u8, u8)> = bucket
-                .unwrap()
-                .iter()
-                .map(|e| (e.key[0], e.seq[0]))
+        let back = read_back(spill);
+        assert_eq!(back.len(), 999);
+        for b in 0..=back.last().unwrap().0 {
+            let got: Vec<(u8, u8)> = (back.iter())
+                .filter(|e| e.0 == b)
+                .map(|&(_, key, seq)| (key, seq))
                 .collect();
-            total += got.len();
             let mut want = got.clone();
             want.sort();
             assert_eq!(got, want, "key order, then the order pushed");
         }
-        assert_eq!(total, 999);
     }
 
     #[test]
     fn buckets_left_unread_stop_the_reader_without_a_hang() {
         let mut spill = EventSpill::new(1000, 100, vec![ColumnType::Int64]);
-        let events: Vec<Incoming> = (0..1000u32).map(|i| event((i % 37) as u8, 0)).collect();
-        spill.push(&events).unwrap();
+        let events: Vec<(u8, u8)> = (0..1000u32).map(|i| ((i % 37) as u8, 0)).collect();
+        spill.push_slice(&slice(&events)).unwrap();
         let mut buckets = spill.buckets();
         assert!(buckets.next().unwrap().is_ok());
         // Dropped after one bucket: the drop waits for the reader, whose next send fails.

@@ -449,15 +449,20 @@ impl Gathering<'_> {
                 for (name, action, n) in c.violations {
                     checks.failed.entry(name).or_insert((action, 0)).1 += n;
                 }
-                // Made into events a slice at a time, each spilled while its values are in the
-                // cache. An error ends the batch, as a whole batch's would.
+                // Made into events a slice at a time (into a spill, straight from the slice's
+                // columns), each kept while its values are in the cache. An error ends the
+                // batch, as a whole batch's would; once the commit is rejected, the rest of
+                // its rows are only checked, for the rows of each problem.
                 let n = c.rows.len();
                 let mut rows = c.rows;
                 for from in (0..n).step_by(SLICE_ROWS) {
-                    match gathered.take(&mut rows, from..(from + SLICE_ROWS).min(n)) {
-                        Err(e) => return checks.reject(e),
-                        Ok(_) if checks.rejection.is_some() => {}
-                        Ok(made) => truncates.extend(made),
+                    let range = from..(from + SLICE_ROWS).min(n);
+                    let made = match checks.rejection {
+                        Some(_) => rows.check_events(range),
+                        None => gathered.take(&mut rows, range).map(|t| truncates.extend(t)),
+                    };
+                    if let Err(e) = made {
+                        return checks.reject(e);
                     }
                 }
                 rows.finish().or_else(|e| checks.reject(e))
