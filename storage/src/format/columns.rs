@@ -178,37 +178,21 @@ impl ColumnData {
 
     /// Makes room for `n` more cells (their bytes aside, for strings and lists).
     pub(super) fn reserve(&mut self, n: usize) {
-        let valid = match self {
-            ColumnData::Bool { valid, values } => {
-                values.reserve(n);
-                valid
-            }
-            ColumnData::Int { valid, values } => {
-                values.reserve(n);
-                valid
-            }
-            ColumnData::UInt { valid, values } => {
-                values.reserve(n);
-                valid
-            }
-            ColumnData::Float { valid, values } => {
-                values.reserve(n);
-                valid
-            }
-            ColumnData::Decimal { valid, values } => {
-                values.reserve(n);
-                valid
-            }
+        fn both<T>(valid: &mut Vec<u8>, values: &mut Vec<T>, n: usize) {
+            valid.reserve(n);
+            values.reserve(n);
+        }
+        match self {
+            ColumnData::Bool { valid, values } => both(valid, values, n),
+            ColumnData::Int { valid, values } => both(valid, values, n),
+            ColumnData::UInt { valid, values } => both(valid, values, n),
+            ColumnData::Float { valid, values } => both(valid, values, n),
+            ColumnData::Decimal { valid, values } => both(valid, values, n),
             ColumnData::Str { valid, values } | ColumnData::Bin { valid, values } => {
-                values.offsets.reserve(n + 1);
-                valid
+                both(valid, &mut values.offsets, n + 1)
             }
-            ColumnData::List { valid, lists, .. } => {
-                lists.reserve(n);
-                valid
-            }
-        };
-        valid.reserve(n);
+            ColumnData::List { valid, lists, .. } => both(valid, lists, n),
+        }
     }
 
     /// Appends `v`; returns its raw size. A NULL (or a value of another type than the

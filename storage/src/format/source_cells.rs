@@ -49,6 +49,12 @@ impl<T: Copy + Default> Numbers<T> {
         }
     }
 
+    /// Appends cell `i` to a column's `valid` and `values`; returns `size`, its raw size.
+    fn push_into(&self, valid: &mut Vec<u8>, values: &mut Vec<T>, i: usize, size: usize) -> usize {
+        let v = self.get(i);
+        push_fixed(valid, values, v.is_some(), v, size)
+    }
+
     /// Cell `i`, `None` if NULL.
     fn get(&self, i: usize) -> Option<T> {
         match &self.nulls {
@@ -116,20 +122,16 @@ impl ColumnData {
     pub(super) fn push_cell(&mut self, cells: &SourceCells, i: usize) -> usize {
         match (self, cells) {
             (ColumnData::Int { valid, values }, SourceCells::Int(n)) => {
-                let v = n.get(i);
-                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
+                n.push_into(valid, values, i, NUMBER_SIZE)
             }
             (ColumnData::UInt { valid, values }, SourceCells::UInt(n)) => {
-                let v = n.get(i);
-                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
+                n.push_into(valid, values, i, NUMBER_SIZE)
             }
             (ColumnData::Float { valid, values }, SourceCells::Float(n)) => {
-                let v = n.get(i);
-                push_fixed(valid, values, v.is_some(), v, NUMBER_SIZE)
+                n.push_into(valid, values, i, NUMBER_SIZE)
             }
             (ColumnData::Decimal { valid, values }, SourceCells::Decimal(n)) => {
-                let v = n.get(i);
-                push_fixed(valid, values, v.is_some(), v, DECIMAL_SIZE)
+                n.push_into(valid, values, i, DECIMAL_SIZE)
             }
             (ColumnData::Bool { valid, values }, SourceCells::Bool(a)) => {
                 let ok = a.is_valid(i);
