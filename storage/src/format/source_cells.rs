@@ -1,7 +1,7 @@
 //! A column of source rows read into a block's column cell by cell, without a [`Value`] per
 //! cell: a large commit's events go to its spill straight from the Arrow columns of the rows
 //! they are made of (docs/PERFORMANCE.md, session 51). Building a shared row of values for each
-//! event, and letting go of it once spilled, was half of the commit thread's time while it
+//! event, and letting go of it once spilled, was a third of the commit thread's time while it
 //! gathered a large load's events.
 //!
 //! What a block holds is the same as when it is filled from the values the same rows make

@@ -76,7 +76,7 @@ enum Gathered {
 impl Gathered {
     /// Makes the events of `rows` of a checked batch and keeps them; returns the sequences of
     /// the truncates among them. A spill takes their values from the batch's columns: a row of
-    /// values built for each event, only to be spilled and let go of, was half of the commit
+    /// values built for each event, only to be spilled and let go of, was a third of the commit
     /// thread's time while it gathered a large load (docs/PERFORMANCE.md, session 51).
     fn take(&mut self, checked: &mut CheckedRows, rows: Range<usize>) -> Result<Vec<Bytes>> {
         match self {
