@@ -1,5 +1,6 @@
 //! From stored values to Arrow arrays.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -12,6 +13,7 @@ use arrow::array::{
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{ArrowPrimitiveType, DataType, Field, Fields, Schema, SchemaRef};
 use arrow::error::ArrowError;
+
 use asof_storage::keycodec::{decode_int, decode_tuple, decode_value};
 use asof_storage::{
     ColumnType, StoredAs, TableSchema, TimeUnit, Value, ValueRef, END_AT, START_AT, SYSTEM_END_AT,
@@ -334,15 +336,21 @@ fn append_ints<'a, T: ArrowPrimitiveType<Native = i64>>(
     valid: &mut Vec<bool>,
     cells: &mut impl Iterator<Item = Option<&'a [u8]>>,
 ) -> Option<Option<&'a [u8]>> {
-    for cell in cells {
+    // Internal iteration: an iterator over a page block at a time (`StoredRows::bounds`) runs
+    // as nested loops.
+    let stopped = cells.try_for_each(|cell| {
         match cell.map(decode_int) {
             Some(Some(x)) => b.append_value(x),
             None => b.append_null(),
-            Some(None) => return Some(cell),
+            Some(None) => return ControlFlow::Break(cell),
         }
         valid.push(cell.is_some());
+        ControlFlow::Continue(())
+    });
+    match stopped {
+        ControlFlow::Break(cell) => Some(cell),
+        ControlFlow::Continue(()) => None,
     }
-    None
 }
 
 fn struct_fields(components: &[(String, ColumnType)]) -> Fields {

@@ -74,7 +74,7 @@ impl Col {
         else {
             return;
         };
-        let cells = (0..rows.len()).map(|j| rows.bound(j, which));
+        let cells = rows.bounds(which);
         match trim {
             None => builder.append_all(cells),
             Some((c, trim)) => builder.append_all(cells.map(|x| trim(c, x))),

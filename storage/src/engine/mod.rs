@@ -21,6 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
+use crate::format::cold_batch::{BlockRow, ColdBatch};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 pub use cold::Caching;
@@ -354,16 +355,16 @@ impl TableState {
         Ok(rows)
     }
 
-    /// The frozen rows of `key` (whose state is `ks`), decoded for a scan: those of the pages
-    /// whose zone `keep` accepts (and, for a key read only to be scanned, its hot rows); the
-    /// pages read through the read cache or past it, as `caching` says.
+    /// The frozen rows of `key` (whose state is `ks`), decoded for a scan: those `keep_row`
+    /// accepts of the pages whose zone `keep` accepts (and, for a key read only to be scanned,
+    /// of its hot rows); the pages read through the read cache or past it, as `caching` says.
     pub fn cold_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
-        keep: impl Fn(PageZone<'_>) -> bool,
+        (keep, keep_row): (impl Fn(PageZone<'_>) -> bool, impl Fn(BlockRow<'_>) -> bool),
         caching: Caching,
-    ) -> Result<crate::format::cold_batch::ColdBatch> {
+    ) -> Result<ColdBatch> {
         let mut blocks = ks.frozen_rows(key, &self.pages, &keep, caching)?;
         if let Some(hot) = self.unread_hot.get(key) {
             // Decoded unless its zone rules every row out, as a page is read.
@@ -374,19 +375,19 @@ impl TableState {
                 ));
             }
         }
-        crate::format::cold_batch::ColdBatch::new(key.clone(), self.types.len(), blocks)
+        ColdBatch::new_where(key.clone(), self.types.len(), blocks, keep_row)
     }
 
     /// The frozen rows of `key` in the pages whose zone `keep` accepts, their values not decoded
-    /// (read one row at a time with [`crate::format::cold_batch::ColdBatch::stored_row`]).
+    /// (read one row at a time with [`ColdBatch::stored_row`]).
     pub fn frozen_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
-    ) -> Result<crate::format::cold_batch::ColdBatch> {
+    ) -> Result<ColdBatch> {
         let blocks = ks.frozen_rows(key, &self.pages, keep, Caching::Pass)?;
-        crate::format::cold_batch::ColdBatch::new(key.clone(), self.types.len(), blocks)
+        ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 
     /// The key numbered `no` ([`KeyState::no`]).

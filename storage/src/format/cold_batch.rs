@@ -51,31 +51,42 @@ impl<'a> StoredCells<'a> {
     }
 }
 
-/// Rows of a [`ColdBatch`] a scan selected, in order, and (once [`Selected::with_values`]) the
-/// entries that hold their values grouped by block, so that each column is read a block at a
-/// time ([`Selected::append_column`]).
+/// Rows of a [`ColdBatch`] a scan selected, in order, grouped by the block that holds them, so
+/// that a bound ([`Selected::bounds`]) or (once [`Selected::with_values`]) a value column
+/// ([`Selected::append_column`]) is read a block at a time.
 pub(crate) struct Selected<'a> {
     batch: &'a ColdBatch,
     positions: &'a [usize],
-    /// `(block, end)`: entries `entries[previous end..end]` are of block `block`.
+    /// `(block, end)`: rows `previous end..end` are in block `block`.
     segments: Vec<(u32, usize)>,
+    /// Each row's place in its block.
+    at: Vec<u32>,
+    /// Each row's entry of its block's values (empty until [`Selected::with_values`]).
     entries: Vec<u32>,
 }
 
 impl<'a> Selected<'a> {
-    /// The rows, with the entries that hold their values gathered, grouped by block.
+    /// The rows, with the entries that hold their values gathered.
     pub fn with_values(mut self) -> Self {
-        let (mut segments, mut entries) = (Vec::new(), Vec::with_capacity(self.positions.len()));
-        for &pos in self.positions {
-            let (_, b, i) = self.batch.index[pos];
-            entries.push(self.batch.blocks[b as usize].value_of[i as usize]);
-            match segments.last_mut() {
-                Some((last, end)) if *last == b => *end = entries.len(),
-                _ => segments.push((b, entries.len())),
-            }
+        let mut from = 0;
+        self.entries.reserve(self.at.len());
+        for &(b, end) in &self.segments {
+            let value_of = &self.batch.blocks[b as usize].value_of;
+            (self.entries).extend(self.at[from..end].iter().map(|&i| value_of[i as usize]));
+            from = end;
         }
-        (self.segments, self.entries) = (segments, entries);
         self
+    }
+
+    /// Bound `which` of each row, in order: a block at a time.
+    pub fn bounds(&self, which: TemporalBound) -> impl Iterator<Item = Option<&'a [u8]>> + '_ {
+        let mut from = 0;
+        self.segments.iter().flat_map(move |&(b, end)| {
+            let block: &'a RowBlock = &self.batch.blocks[b as usize];
+            let rows = &self.at[from..end];
+            from = end;
+            rows.iter().map(move |&i| block.bound(i as usize, which))
+        })
     }
 
     /// How many rows.
@@ -159,17 +170,76 @@ pub(crate) struct ColdRow<'a> {
     pub retired: Option<u64>,
 }
 
+/// A row of a block where it lies, as [`ColdBatch::new_where`] shows it to its filter.
+#[derive(Clone, Copy)]
+pub(crate) struct BlockRow<'a> {
+    block: &'a RowBlock,
+    i: usize,
+}
+
+impl<'a> BlockRow<'a> {
+    /// The commits that wrote and retired (if one did) the row.
+    #[inline]
+    pub fn commits(self) -> (u64, Option<u64>) {
+        let (b, i) = (self.block, self.i);
+        let retired = b.retired[i];
+        (b.added[i], (retired != u64::MAX).then_some(retired))
+    }
+
+    /// Bound `which` of the row.
+    #[inline]
+    pub fn bound(self, which: TemporalBound) -> Option<&'a [u8]> {
+        self.block.bound(self.i, which)
+    }
+}
+
+impl RowBlock {
+    /// Bound `which` of the block's row `i`. The block was checked as it was decoded
+    /// (`check_rows`): every entry is in range or absent.
+    #[inline]
+    fn bound(&self, i: usize, which: TemporalBound) -> Option<&[u8]> {
+        let entry = self.bound_of[4 * i + which as usize];
+        (entry != NO_BOUND).then(|| {
+            let (col, e) = (&self.bounds, entry as usize);
+            &col.data[col.offsets[e] as usize..col.offsets[e + 1] as usize]
+        })
+    }
+}
+
 impl ColdBatch {
     /// Indexes `blocks` of `key`'s pages (decoded, and so checked, by [`decode_cold_rows`]) for
     /// a table `width` columns wide.
     pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
-        let mut index = Vec::with_capacity(blocks.iter().map(|b| b.ids.len()).sum());
-        for (bi, b) in blocks.iter().enumerate() {
+        ColdBatch::new_where(key, width, blocks, |_| true)
+    }
+
+    /// [`ColdBatch::new`] of the rows `keep` accepts only: a scan that selects by time or by
+    /// version checks each row of a block where it lies, and indexes (and sorts by id) only
+    /// those it reads.
+    pub fn new_where(
+        key: Bytes,
+        width: usize,
+        blocks: Vec<Arc<RowBlock>>,
+        keep: impl Fn(BlockRow<'_>) -> bool,
+    ) -> Result<ColdBatch> {
+        let mut index = Vec::new();
+        // The blocks by their first row: pages whose rows are apart in ids are then in order
+        // one after the other.
+        let mut order: Vec<usize> = (0..blocks.len()).collect();
+        order.sort_by_key(|&b| blocks[b].ids.first().copied());
+        for &bi in &order {
+            let b = &blocks[bi];
             b.check_width(width)?;
-            index.extend((b.ids.iter().enumerate()).map(|(i, &id)| (id, bi as u32, i as u32)));
+            let kept = (b.ids.iter().enumerate())
+                .filter(|&(i, _)| keep(BlockRow { block: b, i }))
+                .map(|(i, &id)| (id, bi as u32, i as u32));
+            index.extend(kept);
         }
-        // A page lists its rows in id order: a stable sort merges those runs.
-        index.sort_by_key(|e| e.0);
+        // A page lists its rows in id order: if the pages overlap, a stable sort merges those
+        // runs.
+        if !index.is_sorted_by_key(|e| e.0) {
+            index.sort_by_key(|e| e.0);
+        }
         Ok(ColdBatch { key, blocks, index })
     }
 
@@ -187,10 +257,20 @@ impl ColdBatch {
     /// The rows at `positions` (in id order), for a scan to read ([`Selected::with_values`] to
     /// read their values column by column).
     pub fn select<'a>(&'a self, positions: &'a [usize]) -> Selected<'a> {
+        let (mut segments, mut at) = (Vec::new(), Vec::with_capacity(positions.len()));
+        for &pos in positions {
+            let (_, b, i) = self.index[pos];
+            at.push(i);
+            match segments.last_mut() {
+                Some((last, end)) if *last == b => *end = at.len(),
+                _ => segments.push((b, at.len())),
+            }
+        }
         Selected {
             batch: self,
             positions,
-            segments: Vec::new(),
+            segments,
+            at,
             entries: Vec::new(),
         }
     }
@@ -248,9 +328,11 @@ impl ColdBatch {
     #[inline]
     pub fn commits(&self, pos: usize) -> (u64, Option<u64>) {
         let (_, b, i) = self.index[pos];
-        let (b, i) = (&self.blocks[b as usize], i as usize);
-        let retired = b.retired[i];
-        (b.added[i], (retired != u64::MAX).then_some(retired))
+        BlockRow {
+            block: &self.blocks[b as usize],
+            i: i as usize,
+        }
+        .commits()
     }
 
     /// The bounds (start, end, system start, system end) of the row at position `pos`.
@@ -263,12 +345,6 @@ impl ColdBatch {
     #[inline]
     pub fn bound(&self, pos: usize, which: TemporalBound) -> Option<&[u8]> {
         let (_, b, i) = self.index[pos];
-        let b = &self.blocks[b as usize];
-        // The block was checked when the batch was made: every slice below is in range.
-        let entry = b.bound_of[4 * i as usize + which as usize];
-        (entry != NO_BOUND).then(|| {
-            let (col, e) = (&b.bounds, entry as usize);
-            &col.data[col.offsets[e] as usize..col.offsets[e + 1] as usize]
-        })
+        self.blocks[b as usize].bound(i as usize, which)
     }
 }

@@ -206,7 +206,7 @@ impl TableReader<'_> {
                 .cold_batch(
                     key,
                     ks,
-                    |z| z.added() <= to && z.retired() >= from,
+                    (|z| z.added() <= to && z.retired() >= from, |_| true),
                     Caching::Pass,
                 )
                 .map_err(|e| in_table(&self.table.name, e))?;

@@ -17,7 +17,7 @@ use crate::engine::lookup::PointIndex;
 use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
-use crate::format::cold_batch::ColdBatch;
+use crate::format::cold_batch::{BlockRow, ColdBatch};
 use crate::format::zone::{Extents, PageZone};
 
 pub use crate::engine::changes::ChangeType;
@@ -556,6 +556,10 @@ impl TableReader<'_> {
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
+        let row_matches = |r: BlockRow<'_>| {
+            let (added, retired) = r.commits();
+            version_matches(at, added, retired) && bounds_match(spec, |which| r.bound(which))
+        };
         let caching = spec.caching(latest);
         let mut n = 0;
         let unbounded = matches!(
@@ -598,8 +602,10 @@ impl TableReader<'_> {
         for (ki, (k, ks)) in state.key_range(lo, hi).enumerate() {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
+            // Only the frozen rows the scan returns are indexed: each checked where it lies,
+            // its commits first, its bounds only if it is of the version read.
             let cold = state
-                .cold_batch(k, ks, page_may_match, caching)
+                .cold_batch(k, ks, (page_may_match, row_matches), caching)
                 .map_err(|e| in_table(&self.table.name, e))?;
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);
@@ -626,15 +632,10 @@ impl TableReader<'_> {
                     }
                     continue;
                 }
-                // The commits first, the bounds only for a row of the version read, the values
-                // only for a row the scan returns.
-                let (added, retired) = cold.commits(c);
-                if version_matches(at, added, retired)
-                    && bounds_match(spec, |which| cold.bound(c, which))
-                {
-                    run.push(c);
-                    n += 1;
-                }
+                // Every frozen row of `cold` is one the scan returns (`row_matches`); its values
+                // are read as the run is handed over.
+                run.push(c);
+                n += 1;
                 c += 1;
             }
             hand_over(sink, &cold, &mut run, values);

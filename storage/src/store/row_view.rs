@@ -123,6 +123,12 @@ impl<'a> StoredRows<'a> {
         self.rows.bound(j, which)
     }
 
+    /// Bound `which` of every row, in order, encoded (`None`: open): what
+    /// [`StoredRows::bound`] gives for each, read a page block at a time.
+    pub fn bounds(&self, which: TemporalBound) -> impl Iterator<Item = Option<&'a [u8]>> + '_ {
+        self.rows.bounds(which)
+    }
+
     /// Appends value `column` of every row to `out`, an Arrow builder of the column's type, a
     /// page block at a time; `false` (nothing appended) when `out` is not one of the builders
     /// read this way (64-bit integers and timestamps, floats, booleans, strings), or the scan
