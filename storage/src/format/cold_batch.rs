@@ -11,13 +11,15 @@ use crate::record::{Bytes, RowId, StoredRow};
 use crate::value::{Value, ValueRef};
 
 /// A key's frozen row versions, decoded for reading: the blocks of its pages as they are (bounds
-/// stay bytes), with an index by row id. A row's bounds and commits are read in place; its values
-/// are built only when asked for ([`ColdBatch::values`]), so rows a scan filters out cost none.
+/// stay bytes), with an index by row id of their rows ([`ColdBatch::new`]) or of those a filter
+/// kept ([`ColdBatch::new_where`]: the others are not found by id). A row's bounds and commits
+/// are read in place; its values are built only when asked for ([`ColdBatch::values`]), so rows
+/// a scan filters out cost none.
 pub(crate) struct ColdBatch {
     key: Bytes,
     /// Shared with the store's cache of decoded pages.
     blocks: Vec<Arc<RowBlock>>,
-    /// (row id, block, row in block), sorted by row id.
+    /// (row id, block, row in block) of the rows indexed, sorted by row id.
     index: Vec<(RowId, u32, u32)>,
 }
 
@@ -69,7 +71,7 @@ impl<'a> Selected<'a> {
     /// The rows, with the entries that hold their values gathered.
     pub fn with_values(mut self) -> Self {
         let mut from = 0;
-        self.entries.reserve(self.at.len());
+        self.entries = Vec::with_capacity(self.at.len());
         for &(b, end) in &self.segments {
             let value_of = &self.batch.blocks[b as usize].value_of;
             (self.entries).extend(self.at[from..end].iter().map(|&i| value_of[i as usize]));
@@ -210,7 +212,8 @@ impl ColdBatch {
     /// Indexes `blocks` of `key`'s pages (decoded, and so checked, by [`decode_cold_rows`]) for
     /// a table `width` columns wide.
     pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
-        ColdBatch::new_where(key, width, blocks, |_| true)
+        let rows = blocks.iter().map(|b| b.ids.len()).sum();
+        ColdBatch::indexed(key, width, blocks, |_| true, rows)
     }
 
     /// [`ColdBatch::new`] of the rows `keep` accepts only: a scan that selects by time or by
@@ -222,7 +225,18 @@ impl ColdBatch {
         blocks: Vec<Arc<RowBlock>>,
         keep: impl Fn(BlockRow<'_>) -> bool,
     ) -> Result<ColdBatch> {
-        let mut index = Vec::new();
+        ColdBatch::indexed(key, width, blocks, keep, 0)
+    }
+
+    /// [`ColdBatch::new_where`], the index made with room for `capacity` rows.
+    fn indexed(
+        key: Bytes,
+        width: usize,
+        blocks: Vec<Arc<RowBlock>>,
+        keep: impl Fn(BlockRow<'_>) -> bool,
+        capacity: usize,
+    ) -> Result<ColdBatch> {
+        let mut index = Vec::with_capacity(capacity);
         // The blocks by their first row: pages whose rows are apart in ids are then in order
         // one after the other.
         let mut order: Vec<usize> = (0..blocks.len()).collect();

@@ -246,18 +246,17 @@ struct ReadAt {
     version: u64,
 }
 
-/// Whether a row with these bounds (start, end, system start, system end), written by commit
-/// `added` and retired by `retired`, is one `spec` returns at `at` (what the scan asks of each
-/// row, [`version_matches`] then [`bounds_match`]).
-#[cfg(test)]
-fn row_matches(
+/// Whether a row written by commit `added` and retired by `retired`, whose bounds are
+/// `bound(..)`, is one `spec` returns at `at` (what the scan asks of each row: [`version_matches`],
+/// then [`bounds_match`], which reads the bounds only if the first matched).
+#[inline]
+fn row_matches<'b>(
     spec: &ScanSpec,
     at: ReadAt,
-    bounds: [Option<&[u8]>; 4],
-    added: u64,
-    retired: Option<u64>,
+    (added, retired): (u64, Option<u64>),
+    bound: impl Fn(TemporalBound) -> Option<&'b [u8]>,
 ) -> bool {
-    version_matches(at, added, retired) && bounds_match(spec, |which| which.of(&bounds))
+    version_matches(at, added, retired) && bounds_match(spec, bound)
 }
 
 /// Whether a row written by commit `added` and retired by `retired` is one of version `at`.
@@ -556,10 +555,7 @@ impl TableReader<'_> {
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
-        let row_matches = |r: BlockRow<'_>| {
-            let (added, retired) = r.commits();
-            version_matches(at, added, retired) && bounds_match(spec, |which| r.bound(which))
-        };
+        let frozen_matches = |r: BlockRow<'_>| row_matches(spec, at, r.commits(), |w| r.bound(w));
         let caching = spec.caching(latest);
         let mut n = 0;
         let unbounded = matches!(
@@ -605,7 +601,7 @@ impl TableReader<'_> {
             // Only the frozen rows the scan returns are indexed: each checked where it lies,
             // its commits first, its bounds only if it is of the version read.
             let cold = state
-                .cold_batch(k, ks, (page_may_match, row_matches), caching)
+                .cold_batch(k, ks, (page_may_match, frozen_matches), caching)
                 .map_err(|e| in_table(&self.table.name, e))?;
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);
@@ -632,7 +628,7 @@ impl TableReader<'_> {
                     }
                     continue;
                 }
-                // Every frozen row of `cold` is one the scan returns (`row_matches`); its values
+                // Every frozen row of `cold` is one the scan returns (`frozen_matches`); its values
                 // are read as the run is handed over.
                 run.push(c);
                 n += 1;
@@ -818,7 +814,8 @@ mod tests {
             let at = ReadAt { current: version.is_none(), version: version.unwrap_or(u64::MAX) };
             let any = rows.iter().any(|(b, added, retired)| {
                 let b = bytes(b);
-                row_matches(&spec, at, [0, 1, 2, 3].map(|i| b[i].as_deref()), *added, *retired)
+                let b = [0, 1, 2, 3].map(|i| b[i].as_deref());
+                row_matches(&spec, at, (*added, *retired), |which| which.of(&b))
             });
             prop_assert!(!any || page_may_match(&spec, at, PageZone::new(&zone)));
         }

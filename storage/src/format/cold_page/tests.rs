@@ -408,3 +408,64 @@ mod shared_values {
         }
     }
 }
+
+/// A page of `rows` with ids `ids`, row `i`'s start, end and system start `[i]`, `[i + 1]`,
+/// `[i + 100]` (system end open), retired by commit 5 when `i` is odd.
+fn block_of_ids(ids: &[RowId]) -> RowBlock {
+    let values: Row = vec![Value::Int(1)].into();
+    let rows: Vec<StoredRow> = (0..ids.len() as u8)
+        .map(|i| StoredRow {
+            end: Some(Bytes::from(&[i + 1][..])),
+            sys_start: Some(Bytes::from(&[i + 100][..])),
+            retired: (i % 2 == 1).then_some(5),
+            ..row(&values, i)
+        })
+        .collect();
+    let page = encode_cold(
+        &[ColumnType::Int64],
+        std::iter::empty(),
+        std::iter::empty(),
+        ids.iter().copied().zip(&rows),
+    )
+    .unwrap()
+    .0;
+    decode_cold_rows(&page).unwrap()
+}
+
+#[test]
+fn a_filtered_batch_of_interleaved_pages_indexes_the_kept_rows_in_id_order() {
+    use super::super::cold_batch::TemporalBound;
+    // Two pages whose ids interleave, as a key's pages split by business time do.
+    let key = Bytes::from(&b"k"[..]);
+    let blocks = || {
+        [[1, 4, 6, 9], [2, 3, 7, 8]]
+            .map(|ids| Arc::new(block_of_ids(&ids)))
+            .to_vec()
+    };
+    let all = ColdBatch::new(key.clone(), 1, blocks()).unwrap();
+    let ids = |c: &ColdBatch| (0..).map_while(|p| c.id_at(p)).collect::<Vec<_>>();
+    assert_eq!(ids(&all), [1, 2, 3, 4, 6, 7, 8, 9]);
+    // Only the rows not retired (each page's first and third).
+    let live = ColdBatch::new_where(key, 1, blocks(), |r| r.commits().1.is_none()).unwrap();
+    assert_eq!(ids(&live), [1, 2, 6, 7]);
+    assert_eq!(live.first_at_or_after(3), 2);
+    // The rows taken, their bounds a block at a time as one at a time, for each bound.
+    let positions = [0, 1, 3];
+    let taken = live.select(&positions);
+    for which in TemporalBound::ALL {
+        let one_by_one: Vec<_> = (0..positions.len())
+            .map(|j| taken.bound(j, which))
+            .collect();
+        assert_eq!(
+            taken.bounds(which).collect::<Vec<_>>(),
+            one_by_one,
+            "{which:?}"
+        );
+    }
+    let starts: Vec<_> = taken
+        .bounds(TemporalBound::Start)
+        .map(|s| s.unwrap()[0])
+        .collect();
+    assert_eq!(starts, [0, 0, 2]);
+    assert!(taken.bounds(TemporalBound::SystemEnd).all(|e| e.is_none()));
+}
