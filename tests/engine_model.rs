@@ -8,7 +8,8 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, Int64Array, ListBuilder, RecordBatch, StringArray, StringBuilder};
 use arrow::datatypes::{DataType, Field, Schema};
 use asof::{
-    ColumnSelection, Condition, FlowSpec, RefreshMode, Store, StoreOptions, StoredAs, Value,
+    Checkpoints, ColumnSelection, Condition, FlowSpec, Folding, OnClose, RefreshMode, Store,
+    StoreOptions, StoredAs, Value,
 };
 use common::model::{model, MEvent, MFlow, Op};
 use proptest::prelude::*;
@@ -37,6 +38,9 @@ struct Options {
     /// `StoreOptions::commit_part_rows`: a commit of more rows is applied in parts, parted by
     /// key (one or three rows: nearly every commit is).
     part_rows: u64,
+    /// `StoreOptions::folding`: with `TwoThreads`, every commit of two keys or more is folded
+    /// in shares on two threads.
+    folding: Folding,
 }
 
 fn options() -> impl Strategy<Value = Options> {
@@ -52,8 +56,9 @@ fn options() -> impl Strategy<Value = Options> {
             Just(asof::DEFAULT_HOT_EVENTS_PER_KEY)
         ],
         prop_oneof![Just(1u64), Just(3), Just(asof::DEFAULT_COMMIT_PART_ROWS)],
+        prop_oneof![Just(Folding::Auto), Just(Folding::TwoThreads)],
     )
-        .prop_map(|(m, ig, tr, ctu, trunc, hot_tail, part_rows)| {
+        .prop_map(|(m, ig, tr, ctu, trunc, hot_tail, part_rows, folding)| {
             let mode = [StoredAs::Scd1, StoredAs::Scd2, StoredAs::Bitemporal][m as usize];
             let ctu = ctu && mode != StoredAs::Bitemporal;
             Options {
@@ -64,18 +69,23 @@ fn options() -> impl Strategy<Value = Options> {
                 truncate: trunc && mode == StoredAs::Scd1,
                 hot_tail,
                 part_rows,
+                folding,
             }
         })
 }
 
-/// Opens the store at `dir` with the run's hot tail.
+/// Opens the store at `dir` with the run's hot tail, parts and folding.
 fn open(dir: &std::path::Path, o: &Options) -> Store {
-    let options = StoreOptions {
+    Store::open_with(dir, store_options(o)).unwrap()
+}
+
+fn store_options(o: &Options) -> StoreOptions {
+    StoreOptions {
         hot_events_per_key: o.hot_tail,
         commit_part_rows: o.part_rows,
+        folding: o.folding,
         ..Default::default()
-    };
-    Store::open_with(dir, options).unwrap()
+    }
 }
 
 fn event(truncate: bool) -> impl Strategy<Value = Ev> {
@@ -546,6 +556,7 @@ fn a_system_replay_reads_frozen_versions_for_ignored_nulls() {
         truncate: false,
         hot_tail: 2,
         part_rows: asof::DEFAULT_COMMIT_PART_ROWS,
+        folding: Folding::Auto,
     };
     let r = Run {
         opts: opts.clone(),
@@ -580,6 +591,41 @@ proptest! {
         apply_commits(&r, &whole);
         apply_commits(&r, &parted);
         reads_like_whole(&whole, parted, (d2.path(), &parted_opts))?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Commits whose keys are folded in shares on two threads (every commit of two keys or
+    /// more) number their rows as one thread folding the keys in order does: the table at
+    /// every version, the change feed, each commit's metrics, a replay of the log (`verify`)
+    /// and a reopen equal a store that folds on one thread; and a reopen that replays the log
+    /// on one thread (no checkpoint at close) reads the pages the shares froze.
+    #[test]
+    fn a_commit_folded_in_shares_equals_one_folded_on_one_thread(r in run()) {
+        let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let one = open(d1.path(), &Options { folding: Folding::OneThread, ..r.opts.clone() });
+        let shares_opts = Options { folding: Folding::TwoThreads, ..r.opts.clone() };
+        let shares = open(d2.path(), &shares_opts);
+        one.create_flow(flow(&r.opts)).unwrap();
+        shares.create_flow(flow(&r.opts)).unwrap();
+        apply_commits(&r, &one);
+        apply_commits(&r, &shares);
+        reads_like_whole(&one, shares, (d2.path(), &shares_opts))?;
+
+        let d3 = tempfile::tempdir().unwrap();
+        let leave = Checkpoints { on_close: OnClose::Leave, ..Checkpoints::default() };
+        let written = StoreOptions { checkpoints: leave, ..store_options(&shares_opts) };
+        let store = Store::open_with(d3.path(), written).unwrap();
+        store.create_flow(flow(&r.opts)).unwrap();
+        apply_commits(&r, &store);
+        drop(store);
+        let replayed = StoreOptions { folding: Folding::OneThread, ..store_options(&shares_opts) };
+        let store = Store::open_with(d3.path(), replayed).unwrap();
+        prop_assert_eq!(common::engine_rows(&store, "t"), common::engine_rows(&one, "t"));
+        let report = store.verify().unwrap();
+        prop_assert!(report.ok(), "{:?}", report);
     }
 }
 

@@ -37,8 +37,8 @@ mod two_threads;
 mod value;
 
 pub use engine::cold::ColdStats;
-pub use engine::Caching;
 pub use engine::CommitMetrics;
+pub use engine::{Caching, Folding};
 pub use error::{catch_panic, Error, FlowError, Result, StoppedFlow};
 pub use expectation::{Expectation, OnViolation};
 pub use flow::ChangeCommits;

@@ -8,14 +8,19 @@ use std::collections::BTreeMap;
 use roaring::RoaringBitmap;
 
 use super::fold::{refold, Bytes, Change, FoldInput, FoldRules, Limit, RowId, TimelineDiff};
+use super::fold_keys::{fold_key, fold_shares, note_deleted, FoldCommit, KeyEvents};
 use super::key_commit::KeyCommit;
-use super::{bitemporal, changes, cold, scd};
-use super::{CommitEffects, CommitPart, Dirty, Incoming, KeyState, Logging, TableState};
+use super::rows_aside::{fits_aside, FoldRows};
+use super::{changes, cold, scd};
+use super::{CommitEffects, CommitPart, Dirty, Incoming, KeyState, Logging, RowStore, TableState};
 use crate::error::Result;
 use crate::flow::StoredAs;
 
 /// From how many logged events [`TableState::apply_beside`] runs its work on a second thread.
 const BESIDE_APART_FROM: usize = 1024;
+/// From how many logged events a part's changes are counted on a second thread, beside the
+/// encoding of its pages.
+const COUNT_APART_FROM: usize = 1024;
 
 /// What [`TableState::settle`] needs of the part [`TableState::fold_part`] folded in.
 struct Settling {
@@ -129,7 +134,10 @@ impl TableState {
     }
 
     /// The second half of [`TableState::apply_part`]: counts the part's changes (with
-    /// [`Logging::Log`]), then freezes the keys it touched that grew past their hot tail.
+    /// [`Logging::Log`]), then freezes the keys it touched that grew past their hot tail. The
+    /// changes are counted as the change feed lists them, before any row of the commit is
+    /// frozen: beside the encoding of the keys' pages, on a second thread, for a part of
+    /// [`COUNT_APART_FROM`] events or more (both only read the rows).
     fn settle(&mut self, fx: &CommitEffects, settling: Settling) -> Result<Option<(u64, u64)>> {
         let Settling {
             version,
@@ -137,22 +145,29 @@ impl TableState {
             touched,
             grown,
         } = settling;
-        let counts = match fx.logging {
-            // Counted as the change feed lists them, before any row of the commit is frozen.
-            Logging::Log => Some(self.change_counts(version, fx.first_row, &retired_before)?),
-            Logging::Replay => None,
-        };
         for key in &touched {
             self.dirty.add(key);
         }
-        cold::freeze_keys(
-            &mut self.keys,
-            &grown,
-            &mut self.rows,
-            &mut self.pages,
-            &self.types,
-            self.hot_tail,
-        )?;
+        let (rows, types, mode) = (&self.rows, &self.types[..], self.mode());
+        let count = || change_counts(rows, mode, version, fx.first_row, &retired_before);
+        let (encoded, counts) = match fx.logging {
+            Logging::Replay => {
+                let cuts = cold::Cuts::take(&mut self.keys, &grown, rows, self.hot_tail);
+                (cuts.encode(rows, types)?, None)
+            }
+            Logging::Log if fx.events.len() < COUNT_APART_FROM => {
+                let counts = count()?;
+                let cuts = cold::Cuts::take(&mut self.keys, &grown, rows, self.hot_tail);
+                (cuts.encode(rows, types)?, Some(counts))
+            }
+            Logging::Log => {
+                let cuts = cold::Cuts::take(&mut self.keys, &grown, rows, self.hot_tail);
+                let (encoded, counts) =
+                    crate::two_threads::both("asof-count", || cuts.encode(rows, types), count);
+                (encoded?, Some(counts?))
+            }
+        };
+        encoded.install(&mut self.keys, &mut self.rows, &mut self.pages)?;
         // Keys a reset retired and this part brought no event to: their rows go back to pages.
         let reset = std::mem::take(&mut self.reset_pending);
         for key in reset.keys {
@@ -161,42 +176,6 @@ impl TableState {
             }
         }
         Ok(counts)
-    }
-
-    /// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed
-    /// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, and those it retired
-    /// but `before`, none of them frozen yet.
-    fn change_counts(
-        &self,
-        version: u64,
-        first_row: RowId,
-        before: &RoaringBitmap,
-    ) -> Result<(u64, u64)> {
-        let retired = self
-            .rows
-            .retired_by(version)
-            .into_iter()
-            .flatten()
-            .filter(|id| !before.contains(*id));
-        let written = first_row..self.rows.len() as RowId;
-        let row = |id: RowId| {
-            self.rows
-                .get(id)
-                .map(std::borrow::Cow::Borrowed)
-                .ok_or_else(|| crate::error::corrupt(format!("row {id} of this commit is frozen")))
-        };
-        let (mut upserted, mut deleted) = (0, 0);
-        // Counts do not depend on the order the rows are listed in.
-        let listed = changes::Listing::Any;
-        for (t, _) in changes::commit_changes(self.mode(), version, retired, written, row, listed)?
-        {
-            match t {
-                changes::ChangeType::Insert | changes::ChangeType::UpdatePostimage => upserted += 1,
-                changes::ChangeType::Delete => deleted += 1,
-                changes::ChangeType::UpdatePreimage => {}
-            }
-        }
-        Ok((upserted, deleted))
     }
 
     /// Thaws every key whose frozen history this commit's events (sorted by key) would read:
@@ -308,7 +287,7 @@ impl TableState {
                 };
                 refold(&mut ks.timeline, &ks.events, &input, change, &mut diff);
                 let mut c = KeyCommit {
-                    rows: &mut self.rows,
+                    rows: FoldRows::Store(&mut self.rows),
                     key,
                     ks,
                     rules: &rules,
@@ -323,54 +302,77 @@ impl TableState {
             fx.truncates.push(t);
         }
 
-        let mut incoming = incoming.into_iter().peekable();
-        let (mut done, mut reported) = (0u64, 0u64);
+        let mut groups: Vec<(Bytes, Vec<Incoming>)> = Vec::new();
+        for e in incoming {
+            match groups.last_mut() {
+                Some((key, evs)) if *key == e.key => evs.push(e),
+                _ => groups.push((e.key.clone(), vec![e])),
+            }
+        }
+        let commit = FoldCommit {
+            mode: self.schema.mode,
+            rules: &rules,
+            truncates: &self.truncates,
+            version,
+            ts,
+            hot_tail: self.hot_tail,
+        };
+        let events = groups.iter().map(|(_, evs)| evs.len()).sum::<usize>();
         let mut grown = Vec::new();
-        while let Some(first) = incoming.next() {
-            let key = first.key.clone();
-            let mut evs = vec![first];
-            while let Some(e) = incoming.next_if(|e| e.key == key) {
-                evs.push(e);
+        if self.folding.in_shares(events, groups.len()) && fits_aside(self.rows.len()) {
+            // Every key's state, the new ones made first, in key order, numbered as one
+            // thread folding the keys in turn numbers them.
+            for (key, _) in &groups {
+                if !self.keys.contains_key(key) {
+                    key_state(
+                        &mut self.keys,
+                        (&mut self.key_list, &mut self.numbered),
+                        key,
+                    );
+                }
             }
-            // Each event's values are cloned into the key's events, out of the cache since the
-            // part was read: their loads started together, not one miss at a time.
-            for e in &evs {
-                crate::prefetch::prefetch_counts(&e.event.values);
-            }
-            done += evs.len() as u64;
-            if done - reported >= 16 * 1024 {
-                tick(done);
-                reported = done;
-            }
-            let mode = self.schema.mode;
-            let ks = key_state(
-                &mut self.keys,
-                (&mut self.key_list, &mut self.numbered),
-                &key,
-            );
-            // A key with no events left (the tombstone GC collected it, or a full refresh reset
-            // it) that gets some starts afresh: deleted since this commit, if it is.
-            let collected = ks.deleted_since.is_some() && ks.eventless();
-            if collected {
-                ks.deleted_since = None;
-            }
-            let c = KeyCommit {
-                rows: &mut self.rows,
-                key: &key,
-                ks: &mut *ks,
-                rules: &rules,
-                version,
-                fx: &mut fx,
-            };
-            match mode {
-                StoredAs::Bitemporal => bitemporal::apply_key(c, evs),
-                _ => scd::apply_key(c, mode, &self.truncates, evs),
-            }
-            if ks.over_tail(self.hot_tail) {
-                grown.push(key.clone());
-            }
-            if note_deleted(ks, ts) && mode == StoredAs::Scd1 {
-                self.gc_queue.push_back((ts, key));
+            // The groups follow the key map's order (`fold_part` sorted the events by key), so
+            // one walk of the map from the first finds every key's state.
+            debug_assert!(groups.windows(2).all(|w| w[0].0 < w[1].0));
+            let first = groups.first().map(|(k, _)| k.clone()).expect("keys");
+            let mut states = self.keys.range_mut(first..);
+            let keys: Vec<KeyEvents<'_>> = (groups.into_iter())
+                .map(|(key, evs)| {
+                    let ks = loop {
+                        let (k, ks) = states.next().expect("every key has a state");
+                        if *k == key {
+                            break ks;
+                        }
+                    };
+                    KeyEvents { key, ks, evs }
+                })
+                .collect();
+            let done = fold_shares((&commit, self.folding), &mut self.rows, keys, &mut fx);
+            // The threads do not report progress: the part's events count once folded.
+            tick(events as u64);
+            grown = done.grown;
+            (self.gc_queue).extend(done.deleted.into_iter().map(|key| (ts, key)));
+        } else {
+            let (mut done, mut reported) = (0u64, 0u64);
+            for (key, evs) in groups {
+                done += evs.len() as u64;
+                if done - reported >= 16 * 1024 {
+                    tick(done);
+                    reported = done;
+                }
+                let ks = key_state(
+                    &mut self.keys,
+                    (&mut self.key_list, &mut self.numbered),
+                    &key,
+                );
+                let rows = FoldRows::Store(&mut self.rows);
+                let folded = fold_key(&commit, rows, &key, ks, evs, &mut fx);
+                if folded.grown {
+                    grown.push(key.clone());
+                }
+                if folded.deleted {
+                    self.gc_queue.push_back((ts, key));
+                }
             }
         }
         self.tracked = tracked;
@@ -378,6 +380,40 @@ impl TableState {
         fx.metrics.num_upserted_rows = self.rows.len() as u64 - u64::from(fx.first_row);
         (fx, grown)
     }
+}
+
+/// The rows commit `version` upserted (inserts and updates) and deleted, as its change feed
+/// lists them (docs/SEMANTICS.md §7.1); its rows are `first_row..`, and those it retired but
+/// `before`, none of them frozen yet.
+fn change_counts(
+    rows: &RowStore,
+    mode: StoredAs,
+    version: u64,
+    first_row: RowId,
+    before: &RoaringBitmap,
+) -> Result<(u64, u64)> {
+    let retired = rows
+        .retired_by(version)
+        .into_iter()
+        .flatten()
+        .filter(|id| !before.contains(*id));
+    let written = first_row..rows.len() as RowId;
+    let row = |id: RowId| {
+        rows.get(id)
+            .map(std::borrow::Cow::Borrowed)
+            .ok_or_else(|| crate::error::corrupt(format!("row {id} of this commit is frozen")))
+    };
+    let (mut upserted, mut deleted) = (0, 0);
+    // Counts do not depend on the order the rows are listed in.
+    let listed = changes::Listing::Any;
+    for (t, _) in changes::commit_changes(mode, version, retired, written, row, listed)? {
+        match t {
+            changes::ChangeType::Insert | changes::ChangeType::UpdatePostimage => upserted += 1,
+            changes::ChangeType::Delete => deleted += 1,
+            changes::ChangeType::UpdatePreimage => {}
+        }
+    }
+    Ok((upserted, deleted))
 }
 
 /// The state of `key`, created (with the next number, and listed by it in `list` when the list
@@ -398,23 +434,4 @@ fn key_state<'a>(
             ..Default::default()
         }
     })
-}
-
-/// Notes, after commit `ts` changed `ks`, whether the key is deleted: its business timeline (as
-/// now believed) ends, so no row of it is open. Returns whether it became deleted at `ts`.
-fn note_deleted(ks: &mut KeyState, ts: i64) -> bool {
-    let live = ks
-        .timeline
-        .values()
-        .next_back()
-        .is_some_and(|v| v.end.is_none());
-    if live {
-        ks.deleted_since = None;
-        false
-    } else if ks.deleted_since.is_none() && !ks.events.is_empty() {
-        ks.deleted_since = Some(ts);
-        true
-    } else {
-        false
-    }
 }

@@ -121,7 +121,7 @@ fn emit_step(c: &mut KeyCommit<'_, '_>, diff: TimelineDiff, t: &Bytes) {
 /// that differ.
 fn replay_system_history(c: &mut KeyCommit<'_, '_>, t: &Bytes) {
     let no_truncates = BTreeSet::new();
-    let rows = &*c.rows;
+    let rows = &c.rows;
     let ks = &*c.ks;
     // Old rows the replay may change, and when each segment alive just before `t` opened.
     // Frozen rows are never in the region: a key is thawed before a replay from a system time
@@ -130,10 +130,7 @@ fn replay_system_history(c: &mut KeyCommit<'_, '_>, t: &Bytes) {
         .rows
         .iter()
         .copied()
-        .filter(|&r| {
-            let row = &rows[r];
-            row.retired.is_none() && row.sys_end.as_deref().is_none_or(|e| e >= &t[..])
-        })
+        .filter(|&r| !rows.is_retired(r) && rows[r].sys_end.as_deref().is_none_or(|e| e >= &t[..]))
         .collect();
     // The rows alive just before `t` are the business timeline then: no refold of the events
     // known before `t` is needed.

@@ -43,7 +43,7 @@ pub(crate) use crate::record::ColdRows;
 mod freeze;
 mod thaw;
 
-pub(super) use freeze::freeze_keys;
+pub(super) use freeze::Cuts;
 
 /// A corruption found in the pages of `key`, naming the key.
 pub(crate) fn in_key(key: &[u8], e: crate::error::Error) -> crate::error::Error {

@@ -6,11 +6,12 @@
 use std::sync::OnceLock;
 
 use super::fold::{version_mut, Bytes, Event, EventMap, FoldRules, Origin, RowId};
-use super::{CommitEffects, Incoming, KeyState, Logging, RowStore, StoredRow};
+use super::rows_aside::FoldRows;
+use super::{CommitEffects, Incoming, KeyState, Logging, StoredRow};
 
 /// What applying a commit to one key reads and changes.
 pub(super) struct KeyCommit<'a, 'r> {
-    pub rows: &'a mut RowStore,
+    pub rows: FoldRows<'a, 'r>,
     pub key: &'a Bytes,
     pub ks: &'a mut KeyState,
     pub rules: &'a FoldRules<'r>,

@@ -6,11 +6,13 @@ mod bitemporal;
 pub(crate) mod changes;
 pub(crate) mod cold;
 pub(crate) mod fold;
+mod fold_keys;
 mod key_commit;
 mod key_numbers;
 pub(crate) mod lookup;
 mod persist;
 mod rows;
+mod rows_aside;
 mod scd;
 pub(crate) mod statement;
 
@@ -28,6 +30,7 @@ pub use cold::Caching;
 pub(crate) use cold::{page_rows, PageSource, PageWrite};
 use cold::{ColdStats, Frozen, Pages};
 use fold::{Bytes, EventMap, RowId, Timeline};
+pub use fold_keys::Folding;
 pub(crate) use persist::{RowsHead, Scope};
 pub use rows::StoredRow;
 pub(crate) use rows::{DirPart, RowStore};
@@ -192,6 +195,8 @@ pub(crate) struct TableState {
     reset_pending: ResetPending,
     /// Sequences per key kept in memory after a freeze.
     hot_tail: usize,
+    /// How its commits fold their events into their keys.
+    folding: Folding,
     types: Vec<ColumnType>,
     /// Keys read only to be scanned ([`TableState::restore_rows`]): each one's hot part as its
     /// head holds it (a cold page, shared with the head as the read cache keeps it), whose row
@@ -216,7 +221,8 @@ pub(crate) enum Evicted {
     Keys,
 }
 
-/// Where and how a table keeps the history commits no longer touch ([`cold`]).
+/// Where and how a table keeps the history commits no longer touch ([`cold`]), and how its
+/// commits fold ([`Folding`]).
 #[derive(Clone)]
 pub(crate) struct ColdConfig {
     /// Where frozen pages are read back once the store has written them (`None`: a state that is
@@ -224,6 +230,8 @@ pub(crate) struct ColdConfig {
     pub pages: Option<std::sync::Arc<dyn PageSource>>,
     /// Sequences per key kept in memory after a freeze.
     pub hot_tail: usize,
+    /// How commits fold their events into their keys.
+    pub folding: Folding,
 }
 
 /// Which keys changed since the store last took the changes ([`persist`]).
@@ -256,6 +264,7 @@ impl TableState {
             dirty: Dirty::Keys(BTreeSet::new()),
             reset_pending: ResetPending::default(),
             hot_tail: cold.hot_tail.max(1),
+            folding: cold.folding,
             schema,
             tracked,
             ignore_null,

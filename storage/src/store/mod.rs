@@ -56,7 +56,7 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::engine::{Caching, ColdConfig, TableState};
+use crate::engine::{Caching, ColdConfig, Folding, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::expectation::Expectation;
 use crate::flow::{Flow, FlowSpec, TableSchema};
@@ -135,6 +135,10 @@ pub struct StoreOptions {
     /// writing each part ahead of the commit record: still one commit, all or nothing, in memory
     /// bounded by the part instead of the refresh (docs/SEMANTICS.md §2.7).
     pub commit_part_rows: u64,
+    /// How a commit folds its events into its keys (default: on two threads for a commit, or
+    /// a part of one applied in parts, of 2,048 events or more over 64 keys or more; the rows
+    /// are numbered as on one thread; docs/PERFORMANCE.md, session 53).
+    pub folding: Folding,
     /// How an increment of a table not in memory reads it: the first after the table was read
     /// reads only the keys its events bring, and so do the next ones until those since it was
     /// read have read a quarter of its keys, then the table is read whole (the default); or
@@ -215,6 +219,7 @@ impl Default for StoreOptions {
             checkpoints: Checkpoints::default(),
             commit_part_rows: DEFAULT_COMMIT_PART_ROWS,
             increments: Increments::default(),
+            folding: Folding::default(),
         }
     }
 }
@@ -264,6 +269,8 @@ struct Inner {
     /// See [`StoreOptions::commit_part_rows`].
     commit_part_rows: u64,
     increments: Increments,
+    /// [`StoreOptions::folding`].
+    folding: Folding,
     /// Moves when ERASE or DROP TABLE rewrites source chunks (reads under way stop).
     rewrites: source_rows::ChunkRewrites,
 }
@@ -393,6 +400,7 @@ impl Store {
             checkpoints: options.checkpoints,
             commit_part_rows: options.commit_part_rows.max(1),
             increments: options.increments,
+            folding: options.folding,
             rewrites: Default::default(),
         };
         inner.load()?;
@@ -456,6 +464,7 @@ impl Table {
         self.state_with(ColdConfig {
             pages: None,
             hot_tail: self.cold.hot_tail,
+            folding: self.cold.folding,
         })
     }
 
@@ -526,6 +535,7 @@ impl Inner {
                 id,
             })),
             hot_tail: self.hot_tail,
+            folding: self.folding,
         }
     }
 }

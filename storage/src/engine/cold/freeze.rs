@@ -1,5 +1,5 @@
 //! Freezing: what a commit moves out of a key's memory into pages once the key holds more than
-//! `FREEZE_AT × tail` sequences ([`freeze_keys`], [`KeyState::cut`], [`encode_cut`],
+//! `FREEZE_AT × tail` sequences ([`Cuts`], [`KeyState::cut`], [`encode_cut`],
 //! [`KeyState::install`]), and the rows of a key a full refresh left without events
 //! ([`KeyState::freeze_retired`]).
 
@@ -139,48 +139,77 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
 /// its own thread: a second one would cost more than it saves.
 const ENCODE_APART_FROM: usize = 4096;
 
-/// Freezes, of `touched` (the keys a commit touched that are [`KeyState::over_tail`]: others
-/// are passed over), each key that holds more than `FREEZE_AT × tail` sequences in memory
-/// ([`KeyState::cut`]). The cuts are taken and installed in turn, and encoded as pages on two
-/// threads (the commit's and one more, each taking the next cuts until none is left): encoding
-/// is most of a freeze, and it changes nothing but the cut.
-pub(in crate::engine) fn freeze_keys(
-    keys: &mut BTreeMap<Bytes, KeyState>,
-    touched: &[Bytes],
-    rows: &mut RowStore,
-    pages: &mut Pages,
-    types: &[ColumnType],
-    tail: usize,
-) -> Result<()> {
-    let mut cuts = Vec::new();
-    for key in touched {
-        if let Some(cut) = keys.get_mut(key).and_then(|ks| ks.cut(rows, tail)) {
-            cuts.push((key, cut));
+/// What a commit freezes, taken from its keys ([`Cuts::take`]), then encoded as pages
+/// ([`Cuts::encode`]) and installed in its keys ([`EncodedCuts::install`]): each key of
+/// `touched` (the keys a commit touched that are [`KeyState::over_tail`]: others are passed
+/// over) that holds more than `FREEZE_AT × tail` sequences in memory ([`KeyState::cut`]).
+/// Taking and encoding read the row store and change no row, so the commit can read it beside
+/// the encoding; installing freezes the rows.
+pub(in crate::engine) struct Cuts<'k> {
+    cuts: Vec<(&'k Bytes, Cut)>,
+}
+
+/// [`Cuts`] encoded as pages, to be installed.
+pub(in crate::engine) struct EncodedCuts<'k> {
+    encoded: Vec<(&'k Bytes, EncodedCut)>,
+}
+
+impl<'k> Cuts<'k> {
+    /// Takes from each key of `touched` that holds more than `FREEZE_AT × tail` sequences what
+    /// moves out of its memory.
+    pub fn take(
+        keys: &mut BTreeMap<Bytes, KeyState>,
+        touched: &'k [Bytes],
+        rows: &RowStore,
+        tail: usize,
+    ) -> Self {
+        let mut cuts = Vec::new();
+        for key in touched {
+            if let Some(cut) = keys.get_mut(key).and_then(|ks| ks.cut(rows, tail)) {
+                cuts.push((key, cut));
+            }
         }
+        Cuts { cuts }
     }
-    let total: usize = (cuts.iter())
-        .map(|(_, c)| c.events.len() + c.versions.len() + c.rows.len())
-        .sum();
-    let shared: &RowStore = rows;
-    let encode = |(key, cut)| encode_cut(cut, shared, types).map(|e| (key, e));
-    // Nothing is installed unless every cut encoded.
-    let encoded: Vec<_> = match total < ENCODE_APART_FROM {
-        true => cuts.into_iter().map(encode).collect::<Result<_>>()?,
-        false => (crate::two_threads::map("asof-encode", cuts, encode).into_iter())
-            .collect::<Result<_>>()?,
-    };
-    for (key, cut) in encoded {
-        let ks = keys
-            .get_mut(key)
-            .ok_or_else(|| corrupt("a key frozen is gone"))?;
-        ks.install(key, cut, rows, pages)?;
+
+    /// The cuts as pages, on two threads (the caller's and one more, each taking the next cuts
+    /// until none is left) when there is enough to encode: encoding is most of a freeze.
+    pub fn encode(self, rows: &RowStore, types: &[ColumnType]) -> Result<EncodedCuts<'k>> {
+        let total: usize = (self.cuts.iter())
+            .map(|(_, c)| c.events.len() + c.versions.len() + c.rows.len())
+            .sum();
+        let encode = |(key, cut)| encode_cut(cut, rows, types).map(|e| (key, e));
+        let encoded = match total < ENCODE_APART_FROM {
+            true => self.cuts.into_iter().map(encode).collect::<Result<_>>()?,
+            false => (crate::two_threads::map("asof-encode", self.cuts, encode).into_iter())
+                .collect::<Result<_>>()?,
+        };
+        Ok(EncodedCuts { encoded })
     }
-    Ok(())
+}
+
+impl EncodedCuts<'_> {
+    /// Makes each cut's pages its key's next pages, and freezes their rows. Nothing was
+    /// installed unless every cut encoded.
+    pub fn install(
+        self,
+        keys: &mut BTreeMap<Bytes, KeyState>,
+        rows: &mut RowStore,
+        pages: &mut Pages,
+    ) -> Result<()> {
+        for (key, cut) in self.encoded {
+            let ks = keys
+                .get_mut(key)
+                .ok_or_else(|| corrupt("a key frozen is gone"))?;
+            ks.install(key, cut, rows, pages)?;
+        }
+        Ok(())
+    }
 }
 
 impl KeyState {
     /// Whether the key holds more than `FREEZE_AT × tail` sequences in memory: what makes
-    /// [`freeze_keys`] cut it.
+    /// [`Cuts::take`] cut it.
     pub(in crate::engine) fn over_tail(&self, tail: usize) -> bool {
         self.events.len() > tail.saturating_mul(FREEZE_AT)
     }
@@ -188,7 +217,8 @@ impl KeyState {
     /// If the key holds more than `FREEZE_AT × tail` sequences in memory, freezes all but about the last
     /// `tail` of them, and the rows no commit will touch again (see the module documentation).
     /// What moves out is taken from the key and returned, for [`encode_cut`] and
-    /// [`KeyState::install`] ([`freeze_keys`] does all three).
+    /// [`KeyState::install`] ([`Cuts::take`], [`Cuts::encode`] and [`EncodedCuts::install`] do
+    /// the three).
     fn cut(&mut self, rows: &RowStore, tail: usize) -> Option<Cut> {
         if !self.over_tail(tail) {
             return None;
