@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use roaring::RoaringBitmap;
 
 use super::fold::{refold, Bytes, Change, FoldInput, FoldRules, Limit, RowId, TimelineDiff};
-use super::fold_keys::{fold_key, fold_shares, note_deleted, FoldCommit, KeyEvents};
+use super::fold_keys::{fold_key, fold_shares, key_events, note_deleted, FoldCommit};
 use super::key_commit::KeyCommit;
 use super::rows_aside::{fits_aside, FoldRows};
 use super::{changes, cold, scd};
@@ -331,22 +331,7 @@ impl TableState {
                     );
                 }
             }
-            // The groups follow the key map's order (`fold_part` sorted the events by key), so
-            // one walk of the map from the first finds every key's state.
-            debug_assert!(groups.windows(2).all(|w| w[0].0 < w[1].0));
-            let first = groups.first().map(|(k, _)| k.clone()).expect("keys");
-            let mut states = self.keys.range_mut(first..);
-            let keys: Vec<KeyEvents<'_>> = (groups.into_iter())
-                .map(|(key, evs)| {
-                    let ks = loop {
-                        let (k, ks) = states.next().expect("every key has a state");
-                        if *k == key {
-                            break ks;
-                        }
-                    };
-                    KeyEvents { key, ks, evs }
-                })
-                .collect();
+            let keys = key_events(&mut self.keys, groups);
             let done = fold_shares((&commit, self.folding), &mut self.rows, keys, &mut fx);
             // The threads do not report progress: the part's events count once folded.
             tick(events as u64);

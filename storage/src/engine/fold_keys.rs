@@ -1,10 +1,11 @@
 //! A commit's events folded into its keys: one key ([`fold_key`]), by its mode's rules; and the
 //! keys of a large commit in shares ([`fold_shares`]), folded on two threads (the commit's and
 //! one more, each taking the next shares until none is left) over a row store they only read,
-//! each share's rows then put in the store in key order ([`super::rows_aside`]). Folding is most
-//! of a commit's work that only one thread did, while the machine's second core waited.
+//! each share's rows then put in the store in key order ([`super::rows_aside`]). Folding was the
+//! largest part of a commit's work that ran on one thread while the second core waited
+//! (docs/PERFORMANCE.md, session 53).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::fold::{Bytes, FoldRules};
 use super::key_commit::KeyCommit;
@@ -81,6 +82,31 @@ pub(super) struct KeyEvents<'k> {
     pub key: Bytes,
     pub ks: &'k mut KeyState,
     pub evs: Vec<Incoming>,
+}
+
+/// Each key of `groups` (a commit's events by key, in key order: `fold_part` sorts them) with
+/// its state, which every one of them must have. The groups follow the key map's order, so one
+/// walk of the map from the first key finds them all.
+pub(super) fn key_events(
+    keys: &mut BTreeMap<Bytes, KeyState>,
+    groups: Vec<(Bytes, Vec<Incoming>)>,
+) -> Vec<KeyEvents<'_>> {
+    debug_assert!(groups.windows(2).all(|w| w[0].0 < w[1].0));
+    let Some(first) = groups.first().map(|(k, _)| k.clone()) else {
+        return Vec::new();
+    };
+    let mut states = keys.range_mut(first..);
+    let mut out = Vec::with_capacity(groups.len());
+    for (key, evs) in groups {
+        let ks = loop {
+            let (k, ks) = states.next().expect("every key has a state");
+            if *k == key {
+                break ks;
+            }
+        };
+        out.push(KeyEvents { key, ks, evs });
+    }
+    out
 }
 
 /// Folds `evs`, the commit's events of `key`, into its state `ks`, writing its rows to `rows`

@@ -17,7 +17,8 @@ use super::{RowStore, StoredRow};
 const ASIDE_FROM: RowId = 1 << 31;
 
 /// Whether a store of `len` rows may be folded in shares: below half of [`ASIDE_FROM`], so that
-/// the rows a commit adds (fewer than 2³⁰) never bring an id of the store up to it.
+/// the rows a commit adds never bring an id of the store up to it (2³⁰ rows would take over
+/// 100 GB of memory).
 pub(super) fn fits_aside(len: usize) -> bool {
     len < (ASIDE_FROM / 2) as usize
 }
