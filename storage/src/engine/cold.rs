@@ -41,9 +41,11 @@ use crate::format::zone::PageZone;
 pub(crate) use crate::record::ColdRows;
 
 mod freeze;
+mod pages_read;
 mod thaw;
 
 pub(super) use freeze::Cuts;
+pub(crate) use pages_read::PagesRead;
 
 /// A corruption found in the pages of `key`, naming the key.
 pub(crate) fn in_key(key: &[u8], e: crate::error::Error) -> crate::error::Error {
@@ -144,6 +146,9 @@ pub(crate) struct Frozen {
     sys: Option<Bytes>,
     /// Events (sequences) in the pages.
     events: usize,
+    /// The pages reads that keep what they decode got from the read cache, found again here
+    /// without asking the store where they lie.
+    read: PagesRead,
 }
 
 /// The first pages of a key that its stored head lists, and memory does not ([`Frozen::shed`]):
@@ -175,6 +180,7 @@ impl Frozen {
             hot_from: h.hot_from.into(),
             sys: h.sys.map(Bytes::from),
             events: h.events as usize,
+            read: PagesRead::default(),
         }
     }
 
@@ -368,16 +374,26 @@ impl Pages {
         }
     }
 
-    /// The row versions of pages `listed` of `key` (in page order): through the store's read
-    /// cache one by one with [`Caching::Keep`], else the stored ones read in one pass.
+    /// The row versions of pages `listed` of `key` (in page order): with [`Caching::Keep`], each
+    /// as the key remembers it (`read`), else through the store's read cache (and remembered);
+    /// with [`Caching::Pass`], the stored ones read in one pass.
     fn rows_of(
         &self,
         key: &Bytes,
         listed: &[&PageEntry],
         caching: Caching,
+        read: &PagesRead,
     ) -> Result<Vec<Arc<RowBlock>>> {
         if caching == Caching::Keep && self.source.is_some() {
-            return listed.iter().map(|e| self.rows(key, e, caching)).collect();
+            let rows = |e: &PageEntry| match read.get(e.no) {
+                Some(rows) => Ok(rows),
+                None => {
+                    let rows = self.rows(key, e, caching)?;
+                    read.remember(e.no, &rows);
+                    Ok(rows)
+                }
+            };
+            return listed.iter().map(|e| rows(e)).collect();
         }
         let bytes = self.get_all(key, listed)?;
         (listed.iter().zip(bytes))
@@ -562,7 +578,7 @@ impl KeyState {
                 let kept: Vec<&PageEntry> = (listed.iter())
                     .filter(|p| keep(PageZone::new(&p.zone)))
                     .collect();
-                pages.rows_of(key, &kept, caching)
+                pages.rows_of(key, &kept, caching, &frozen.read)
             })
             .map_err(|e| in_key(key, e))
     }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
-use super::cold::{Frozen, PageWrite};
+use super::cold::{Frozen, PageWrite, PagesRead};
 use super::fold::Version;
 use super::fold::{Bytes, RowId};
 use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState, UnreadHot};
@@ -431,7 +431,7 @@ impl RowsHead {
         };
         let held = std::mem::size_of::<RowsHead>()
             + head.max_sys.as_ref().map_or(0, |s| s.len())
-            + head.frozen.as_ref().map_or(0, Frozen::heap_bytes)
+            + (head.frozen.as_ref()).map_or(0, |f| f.heap_bytes() + PagesRead::heap_bytes())
             + head.unread.zone.as_ref().map_or(0, |z| z.len())
             + head.unread.part.len();
         Ok((head, held as u64))

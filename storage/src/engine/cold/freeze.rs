@@ -381,6 +381,7 @@ impl KeyState {
                     hot_from: hot_from.clone(),
                     sys: None,
                     events: 0,
+                    read: super::PagesRead::default(),
                 })
             });
             Arc::make_mut(&mut frozen.pages).push(page);
