@@ -18,9 +18,12 @@ use crate::format::cold_page::RowBlock;
 /// page that holds the point on both timelines, and one beside it), a few over.
 const REMEMBERS: usize = 4;
 
+/// A page remembered: its number, and its row block as long as the read cache holds it.
+type Remembered = (u32, Weak<RowBlock>);
+
 /// A key's pages read through the read cache, most recent last.
 #[derive(Clone, Default)]
-pub(crate) struct PagesRead(Arc<Mutex<Vec<(u32, Weak<RowBlock>)>>>);
+pub(crate) struct PagesRead(Arc<Mutex<Vec<Remembered>>>);
 
 impl PagesRead {
     /// The row block of page `no`, if a read remembered it and the read cache still holds it.
@@ -47,10 +50,10 @@ impl PagesRead {
     /// the block's own allocation (not its columns) until it is let go of here.
     pub fn heap_bytes() -> usize {
         REMEMBERS
-            * (std::mem::size_of::<(u32, Weak<RowBlock>)>()
+            * (std::mem::size_of::<Remembered>()
                 + std::mem::size_of::<RowBlock>()
                 + 2 * std::mem::size_of::<usize>())
-            + std::mem::size_of::<Mutex<Vec<(u32, Weak<RowBlock>)>>>()
+            + std::mem::size_of::<Mutex<Vec<Remembered>>>()
             + 2 * std::mem::size_of::<usize>()
     }
 }
