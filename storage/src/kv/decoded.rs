@@ -14,6 +14,9 @@
 //! The cache is bounded by the bytes its entries hold, as their decoders count them; its
 //! policy (quick_cache's, a CLOCK-PRO variant) keeps what is read again through a scan of more
 //! than it holds.
+//! The engine remembers the last pages a key read from it weakly (`engine/cold/pages_read.rs`),
+//! to find them again without a get from sled: what the cache lets go of leaves memory all the
+//! same.
 //!
 //! A value is kept on its second read, not its first ([`Doorkeeper`]): a process that reads
 //! something once (a one-shot `asof sql`, a report in a fresh process, a scan of a history read
