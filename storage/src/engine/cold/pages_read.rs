@@ -2,7 +2,8 @@
 //! key's frozen state ([`super::Frozen`]) by page number and held weakly: a read of the same page
 //! again (an as-of snapshot repeated, a report run twice) finds it without asking the key-value
 //! layer where the page lies. That question, a get from sled per page before the read cache is
-//! asked, was a fifth of a warm as-of snapshot at 10M events (docs/PERFORMANCE.md, session 54).
+//! asked, took 15% of a warm as-of snapshot's samples at 10M events (docs/PERFORMANCE.md,
+//! session 54).
 //!
 //! Held weakly, so that the read cache alone decides what stays in memory: a page it let go of
 //! is no longer found here, and is read through the cache again. A page number names the same
@@ -14,8 +15,8 @@ use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::format::cold_page::RowBlock;
 
-/// How many pages a key remembers: as many as an as-of read of one point usually reads (the
-/// page that holds the point on both timelines, and one beside it), a few over.
+/// How many pages a key remembers: a few, since a read at one point reads only the pages whose
+/// zone maps may hold it.
 const REMEMBERS: usize = 4;
 
 /// A page remembered: its number, and its row block as long as the read cache holds it.
