@@ -69,6 +69,21 @@ pub(crate) trait PageSource: Send + Sync {
         nos.iter().map(|&no| self.page(key, no)).collect()
     }
 
+    /// The row parts of pages `entries` of `key` (in ascending order: each page's first
+    /// [`PageEntry::head`] bytes, which carry a checksum of their own), each if it is stored: what
+    /// a scan that reads a key's pages in one pass decodes of them. The default reads the pages
+    /// whole ([`PageSource::pages`]) and cuts them.
+    fn row_parts(&self, key: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+        let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
+        let mut pages = self.pages(key, &nos)?;
+        for (page, e) in pages.iter_mut().zip(entries) {
+            if let Some(page) = page.as_mut().filter(|p| p.len() == e.len as usize) {
+                page.truncate(e.head as usize);
+            }
+        }
+        Ok(pages)
+    }
+
     /// The row versions of page `e` of `key` ([`page_rows`] of its bytes), if it is stored: what
     /// a scan or a lookup reads of a page, which the store may keep decoded for the next read.
     fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>>;
@@ -82,10 +97,13 @@ pub(crate) trait PageSource: Send + Sync {
 /// entry records).
 pub(crate) fn page_rows(e: &PageEntry, page: &[u8]) -> Result<RowBlock> {
     length_matches(e, page)?;
-    let rows = page
-        .get(..e.head as usize)
-        .ok_or_else(|| corrupt(format!("page {}'s row versions end past it", e.no)))?;
-    crate::format::cold_page::decode_cold_rows(rows)
+    crate::format::cold_page::decode_cold_rows(row_part(e, page)?)
+}
+
+/// The row part of page `e`, whose bytes are `page`: its first [`PageEntry::head`] bytes.
+fn row_part<'a>(e: &PageEntry, page: &'a [u8]) -> Result<&'a [u8]> {
+    page.get(..e.head as usize)
+        .ok_or_else(|| corrupt(format!("page {}'s row versions end past it", e.no)))
 }
 
 /// Whether a read keeps the pages and key heads it decodes in the store's read cache
@@ -99,6 +117,15 @@ pub enum Caching {
     /// Read from the file and decoded, not kept: reads of whole histories, which would push out
     /// what the selective reads keep (a full scan, the change feed, a key's point index).
     Pass,
+}
+
+/// Which part of a page a read takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PagePart {
+    /// The whole page: its row versions, and its events and versions (a thaw).
+    Whole,
+    /// Its row versions only (a scan): the first [`PageEntry::head`] bytes.
+    Rows,
 }
 
 /// Checks that `page` has the length its entry `e` records.
@@ -395,9 +422,9 @@ impl Pages {
             };
             return listed.iter().map(|e| rows(e)).collect();
         }
-        let bytes = self.get_all(key, listed)?;
-        (listed.iter().zip(bytes))
-            .map(|(e, page)| Ok(Arc::new(page_rows(e, &page)?)))
+        let parts = self.read_all(key, listed, PagePart::Rows)?;
+        (listed.iter().zip(parts))
+            .map(|(_, part)| Ok(Arc::new(crate::format::cold_page::decode_cold_rows(&part)?)))
             .collect()
     }
 
@@ -408,26 +435,53 @@ impl Pages {
         key: &Bytes,
         listed: &[&PageEntry],
     ) -> Result<Vec<Cow<'a, [u8]>>> {
+        self.read_all(key, listed, PagePart::Whole)
+    }
+
+    /// `part` of each of pages `listed` of `key` (in page order), each checked to have the
+    /// length its entry records: those pending from memory, the stored ones read in one pass
+    /// ([`PageSource::pages`], [`PageSource::row_parts`]).
+    fn read_all<'a>(
+        &'a self,
+        key: &Bytes,
+        listed: &[&PageEntry],
+        part: PagePart,
+    ) -> Result<Vec<Cow<'a, [u8]>>> {
         let pending = |e: &PageEntry| self.pending.contains_key(&(key.clone(), e.no));
-        let stored: Vec<u32> = (listed.iter())
-            .filter(|e| !pending(e))
-            .map(|e| e.no)
-            .collect();
-        let mut read = match (&self.source, &stored[..]) {
-            (_, []) => Vec::new(),
-            (Some(src), nos) => src.pages(key, nos)?,
-            (None, [no, ..]) => return Err(corrupt(format!("page {no} is missing"))),
+        let stored: Vec<&PageEntry> = (listed.iter().copied()).filter(|e| !pending(e)).collect();
+        let mut read = match (&self.source, &stored[..], part) {
+            (_, [], _) => Vec::new(),
+            (Some(src), entries, PagePart::Whole) => {
+                let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
+                src.pages(key, &nos)?
+            }
+            (Some(src), entries, PagePart::Rows) => src.row_parts(key, entries)?,
+            (None, [e, ..], _) => return Err(corrupt(format!("page {} is missing", e.no))),
         }
         .into_iter();
         listed
             .iter()
-            .map(|e| match pending(e) {
-                true => self.get(key, e),
-                false => {
-                    let missing = || corrupt(format!("page {} is missing", e.no));
-                    let page = read.next().flatten().ok_or_else(missing)?;
-                    length_matches(e, &page)?;
-                    Ok(Cow::Owned(page))
+            .map(|e| {
+                let bytes = match pending(e) {
+                    true => self.get(key, e)?,
+                    false => {
+                        let missing = || corrupt(format!("page {} is missing", e.no));
+                        Cow::Owned(read.next().flatten().ok_or_else(missing)?)
+                    }
+                };
+                match (bytes, part) {
+                    (bytes, PagePart::Whole) => length_matches(e, &bytes).map(|()| bytes),
+                    // A pending page is whole (and checked by `get`).
+                    (Cow::Borrowed(page), PagePart::Rows) => Ok(Cow::Borrowed(row_part(e, page)?)),
+                    (Cow::Owned(part), PagePart::Rows) if part.len() == e.head as usize => {
+                        Ok(Cow::Owned(part))
+                    }
+                    (Cow::Owned(part), PagePart::Rows) => Err(corrupt(format!(
+                        "page {}'s row versions have {} bytes, its head says {}",
+                        e.no,
+                        part.len(),
+                        e.head
+                    ))),
                 }
             })
             .collect()

@@ -26,7 +26,7 @@ use manifest::{Loaded, Manifest};
 pub use mem::MemKv;
 use separated::Dead;
 use sled_cache::open_sled;
-use values::ValueLog;
+use values::{Part, ValueLog};
 
 use crate::error::{corrupt, Error, Result};
 use crate::format::keys::{self, versioned, FOLLOWED};
@@ -81,6 +81,19 @@ pub trait KvStore: Send + Sync {
     /// that can should find them in one pass: a key's pages lie side by side).
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         keys.iter().map(|k| self.get(k)).collect()
+    }
+    /// [`KvStore::get_many`], only the first `leading[i]` bytes of the value of `keys[i]` (all of
+    /// it if shorter): for values whose leading part carries a checksum of its own (a frozen
+    /// page's row part), which a layer may then read without the rest, and without checking the
+    /// checksum its own records carry over the whole value. The default reads whole values.
+    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut values = self.get_many(keys)?;
+        for (v, &n) in values.iter_mut().zip(leading) {
+            if let Some(v) = v {
+                v.truncate(n as usize);
+            }
+        }
+        Ok(values)
     }
     /// `key`'s value as `decode` makes it (a value of type `kind`, returned with the bytes it
     /// holds in memory), or the one an earlier call made of the same bytes, if the layer kept
@@ -394,7 +407,18 @@ impl SledKv {
     /// long as it keeps moving, again. `None`: the key was deleted meanwhile. The same pointer
     /// missing twice in the same log is damage.
     fn resolve(&self, log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = separated::value(log, key, held)? {
+        self.resolve_part(log, key, held, Part::Whole)
+    }
+
+    /// [`SledKv::resolve`], only `part` of the value.
+    fn resolve_part(
+        &self,
+        log: &ValueLog,
+        key: &[u8],
+        held: &[u8],
+        part: Part,
+    ) -> Result<Option<Vec<u8>>> {
+        if let Some(v) = separated::value_part(log, key, held, part)? {
             return Ok(Some(v));
         }
         let mut last = (held.to_vec(), None::<Arc<ValueLog>>);
@@ -409,11 +433,50 @@ impl SledKv {
                     String::from_utf8_lossy(key)
                 )));
             }
-            if let Some(v) = separated::value(&log, key, &held)? {
+            if let Some(v) = separated::value_part(&log, key, &held, part)? {
                 return Ok(Some(v));
             }
             last = (held.to_vec(), Some(log));
         }
+    }
+
+    /// The values of `keys`, each as `part(i)` says for `keys[i]`: in one walk of sled's range
+    /// from the first to the last if they are ascending (see [`KvStore::get_many`]).
+    fn get_many_parts(
+        &self,
+        keys: &[Vec<u8>],
+        part: impl Fn(usize) -> Part,
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            return Ok(Vec::new());
+        };
+        let log = self.values()?;
+        if keys.len() < 3 || keys.windows(2).any(|w| w[0] >= w[1]) {
+            let db = self.db()?;
+            let one = |(i, k): (usize, &Vec<u8>)| match db.get(k)? {
+                Some(held) if !separated::is_own(k) => self.resolve_part(&log, k, &held, part(i)),
+                _ => Ok(None),
+            };
+            return keys.iter().enumerate().map(one).collect();
+        }
+        let db = self.db()?;
+        let mut out = Vec::with_capacity(keys.len());
+        let mut wanted = keys.iter().peekable();
+        for pair in db.range(&first[..]..=&last[..]) {
+            let (k, held) = pair?;
+            // Keys asked for that sled does not hold, before this one.
+            while wanted.next_if(|w| w[..] < k[..]).is_some() {
+                out.push(None);
+            }
+            if wanted.next_if(|w| w[..] == k[..]).is_some() {
+                out.push(match separated::is_own(&k) {
+                    true => None,
+                    false => self.resolve_part(&log, &k, &held, part(out.len()))?,
+                });
+            }
+        }
+        out.resize(keys.len(), None);
+        Ok(out)
     }
 
     /// A pair read by a scan, its value read from the log when it is there:
@@ -601,31 +664,16 @@ impl KvStore for SledKv {
     /// 12% of a `count(*)`); the pairs between them that are not asked for are passed over
     /// unread.
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
-            return Ok(Vec::new());
-        };
-        if keys.len() < 3 || keys.windows(2).any(|w| w[0] >= w[1]) {
-            return keys.iter().map(|k| self.get(k)).collect();
+        self.get_many_parts(keys, |_| Part::Whole)
+    }
+
+    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        if leading.len() != keys.len() {
+            return Err(corrupt(
+                "a read of leading parts with a length per key missing",
+            ));
         }
-        let log = self.values()?;
-        let db = self.db()?;
-        let mut out = Vec::with_capacity(keys.len());
-        let mut wanted = keys.iter().peekable();
-        for pair in db.range(&first[..]..=&last[..]) {
-            let (k, held) = pair?;
-            // Keys asked for that sled does not hold, before this one.
-            while wanted.next_if(|w| w[..] < k[..]).is_some() {
-                out.push(None);
-            }
-            if wanted.next_if(|w| w[..] == k[..]).is_some() {
-                out.push(match separated::is_own(&k) {
-                    true => None,
-                    false => self.resolve(&log, &k, &held)?,
-                });
-            }
-        }
-        out.resize(keys.len(), None);
-        Ok(out)
+        self.get_many_parts(keys, |i| Part::Leading(leading[i]))
     }
 
     fn get_decoded(

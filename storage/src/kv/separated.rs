@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::values::{Found, ValueLog};
+use super::values::{Found, Part, ValueLog};
 use crate::error::{corrupt, Error, Result};
 use crate::format::value_log::{
     counts, end, inline, parse_counts, parse_end, parse_segment_key, pointer, record_len,
@@ -77,9 +77,20 @@ pub(super) fn dead_fractions(db: &sled::Db) -> Result<Vec<(u32, f64)>> {
 /// The value sled holds as `held` for `key`: inline, or read from the log (`None` when the log
 /// no longer has it where the pointer says: see [`Found::Moved`]).
 pub(super) fn value(log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
-    match stored(held)? {
-        Stored::Inline(v) => Ok(Some(v.to_vec())),
-        Stored::Logged(p) => match log.read(p, key)? {
+    value_part(log, key, held, Part::Whole)
+}
+
+/// [`value`], only `part` of it.
+pub(super) fn value_part(
+    log: &ValueLog,
+    key: &[u8],
+    held: &[u8],
+    part: Part,
+) -> Result<Option<Vec<u8>>> {
+    match (stored(held)?, part) {
+        (Stored::Inline(v), Part::Whole) => Ok(Some(v.to_vec())),
+        (Stored::Inline(v), Part::Leading(n)) => Ok(Some(v[..v.len().min(n as usize)].to_vec())),
+        (Stored::Logged(p), part) => match log.read_part(p, key, part)? {
             Found::Value(v) => Ok(Some(v)),
             Found::Moved => Ok(None),
         },

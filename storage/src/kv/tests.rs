@@ -248,6 +248,66 @@ fn keys_read_in_one_pass_answer_as_a_get_of_each() {
     );
 }
 
+/// The leading parts of values read in one pass are the values cut, in sled or in the log, a
+/// part longer than its value being the whole value; keys out of order are read one by one.
+#[test]
+fn leading_parts_read_in_one_pass_are_the_values_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    let value = |i: u8| -> Vec<u8> {
+        (0..if i % 2 == 0 { 1000 } else { 10 })
+            .map(|j| i ^ j as u8)
+            .collect()
+    };
+    for i in [2u8, 3, 5, 6, 8] {
+        put(&kv, &[b'p', i], value(i));
+    }
+    let k = |i: u8| vec![b'p', i];
+    for (keys, leading) in [
+        (vec![k(2), k(3), k(4), k(6)], vec![100, 4, 7, 2000]),
+        (vec![k(2), k(5), k(8)], vec![0, 10, 999]),
+        (vec![k(8), k(2), k(5)], vec![1, 1000, 3]),
+    ] {
+        let cut: Vec<Option<Vec<u8>>> = (keys.iter().zip(&leading))
+            .map(|(key, &n)| {
+                let v = kv.get(key).unwrap()?;
+                Some(v[..v.len().min(n as usize)].to_vec())
+            })
+            .collect();
+        assert_eq!(
+            kv.get_many_leading(&keys, &leading).unwrap(),
+            cut,
+            "{keys:?}"
+        );
+    }
+    assert!(kv.get_many_leading(&[k(2)], &[1, 2]).is_err());
+}
+
+/// A read of a value's leading part checks the record's key and lengths, not its checksum, which
+/// covers the whole record: a byte changed past the part is found by a read of the whole value
+/// only (a page's row part, what such reads are for, carries a checksum of its own).
+#[test]
+fn a_leading_part_is_read_without_the_checksum_of_the_whole_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
+    let v: Vec<u8> = (0..1000).map(|i| i as u8).collect();
+    put(&kv, b"k", v.clone());
+    let held = kv.db().unwrap().get(b"k").unwrap().unwrap();
+    let Stored::Logged(p) = stored(&held).unwrap() else {
+        panic!("a value of 1000 bytes is in the log");
+    };
+    let last = p.offset + crate::format::value_log::record_len(1, p.len as usize) - 1;
+    let path = kv.values().unwrap().path(p.segment);
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &[v[999] ^ 0xff], last).unwrap();
+    drop(file);
+    assert_eq!(
+        kv.get_many_leading(&[b"k".to_vec()], &[100]).unwrap(),
+        vec![Some(v[..100].to_vec())]
+    );
+    assert!(matches!(kv.get(b"k"), Err(Error::Corrupt(_))));
+}
+
 /// `n` MiB of byte `b`.
 fn mib(n: usize, b: u8) -> Vec<u8> {
     vec![b; n << 20]

@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::error::{Error, Result};
-use crate::format::value_log::{check_record, put_record, record_header, Pointer, RECORD_HEADER};
+use crate::format::value_log::{
+    check_record, put_record, record_header, record_key, Pointer, RECORD_HEADER,
+};
 
 /// The folder of the value log in a store's folder.
 pub(super) const DIR: &str = "values";
@@ -78,6 +80,16 @@ pub(super) struct ValueLog {
 }
 
 /// What a read found where a pointer said.
+/// What a read of a value takes of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// All of it, its record checked against its checksum.
+    Whole,
+    /// Its first bytes, up to this many (a value whose leading part carries a checksum of its
+    /// own): the rest is not read.
+    Leading(u32),
+}
+
 pub(super) enum Found {
     Value(Vec<u8>),
     /// Not there: the segment was compacted away, or the files were swapped, since the pointer
@@ -273,13 +285,19 @@ impl ValueLog {
             .map_err(|_| Error::Poisoned("value log".into()))
     }
 
-    /// Reads the value `pointer` names, which must be `key`'s.
-    pub fn read(&self, pointer: Pointer, key: &[u8]) -> Result<Found> {
+    /// Reads `part` of the value `pointer` names, which must be `key`'s: the whole record checked
+    /// against its checksum, or the value's first bytes and the record's header and key (see
+    /// [`record_key`]).
+    pub fn read_part(&self, pointer: Pointer, key: &[u8], part: Part) -> Result<Found> {
         let Some(seg) = self.files()?.get(&pointer.segment).cloned() else {
             return Ok(Found::Moved);
         };
         let path = || self.dir.join(file_name(pointer.segment));
-        let want = RECORD_HEADER as u64 + key.len() as u64 + u64::from(pointer.len);
+        let value = match part {
+            Part::Whole => pointer.len,
+            Part::Leading(n) => n.min(pointer.len),
+        };
+        let want = RECORD_HEADER as u64 + key.len() as u64 + u64::from(value);
         // A damaged pointer must not make the read allocate what the file does not hold.
         if pointer
             .offset
@@ -294,9 +312,12 @@ impl ValueLog {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(Found::Moved),
             Err(e) => return Err(io(&path(), e)),
         }
-        match check_record(&bytes) {
-            Some((k, _)) if k == key => {}
-            _ => return Ok(Found::Moved),
+        let found = match part {
+            Part::Whole => check_record(&bytes).map(|(k, _)| k),
+            Part::Leading(_) => record_key(&bytes, pointer.len as usize),
+        };
+        if found != Some(key) {
+            return Ok(Found::Moved);
         }
         bytes.drain(..RECORD_HEADER + key.len());
         Ok(Found::Value(bytes))

@@ -42,6 +42,14 @@ impl PageSource for TablePages {
         self.kv.get_many(&keys)
     }
 
+    fn row_parts(&self, key: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<Vec<u8>> = (entries.iter())
+            .map(|e| keys::page(self.id, key, e.no))
+            .collect();
+        let heads: Vec<u32> = entries.iter().map(|e| e.head).collect();
+        self.kv.get_many_leading(&keys, &heads)
+    }
+
     fn page_rows(&self, key: &[u8], e: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
         crate::kv::get_decoded(&*self.kv, &keys::page(self.id, key, e.no), |page| {
             let rows = crate::engine::page_rows(e, page)?;
