@@ -255,7 +255,7 @@ fn leading_parts_read_in_one_pass_are_the_values_cut() {
     let dir = tempfile::tempdir().unwrap();
     let kv = SledKv::open(dir.path(), 1 << 20).unwrap();
     let value = |i: u8| -> Vec<u8> {
-        (0..if i % 2 == 0 { 1000 } else { 10 })
+        (0..if i.is_multiple_of(2) { 1000 } else { 10 })
             .map(|j| i ^ j as u8)
             .collect()
     };
