@@ -473,6 +473,14 @@ impl Pages {
                     (bytes, PagePart::Whole) => length_matches(e, &bytes).map(|()| bytes),
                     // A pending page is whole (and checked by `get`).
                     (Cow::Borrowed(page), PagePart::Rows) => Ok(Cow::Borrowed(row_part(e, page)?)),
+                    // A row part written before its block carried a CRC of its own (store
+                    // format 2): read whole, for the record's checksum.
+                    (Cow::Owned(part), PagePart::Rows)
+                        if !crate::format::cold_page::row_part_has_checksum(&part) =>
+                    {
+                        let page = self.get(key, e)?;
+                        Ok(Cow::Owned(row_part(e, &page)?.to_vec()))
+                    }
                     (Cow::Owned(part), PagePart::Rows) if part.len() == e.head as usize => {
                         Ok(Cow::Owned(part))
                     }

@@ -59,6 +59,12 @@ pub(super) fn compress_as(raw: &[u8], codec: Codec, layout: Layout) -> Result<Ve
     Ok(out)
 }
 
+/// Whether `block` carries a CRC of its own (every format but the first, written before store
+/// format 3): what lets a reader take it without the checksum of the record around it.
+pub(crate) fn has_checksum(block: &[u8]) -> bool {
+    block.first().is_some_and(|&f| f != BLOCK_LZ4_RKYV)
+}
+
 /// The archived bytes of a block written by [`compress`], aligned for rkyv. Its length is the
 /// one the block records (see [`lz4`]); no ratio is assumed. A packed block is damage here: its
 /// type has no packed form.

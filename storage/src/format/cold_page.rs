@@ -422,6 +422,13 @@ fn decode_history(
     Ok((events, versions))
 }
 
+/// Whether the row part of a page (its first bytes, as [`decode_cold_rows`] reads them)
+/// carries a CRC of its own ([`super::archive::has_checksum`]); a part that does not split is
+/// left to [`decode_cold_rows`] to report.
+pub(crate) fn row_part_has_checksum(bytes: &[u8]) -> bool {
+    split_page(bytes).map_or(true, |p| super::archive::has_checksum(p.rows))
+}
+
 /// Only the row versions of a page written by [`encode_cold`], as a block.
 pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
     decode_row_part(split_page(bytes)?.rows)

@@ -99,3 +99,77 @@ fn pages_read_together_mix_pending_and_stored_in_one_read() {
     assert!(err.to_string().contains("page 3 is missing"), "{err}");
     assert!(pages.get_all(&a, &[&entry(1, 11)]).is_err());
 }
+
+/// Stored pages of key `a` whose row parts are 3-byte blocks: page 0's a block with a CRC of its
+/// own (format byte 2), page 1's one written before blocks had one (format byte 1). The source
+/// lists what it was asked for: row parts, or whole pages.
+struct Parted(std::sync::Mutex<Vec<(&'static str, Vec<u32>)>>);
+impl Parted {
+    fn page_bytes(no: u32) -> Vec<u8> {
+        let mut page = 3u32.to_le_bytes().to_vec();
+        page.extend_from_slice(&[2 - no as u8, 7, no as u8]);
+        page.extend_from_slice(&[9; 5]);
+        page
+    }
+}
+impl PageSource for Parted {
+    fn page(&self, _: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
+        Ok(self.pages(b"a", &[no])?.pop().flatten())
+    }
+    fn pages(&self, _: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+        self.0.lock().unwrap().push(("whole", nos.to_vec()));
+        Ok(nos.iter().map(|&no| Some(Parted::page_bytes(no))).collect())
+    }
+    fn row_parts(&self, _: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+        let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
+        self.0.lock().unwrap().push(("rows", nos.clone()));
+        Ok(nos
+            .iter()
+            .map(|&no| Some(Parted::page_bytes(no)[..7].to_vec()))
+            .collect())
+    }
+    fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
+        Ok(None)
+    }
+    fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
+        Ok(None)
+    }
+}
+
+/// A key's pages read for their rows take only the row parts of the stored ones, in one read,
+/// and cut a pending one; a row part whose block has no CRC of its own is read again whole (the
+/// record's checksum covers it then), and a part shorter than its entry says is an error.
+#[test]
+fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
+    let source = Arc::new(Parted(Default::default()));
+    let mut pages = Pages::new(Some(source.clone()));
+    let a: Bytes = Bytes::from(&b"a"[..]);
+    let entry = |no: u32, head: u32| PageEntry {
+        no,
+        len: 12,
+        head,
+        zone: ZoneBuilder::default().finish(),
+    };
+    let pending = Parted::page_bytes(0);
+    let p2 = pages
+        .put(&a, 2, (pending.clone(), ZoneBuilder::default().finish()), 7)
+        .unwrap();
+    let (p0, p1) = (entry(0, 7), entry(1, 7));
+    let got = pages
+        .read_all(&a, &[&p0, &p1, &p2], PagePart::Rows)
+        .unwrap();
+    let got: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
+    let part = |no: u32| Parted::page_bytes(no)[..7].to_vec();
+    assert_eq!(got, vec![part(0), part(1), pending[..7].to_vec()]);
+    assert_eq!(
+        *source.0.lock().unwrap(),
+        vec![("rows", vec![0, 1]), ("whole", vec![1])]
+    );
+    let err = pages
+        .read_all(&a, &[&entry(0, 8)], PagePart::Rows)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("row versions have 7 bytes"),
+        "{err}"
+    );
+}
