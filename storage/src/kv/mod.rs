@@ -83,7 +83,7 @@ pub trait KvStore: Send + Sync {
         keys.iter().map(|k| self.get(k)).collect()
     }
     /// [`KvStore::get_many`], only the first `leading[i]` bytes of the value of `keys[i]` (all of
-    /// it if shorter): for values whose leading part carries a checksum of its own (a frozen
+    /// it if shorter, or if `leading` has no length for it): for values whose leading part carries a checksum of its own (a frozen
     /// page's row part), which a layer may then read without the rest, and without checking the
     /// checksum its own records carry over the whole value. The default reads whole values.
     fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
@@ -668,12 +668,9 @@ impl KvStore for SledKv {
     }
 
     fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
-        if leading.len() != keys.len() {
-            return Err(corrupt(
-                "a read of leading parts with a length per key missing",
-            ));
-        }
-        self.get_many_parts(keys, |i| Part::Leading(leading[i]))
+        self.get_many_parts(keys, |i| {
+            leading.get(i).map_or(Part::Whole, |&n| Part::Leading(n))
+        })
     }
 
     fn get_decoded(
