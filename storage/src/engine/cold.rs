@@ -57,6 +57,9 @@ pub(crate) fn in_key(key: &[u8], e: crate::error::Error) -> crate::error::Error 
     }
 }
 
+/// A page's row part ([`PageSource::row_parts`]), and the length of the whole page.
+pub(crate) type RowPart = (Vec<u8>, u64);
+
 /// Where a key's frozen pages are read from once they are written: the store's key-value layer
 /// (which knows the key layout; the engine does not).
 pub(crate) trait PageSource: Send + Sync {
@@ -70,18 +73,22 @@ pub(crate) trait PageSource: Send + Sync {
     }
 
     /// The row parts of pages `entries` of `key` (in ascending order: each page's first
-    /// [`PageEntry::head`] bytes, which carry a checksum of their own), each if it is stored: what
+    /// [`PageEntry::head`] bytes, which carry a checksum of their own), each with the length of
+    /// the whole page, if it is stored: what
     /// a scan that reads a key's pages in one pass decodes of them. The default reads the pages
     /// whole ([`PageSource::pages`]) and cuts them.
-    fn row_parts(&self, key: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn row_parts(&self, key: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<RowPart>>> {
         let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
-        let mut pages = self.pages(key, &nos)?;
-        for (page, e) in pages.iter_mut().zip(entries) {
-            if let Some(page) = page.as_mut().filter(|p| p.len() == e.len as usize) {
-                page.truncate(e.head as usize);
-            }
-        }
-        Ok(pages)
+        let pages = self.pages(key, &nos)?;
+        Ok((pages.into_iter().zip(entries))
+            .map(|(page, e)| {
+                page.map(|mut page| {
+                    let len = page.len() as u64;
+                    page.truncate(e.head as usize);
+                    (page, len)
+                })
+            })
+            .collect())
     }
 
     /// The row versions of page `e` of `key` ([`page_rows`] of its bytes), if it is stored: what
@@ -130,12 +137,15 @@ enum PagePart {
 
 /// Checks that `page` has the length its entry `e` records.
 fn length_matches(e: &PageEntry, page: &[u8]) -> Result<()> {
-    if page.len() != e.len as usize {
+    page_length_matches(e, page.len() as u64)
+}
+
+/// Checks that page `e` is `len` bytes long, as its entry records.
+fn page_length_matches(e: &PageEntry, len: u64) -> Result<()> {
+    if len != u64::from(e.len) {
         return Err(corrupt(format!(
-            "page {} has {} bytes, its head says {}",
-            e.no,
-            page.len(),
-            e.len
+            "page {} has {len} bytes, its head says {}",
+            e.no, e.len
         )));
     }
     Ok(())
@@ -423,8 +433,8 @@ impl Pages {
             return listed.iter().map(|e| rows(e)).collect();
         }
         let parts = self.read_all(key, listed, PagePart::Rows)?;
-        (listed.iter().zip(parts))
-            .map(|(_, part)| Ok(Arc::new(crate::format::cold_page::decode_cold_rows(&part)?)))
+        (parts.iter())
+            .map(|part| Ok(Arc::new(crate::format::cold_page::decode_cold_rows(part)?)))
             .collect()
     }
 
@@ -449,11 +459,20 @@ impl Pages {
     ) -> Result<Vec<Cow<'a, [u8]>>> {
         let pending = |e: &PageEntry| self.pending.contains_key(&(key.clone(), e.no));
         let stored: Vec<&PageEntry> = (listed.iter().copied()).filter(|e| !pending(e)).collect();
+        // Each stored page read, or its row part, with the length of the whole page.
         let mut read = match (&self.source, &stored[..], part) {
             (_, [], _) => Vec::new(),
             (Some(src), entries, PagePart::Whole) => {
                 let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
-                src.pages(key, &nos)?
+                let pages = src.pages(key, &nos)?.into_iter();
+                pages
+                    .map(|p| {
+                        p.map(|p| {
+                            let n = p.len() as u64;
+                            (p, n)
+                        })
+                    })
+                    .collect()
             }
             (Some(src), entries, PagePart::Rows) => src.row_parts(key, entries)?,
             (None, [e, ..], _) => return Err(corrupt(format!("page {} is missing", e.no))),
@@ -462,32 +481,33 @@ impl Pages {
         listed
             .iter()
             .map(|e| {
-                let bytes = match pending(e) {
-                    true => self.get(key, e)?,
-                    false => {
-                        let missing = || corrupt(format!("page {} is missing", e.no));
-                        Cow::Owned(read.next().flatten().ok_or_else(missing)?)
-                    }
-                };
-                match (bytes, part) {
-                    (bytes, PagePart::Whole) => length_matches(e, &bytes).map(|()| bytes),
-                    // A pending page is whole (and checked by `get`).
-                    (Cow::Borrowed(page), PagePart::Rows) => Ok(Cow::Borrowed(row_part(e, page)?)),
-                    // A row part written before its block carried a CRC of its own (store
-                    // format 2): read whole, for the record's checksum.
-                    (Cow::Owned(part), PagePart::Rows)
-                        if !crate::format::cold_page::row_part_has_checksum(&part) =>
-                    {
+                if pending(e) {
+                    // Whole, and checked by `get`.
+                    let page = self.get(key, e)?;
+                    return match (page, part) {
+                        (Cow::Borrowed(page), PagePart::Rows) => {
+                            Ok(Cow::Borrowed(row_part(e, page)?))
+                        }
+                        (page, _) => Ok(page),
+                    };
+                }
+                let missing = || corrupt(format!("page {} is missing", e.no));
+                let (bytes, len) = read.next().flatten().ok_or_else(missing)?;
+                page_length_matches(e, len)?;
+                match part {
+                    PagePart::Whole => Ok(Cow::Owned(bytes)),
+                    // A row part whose block says it has no CRC of its own (the format of blocks
+                    // written before store format 3, which no page of a current store holds: a
+                    // changed format byte) is read again whole, for the record's checksum.
+                    PagePart::Rows if !crate::format::cold_page::row_part_has_checksum(&bytes) => {
                         let page = self.get(key, e)?;
                         Ok(Cow::Owned(row_part(e, &page)?.to_vec()))
                     }
-                    (Cow::Owned(part), PagePart::Rows) if part.len() == e.head as usize => {
-                        Ok(Cow::Owned(part))
-                    }
-                    (Cow::Owned(part), PagePart::Rows) => Err(corrupt(format!(
+                    PagePart::Rows if bytes.len() == e.head as usize => Ok(Cow::Owned(bytes)),
+                    PagePart::Rows => Err(corrupt(format!(
                         "page {}'s row versions have {} bytes, its head says {}",
                         e.no,
-                        part.len(),
+                        bytes.len(),
                         e.head
                     ))),
                 }

@@ -27,7 +27,7 @@ use crate::format::cold_batch::{BlockRow, ColdBatch};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 pub use cold::Caching;
-pub(crate) use cold::{page_rows, PageSource, PageWrite};
+pub(crate) use cold::{page_rows, PageSource, PageWrite, RowPart};
 use cold::{ColdStats, Frozen, Pages};
 use fold::{Bytes, EventMap, RowId, Timeline};
 pub use fold_keys::Folding;

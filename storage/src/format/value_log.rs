@@ -128,7 +128,7 @@ pub(crate) fn record_header(h: &[u8; RECORD_HEADER]) -> (usize, usize) {
 /// The key of a record whose value is `value_len` bytes, read back with only the first bytes of
 /// its value (`bytes` = header, key, part of the value), if its header says so. Its checksum,
 /// which covers the whole record, is not checked: a read of a value's first bytes is for values
-/// whose leading part carries a checksum of its own (a page's row part, an archive block).
+/// whose leading part carries a checksum of its own (a page's row part).
 pub(crate) fn record_key(bytes: &[u8], value_len: usize) -> Option<&[u8]> {
     let h: &[u8; RECORD_HEADER] = bytes.get(..RECORD_HEADER)?.try_into().ok()?;
     let (k, v) = record_header(h);

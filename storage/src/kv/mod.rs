@@ -73,6 +73,9 @@ impl WriteBatch {
 /// A key-value pair read back from the store.
 pub type KvPair = (Vec<u8>, Vec<u8>);
 
+/// A value's leading part ([`KvStore::get_many_leading`]), and the length of the whole value.
+pub type Leading = (Vec<u8>, u64);
+
 /// What the engine needs of a key-value store.
 pub trait KvStore: Send + Sync {
     /// Reads one key.
@@ -83,17 +86,23 @@ pub trait KvStore: Send + Sync {
         keys.iter().map(|k| self.get(k)).collect()
     }
     /// [`KvStore::get_many`], only the first `leading[i]` bytes of the value of `keys[i]` (all of
-    /// it if shorter, or if `leading` has no length for it): for values whose leading part carries a checksum of its own (a frozen
-    /// page's row part), which a layer may then read without the rest, and without checking the
-    /// checksum its own records carry over the whole value. The default reads whole values.
-    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
-        let mut values = self.get_many(keys)?;
-        for (v, &n) in values.iter_mut().zip(leading) {
-            if let Some(v) = v {
-                v.truncate(n as usize);
-            }
-        }
-        Ok(values)
+    /// it if shorter; `leading` holds a length per key, and a key it has none for is read whole),
+    /// each with the length of the whole value: for values whose leading part carries a checksum of its own (a frozen page's row
+    /// part), which a layer may then read without the rest, and without checking the checksum
+    /// its own records carry over the whole value. The default reads whole values.
+    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Leading>>> {
+        let values = self.get_many(keys)?;
+        Ok((values.into_iter().enumerate())
+            .map(|(i, v)| {
+                v.map(|mut v| {
+                    let len = v.len() as u64;
+                    if let Some(&n) = leading.get(i) {
+                        v.truncate(n as usize);
+                    }
+                    (v, len)
+                })
+            })
+            .collect())
     }
     /// `key`'s value as `decode` makes it (a value of type `kind`, returned with the bytes it
     /// holds in memory), or the one an earlier call made of the same bytes, if the layer kept
@@ -407,17 +416,19 @@ impl SledKv {
     /// long as it keeps moving, again. `None`: the key was deleted meanwhile. The same pointer
     /// missing twice in the same log is damage.
     fn resolve(&self, log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.resolve_part(log, key, held, Part::Whole)
+        Ok(self
+            .resolve_part(log, key, held, Part::Whole)?
+            .map(|(v, _)| v))
     }
 
-    /// [`SledKv::resolve`], only `part` of the value.
+    /// [`SledKv::resolve`], only `part` of the value, with the length of the whole value.
     fn resolve_part(
         &self,
         log: &ValueLog,
         key: &[u8],
         held: &[u8],
         part: Part,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Leading>> {
         if let Some(v) = separated::value_part(log, key, held, part)? {
             return Ok(Some(v));
         }
@@ -446,7 +457,7 @@ impl SledKv {
         &self,
         keys: &[Vec<u8>],
         part: impl Fn(usize) -> Part,
-    ) -> Result<Vec<Option<Vec<u8>>>> {
+    ) -> Result<Vec<Option<Leading>>> {
         let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
             return Ok(Vec::new());
         };
@@ -664,10 +675,12 @@ impl KvStore for SledKv {
     /// 12% of a `count(*)`); the pairs between them that are not asked for are passed over
     /// unread.
     fn get_many(&self, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.get_many_parts(keys, |_| Part::Whole)
+        let values = self.get_many_parts(keys, |_| Part::Whole)?;
+        Ok(values.into_iter().map(|v| v.map(|(v, _)| v)).collect())
     }
 
-    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn get_many_leading(&self, keys: &[Vec<u8>], leading: &[u32]) -> Result<Vec<Option<Leading>>> {
+        debug_assert_eq!(keys.len(), leading.len(), "a length per key");
         self.get_many_parts(keys, |i| {
             leading.get(i).map_or(Part::Whole, |&n| Part::Leading(n))
         })

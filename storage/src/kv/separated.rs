@@ -77,21 +77,24 @@ pub(super) fn dead_fractions(db: &sled::Db) -> Result<Vec<(u32, f64)>> {
 /// The value sled holds as `held` for `key`: inline, or read from the log (`None` when the log
 /// no longer has it where the pointer says: see [`Found::Moved`]).
 pub(super) fn value(log: &ValueLog, key: &[u8], held: &[u8]) -> Result<Option<Vec<u8>>> {
-    value_part(log, key, held, Part::Whole)
+    Ok(value_part(log, key, held, Part::Whole)?.map(|(v, _)| v))
 }
 
-/// [`value`], only `part` of it.
+/// [`value`], only `part` of it, with the length of the whole value.
 pub(super) fn value_part(
     log: &ValueLog,
     key: &[u8],
     held: &[u8],
     part: Part,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<(Vec<u8>, u64)>> {
     match (stored(held)?, part) {
-        (Stored::Inline(v), Part::Whole) => Ok(Some(v.to_vec())),
-        (Stored::Inline(v), Part::Leading(n)) => Ok(Some(v[..v.len().min(n as usize)].to_vec())),
+        (Stored::Inline(v), Part::Whole) => Ok(Some((v.to_vec(), v.len() as u64))),
+        (Stored::Inline(v), Part::Leading(n)) => Ok(Some((
+            v[..v.len().min(n as usize)].to_vec(),
+            v.len() as u64,
+        ))),
         (Stored::Logged(p), part) => match log.read_part(p, key, part)? {
-            Found::Value(v) => Ok(Some(v)),
+            Found::Value(v) => Ok(Some((v, u64::from(p.len)))),
             Found::Moved => Ok(None),
         },
     }

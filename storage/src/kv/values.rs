@@ -79,7 +79,6 @@ pub(super) struct ValueLog {
     segment_bytes: u64,
 }
 
-/// What a read found where a pointer said.
 /// What a read of a value takes of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Part {
@@ -90,6 +89,7 @@ pub(crate) enum Part {
     Leading(u32),
 }
 
+/// What a read found where a pointer said.
 pub(super) enum Found {
     Value(Vec<u8>),
     /// Not there: the segment was compacted away, or the files were swapped, since the pointer
@@ -293,9 +293,14 @@ impl ValueLog {
             return Ok(Found::Moved);
         };
         let path = || self.dir.join(file_name(pointer.segment));
+        // A part that takes the whole value is read, and checked, as the whole value.
+        let part = match part {
+            Part::Leading(n) if n >= pointer.len => Part::Whole,
+            part => part,
+        };
         let value = match part {
             Part::Whole => pointer.len,
-            Part::Leading(n) => n.min(pointer.len),
+            Part::Leading(n) => n,
         };
         let want = RECORD_HEADER as u64 + key.len() as u64 + u64::from(value);
         // A damaged pointer must not make the read allocate what the file does not hold.

@@ -42,7 +42,11 @@ impl PageSource for TablePages {
         self.kv.get_many(&keys)
     }
 
-    fn row_parts(&self, key: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn row_parts(
+        &self,
+        key: &[u8],
+        entries: &[&PageEntry],
+    ) -> Result<Vec<Option<crate::engine::RowPart>>> {
         let keys: Vec<Vec<u8>> = (entries.iter())
             .map(|e| keys::page(self.id, key, e.no))
             .collect();

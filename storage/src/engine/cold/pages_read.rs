@@ -1,15 +1,16 @@
-//! The row blocks of a key's pages that the store's read cache handed a read, remembered by the
-//! key's frozen state ([`super::Frozen`]) by page number and held weakly: a read of the same page
-//! again (an as-of snapshot repeated, a report run twice) finds it without asking the key-value
-//! layer where the page lies. That question, a get from sled per page before the read cache is
-//! asked, took 15% of a warm as-of snapshot's samples at 10M events (docs/PERFORMANCE.md,
-//! session 54).
+//! The row blocks of a key's last pages that reads which keep what they decode were handed,
+//! remembered by the key's frozen state ([`super::Frozen`]) by page number and held weakly: a read
+//! of the same page again (an as-of snapshot repeated, a report run twice) finds it without
+//! asking the key-value layer where the page lies. That question, a get from sled per page before
+//! the read cache is asked, took 15% of a warm as-of snapshot's samples at 10M events
+//! (docs/PERFORMANCE.md, session 54).
 //!
-//! Held weakly, so that the read cache alone decides what stays in memory: a page it let go of
-//! is no longer found here, and is read through the cache again. A page number names the same
-//! bytes for as long as a key's frozen state lists it (pages are written once, numbered up, and
-//! deleted only once no stored head lists them), and every copy of that state shares one
-//! `PagesRead`, so what one read remembers serves the next.
+//! Held weakly: the key keeps no page in memory. A page is found here only while something else
+//! holds its block: the read cache, or a reader still using it (such a read does not reach the
+//! cache, whose doorkeeper then does not count it). A page let go of is read through the cache
+//! again. A page number names the same bytes for as long as a key's frozen state lists it (pages
+//! are written once, numbered up, and deleted only once no stored head lists them), and every
+//! copy of that state shares one `PagesRead`, so what one read remembers serves the next.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 

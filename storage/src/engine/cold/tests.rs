@@ -100,9 +100,9 @@ fn pages_read_together_mix_pending_and_stored_in_one_read() {
     assert!(pages.get_all(&a, &[&entry(1, 11)]).is_err());
 }
 
-/// Stored pages of key `a` whose row parts are 3-byte blocks: page 0's a block with a CRC of its
-/// own (format byte 2), page 1's one written before blocks had one (format byte 1). The source
-/// lists what it was asked for: row parts, or whole pages.
+/// Stored pages of key `a`, 12 bytes each, whose row parts are 3-byte blocks: page 0's a block
+/// with a CRC of its own (format byte 2), page 1's one whose format byte says it has none (1).
+/// The source lists what it was asked for: row parts, or whole pages.
 struct Parted(std::sync::Mutex<Vec<(&'static str, Vec<u32>)>>);
 impl Parted {
     fn page_bytes(no: u32) -> Vec<u8> {
@@ -120,12 +120,12 @@ impl PageSource for Parted {
         self.0.lock().unwrap().push(("whole", nos.to_vec()));
         Ok(nos.iter().map(|&no| Some(Parted::page_bytes(no))).collect())
     }
-    fn row_parts(&self, _: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<Vec<u8>>>> {
+    fn row_parts(&self, _: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<RowPart>>> {
         let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
         self.0.lock().unwrap().push(("rows", nos.clone()));
         Ok(nos
             .iter()
-            .map(|&no| Some(Parted::page_bytes(no)[..7].to_vec()))
+            .map(|&no| Some((Parted::page_bytes(no)[..7].to_vec(), 12)))
             .collect())
     }
     fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
@@ -138,7 +138,8 @@ impl PageSource for Parted {
 
 /// A key's pages read for their rows take only the row parts of the stored ones, in one read,
 /// and cut a pending one; a row part whose block has no CRC of its own is read again whole (the
-/// record's checksum covers it then), and a part shorter than its entry says is an error.
+/// record's checksum covers it then); a part, or a page, of another length than its entry says
+/// is an error.
 #[test]
 fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
     let source = Arc::new(Parted(Default::default()));
@@ -170,6 +171,16 @@ fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
         .unwrap_err();
     assert!(
         err.to_string().contains("row versions have 7 bytes"),
+        "{err}"
+    );
+    let long = PageEntry {
+        len: 13,
+        ..entry(0, 7)
+    };
+    let err = pages.read_all(&a, &[&long], PagePart::Rows).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("page 0 has 12 bytes, its head says 13"),
         "{err}"
     );
 }
