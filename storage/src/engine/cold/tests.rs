@@ -51,18 +51,41 @@ fn pending_pages_are_taken_once_and_a_missing_page_is_an_error() {
     assert!(err.contains("page 0 is missing"), "{err}");
 }
 
-/// Stored pages of key `a`, numbered by their first byte, which the source counts reads of:
-/// a read of several pages is one.
-struct Stored(std::sync::Mutex<Vec<Vec<u32>>>);
+/// Stored pages of key `a`, made by `bytes` from their numbers. The source lists the reads it was
+/// asked for, whole pages or row parts, each a read of several pages at once.
+struct Stored {
+    bytes: fn(u32) -> Option<Vec<u8>>,
+    reads: std::sync::Mutex<Vec<(&'static str, Vec<u32>)>>,
+}
+impl Stored {
+    fn new(bytes: fn(u32) -> Option<Vec<u8>>) -> Stored {
+        Stored {
+            bytes,
+            reads: Default::default(),
+        }
+    }
+    fn reads(&self) -> Vec<(&'static str, Vec<u32>)> {
+        self.reads.lock().unwrap().clone()
+    }
+}
 impl PageSource for Stored {
     fn page(&self, _: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
         Ok(self.pages(b"a", &[no])?.pop().flatten())
     }
     fn pages(&self, _: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.0.lock().unwrap().push(nos.to_vec());
-        Ok(nos
-            .iter()
-            .map(|&no| (no < 2).then(|| vec![no as u8; 10]))
+        self.reads.lock().unwrap().push(("whole", nos.to_vec()));
+        Ok(nos.iter().map(|&no| (self.bytes)(no)).collect())
+    }
+    fn row_parts(&self, _: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<RowPart>>> {
+        let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
+        self.reads.lock().unwrap().push(("rows", nos));
+        Ok((entries.iter())
+            .map(|e| {
+                let mut page = (self.bytes)(e.no)?;
+                let len = page.len() as u64;
+                page.truncate(e.head as usize);
+                Some((page, len))
+            })
             .collect())
     }
     fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
@@ -78,7 +101,8 @@ impl PageSource for Stored {
 /// says, is an error naming it.
 #[test]
 fn pages_read_together_mix_pending_and_stored_in_one_read() {
-    let source = Arc::new(Stored(Default::default()));
+    // Pages 0 and 1, ten bytes of their number each.
+    let source = Arc::new(Stored::new(|no| (no < 2).then(|| vec![no as u8; 10])));
     let mut pages = Pages::new(Some(source.clone()));
     let a: Bytes = Bytes::from(&b"a"[..]);
     let entry = |no: u32, len: u32| PageEntry {
@@ -94,46 +118,19 @@ fn pages_read_together_mix_pending_and_stored_in_one_read() {
     let got = pages.get_all(&a, &[&p0, &p1, &p2]).unwrap();
     let got: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
     assert_eq!(got, vec![vec![0; 10], vec![1; 10], vec![2; 10]]);
-    assert_eq!(*source.0.lock().unwrap(), vec![vec![0, 1]]);
+    assert_eq!(source.reads(), vec![("whole", vec![0, 1])]);
     let err = pages.get_all(&a, &[&p0, &entry(3, 10)]).unwrap_err();
     assert!(err.to_string().contains("page 3 is missing"), "{err}");
     assert!(pages.get_all(&a, &[&entry(1, 11)]).is_err());
 }
 
-/// Stored pages of key `a`, 12 bytes each, whose row parts are 3-byte blocks: page 0's a block
-/// with a CRC of its own (format byte 2), page 1's one whose format byte says it has none (1).
-/// The source lists what it was asked for: row parts, or whole pages.
-struct Parted(std::sync::Mutex<Vec<(&'static str, Vec<u32>)>>);
-impl Parted {
-    fn page_bytes(no: u32) -> Vec<u8> {
-        let mut page = 3u32.to_le_bytes().to_vec();
-        page.extend_from_slice(&[2 - no as u8, 7, no as u8]);
-        page.extend_from_slice(&[9; 5]);
-        page
-    }
-}
-impl PageSource for Parted {
-    fn page(&self, _: &[u8], no: u32) -> Result<Option<Vec<u8>>> {
-        Ok(self.pages(b"a", &[no])?.pop().flatten())
-    }
-    fn pages(&self, _: &[u8], nos: &[u32]) -> Result<Vec<Option<Vec<u8>>>> {
-        self.0.lock().unwrap().push(("whole", nos.to_vec()));
-        Ok(nos.iter().map(|&no| Some(Parted::page_bytes(no))).collect())
-    }
-    fn row_parts(&self, _: &[u8], entries: &[&PageEntry]) -> Result<Vec<Option<RowPart>>> {
-        let nos: Vec<u32> = entries.iter().map(|e| e.no).collect();
-        self.0.lock().unwrap().push(("rows", nos.clone()));
-        Ok(nos
-            .iter()
-            .map(|&no| Some((Parted::page_bytes(no)[..7].to_vec(), 12)))
-            .collect())
-    }
-    fn page_rows(&self, _: &[u8], _: &PageEntry) -> Result<Option<Arc<RowBlock>>> {
-        Ok(None)
-    }
-    fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
-        Ok(None)
-    }
+/// Page `no` of 12 bytes whose row part is a 3-byte block: page 0's a block with a CRC of its own
+/// (format byte 2), page 1's one whose format byte says it has none (1).
+fn parted(no: u32) -> Option<Vec<u8>> {
+    let mut page = 3u32.to_le_bytes().to_vec();
+    page.extend_from_slice(&[2 - no as u8, 7, no as u8]);
+    page.extend_from_slice(&[9; 5]);
+    Some(page)
 }
 
 /// A key's pages read for their rows take only the row parts of the stored ones, in one read,
@@ -142,7 +139,7 @@ impl PageSource for Parted {
 /// is an error.
 #[test]
 fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
-    let source = Arc::new(Parted(Default::default()));
+    let source = Arc::new(Stored::new(parted));
     let mut pages = Pages::new(Some(source.clone()));
     let a: Bytes = Bytes::from(&b"a"[..]);
     let entry = |no: u32, head: u32| PageEntry {
@@ -151,7 +148,7 @@ fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
         head,
         zone: ZoneBuilder::default().finish(),
     };
-    let pending = Parted::page_bytes(0);
+    let pending = parted(0).unwrap();
     let p2 = pages
         .put(&a, 2, (pending.clone(), ZoneBuilder::default().finish()), 7)
         .unwrap();
@@ -160,17 +157,18 @@ fn row_parts_are_read_alone_unless_their_block_has_no_checksum() {
         .read_all(&a, &[&p0, &p1, &p2], PagePart::Rows)
         .unwrap();
     let got: Vec<Vec<u8>> = got.iter().map(|p| p.to_vec()).collect();
-    let part = |no: u32| Parted::page_bytes(no)[..7].to_vec();
+    let part = |no: u32| parted(no).unwrap()[..7].to_vec();
     assert_eq!(got, vec![part(0), part(1), pending[..7].to_vec()]);
     assert_eq!(
-        *source.0.lock().unwrap(),
+        source.reads(),
         vec![("rows", vec![0, 1]), ("whole", vec![1])]
     );
     let err = pages
-        .read_all(&a, &[&entry(0, 8)], PagePart::Rows)
+        .read_all(&a, &[&entry(0, 13)], PagePart::Rows)
         .unwrap_err();
+    // A row part said to be longer than the page is shorter than its entry says.
     assert!(
-        err.to_string().contains("row versions have 7 bytes"),
+        err.to_string().contains("row versions have 12 bytes"),
         "{err}"
     );
     let long = PageEntry {
