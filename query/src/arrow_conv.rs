@@ -16,8 +16,8 @@ use arrow::error::ArrowError;
 
 use asof_storage::keycodec::{decode_int, decode_tuple, decode_value};
 use asof_storage::{
-    ColumnType, StoredAs, TableSchema, TimeUnit, Value, ValueRef, END_AT, START_AT, SYSTEM_END_AT,
-    SYSTEM_START_AT,
+    ColumnType, StoredAs, StoredRows, TableSchema, TemporalBound, TimeUnit, Value, ValueRef,
+    END_AT, START_AT, SYSTEM_END_AT, SYSTEM_START_AT,
 };
 
 /// Appends values of one column type to an Arrow array.
@@ -233,6 +233,8 @@ pub(crate) struct TemporalBuilder {
     parts: Vec<ValueBuilder>,
     fields: Option<Fields>,
     valid: Vec<bool>,
+    /// Room for the bounds [`TemporalBuilder::append_stored`] reads a column at a time.
+    ints: (Vec<i64>, Vec<bool>),
 }
 
 impl TemporalBuilder {
@@ -245,7 +247,34 @@ impl TemporalBuilder {
                 .collect(),
             fields: (components.len() > 1).then(|| struct_fields(components)),
             valid: Vec::with_capacity(cap),
+            ints: (Vec::new(), Vec::new()),
         }
+    }
+
+    /// Bound `which` of each of `rows` (a key's rows read from its pages), as
+    /// [`TemporalBuilder::append_all`] of [`StoredRows::bounds`] appends them: a sequence of one
+    /// 64-bit integer or timestamp, the usual one, read a block at a time and appended in one
+    /// piece, any other a cell at a time.
+    pub fn append_stored(&mut self, rows: &StoredRows<'_>, which: TemporalBound) {
+        let (values, valid) = &mut self.ints;
+        values.clear();
+        valid.clear();
+        let read = matches!(
+            &self.parts[..],
+            [ValueBuilder::I64(_) | ValueBuilder::TsUs(..)]
+        ) && rows.int_bounds(which, values, valid);
+        if !read {
+            return self.append_all(rows.bounds(which));
+        }
+        let all_valid = !valid.contains(&false);
+        match &mut self.parts[..] {
+            [ValueBuilder::I64(b)] => append_int_column(b, values, valid, all_valid),
+            [ValueBuilder::TsUs(b, _)] => append_int_column(b, values, valid, all_valid),
+            _ => unreachable!("read only for a sequence of one integer or timestamp"),
+        }
+        // One component: `finish` makes its array alone, without the struct's validity;
+        // kept whole for every path all the same.
+        self.valid.extend_from_slice(valid);
     }
 
     pub fn append(&mut self, encoded: Option<&[u8]>) {
@@ -325,6 +354,19 @@ impl TemporalBuilder {
                 Some(NullBuffer::from(valid)),
             )),
         })
+    }
+}
+
+/// Appends `values` to `b`, each valid where `valid` says (`all_valid`: every one).
+fn append_int_column<T: ArrowPrimitiveType<Native = i64>>(
+    b: &mut PrimitiveBuilder<T>,
+    values: &[i64],
+    valid: &[bool],
+    all_valid: bool,
+) {
+    match all_valid {
+        true => b.append_slice(values),
+        false => b.append_values(values, valid),
     }
 }
 

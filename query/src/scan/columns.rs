@@ -74,10 +74,9 @@ impl Col {
         else {
             return;
         };
-        let cells = rows.bounds(which);
         match trim {
-            None => builder.append_all(cells),
-            Some((c, trim)) => builder.append_all(cells.map(|x| trim(c, x))),
+            None => builder.append_stored(rows, which),
+            Some((c, trim)) => builder.append_all(rows.bounds(which).map(|x| trim(c, x))),
         }
     }
 

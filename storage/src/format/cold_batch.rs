@@ -91,6 +91,33 @@ impl<'a> Selected<'a> {
         })
     }
 
+    /// Bound `which` of each row, in order, as the 64-bit integer a sequence of one integer,
+    /// date or timestamp holds (`keycodec::decode_int`), appended to `values` with whether the
+    /// row has that bound to `valid` (an open bound: `false`, and 0 in `values`); a block at a
+    /// time, with no slice of bytes per row. `false`, and nothing appended, if a bound is not
+    /// one such integer (a sequence of several columns, or of another type).
+    pub fn int_bounds(
+        &self,
+        which: TemporalBound,
+        values: &mut Vec<i64>,
+        valid: &mut Vec<bool>,
+    ) -> bool {
+        let (had, had_valid) = (values.len(), valid.len());
+        values.reserve(self.at.len());
+        valid.reserve(self.at.len());
+        let mut from = 0;
+        for &(b, end) in &self.segments {
+            let block: &RowBlock = &self.batch.blocks[b as usize];
+            if !block.int_bounds(&self.at[from..end], which, values, valid) {
+                values.truncate(had);
+                valid.truncate(had_valid);
+                return false;
+            }
+            from = end;
+        }
+        true
+    }
+
     /// How many rows.
     pub fn len(&self) -> usize {
         self.positions.len()
@@ -205,6 +232,36 @@ impl RowBlock {
             let (col, e) = (&self.bounds, entry as usize);
             &col.data[col.offsets[e] as usize..col.offsets[e + 1] as usize]
         })
+    }
+
+    /// [`Selected::int_bounds`] of the block's rows `rows`: `false` at the first bound that is
+    /// not one integer (what was appended before it stays; the caller cuts it).
+    fn int_bounds(
+        &self,
+        rows: &[u32],
+        which: TemporalBound,
+        values: &mut Vec<i64>,
+        valid: &mut Vec<bool>,
+    ) -> bool {
+        let (offsets, data) = (&self.bounds.offsets[..], &self.bounds.data[..]);
+        for &i in rows {
+            let entry = self.bound_of[4 * i as usize + which as usize];
+            if entry == NO_BOUND {
+                values.push(0);
+                valid.push(false);
+                continue;
+            }
+            let e = entry as usize;
+            let cell = &data[offsets[e] as usize..offsets[e + 1] as usize];
+            match crate::keycodec::decode_int(cell) {
+                Some(x) => {
+                    values.push(x);
+                    valid.push(true);
+                }
+                None => return false,
+            }
+        }
+        true
     }
 }
 

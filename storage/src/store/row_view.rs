@@ -129,6 +129,19 @@ impl<'a> StoredRows<'a> {
         self.rows.bounds(which)
     }
 
+    /// Bound `which` of every row as a 64-bit integer, appended to `values`, and whether each row
+    /// has it to `valid` (see [`TemporalBound`]): a block at a time. `false`, and nothing
+    /// appended, when the bounds are not sequences of one integer, date or timestamp: then read
+    /// [`StoredRows::bounds`].
+    pub fn int_bounds(
+        &self,
+        which: TemporalBound,
+        values: &mut Vec<i64>,
+        valid: &mut Vec<bool>,
+    ) -> bool {
+        self.rows.int_bounds(which, values, valid)
+    }
+
     /// Appends value `column` of every row to `out`, an Arrow builder of the column's type, a
     /// page block at a time; `false` (nothing appended) when `out` is not one of the builders
     /// read this way (64-bit integers and timestamps, floats, booleans, strings), or the scan

@@ -469,3 +469,72 @@ fn a_filtered_batch_of_interleaved_pages_indexes_the_kept_rows_in_id_order() {
     assert_eq!(starts, [0, 0, 2]);
     assert!(taken.bounds(TemporalBound::SystemEnd).all(|e| e.is_none()));
 }
+
+#[test]
+fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() {
+    use super::super::cold_batch::TemporalBound;
+    let int = |x: i64| {
+        let mut out = Vec::new();
+        crate::keycodec::encode_value(&Value::Int(x), &ColumnType::Int64, &mut out).unwrap();
+        Some(Bytes::from(out))
+    };
+    let values: Row = vec![Value::Int(1)].into();
+    // Two pages: row `i` from `i` to `i + 1` on business time, from `-5 * i` on system time;
+    // the last row of each page open on both ends.
+    let page = |ids: &[RowId]| {
+        let n = ids.len() as i64;
+        let rows: Vec<StoredRow> = (0..n)
+            .map(|i| {
+                let id = i64::from(ids[i as usize]);
+                let last = i == n - 1;
+                StoredRow {
+                    start: int(id),
+                    end: if last { None } else { int(id + 1) },
+                    sys_start: int(-5 * id),
+                    sys_end: if last { None } else { int(i64::MAX) },
+                    ..row(&values, 0)
+                }
+            })
+            .collect();
+        let rows = ids.iter().copied().zip(&rows);
+        let page = encode_cold(&[ColumnType::Int64], [].into_iter(), [].into_iter(), rows);
+        Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
+    };
+    let key = Bytes::from(&b"k"[..]);
+    let batch = ColdBatch::new(key.clone(), 1, vec![page(&[1, 4, 6]), page(&[2, 3])]).unwrap();
+    let positions = [0, 1, 2, 4];
+    let taken = batch.select(&positions);
+    for which in TemporalBound::ALL {
+        let (mut values, mut valid) = (vec![7], vec![true]);
+        assert!(
+            taken.int_bounds(which, &mut values, &mut valid),
+            "{which:?}"
+        );
+        let one_by_one: Vec<Option<i64>> = (0..positions.len())
+            .map(|j| {
+                taken
+                    .bound(j, which)
+                    .map(|b| crate::keycodec::decode_int(b).unwrap())
+            })
+            .collect();
+        let read: Vec<Option<i64>> = (values[1..].iter().zip(&valid[1..]))
+            .map(|(&v, &ok)| ok.then_some(v))
+            .collect();
+        assert_eq!(read, one_by_one, "{which:?}");
+        assert_eq!((values[0], valid[0]), (7, true), "what was there stays");
+    }
+    // Rows 1, 2, 3, 6 (ids in order): 3 and 6 the last of their pages, open.
+    let (mut ends, mut valid) = (Vec::new(), Vec::new());
+    assert!(taken.int_bounds(TemporalBound::End, &mut ends, &mut valid));
+    assert_eq!(valid, [true, true, false, false]);
+    assert_eq!(ends[..2], [2, 3]);
+
+    // Bounds that are not one integer each (a sequence of one byte): nothing appended.
+    let other = ColdBatch::new(key, 1, vec![Arc::new(block_of_ids(&[1, 2]))]).unwrap();
+    let (mut values, mut valid) = (vec![7], vec![true]);
+    let all = [0, 1];
+    assert!(!other
+        .select(&all)
+        .int_bounds(TemporalBound::Start, &mut values, &mut valid));
+    assert_eq!((values, valid), (vec![7], vec![true]));
+}
