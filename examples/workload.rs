@@ -383,7 +383,14 @@ fn reads(
         .map(|_| {
             let start = Instant::now();
             let mut scanned = 0usize;
-            for b in asof::scan(&store, "bench", &asof::ScanRequest::default())? {
+            let request = asof::ScanRequest {
+                batch_size: std::env::var("ASOF_WORKLOAD_BATCH_ROWS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(asof::ScanRequest::default().batch_size),
+                ..Default::default()
+            };
+            for b in asof::scan(&store, "bench", &request)? {
                 scanned += b?.num_rows();
             }
             Ok((scanned, start.elapsed().as_secs_f64()))

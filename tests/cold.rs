@@ -498,6 +498,63 @@ fn a_scan_in_storage_order_reads_rows_frozen_under_it() {
     assert_eq!(got, want);
 }
 
+/// A key-by-key scan of a table in memory, a row per call, so that it stops inside every key:
+/// it goes on from the frozen rows it read while no commit comes between its calls, and reads
+/// them again after commits whose late events thaw and refreeze the key it stopped in; either
+/// way it returns exactly the table of the version it is pinned to.
+#[test]
+fn a_scan_stopped_inside_keys_reads_on_as_pinned_while_late_events_thaw_them() {
+    for mode in [StoredAs::Scd2, StoredAs::Bitemporal] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), mode, 2, true);
+        let evs = events(900, 3, 11);
+        for chunk in evs[..600].chunks(25) {
+            store.apply("f", &batch(chunk)).unwrap();
+        }
+        assert!(store.read("t", |t| t.cold_stats()).unwrap().frozen_events > 100);
+        let version = store.read("t", |t| t.latest_version()).unwrap();
+        let spec = asof_storage::ScanSpec {
+            version: Some(version),
+            ..Default::default()
+        };
+        let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
+            let mut out = Vec::new();
+            store
+                .read("t", |t| {
+                    t.scan(&spec, cursor, n, |r| out.push(format!("{r:?}")))
+                        .unwrap()
+                })
+                .unwrap();
+            out
+        };
+        let mut want = Vec::new();
+        let mut fresh = asof_storage::ScanCursor::default();
+        while !fresh.is_done() {
+            want.extend(read(&mut fresh, 1000));
+        }
+        let (mut got, mut cursor) = (Vec::new(), asof_storage::ScanCursor::default());
+        let mut more = evs[600..].chunks(10);
+        let mut calls = 0;
+        while !cursor.is_done() {
+            got.extend(read(&mut cursor, 1));
+            calls += 1;
+            // Every fifth call, a commit in between: late events among the frozen ones.
+            if calls % 5 == 0 {
+                if let Some(chunk) = more.next() {
+                    store.apply("f", &batch(chunk)).unwrap();
+                }
+            }
+        }
+        assert!(more.next().is_none(), "{mode:?}: the scan ended first");
+        assert!(
+            store.read("t", |t| t.cold_stats()).unwrap().pages_thawed > 0,
+            "{mode:?}"
+        );
+        assert!(want.len() > 100, "{mode:?}: {}", want.len());
+        assert_eq!(got, want, "{mode:?}");
+    }
+}
+
 /// The rows `req` selects from `t`, each as its cells joined, sorted (a table in memory and one
 /// read span by span return them in different orders).
 fn scanned(store: &Store, req: &asof::ScanRequest) -> Vec<String> {

@@ -349,3 +349,80 @@ proptest! {
         prop_assert_eq!(got, want);
     }
 }
+
+/// sled, counting the frozen pages read for their row versions (what a scan reads of a page).
+struct CountingKv {
+    inner: asof::SledKv,
+    pages: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl asof::KvStore for CountingKv {
+    fn get(&self, k: &[u8]) -> Result<Option<Vec<u8>>, asof::Error> {
+        self.inner.get(k)
+    }
+    fn scan_prefix<'a>(
+        &'a self,
+        prefix: &[u8],
+    ) -> Box<dyn Iterator<Item = Result<asof::KvPair, asof::Error>> + 'a> {
+        self.inner.scan_prefix(prefix)
+    }
+    fn write(&self, batch: asof::WriteBatch) -> Result<(), asof::Error> {
+        self.inner.write(batch)
+    }
+    fn get_many_leading(
+        &self,
+        keys: &[Vec<u8>],
+        leading: &[u32],
+    ) -> Result<Vec<Option<(Vec<u8>, u64)>>, asof::Error> {
+        let pages = keys.iter().filter(|k| k.first() == Some(&b'P')).count();
+        self.pages
+            .fetch_add(pages, std::sync::atomic::Ordering::Relaxed);
+        self.inner.get_many_leading(keys, leading)
+    }
+}
+
+/// A key with more row versions than a batch holds is read across several calls of its span's
+/// scan: each of its frozen pages is read once all the same, whatever the batch size (the call
+/// that goes on in a key takes the rows the one before read).
+#[test]
+fn a_key_longer_than_a_batch_has_its_pages_read_once_per_scan() {
+    let dir = closed_store(StoredAs::Bitemporal, 3000, 4, 3);
+    let pages = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let kv = CountingKv {
+        inner: asof::SledKv::open(dir.path(), 1 << 20).unwrap(),
+        pages: pages.clone(),
+    };
+    let store = Store::with_kv_options(
+        Box::new(kv),
+        StoreOptions {
+            hot_events_per_key: 2,
+            increments: Increments::ReadKeys,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let read = |batch_size, threads| {
+        let before = pages.load(std::sync::atomic::Ordering::Relaxed);
+        let req = ScanRequest {
+            batch_size,
+            threads,
+            ..Default::default()
+        };
+        let (rows, sizes) = rows_in_order(&store, &req);
+        let read = pages.load(std::sync::atomic::Ordering::Relaxed) - before;
+        (rows, sizes.len(), read)
+    };
+    let (want, batches, once) = read(1_000_000, ScanThreads::One);
+    assert_eq!(batches, 1);
+    assert!(once > 40, "the keys' history is in pages: {once} read");
+    assert!(want.len() > 2000, "{}", want.len());
+    for threads in [ScanThreads::One, ScanThreads::Workers(2)] {
+        for batch_size in [7, 100] {
+            let (rows, batches, pages_read) = read(batch_size, threads);
+            assert!(rows == want, "{threads:?}, batch {batch_size}: other rows");
+            assert!(batches > 2 * 4, "{batches} batches of {batch_size}");
+            assert_eq!(pages_read, once, "{threads:?}, batch {batch_size}");
+        }
+    }
+    assert!(is_span_by_span(&store), "the scans never loaded the table");
+}

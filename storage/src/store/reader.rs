@@ -5,6 +5,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ops::Bound;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use super::commit::{format_us, CommitInfo};
 use super::row_view::{EachRow, RowSink, RowView, StoredRows, TemporalBound};
@@ -12,7 +13,7 @@ use super::time_filter::TimeFilter;
 use super::{in_table, Store, Table};
 use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
-use crate::engine::fold::RowId;
+use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
 use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
@@ -116,6 +117,30 @@ pub struct ScanCursor {
     done: bool,
     /// The row store generation the scan started on (see VACUUM).
     generation: Option<u64>,
+    /// The frozen rows of the key the scan stopped in (`after`), as the call that stopped read
+    /// them: the next call goes on from them instead of reading the key's pages again (a key
+    /// longer than a batch was read once per batch it spans).
+    resumed: Option<ResumedKey>,
+}
+
+/// The frozen rows of a key a scan stopped in ([`ScanCursor::resumed`]), read from a reader of
+/// `scope` when the table's last commit was `latest`: a later commit may have thawed them, and
+/// a reader of the whole table may hold as hot rows some that a span's stored heads leave frozen;
+/// then they are read again.
+#[derive(Clone)]
+struct ResumedKey {
+    key: Bytes,
+    scope: ReadScope,
+    latest: u64,
+    rows: Arc<ColdBatch>,
+}
+
+impl std::fmt::Debug for ResumedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResumedKey")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ScanCursor {
@@ -599,10 +624,20 @@ impl TableReader<'_> {
             // A key's rows in id order: those in memory merged with its frozen ones.
             let from = if ki == 0 { resume } else { 0 };
             // Only the frozen rows the scan returns are indexed: each checked where it lies,
-            // its commits first, its bounds only if it is of the version read.
-            let cold = state
-                .cold_batch(k, ks, (page_may_match, frozen_matches), caching)
-                .map_err(|e| in_table(&self.table.name, e))?;
+            // its commits first, its bounds only if it is of the version read. The key this scan
+            // stopped in goes on from the rows read then, unless a commit came since.
+            let cold = match cursor.resumed.take() {
+                Some(r)
+                    if ki == 0 && r.key == *k && (r.scope, r.latest) == (self.scope, latest) =>
+                {
+                    r.rows
+                }
+                _ => Arc::new(
+                    state
+                        .cold_batch(k, ks, (page_may_match, frozen_matches), caching)
+                        .map_err(|e| in_table(&self.table.name, e))?,
+                ),
+            };
             let mut h = ks.rows.partition_point(|&r| r < from);
             let mut c = cold.first_at_or_after(from);
             loop {
@@ -613,6 +648,12 @@ impl TableReader<'_> {
                 if n == max_rows {
                     hand_over(sink, &cold, &mut run, values);
                     cursor.after = Some((k.to_vec(), id));
+                    cursor.resumed = Some(ResumedKey {
+                        key: k.clone(),
+                        scope: self.scope,
+                        latest,
+                        rows: cold,
+                    });
                     return Ok(());
                 }
                 if hot == Some(id) {
