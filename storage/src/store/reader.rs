@@ -123,14 +123,15 @@ pub struct ScanCursor {
     resumed: Option<ResumedKey>,
 }
 
-/// The frozen rows of a key a scan stopped in ([`ScanCursor::resumed`]), read from a reader of
-/// `scope` when the table's last commit was `latest`: a later commit may have thawed them, and
-/// a reader of the whole table may hold as hot rows some that a span's stored heads leave frozen;
-/// then they are read again.
+/// The frozen rows of a key a scan stopped in ([`ScanCursor::resumed`]), read from the table
+/// state numbered `state` ([`TableState::instance`]) when the table's last commit was `latest`.
+/// A later commit may have thawed and refrozen them, and another state (a span's, the table's
+/// once loaded or read again) may split the key's rows between memory and pages otherwise: then
+/// they are read again.
 #[derive(Clone)]
 struct ResumedKey {
     key: Bytes,
-    scope: ReadScope,
+    state: u64,
     latest: u64,
     rows: Arc<ColdBatch>,
 }
@@ -628,7 +629,9 @@ impl TableReader<'_> {
             // stopped in goes on from the rows read then, unless a commit came since.
             let cold = match cursor.resumed.take() {
                 Some(r)
-                    if ki == 0 && r.key == *k && (r.scope, r.latest) == (self.scope, latest) =>
+                    if ki == 0
+                        && r.key == *k
+                        && (r.state, r.latest) == (state.instance(), latest) =>
                 {
                     r.rows
                 }
@@ -650,7 +653,7 @@ impl TableReader<'_> {
                     cursor.after = Some((k.to_vec(), id));
                     cursor.resumed = Some(ResumedKey {
                         key: k.clone(),
-                        scope: self.scope,
+                        state: state.instance(),
                         latest,
                         rows: cold,
                     });
