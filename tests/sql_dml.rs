@@ -692,3 +692,65 @@ fn a_statement_refused_on_a_table_not_in_memory_leaves_the_key_it_read_whole() {
     assert_eq!(rows(&mut s, key_1), before);
     assert!(s.store().verify().unwrap().ok());
 }
+
+/// An INSERT refused for overlapping a version thaws the key it planned for, in the table in
+/// memory, and writes nothing. A scan of the table stopped inside that key (a row per call) reads
+/// on from the key's rows as they now lie, not from the frozen rows it read before the thaw:
+/// it returns the table once, as a scan begun after it does.
+#[test]
+fn a_scan_stopped_inside_a_key_reads_on_as_pinned_after_a_refused_insert_thawed_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = StoreOptions {
+        hot_events_per_key: 2,
+        ..Default::default()
+    };
+    let store = Store::open_with(dir.path(), options).unwrap();
+    let mut s = SqlSession::new(store.clone()).unwrap();
+    s.execute(SOURCE).unwrap();
+    let values: Vec<String> = (0..60)
+        .map(|i| format!("(1, 'Ana', 'c{i}', {}, 'U')", 10 * i))
+        .collect();
+    s.execute(&format!("INSERT INTO src VALUES {}", values.join(", ")))
+        .unwrap();
+    s.execute(&flow("t", "SCD TYPE 2")).unwrap();
+    let cold = |store: &Store| store.read("t", |t| t.cold_stats()).unwrap();
+    assert!(cold(&store).frozen_events > 20, "{:?}", cold(&store));
+    let version = store.read("t", |t| t.latest_version()).unwrap();
+    let spec = asof_storage::ScanSpec {
+        version: Some(version),
+        ..Default::default()
+    };
+    let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
+        let mut out = Vec::new();
+        store
+            .read("t", |t| {
+                t.scan(&spec, cursor, n, |r| out.push(format!("{r:?}")))
+                    .unwrap()
+            })
+            .unwrap();
+        out
+    };
+    let (mut got, mut cursor) = (Vec::new(), asof_storage::ScanCursor::default());
+    for _ in 0..3 {
+        got.extend(read(&mut cursor, 1));
+    }
+    let thawed = cold(&store).pages_thawed;
+    let err = s
+        .execute("INSERT INTO t (id, name, city, __START_AT) VALUES (1, 'Ana', 'x', 15)")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("overlaps a version of its key"), "{err}");
+    assert!(
+        cold(&store).pages_thawed > thawed,
+        "the refused insert thawed nothing"
+    );
+    while !cursor.is_done() {
+        got.extend(read(&mut cursor, 1));
+    }
+    let (mut want, mut fresh) = (Vec::new(), asof_storage::ScanCursor::default());
+    while !fresh.is_done() {
+        want.extend(read(&mut fresh, 1000));
+    }
+    assert_eq!(want.len(), 60);
+    assert_eq!(got, want);
+}

@@ -335,6 +335,15 @@ pub(crate) struct Pages {
     bytes: u64,
     /// Pages thawed since the table was loaded.
     thawed: u64,
+    /// Which split of the table's rows between memory and pages this is ([`Pages::split`]).
+    split: u64,
+}
+
+/// The number the next [`Pages::split`] takes.
+static NEXT_SPLIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn next_split() -> u64 {
+    NEXT_SPLIT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// A page written or deleted by the engine, for the store to persist: `(key, page)`, and its
@@ -376,7 +385,15 @@ impl Pages {
             freed: Vec::new(),
             bytes: 0,
             thawed: 0,
+            split: next_split(),
         }
+    }
+
+    /// A number that no other table state's pages have, nor these before a page was frozen or
+    /// thawed since: the same number means the same rows in the same pages. What a reader that
+    /// keeps a key's frozen rows between calls checks (`ScanCursor`).
+    pub fn split(&self) -> u64 {
+        self.split
     }
 
     /// Adds page `no` of `key`, whose first `head` bytes hold its row versions, which lie in
@@ -397,6 +414,7 @@ impl Pages {
         };
         self.pending.insert((key.clone(), no), bytes.into());
         self.bytes += u64::from(len);
+        self.split = next_split();
         Ok(e)
     }
 
@@ -537,6 +555,7 @@ impl Pages {
         }
         self.bytes = self.bytes.saturating_sub(u64::from(e.len));
         self.thawed += 1;
+        self.split = next_split();
     }
 
     /// Counts pages listed by a head read back from the store.

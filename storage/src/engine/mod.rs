@@ -169,9 +169,6 @@ struct UnreadHot {
     part: Box<[u8]>,
 }
 
-/// The number of the next [`TableState`] made ([`TableState::instance`]).
-static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// The in-memory state of one target table.
 pub(crate) struct TableState {
     pub schema: TableSchema,
@@ -213,8 +210,6 @@ pub(crate) struct TableState {
     /// Whether keys were written and dropped from memory ([`TableState::evict`]): the state is
     /// then no longer the table, and must be dropped once the commit is written.
     evicted: Evicted,
-    /// Which state this is, of all made in the process ([`TableState::instance`]).
-    instance: u64,
 }
 
 /// Whether a state still holds every key it was given ([`TableState::evict`]).
@@ -283,14 +278,14 @@ impl TableState {
             unread_hot: Default::default(),
             probed: Default::default(),
             evicted: Evicted::Nothing,
-            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         }
     }
 
-    /// A number no other state made in the process has: what a reader that keeps something of
-    /// a state between calls checks it is reading the same one (`ScanCursor`).
-    pub fn instance(&self) -> u64 {
-        self.instance
+    /// A number no other state has, nor this one before a page was frozen or thawed since
+    /// ([`Pages::split`]): what a reader that keeps a key's frozen rows between calls checks
+    /// (`ScanCursor`).
+    pub fn split(&self) -> u64 {
+        self.pages.split()
     }
 
     /// Changes the tombstone GC threshold from now on (`TBLPROPERTIES`).

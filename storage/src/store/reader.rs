@@ -105,7 +105,7 @@ impl Default for ScanSpec {
     }
 }
 
-/// Where a scan stopped; pass it back to continue.
+/// Where a scan stopped; pass it back, with the same [`ScanSpec`], to continue.
 #[derive(Clone, Debug, Default)]
 pub struct ScanCursor {
     /// Where a key-by-key scan goes on: the key, and the first row id to read in it.
@@ -123,15 +123,15 @@ pub struct ScanCursor {
     resumed: Option<ResumedKey>,
 }
 
-/// The frozen rows of a key a scan stopped in ([`ScanCursor::resumed`]), read from the table
-/// state numbered `state` ([`TableState::instance`]) when the table's last commit was `latest`.
-/// A later commit may have thawed and refrozen them, and another state (a span's, the table's
-/// once loaded or read again) may split the key's rows between memory and pages otherwise: then
-/// they are read again.
+/// The frozen rows of a key a scan stopped in ([`ScanCursor::resumed`]), read from a table state
+/// whose split of its rows between memory and pages was `split` ([`TableState::split`]), when the
+/// table's last commit was `latest`. A thaw or a freeze since (a commit's, or a statement's that
+/// was then refused), or another state (a span's, the table once loaded or read again), may
+/// split the key's rows otherwise: then they are read again.
 #[derive(Clone)]
 struct ResumedKey {
     key: Bytes,
-    state: u64,
+    split: u64,
     latest: u64,
     rows: Arc<ColdBatch>,
 }
@@ -629,9 +629,7 @@ impl TableReader<'_> {
             // stopped in goes on from the rows read then, unless a commit came since.
             let cold = match cursor.resumed.take() {
                 Some(r)
-                    if ki == 0
-                        && r.key == *k
-                        && (r.state, r.latest) == (state.instance(), latest) =>
+                    if ki == 0 && r.key == *k && (r.split, r.latest) == (state.split(), latest) =>
                 {
                     r.rows
                 }
@@ -653,7 +651,7 @@ impl TableReader<'_> {
                     cursor.after = Some((k.to_vec(), id));
                     cursor.resumed = Some(ResumedKey {
                         key: k.clone(),
-                        state: state.instance(),
+                        split: state.split(),
                         latest,
                         rows: cold,
                     });
