@@ -529,12 +529,34 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
     assert_eq!(valid, [true, true, false, false]);
     assert_eq!(ends[..2], [2, 3]);
 
-    // Bounds that are not one integer each (a sequence of one byte): nothing appended.
-    let other = ColdBatch::new(key, 1, vec![Arc::new(block_of_ids(&[1, 2]))]).unwrap();
-    let (mut values, mut valid) = (vec![7], vec![true]);
-    let all = [0, 1];
-    assert!(!other
-        .select(&all)
+    // Bounds that are not one integer each (a sequence of one byte): nothing appended, also
+    // when integers come first, in the same block or in the blocks before.
+    let other = ColdBatch::new(key.clone(), 1, vec![Arc::new(block_of_ids(&[1, 2]))]).unwrap();
+    let mixed = {
+        let mut rows: Vec<StoredRow> = (0..3)
+            .map(|i| StoredRow {
+                start: int(i),
+                ..row(&values, 0)
+            })
+            .collect();
+        rows[2].start = Some(Bytes::from(&[9u8][..]));
+        let rows = [20, 21, 22].into_iter().zip(&rows);
+        let page = encode_cold(&[ColumnType::Int64], [].into_iter(), [].into_iter(), rows);
+        Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
+    };
+    let after_ints = ColdBatch::new(key, 1, vec![page(&[1, 4]), mixed]).unwrap();
+    for (batch, rows) in [(&other, &[0, 1][..]), (&after_ints, &[0, 1, 2, 3, 4][..])] {
+        let (mut values, mut valid) = (vec![7], vec![true]);
+        let taken = batch.select(rows);
+        assert!(!taken.int_bounds(TemporalBound::Start, &mut values, &mut valid));
+        assert_eq!((values, valid), (vec![7], vec![true]));
+    }
+    // The rows before the one that is not, read alone, are integers.
+    let (mut values, mut valid) = (Vec::new(), Vec::new());
+    let first = [0, 1, 2, 3];
+    assert!(after_ints
+        .select(&first)
         .int_bounds(TemporalBound::Start, &mut values, &mut valid));
-    assert_eq!((values, valid), (vec![7], vec![true]));
+    assert_eq!(values, [1, 4, 0, 1]);
+    assert_eq!(valid, [true; 4]);
 }
