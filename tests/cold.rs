@@ -468,14 +468,7 @@ fn a_scan_in_storage_order_reads_rows_frozen_under_it() {
         ..Default::default()
     };
     let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
-        let mut out = Vec::new();
-        store
-            .read("t", |t| {
-                t.scan(&spec, cursor, n, |r| out.push(format!("{r:?}")))
-                    .unwrap()
-            })
-            .unwrap();
-        out
+        common::scan_step(&store, "t", &spec, cursor, n)
     };
     let mut cursor = asof_storage::ScanCursor::default();
     let mut got = read(&mut cursor, 1);
@@ -518,14 +511,7 @@ fn a_scan_stopped_inside_keys_reads_on_as_pinned_while_late_events_thaw_them() {
             ..Default::default()
         };
         let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
-            let mut out = Vec::new();
-            store
-                .read("t", |t| {
-                    t.scan(&spec, cursor, n, |r| out.push(format!("{r:?}")))
-                        .unwrap()
-                })
-                .unwrap();
-            out
+            common::scan_step(&store, "t", &spec, cursor, n)
         };
         let mut want = Vec::new();
         let mut fresh = asof_storage::ScanCursor::default();

@@ -721,14 +721,7 @@ fn a_scan_stopped_inside_a_key_reads_on_as_pinned_after_a_refused_insert_thawed_
         ..Default::default()
     };
     let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
-        let mut out = Vec::new();
-        store
-            .read("t", |t| {
-                t.scan(&spec, cursor, n, |r| out.push(format!("{r:?}")))
-                    .unwrap()
-            })
-            .unwrap();
-        out
+        common::scan_step(&store, "t", &spec, cursor, n)
     };
     let (mut got, mut cursor) = (Vec::new(), asof_storage::ScanCursor::default());
     for _ in 0..3 {

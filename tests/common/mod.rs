@@ -146,6 +146,25 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
     rows
 }
 
+/// Up to `n` rows of `table` that `spec` selects, read by `cursor` from where it stopped (each
+/// as its `Debug` form): a scan read a call at a time.
+pub fn scan_step(
+    store: &Store,
+    table: &str,
+    spec: &asof_storage::ScanSpec,
+    cursor: &mut asof_storage::ScanCursor,
+    n: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    store
+        .read(table, |t| {
+            t.scan(spec, cursor, n, |r| out.push(format!("{r:?}")))
+                .unwrap()
+        })
+        .unwrap();
+    out
+}
+
 /// The flow of the reference case (`seed_bitemporal/flow.sql`) as a builder, over the typed
 /// source schema; callers name it and finish it.
 pub fn seed_flow_builder(name: &str, target: &str) -> asof::FlowBuilder {
