@@ -626,7 +626,8 @@ impl TableReader<'_> {
             let from = if ki == 0 { resume } else { 0 };
             // Only the frozen rows the scan returns are indexed: each checked where it lies,
             // its commits first, its bounds only if it is of the version read. The key this scan
-            // stopped in goes on from the rows read then, unless a commit came since.
+            // stopped in goes on from the rows read then, unless a page was frozen or thawed, or
+            // a commit came, since ([`ResumedKey`]).
             let cold = match cursor.resumed.take() {
                 Some(r)
                     if ki == 0 && r.key == *k && (r.split, r.latest) == (state.split(), latest) =>
