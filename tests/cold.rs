@@ -462,11 +462,7 @@ fn a_scan_in_storage_order_reads_rows_frozen_under_it() {
     let store = open(dir.path(), StoredAs::Scd2, 2, true);
     let evs = events(400, 2, 7);
     store.apply("f", &batch(&evs[..4])).unwrap();
-    let version = store.read("t", |t| t.latest_version()).unwrap();
-    let spec = asof_storage::ScanSpec {
-        version: Some(version),
-        ..Default::default()
-    };
+    let spec = common::pinned_to_latest(&store, "t");
     let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
         common::scan_step(&store, "t", &spec, cursor, n)
     };
@@ -505,11 +501,7 @@ fn a_scan_stopped_inside_keys_reads_on_as_pinned_while_late_events_thaw_them() {
             store.apply("f", &batch(chunk)).unwrap();
         }
         assert!(store.read("t", |t| t.cold_stats()).unwrap().frozen_events > 100);
-        let version = store.read("t", |t| t.latest_version()).unwrap();
-        let spec = asof_storage::ScanSpec {
-            version: Some(version),
-            ..Default::default()
-        };
+        let spec = common::pinned_to_latest(&store, "t");
         let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
             common::scan_step(&store, "t", &spec, cursor, n)
         };

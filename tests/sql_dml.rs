@@ -715,11 +715,7 @@ fn a_scan_stopped_inside_a_key_reads_on_as_pinned_after_a_refused_insert_thawed_
     s.execute(&flow("t", "SCD TYPE 2")).unwrap();
     let cold = |store: &Store| store.read("t", |t| t.cold_stats()).unwrap();
     assert!(cold(&store).frozen_events > 20, "{:?}", cold(&store));
-    let version = store.read("t", |t| t.latest_version()).unwrap();
-    let spec = asof_storage::ScanSpec {
-        version: Some(version),
-        ..Default::default()
-    };
+    let spec = common::pinned_to_latest(&store, "t");
     let read = |cursor: &mut asof_storage::ScanCursor, n: usize| {
         common::scan_step(&store, "t", &spec, cursor, n)
     };

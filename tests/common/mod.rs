@@ -146,6 +146,14 @@ pub fn engine_rows_at(store: &Store, table: &str, version: Option<u64>) -> Vec<m
     rows
 }
 
+/// A scan of `table` pinned to its latest version, selecting every row.
+pub fn pinned_to_latest(store: &Store, table: &str) -> asof_storage::ScanSpec {
+    asof_storage::ScanSpec {
+        version: Some(store.read(table, |t| t.latest_version()).unwrap()),
+        ..Default::default()
+    }
+}
+
 /// Up to `n` rows of `table` that `spec` selects, read by `cursor` from where it stopped (each
 /// as its `Debug` form): a scan read a call at a time.
 pub fn scan_step(
