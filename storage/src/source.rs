@@ -304,7 +304,7 @@ impl SourceTable {
             w.write(rows).map_err(|e| corrupt(e.to_string()))?;
             w.finish().map_err(|e| corrupt(e.to_string()))?;
         }
-        crate::format::lz4::compress(&buf)
+        crate::format::lz4::compress(&buf, crate::format::lz4::Effort::Quick)
     }
 
     pub fn decode_chunk(bytes: &[u8]) -> Result<Vec<RecordBatch>> {

@@ -31,9 +31,12 @@ pub(super) enum Layout {
 /// How a block is compressed: for reading fast, or for taking little room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Codec {
-    /// LZ4: what scans read (pages' row parts, heads' meta, row directories), and what is read
-    /// back soon (a large commit's spill files).
+    /// LZ4: what scans read (heads' meta, page lists), and what is read back soon (a large
+    /// commit's spill files).
     Fast,
+    /// LZ4 compressed harder ([`lz4::Effort::Thorough`]): what is written once and scanned
+    /// often (pages' row parts). Written as LZ4 blocks, which read as [`Codec::Fast`].
+    FastDense,
     /// zstd: what scans do not read (the event log, the histories of pages and key heads).
     Small,
 }
@@ -45,13 +48,14 @@ pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
 /// `raw`, an archive of the given layout, compressed as a block.
 pub(super) fn compress_as(raw: &[u8], codec: Codec, layout: Layout) -> Result<Vec<u8>> {
     let mut out = vec![match (codec, layout) {
-        (Codec::Fast, Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
+        (Codec::Fast | Codec::FastDense, Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
         (Codec::Small, Layout::Plain) => BLOCK_ZSTD_RKYV_CRC,
-        (Codec::Fast, Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
+        (Codec::Fast | Codec::FastDense, Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
         (Codec::Small, Layout::Packed) => BLOCK_ZSTD_PACKED_CRC,
     }];
     out.extend_from_slice(&match codec {
-        Codec::Fast => lz4::compress(raw)?,
+        Codec::Fast => lz4::compress(raw, lz4::Effort::Quick)?,
+        Codec::FastDense => lz4::compress(raw, lz4::Effort::Thorough)?,
         Codec::Small => zstd::compress(raw)?,
     });
     let crc = crc32fast::hash(&out);
@@ -103,7 +107,7 @@ pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     // Straight into the aligned buffer: no second copy.
     let mut al = AlignedVec::<16>::new();
     match codec {
-        Codec::Fast => lz4::decompress_into(body, &mut al)?,
+        Codec::Fast | Codec::FastDense => lz4::decompress_into(body, &mut al)?,
         Codec::Small => zstd::decompress_into(body, &mut al)?,
     }
     Ok((al, layout))

@@ -285,7 +285,7 @@ pub(crate) fn encode_cold<'a>(
     };
     block.columns = row_values.columns;
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
-    let rows = compress(&packed_rows::pack(block)?, Codec::Fast)?;
+    let rows = compress(&packed_rows::pack(block)?, Codec::FastDense)?;
     let history = compress(
         &rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?,
         HISTORY_CODEC,

@@ -4,9 +4,13 @@
 //!
 //! ```text
 //! +----------------------------+-------------------------------+
-//! | uncompressed length u32 LE | LZ4 block (lz4_flex, raw)     |
+//! | uncompressed length u32 LE | LZ4 block (raw)               |
 //! +----------------------------+-------------------------------+
 //! ```
+//!
+//! Blocks are written by lz4_flex ([`Effort::Quick`]) or by liblz4's HC compressor
+//! ([`Effort::Thorough`]), and read by lz4_flex either way: both write the same block format, and
+//! a block compressed harder decompresses as fast.
 //!
 //! Decompression is bounded by what the format records, the uncompressed length written in front
 //! of the block, checked against one absolute cap ([`MAX_UNCOMPRESSED`]); never by a ratio of
@@ -20,15 +24,40 @@ use crate::error::{corrupt, Error, Result};
 /// must not make a reader allocate gigabytes); a block above it is refused when written.
 pub(crate) const MAX_UNCOMPRESSED: usize = 1 << 30;
 
-/// `raw` compressed, with its length in front.
-pub(crate) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
+/// How hard [`compress`] looks for repeats. The blocks are alike to a reader, and read as fast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Effort {
+    /// lz4_flex: for what is written often or read back soon.
+    Quick,
+    /// liblz4's HC compressor at [`HC_LEVEL`]: about a twentieth smaller, written about three
+    /// times slower (docs/PERFORMANCE.md, session 56). For what is written once and kept: pages'
+    /// row parts, which are half of a store.
+    Thorough,
+}
+
+/// The level of [`Effort::Thorough`]: past it, HC levels cost more time for less than a percent.
+const HC_LEVEL: i32 = 6;
+
+/// `raw` compressed with `effort`, with its length in front.
+pub(crate) fn compress(raw: &[u8], effort: Effort) -> Result<Vec<u8>> {
     if raw.len() > MAX_UNCOMPRESSED {
         return Err(Error::InvalidQuery(format!(
             "a stored block would hold {} bytes, over the limit of {MAX_UNCOMPRESSED} (a single value or row this large cannot be stored)",
             raw.len()
         )));
     }
-    Ok(lz4_flex::compress_prepend_size(raw))
+    match effort {
+        Effort::Quick => Ok(lz4_flex::compress_prepend_size(raw)),
+        // The size prefix liblz4 writes is lz4_flex's: the length, u32 little-endian. liblz4
+        // fails only on input over 2 GiB, which the cap above excludes; should it fail all the
+        // same, lz4_flex writes the same block format.
+        Effort::Thorough => Ok(lz4::block::compress(
+            raw,
+            Some(lz4::block::CompressionMode::HIGHCOMPRESSION(HC_LEVEL)),
+            true,
+        )
+        .unwrap_or_else(|_| lz4_flex::compress_prepend_size(raw))),
+    }
 }
 
 /// The uncompressed length a block written by [`compress`] claims, checked against the cap.
@@ -101,7 +130,7 @@ mod tests {
     #[test]
     fn a_block_that_shrinks_250_times_reads_back() {
         let raw = vec![b'a'; 1 << 20];
-        let packed = compress(&raw).unwrap();
+        let packed = compress(&raw, Effort::Quick).unwrap();
         assert!(
             packed.len() * 200 < raw.len(),
             "LZ4 shrinks a run about 250x: {} bytes",
@@ -112,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_size_prefix_over_the_cap_is_damage_and_allocates_nothing() {
-        let mut packed = compress(b"hello").unwrap();
+        let mut packed = compress(b"hello", Effort::Quick).unwrap();
         packed[..4].copy_from_slice(&u32::MAX.to_le_bytes());
         let e = decompress(&packed).unwrap_err().to_string();
         assert!(e.contains("over the format's limit"), "{e}");
@@ -120,11 +149,44 @@ mod tests {
 
     #[test]
     fn a_size_prefix_that_lies_is_damage() {
-        let mut packed = compress(&vec![7u8; 1000]).unwrap();
+        let mut packed = compress(&vec![7u8; 1000], Effort::Quick).unwrap();
         packed[..4].copy_from_slice(&2000u32.to_le_bytes());
         assert!(decompress(&packed).is_err());
         packed[..4].copy_from_slice(&10u32.to_le_bytes());
         assert!(decompress(&packed).is_err());
         assert!(decompress(&[1, 0]).is_err());
+    }
+
+    /// Bytes like a page's row part: runs of big-endian timestamps that share their leading
+    /// bytes, small numbers, and a few repeated strings.
+    fn page_like() -> Vec<u8> {
+        let mut raw = Vec::new();
+        for i in 0u64..400 {
+            raw.extend_from_slice(&(1_700_000_000_000 + i * 977).to_be_bytes());
+            raw.push((i % 7) as u8);
+            raw.extend_from_slice(["alpha", "beta", "gamma"][(i % 3) as usize].as_bytes());
+        }
+        raw
+    }
+
+    #[test]
+    fn a_block_compressed_thoroughly_reads_back_as_any_block_and_is_no_larger() {
+        let raw = page_like();
+        let (quick, thorough) = (
+            compress(&raw, Effort::Quick).unwrap(),
+            compress(&raw, Effort::Thorough).unwrap(),
+        );
+        assert_eq!(decompress(&thorough).unwrap(), raw);
+        assert_eq!(claimed_len(&thorough).unwrap(), raw.len());
+        assert!(
+            thorough.len() < quick.len(),
+            "HC {} bytes, quick {}",
+            thorough.len(),
+            quick.len()
+        );
+        for raw in [&b""[..], b"x"] {
+            let packed = compress(raw, Effort::Thorough).unwrap();
+            assert_eq!(decompress(&packed).unwrap(), raw);
+        }
     }
 }
