@@ -29,13 +29,13 @@ pub(crate) const MAX_UNCOMPRESSED: usize = 1 << 30;
 pub(crate) enum Effort {
     /// lz4_flex: for what is written often or read back soon.
     Quick,
-    /// liblz4's HC compressor at [`HC_LEVEL`]: about a twentieth smaller, written about three
+    /// liblz4's HC compressor at [`HC_LEVEL`]: about a twentieth smaller, written about four
     /// times slower (docs/PERFORMANCE.md, session 56). For what is written once and kept: pages'
     /// row parts, which are half of a store.
     Thorough,
 }
 
-/// The level of [`Effort::Thorough`]: past it, HC levels cost more time for less than a percent.
+/// The level of [`Effort::Thorough`]: past it, HC levels cost more time for a tenth of a percent.
 const HC_LEVEL: i32 = 6;
 
 /// `raw` compressed with `effort`, with its length in front.
@@ -48,15 +48,19 @@ pub(crate) fn compress(raw: &[u8], effort: Effort) -> Result<Vec<u8>> {
     }
     match effort {
         Effort::Quick => Ok(lz4_flex::compress_prepend_size(raw)),
-        // The size prefix liblz4 writes is lz4_flex's: the length, u32 little-endian. liblz4
-        // fails only on input over 2 GiB, which the cap above excludes; should it fail all the
-        // same, lz4_flex writes the same block format.
-        Effort::Thorough => Ok(lz4::block::compress(
-            raw,
-            Some(lz4::block::CompressionMode::HIGHCOMPRESSION(HC_LEVEL)),
-            true,
-        )
-        .unwrap_or_else(|_| lz4_flex::compress_prepend_size(raw))),
+        // An empty input is one token in LZ4, which liblz4's binding does not write.
+        Effort::Thorough if raw.is_empty() => Ok(lz4_flex::compress_prepend_size(raw)),
+        Effort::Thorough => {
+            // liblz4 keeps its 256 KiB state per thread (lzzzz), reset in place: a state made
+            // for each call (`LZ4_compress_HC`) is cleared whole, and that took longer than the
+            // compression of a page. It fails only on input over 2 GiB, which the cap above
+            // excludes; should it fail all the same, lz4_flex writes the same block format.
+            let mut out = (raw.len() as u32).to_le_bytes().to_vec();
+            match lzzzz::lz4_hc::compress_to_vec(raw, &mut out, HC_LEVEL) {
+                Ok(_) => Ok(out),
+                Err(_) => Ok(lz4_flex::compress_prepend_size(raw)),
+            }
+        }
     }
 }
 
