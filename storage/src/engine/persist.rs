@@ -150,6 +150,8 @@ impl TableState {
         let rows: Vec<(RowId, &StoredRow)> = rows.collect::<Result<_>>()?;
         let (hot, hot_zone) = encode_cold(
             &self.types,
+            // Written again at each checkpoint that finds the key changed.
+            crate::format::Effort::Quick,
             ks.events
                 .iter()
                 .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),

@@ -31,14 +31,18 @@ pub(super) enum Layout {
 /// How a block is compressed: for reading fast, or for taking little room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Codec {
-    /// LZ4: what scans read (heads' meta, page lists), and what is read back soon (a large
-    /// commit's spill files).
-    Fast,
-    /// LZ4 compressed harder ([`lz4::Effort::Thorough`]): what is written once and scanned
-    /// often (pages' row parts). Written as LZ4 blocks, which read as [`Codec::Fast`].
-    FastDense,
+    /// LZ4: what scans read (pages' row parts, heads' meta and hot parts, page lists), and what
+    /// is read back soon (a large commit's spill files); written with the effort given, read
+    /// alike.
+    Fast(lz4::Effort),
     /// zstd: what scans do not read (the event log, the histories of pages and key heads).
     Small,
+}
+
+/// Which decompressor a block's format byte calls for.
+enum Frame {
+    Lz4,
+    Zstd,
 }
 
 pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
@@ -48,14 +52,13 @@ pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
 /// `raw`, an archive of the given layout, compressed as a block.
 pub(super) fn compress_as(raw: &[u8], codec: Codec, layout: Layout) -> Result<Vec<u8>> {
     let mut out = vec![match (codec, layout) {
-        (Codec::Fast | Codec::FastDense, Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
+        (Codec::Fast(_), Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
         (Codec::Small, Layout::Plain) => BLOCK_ZSTD_RKYV_CRC,
-        (Codec::Fast | Codec::FastDense, Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
+        (Codec::Fast(_), Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
         (Codec::Small, Layout::Packed) => BLOCK_ZSTD_PACKED_CRC,
     }];
     out.extend_from_slice(&match codec {
-        Codec::Fast => lz4::compress(raw, lz4::Effort::Quick)?,
-        Codec::FastDense => lz4::compress(raw, lz4::Effort::Thorough)?,
+        Codec::Fast(effort) => lz4::compress(raw, effort)?,
         Codec::Small => zstd::compress(raw)?,
     });
     let crc = crc32fast::hash(&out);
@@ -82,12 +85,12 @@ pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
 /// The archived bytes of a block written by [`compress_as`], and which layout they are.
 pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
-    let (codec, has_crc, layout) = match format {
-        BLOCK_LZ4_RKYV => (Codec::Fast, false, Layout::Plain),
-        BLOCK_LZ4_RKYV_CRC => (Codec::Fast, true, Layout::Plain),
-        BLOCK_ZSTD_RKYV_CRC => (Codec::Small, true, Layout::Plain),
-        BLOCK_LZ4_PACKED_CRC => (Codec::Fast, true, Layout::Packed),
-        BLOCK_ZSTD_PACKED_CRC => (Codec::Small, true, Layout::Packed),
+    let (frame, has_crc, layout) = match format {
+        BLOCK_LZ4_RKYV => (Frame::Lz4, false, Layout::Plain),
+        BLOCK_LZ4_RKYV_CRC => (Frame::Lz4, true, Layout::Plain),
+        BLOCK_ZSTD_RKYV_CRC => (Frame::Zstd, true, Layout::Plain),
+        BLOCK_LZ4_PACKED_CRC => (Frame::Lz4, true, Layout::Packed),
+        BLOCK_ZSTD_PACKED_CRC => (Frame::Zstd, true, Layout::Packed),
         _ => return Err(corrupt(format!("unknown block format {format}"))),
     };
     let body = if has_crc {
@@ -106,9 +109,9 @@ pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     };
     // Straight into the aligned buffer: no second copy.
     let mut al = AlignedVec::<16>::new();
-    match codec {
-        Codec::Fast | Codec::FastDense => lz4::decompress_into(body, &mut al)?,
-        Codec::Small => zstd::decompress_into(body, &mut al)?,
+    match frame {
+        Frame::Lz4 => lz4::decompress_into(body, &mut al)?,
+        Frame::Zstd => zstd::decompress_into(body, &mut al)?,
     }
     Ok((al, layout))
 }

@@ -5,6 +5,7 @@ use rkyv::rancor;
 use super::archive::{compress, decompress, Codec};
 use super::columns::{new_column, ColumnData};
 use super::event_block::{ArchivedEventBlock, EventBlock};
+use super::lz4::Effort;
 use super::packed_events::{self, PackedEvents};
 pub(crate) use super::packed_rows::RowBlock;
 use super::packed_rows::{self, Numbers};
@@ -211,9 +212,12 @@ impl EntryWriter {
 }
 
 /// Encodes events `(seq, sys, event)`, timeline versions and row versions of one key as a
-/// compressed cold page, with the zone map of its rows ([`super::zone`]).
+/// compressed cold page, with the zone map of its rows ([`super::zone`]); the row part
+/// compressed with `effort` (a frozen page is written once and scanned often; a key head's hot
+/// part is written again at each checkpoint that finds its key changed).
 pub(crate) fn encode_cold<'a>(
     types: &[ColumnType],
+    effort: Effort,
     events: impl Iterator<Item = (&'a [u8], &'a [u8], &'a Event)>,
     versions: impl Iterator<Item = (&'a [u8], &'a Row, Option<&'a [u8]>, Option<RowId>)>,
     rows: impl Iterator<Item = (RowId, &'a StoredRow)>,
@@ -285,7 +289,7 @@ pub(crate) fn encode_cold<'a>(
     };
     block.columns = row_values.columns;
     let encode_err = |e: rancor::Error| corrupt(format!("cannot encode cold page: {e}"));
-    let rows = compress(&packed_rows::pack(block)?, Codec::FastDense)?;
+    let rows = compress(&packed_rows::pack(block)?, Codec::Fast(effort))?;
     let history = compress(
         &rkyv::to_bytes::<rancor::Error>(&page).map_err(encode_err)?,
         HISTORY_CODEC,

@@ -9,6 +9,7 @@ use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
 use super::archive::{compress, decompress, Codec};
+use super::lz4::Effort;
 use super::page_list::{PageEntry, PageList};
 use crate::error::{corrupt, Result};
 
@@ -55,7 +56,7 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Resul
     let archived = |meta: &HeadMeta| {
         let m = rkyv::to_bytes::<rancor::Error>(meta)
             .map_err(|e| corrupt(format!("cannot encode a key head: {e}")))?;
-        compress(&m, Codec::Fast)
+        compress(&m, Codec::Fast(Effort::Quick))
     };
     let (m, list) = match &meta.frozen {
         Some(f) if f.pages.len() > super::page_list::CHUNK => {
@@ -79,7 +80,7 @@ pub(crate) fn encode_head(meta: &HeadMeta, hot_zone: &[u8], hot: &[u8]) -> Resul
         .filter(|&n| n <= META_LEN)
         .ok_or_else(|| corrupt("a key head's meta is too long"))?;
     let list_len = list.as_ref().map_or(0, |l| 4 + l.len());
-    let zone = compress(hot_zone, Codec::Fast)?;
+    let zone = compress(hot_zone, Codec::Fast(Effort::Quick))?;
     let mut out = Vec::with_capacity(4 + m.len() + list_len + 4 + zone.len() + hot.len());
     let flags = HOT_ZONE | if list.is_some() { LISTED_APART } else { 0 };
     out.extend_from_slice(&(len | flags).to_le_bytes());
@@ -243,7 +244,7 @@ pub(crate) fn encode_freed(pages: &[(Vec<u8>, u32)]) -> Result<Vec<u8>> {
     compress(
         &rkyv::to_bytes::<rancor::Error>(&rec)
             .map_err(|e| corrupt(format!("cannot encode freed pages: {e}")))?,
-        Codec::Fast,
+        Codec::Fast(Effort::Quick),
     )
 }
 
@@ -340,7 +341,7 @@ mod tests {
         };
         let m = compress(
             &rkyv::to_bytes::<rancor::Error>(&meta).unwrap(),
-            Codec::Fast,
+            Codec::Fast(Effort::Quick),
         )
         .unwrap();
         let mut bytes = (m.len() as u32).to_le_bytes().to_vec();

@@ -53,12 +53,17 @@ pub(crate) fn compress(raw: &[u8], effort: Effort) -> Result<Vec<u8>> {
         Effort::Thorough => {
             // liblz4 keeps its 256 KiB state per thread (lzzzz), reset in place: a state made
             // for each call (`LZ4_compress_HC`) is cleared whole, and that took longer than the
-            // compression of a page. It fails only on input over 2 GiB, which the cap above
-            // excludes; should it fail all the same, lz4_flex writes the same block format.
+            // compression of a page. No block refers to an earlier one: each decodes alone.
+            // liblz4 fails only on input over `LZ4_MAX_INPUT_SIZE` (about 1.97 GiB, past the cap
+            // above) or a misaligned state; should it fail all the same, lz4_flex writes the same
+            // block format.
             let mut out = (raw.len() as u32).to_le_bytes().to_vec();
             match lzzzz::lz4_hc::compress_to_vec(raw, &mut out, HC_LEVEL) {
                 Ok(_) => Ok(out),
-                Err(_) => Ok(lz4_flex::compress_prepend_size(raw)),
+                Err(e) => {
+                    debug_assert!(false, "LZ4 HC failed: {e}");
+                    Ok(lz4_flex::compress_prepend_size(raw))
+                }
             }
         }
     }

@@ -3,6 +3,7 @@
 
 mod archive;
 pub(crate) use archive::Codec;
+pub(crate) use lz4::Effort;
 pub(crate) mod cold_batch;
 pub(crate) mod cold_page;
 mod columns;

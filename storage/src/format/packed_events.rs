@@ -9,6 +9,8 @@ use rkyv::rancor;
 
 use super::archive::{compress_as, decompress_as, Codec, Layout};
 use super::event_block::EventBlock;
+#[cfg(test)]
+use super::lz4::Effort;
 use super::packed_rows::{ByteStrings, PackedColumn};
 use crate::error::{corrupt, Result};
 
@@ -209,9 +211,15 @@ mod tests {
             super::super::archive::compress(&raw, codec).unwrap()
         };
         for (codec, bytes) in [
-            (Codec::Fast, encode_block(block(), Codec::Fast).unwrap()),
+            (
+                Codec::Fast(Effort::Quick),
+                encode_block(block(), Codec::Fast(Effort::Quick)).unwrap(),
+            ),
             (Codec::Small, encode_block(block(), Codec::Small).unwrap()),
-            (Codec::Fast, plain(Codec::Fast)),
+            (
+                Codec::Fast(Effort::Quick),
+                plain(Codec::Fast(Effort::Quick)),
+            ),
             (Codec::Small, plain(Codec::Small)),
         ] {
             let _ = codec;

@@ -15,6 +15,7 @@
 use rkyv::rancor;
 
 use super::archive::{compress, decompress, Codec};
+use super::lz4::Effort;
 use super::zone::{PageZone, ZoneBuilder};
 use crate::error::{corrupt, Result};
 
@@ -73,7 +74,7 @@ pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
         let block = compress(
             &rkyv::to_bytes::<rancor::Error>(&chunk.to_vec())
                 .map_err(|e| corrupt(format!("cannot encode a page list: {e}")))?,
-            Codec::Fast,
+            Codec::Fast(Effort::Quick),
         )?;
         let mut zone = ZoneBuilder::default();
         for p in chunk {
@@ -91,7 +92,7 @@ pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
     let index = compress(
         &rkyv::to_bytes::<rancor::Error>(&index)
             .map_err(|e| corrupt(format!("cannot encode a page list: {e}")))?,
-        Codec::Fast,
+        Codec::Fast(Effort::Quick),
     )?;
     let mut out = Vec::with_capacity(4 + index.len() + blocks.len());
     out.extend_from_slice(&u32::try_from(index.len()).map_err(corrupt)?.to_le_bytes());

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use crate::error::{Error, Result};
 use crate::format::event_block::{EventBlock, TARGET_BLOCK_BYTES};
 use crate::format::packed_events::{decode_block, encode_block};
-use crate::format::Codec;
+use crate::format::{Codec, Effort};
 use crate::ingest::SourceSlice;
 use crate::record::Incoming;
 use crate::value::ColumnType;
@@ -210,7 +210,7 @@ fn write_buffers(buffers: Receiver<(usize, EventBlock)>, n: usize) -> Result<Spi
     let mut blocks = vec![Vec::new(); n];
     let mut written = 0u64;
     for (b, block) in buffers {
-        let bytes = encode_block(block, Codec::Fast)?;
+        let bytes = encode_block(block, Codec::Fast(Effort::Quick))?;
         file.write_all(&bytes).map_err(io)?;
         blocks[b].push((written, bytes.len()));
         written += bytes.len() as u64;

@@ -109,6 +109,8 @@ fn encode_cut(cut: Cut, rows: &RowStore, types: &[ColumnType]) -> Result<Encoded
         let slots: Vec<(RowId, &StoredRow)> = piece_rows.iter().map(|&r| (r, &rows[r])).collect();
         let page = crate::format::cold_page::encode_cold(
             types,
+            // Written once, scanned often: compressed harder (docs/PERFORMANCE.md, session 56).
+            crate::format::Effort::Thorough,
             evs.iter()
                 .flat_map(|(seq, cands)| cands.iter().map(move |(sys, e)| (&seq[..], &sys[..], e))),
             vers.iter()

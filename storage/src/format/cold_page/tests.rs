@@ -21,9 +21,15 @@ fn row(values: &Row, start: u8) -> StoredRow {
 /// A page of `rows` (ids 0, 1, …), without events or versions.
 fn page_of_rows(types: &[ColumnType], rows: &[StoredRow]) -> Vec<u8> {
     let rows = rows.iter().enumerate().map(|(i, r)| (i as RowId, r));
-    encode_cold(types, std::iter::empty(), std::iter::empty(), rows)
-        .unwrap()
-        .0
+    encode_cold(
+        types,
+        Effort::Quick,
+        std::iter::empty(),
+        std::iter::empty(),
+        rows,
+    )
+    .unwrap()
+    .0
 }
 
 #[test]
@@ -92,6 +98,7 @@ fn events_and_versions_take_the_values_of_the_rows_that_show_them_and_read_back_
     let rows = [row(&a, 1), row(&b, 2)];
     let (page, _) = encode_cold(
         &types,
+        Effort::Quick,
         events.into_iter(),
         versions.into_iter(),
         rows.iter().enumerate().map(|(i, r)| (i as RowId, r)),
@@ -150,6 +157,7 @@ fn a_history_whose_values_are_out_of_range_is_damage_not_a_panic() {
     let ea = event(&a);
     let (page, _) = encode_cold(
         &types,
+        Effort::Quick,
         [(&[1u8][..], &[1u8][..], &ea)].into_iter(),
         std::iter::empty(),
         [(0, &row(&a, 1))].into_iter(),
@@ -252,7 +260,11 @@ fn a_row_whose_bound_is_out_of_range_is_damage() {
     let e = block.rows(&key, 1).unwrap_err();
     assert!(e.to_string().contains("bounds are out of range"), "{e}");
     // Stored so, it is refused as it is decoded, before any batch reads it.
-    let stored = compress(&packed_rows::pack(block).unwrap(), Codec::Fast).unwrap();
+    let stored = compress(
+        &packed_rows::pack(block).unwrap(),
+        Codec::Fast(Effort::Quick),
+    )
+    .unwrap();
     let e = decode_row_part(&stored).unwrap_err();
     assert!(e.to_string().contains("bounds are out of range"), "{e}");
 }
@@ -343,9 +355,12 @@ mod shared_values {
             })
     }
 
+    /// `c` as a page, its rows compressed as a freeze compresses them (HC, with the state each
+    /// thread keeps: a page frozen again is the same bytes only if no block depends on the last).
     fn encode(types: &[ColumnType], c: &Contents) -> Vec<u8> {
         encode_cold(
             types,
+            Effort::Thorough,
             c.events.iter().map(|(s, y, e)| (&s[..], &y[..], e)),
             c.versions
                 .iter()
@@ -423,6 +438,7 @@ fn block_of_ids(ids: &[RowId]) -> RowBlock {
         .collect();
     let page = encode_cold(
         &[ColumnType::Int64],
+        Effort::Quick,
         std::iter::empty(),
         std::iter::empty(),
         ids.iter().copied().zip(&rows),
@@ -497,7 +513,13 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
             })
             .collect();
         let rows = ids.iter().copied().zip(&rows);
-        let page = encode_cold(&[ColumnType::Int64], [].into_iter(), [].into_iter(), rows);
+        let page = encode_cold(
+            &[ColumnType::Int64],
+            Effort::Quick,
+            [].into_iter(),
+            [].into_iter(),
+            rows,
+        );
         Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
     };
     let key = Bytes::from(&b"k"[..]);
@@ -541,7 +563,13 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
             .collect();
         rows[2].start = Some(Bytes::from(&[9u8][..]));
         let rows = [20, 21, 22].into_iter().zip(&rows);
-        let page = encode_cold(&[ColumnType::Int64], [].into_iter(), [].into_iter(), rows);
+        let page = encode_cold(
+            &[ColumnType::Int64],
+            Effort::Quick,
+            [].into_iter(),
+            [].into_iter(),
+            rows,
+        );
         Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
     };
     let after_ints = ColdBatch::new(key, 1, vec![page(&[1, 4]), mixed]).unwrap();
