@@ -478,4 +478,27 @@ mod tests {
         let e = c.get_ref(1).unwrap_err().to_string();
         assert!(e.contains("invalid utf-8 in a stored string"), "{e}");
     }
+
+    #[test]
+    fn a_damaged_string_read_into_arrow_is_an_error_taken_alone_or_with_the_others() {
+        use arrow::array::{Array, StringBuilder};
+        let strings: Vec<Value> = (0..8).map(|i| Value::from(format!("s{i}"))).collect();
+        let mut c = column(ColumnType::Utf8, &strings);
+        // Entries read alone and together; then entry 5's one byte damaged, which makes any
+        // read of the block's strings an error (the block is checked whole).
+        let mut b = StringBuilder::new();
+        assert!(c.append_to(&[3], &mut b).unwrap());
+        assert!(c.append_to(&[0, 1, 2, 3, 4, 6, 7], &mut b).unwrap());
+        let a = b.finish();
+        let got: Vec<&str> = (0..a.len()).map(|i| a.value(i)).collect();
+        assert_eq!(got, ["s3", "s0", "s1", "s2", "s3", "s4", "s6", "s7"]);
+        if let ColumnData::Str { values, .. } = &mut c {
+            values.data[11] = 0xff;
+        }
+        for entries in [&[5u32][..], &[4], &[0, 1, 2, 3, 4, 5, 6, 7]] {
+            let mut b = StringBuilder::new();
+            let e = c.append_to(entries, &mut b).unwrap_err().to_string();
+            assert!(e.contains("invalid utf-8 in a stored string"), "{e}");
+        }
+    }
 }
