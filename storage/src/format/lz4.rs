@@ -1,6 +1,6 @@
 //! Size-prefixed LZ4: the compression of what is read often (source chunks, pages' row parts, key
-//! heads, row directories; the event log and pages' histories use [`super::zstd`], which shares
-//! the size prefix and its cap).
+//! heads' meta and hot rows, page lists, a large commit's spill files; the event log, pages'
+//! histories and row directories use [`super::zstd`], which shares the size prefix and its cap).
 //!
 //! ```text
 //! +----------------------------+-------------------------------+
