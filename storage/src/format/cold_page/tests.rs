@@ -436,12 +436,17 @@ fn block_of_ids(ids: &[RowId]) -> RowBlock {
             ..row(&values, i)
         })
         .collect();
+    int_block(ids, &rows)
+}
+
+/// The rows of a page of one `Int64` column holding `rows` with ids `ids`, decoded.
+fn int_block(ids: &[RowId], rows: &[StoredRow]) -> RowBlock {
     let page = encode_cold(
         &[ColumnType::Int64],
         Effort::Quick,
         std::iter::empty(),
         std::iter::empty(),
-        ids.iter().copied().zip(&rows),
+        ids.iter().copied().zip(rows),
     )
     .unwrap()
     .0;
@@ -512,15 +517,7 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
                 }
             })
             .collect();
-        let rows = ids.iter().copied().zip(&rows);
-        let page = encode_cold(
-            &[ColumnType::Int64],
-            Effort::Quick,
-            [].into_iter(),
-            [].into_iter(),
-            rows,
-        );
-        Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
+        Arc::new(int_block(ids, &rows))
     };
     let key = Bytes::from(&b"k"[..]);
     let batch = ColdBatch::new(key.clone(), 1, vec![page(&[1, 4, 6]), page(&[2, 3])]).unwrap();
@@ -562,15 +559,7 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
             })
             .collect();
         rows[2].start = Some(Bytes::from(&[9u8][..]));
-        let rows = [20, 21, 22].into_iter().zip(&rows);
-        let page = encode_cold(
-            &[ColumnType::Int64],
-            Effort::Quick,
-            [].into_iter(),
-            [].into_iter(),
-            rows,
-        );
-        Arc::new(decode_cold_rows(&page.unwrap().0).unwrap())
+        Arc::new(int_block(&[20, 21, 22], &rows))
     };
     let after_ints = ColdBatch::new(key, 1, vec![page(&[1, 4]), mixed]).unwrap();
     for (batch, rows) in [(&other, &[0, 1][..]), (&after_ints, &[0, 1, 2, 3, 4][..])] {
