@@ -83,7 +83,7 @@ pub fn change_feed(
     }
     let (from, to, sizes, schema, generation) = store.read(table, |r| {
         let (from, to) = commit_range(r, table, start, end)?;
-        let sizes = commit_sizes(r, from, to);
+        let sizes = commit_sizes(r, from, to)?;
         Ok::<_, QueryError>((from, to, sizes, r.schema().clone(), r.generation()))
     })??;
     Ok(ChangeFeed::new(
@@ -138,9 +138,13 @@ fn commit_range(
 
 /// How many row versions each commit `from..=to` of the table `r` reads wrote or retired: what
 /// reading its changes reads.
-fn commit_sizes(r: &asof_storage::TableReader<'_>, from: u64, to: u64) -> BTreeMap<u64, u64> {
+fn commit_sizes(
+    r: &asof_storage::TableReader<'_>,
+    from: u64,
+    to: u64,
+) -> Result<BTreeMap<u64, u64>> {
     commits_in(r, from, to)
-        .map(|v| (v, r.changed_row_versions(v)))
+        .map(|v| Ok((v, r.changed_row_versions(v)?)))
         .collect()
 }
 
@@ -480,7 +484,7 @@ impl ChangeFeed {
             // of keys at a time. Its progress is no longer counted in keys: the report ends.
             let (v, window, to) = (at.version, self.window_rows, self.to);
             let (groups, sizes) =
-                self.read(|r, _| Ok((r.change_groups(v, window)?, commit_sizes(r, v + 1, to))))?;
+                self.read(|r, _| Ok((r.change_groups(v, window)?, commit_sizes(r, v + 1, to)?)))?;
             let rest = groups
                 .iter()
                 .filter_map(|g| at.after.as_deref().map_or(Some(g.clone()), |k| g.after(k)));
@@ -598,7 +602,7 @@ impl ChangeFeed {
             // The table came into memory under the feed: the window, of which nothing was
             // listed yet, and the rest are read from it.
             let (v, to) = (at.version, self.to);
-            let sizes = self.read(|r, _| Ok(commit_sizes(r, v, to)))?;
+            let sizes = self.read(|r, _| commit_sizes(r, v, to))?;
             self.reading = Reading::Windows(sizes);
             self.next = v;
             self.progress = None;

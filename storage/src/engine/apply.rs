@@ -112,7 +112,12 @@ impl TableState {
         // (not those a reset retired just before it: they are this part's).
         let retired_before = match logging {
             Logging::Log => {
-                let by = self.rows.retired_by(version).cloned().unwrap_or_default();
+                let by = self
+                    .rows
+                    .retired_by(version)
+                    .held()
+                    .cloned()
+                    .unwrap_or_default();
                 by - &self.reset_pending.retired
             }
             Logging::Replay => RoaringBitmap::new(),
@@ -379,6 +384,7 @@ fn change_counts(
 ) -> Result<(u64, u64)> {
     let retired = rows
         .retired_by(version)
+        .held()
         .into_iter()
         .flatten()
         .filter(|id| !before.contains(*id));

@@ -98,6 +98,10 @@ pub(crate) trait PageSource: Send + Sync {
     /// The pages the stored head of `key` lists, if it has a stored head (`Some(vec![])` if it
     /// lists none).
     fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>>;
+
+    /// The ids commit `version` retired, read from its row directory in the store (the union of
+    /// its parts'): what the row store let go of ([`super::RowStore::let_go_retired`]).
+    fn retired_by(&self, version: u64) -> Result<roaring::RoaringBitmap>;
 }
 
 /// The row versions of page `e`, read from its bytes `page` (checked against the length its
@@ -567,6 +571,16 @@ impl Pages {
     /// head ([`Frozen::shed`]).
     pub fn stored(&self) -> bool {
         self.source.is_some()
+    }
+
+    /// The ids commit `version` retired, read from the store ([`PageSource::retired_by`]).
+    pub fn stored_retired(&self, version: u64) -> Result<roaring::RoaringBitmap> {
+        match &self.source {
+            Some(src) => src.retired_by(version),
+            None => Err(corrupt(format!(
+                "the rows commit {version} retired are not held, and nothing is stored"
+            ))),
+        }
     }
 
     /// How many pages are waiting for the store to persist them.

@@ -4,12 +4,16 @@
 //! the pages thawed since ([`TableState::take_freed`]) and the summary. An open rebuilds the state from them ([`TableState::restore`]) and replays
 //! only the commits after the checkpoint.
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
+
+use roaring::RoaringBitmap;
 
 use super::cold::{Frozen, PageWrite, PagesRead};
 use super::fold::Version;
 use super::fold::{Bytes, RowId};
+use super::rows::RetiredBy;
 use super::{DirPart, Dirty, Evicted, KeyState, RowStore, StoredRow, TableState, UnreadHot};
 use crate::error::{corrupt, Result};
 use crate::flow::StoredAs;
@@ -127,6 +131,26 @@ impl TableState {
     /// The commits that wrote or retired rows, in version order.
     pub fn row_versions_by_commit(&self) -> Vec<u64> {
         self.rows.versions()
+    }
+
+    /// The ids commit `version` retired (`None`: none): from the row store, or, once it let go
+    /// of them ([`TableState::let_go_retired`]), from the commit's row directory in the store.
+    pub fn retired_by(&self, version: u64) -> Result<Option<Cow<'_, RoaringBitmap>>> {
+        match self.rows.retired_by(version) {
+            RetiredBy::Nothing => Ok(None),
+            RetiredBy::Held(r) => Ok(Some(Cow::Borrowed(r))),
+            RetiredBy::Stored => Ok(Some(Cow::Owned(self.pages.stored_retired(version)?))),
+        }
+    }
+
+    /// Lets go of the ids the commits up to `version` retired, when the store holds their row
+    /// directories (written by each commit beside its record, docs/FORMAT.md §6); a table whose
+    /// pages are not stored keeps them. Call it only once those commits' directories are
+    /// written: after the batch of `version`'s commit, or a read of the table from its records.
+    pub fn let_go_retired(&mut self, version: u64) {
+        if self.pages.stored() {
+            self.rows.let_go_retired(version);
+        }
     }
 
     /// The table summary as of commit `version`.

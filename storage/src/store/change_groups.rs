@@ -82,11 +82,11 @@ impl ChangePass {
 impl TableReader<'_> {
     /// How many row versions commit `version` wrote or retired: what reading its changes
     /// reads (an update is two, and so is a row rewritten unchanged, which lists nothing).
-    pub fn changed_row_versions(&self, version: u64) -> u64 {
+    pub fn changed_row_versions(&self, version: u64) -> Result<u64> {
         let rows = &self.state.rows;
         let written = rows.first_added(version + 1) - rows.first_added(version);
-        let retired = rows.retired_by(version).map_or(0, |r| r.len());
-        u64::from(written) + retired
+        let retired = self.state.retired_by(version)?.map_or(0, |r| r.len());
+        Ok(u64::from(written) + retired)
     }
 
     /// The keys commit `version` wrote or retired rows of, in key order, in groups of about
@@ -95,9 +95,9 @@ impl TableReader<'_> {
         self.check_changes(version, version)?;
         let store = &self.state.rows;
         let mut per_key: HashMap<u32, u64> = HashMap::new();
-        let retired = store.retired_by(version).into_iter().flatten();
+        let retired = self.state.retired_by(version)?;
         let written = store.first_added(version)..store.first_added(version + 1);
-        for id in retired.chain(written) {
+        for id in retired.iter().flat_map(|r| r.iter()).chain(written) {
             *per_key.entry(store.key_of(id)).or_default() += 1;
         }
         let mut keys = per_key

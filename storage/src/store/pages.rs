@@ -69,6 +69,17 @@ impl PageSource for TablePages {
         let (meta, _) = decode_head(&head)?;
         Ok(Some(meta.frozen.map(|f| f.pages).unwrap_or_default()))
     }
+
+    fn retired_by(&self, version: u64) -> Result<roaring::RoaringBitmap> {
+        let mut retired = roaring::RoaringBitmap::new();
+        for kv in self
+            .kv
+            .scan_prefix(&key(keys::ROW_DIR, self.id, Some(version), None))
+        {
+            retired |= decode_row_dir(&kv?.1)?.retired;
+        }
+        Ok(retired)
+    }
 }
 
 /// Whether a commit also writes a checkpoint.
@@ -376,6 +387,8 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
     state
         .restore(heads, Scope::Whole(dirs), &s)
         .map_err(|e| in_table(&t.name, e))?;
+    // Read from them, the directories up to the checkpoint are stored.
+    state.let_go_retired(s.version);
     let mut replayed = 0;
     if s.version < last {
         let range = ReplayRange {

@@ -440,10 +440,8 @@ impl TableReader<'_> {
         };
         // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
         // retired rows in key order read each key's pages once, not once per row.
-        let mut retired: Vec<RowId> = rows
-            .retired_by(v)
-            .into_iter()
-            .flatten()
+        let mut retired: Vec<RowId> = (self.state.retired_by(v)?.iter())
+            .flat_map(|r| r.iter())
             .filter(|&id| ours(id))
             .collect();
         retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));

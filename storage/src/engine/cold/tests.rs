@@ -14,6 +14,9 @@ impl PageSource for NoPages {
     fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
         Ok(None)
     }
+    fn retired_by(&self, _: u64) -> Result<roaring::RoaringBitmap> {
+        Ok(roaring::RoaringBitmap::new())
+    }
 }
 
 /// Pages written are handed to the store once, in key and page order, and pages freed once,
@@ -93,6 +96,9 @@ impl PageSource for Stored {
     }
     fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
         Ok(None)
+    }
+    fn retired_by(&self, _: u64) -> Result<roaring::RoaringBitmap> {
+        Ok(roaring::RoaringBitmap::new())
     }
 }
 
