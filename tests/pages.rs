@@ -686,3 +686,71 @@ impl KvStore for SlowKv {
         self.0.write(batch)
     }
 }
+
+/// The change feed of commits `from..=to` of `t`, in one batch.
+fn feed(store: &Store, from: u64, to: u64) -> RecordBatch {
+    let (from, to) = (
+        asof::ChangeBound::Version(from),
+        asof::ChangeBound::Version(to),
+    );
+    let (schema, batches) = asof::table_changes(store, "t", &from, Some(&to)).unwrap();
+    arrow::compute::concat_batches(&schema, &batches).unwrap()
+}
+
+/// The change feed of each commit of `versions`, one at a time.
+fn feeds(store: &Store, versions: std::ops::RangeInclusive<u64>) -> Vec<RecordBatch> {
+    versions.map(|v| feed(store, v, v)).collect()
+}
+
+/// A table of 199,000 row versions: the row directories of its early commits (which rows
+/// each retired, the key of each row it wrote) are then read back from the store, not kept in
+/// memory. Their change feeds read as they did right after each commit, also after a reopen,
+/// and so does the feed of every commit at once.
+#[test]
+fn early_commits_feeds_read_the_same_once_their_row_directories_are_read_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = scd2_table(dir.path());
+    let (keys, per_commit, commits) = (600i64, 16_000i64, 12i64);
+    let mut right_after = Vec::new();
+    for c in 0..commits {
+        // Each key's events in order, but every seventh one late: it lands among the key's
+        // earlier versions, whose rows it retires and writes again.
+        let rows = (0..per_commit).map(|i| {
+            let (key, n) = (i % keys, c * per_commit / keys + i / keys);
+            let seq = if n % 7 == 3 { n * 10 - 25 } else { n * 10 };
+            (key, seq, c, i)
+        });
+        let version = store.apply("f", &batch(rows)).unwrap().version;
+        right_after.extend(feeds(&store, version..=version));
+    }
+    let first = store.history("t").unwrap()[1].version;
+    let last = store.latest_version("t").unwrap();
+    let rows: u64 = right_after.iter().map(|b| b.num_rows() as u64).sum();
+    let versions: usize = (asof::scan_all(&store, "t", &Default::default())
+        .unwrap()
+        .iter())
+    .map(|b| b.num_rows())
+    .sum();
+    // 190,400 row versions shown, 199,000 written (a late event retires the versions it lands
+    // among and writes them again): the first 65,536 (four chunks of key numbers of 16,384 rows,
+    // the first four commits' rows) are past the 131,072 the row store keeps.
+    assert_eq!((rows, versions), (207_600, 190_400));
+    assert_eq!(feeds(&store, first..=last), right_after);
+    let whole = feed(&store, first, last);
+    assert_eq!(whole.num_rows() as u64, rows);
+    drop(store);
+    let store = open(dir.path());
+    assert_eq!(feeds(&store, first..=last), right_after);
+    assert_eq!(feed(&store, first, last), whole);
+    drop(store);
+    // Read into memory from its records while opening: the directories up to the checkpoint
+    // are the store's from the start.
+    let options = StoreOptions {
+        hot_events_per_key: 2,
+        open: asof::OpenMode::Eager,
+        ..Default::default()
+    };
+    let store = Store::open_with(dir.path(), options).unwrap();
+    assert_eq!(feeds(&store, first..=last), right_after);
+    assert_eq!(feed(&store, first, last), whole);
+}

@@ -99,9 +99,9 @@ pub(crate) trait PageSource: Send + Sync {
     /// lists none).
     fn listed(&self, key: &[u8]) -> Result<Option<Vec<PageEntry>>>;
 
-    /// The ids commit `version` retired, read from its row directory in the store (the union of
-    /// its parts'): what the row store let go of ([`super::RowStore::let_go_retired`]).
-    fn retired_by(&self, version: u64) -> Result<roaring::RoaringBitmap>;
+    /// The parts of commit `version`'s row directory in the store, in part order: what the row
+    /// store let go of ([`super::RowStore::let_go_directories`]).
+    fn directories(&self, version: u64) -> Result<Vec<crate::format::derived::RowDir>>;
 }
 
 /// The row versions of page `e`, read from its bytes `page` (checked against the length its
@@ -573,12 +573,13 @@ impl Pages {
         self.source.is_some()
     }
 
-    /// The ids commit `version` retired, read from the store ([`PageSource::retired_by`]).
-    pub fn stored_retired(&self, version: u64) -> Result<roaring::RoaringBitmap> {
+    /// The parts of commit `version`'s row directory, read from the store
+    /// ([`PageSource::directories`]).
+    pub fn stored_directories(&self, version: u64) -> Result<Vec<crate::format::derived::RowDir>> {
         match &self.source {
-            Some(src) => src.retired_by(version),
+            Some(src) => src.directories(version),
             None => Err(corrupt(format!(
-                "the rows commit {version} retired are not held, and nothing is stored"
+                "the row directory of commit {version} is not held, and nothing is stored"
             ))),
         }
     }

@@ -30,6 +30,8 @@ enum Sealed {
     Narrow { least: u32, offsets: Box<[u16]> },
     /// One key number per row.
     Dense(Box<[u32]>),
+    /// Let go of ([`KeyNumbers::let_go_before`]): the row directories in the store hold them.
+    Stored,
 }
 
 impl Sealed {
@@ -38,22 +40,26 @@ impl Sealed {
         runs * (size_of::<u16>() + size_of::<u32>())
     }
 
-    fn get(&self, o: usize) -> u32 {
+    fn get(&self, o: usize) -> Option<u32> {
         match self {
-            Sealed::Runs { starts, keys } => keys[run_at(starts, o)],
-            Sealed::Narrow { least, offsets } => least + u32::from(offsets[o]),
-            Sealed::Dense(v) => v[o],
+            Sealed::Runs { starts, keys } => Some(keys[run_at(starts, o)]),
+            Sealed::Narrow { least, offsets } => Some(least + u32::from(offsets[o])),
+            Sealed::Dense(v) => Some(v[o]),
+            Sealed::Stored => None,
         }
     }
 
-    fn copy_into(&self, r: Range<usize>, out: &mut Vec<u32>) {
+    /// Appends the numbers of offsets `r`; `None` if the chunk was let go of.
+    fn copy_into(&self, r: Range<usize>, out: &mut Vec<u32>) -> Option<()> {
         match self {
             Sealed::Runs { starts, keys } => expand_runs(starts, keys, CHUNK, r, out),
             Sealed::Narrow { least, offsets } => {
                 out.extend(offsets[r].iter().map(|&o| least + u32::from(o)))
             }
             Sealed::Dense(v) => out.extend_from_slice(&v[r]),
+            Sealed::Stored => return None,
         }
+        Some(())
     }
 }
 
@@ -86,6 +92,8 @@ pub(crate) struct KeyNumbers {
     open_starts: Vec<u16>,
     open_keys: Vec<u32>,
     len: usize,
+    /// How many chunks from the first are let go of ([`KeyNumbers::let_go_before`]).
+    let_go: usize,
 }
 
 impl KeyNumbers {
@@ -138,18 +146,29 @@ impl KeyNumbers {
         }
     }
 
-    /// The key number of row `i`; panics past the end, as indexing a `Vec` does.
-    pub fn get(&self, i: usize) -> u32 {
+    /// The key number of row `i` (`None` if it was let go of); panics past the end, as indexing
+    /// a `Vec` does.
+    pub fn get(&self, i: usize) -> Option<u32> {
         assert!(i < self.len, "index {i} past the end ({})", self.len);
         let (c, o) = (i / CHUNK, i % CHUNK);
         match self.sealed.get(c) {
             Some(s) => s.get(o),
-            None => self.open_keys[run_at(&self.open_starts, o)],
+            None => Some(self.open_keys[run_at(&self.open_starts, o)]),
         }
     }
 
-    /// The key numbers of `range`, copied.
-    pub fn copy_range(&self, range: Range<usize>) -> Vec<u32> {
+    /// Lets go of the numbers of the full chunks of rows before `end`: whole chunks of
+    /// [`CHUNK`] rows, so some rows before `end` may stay.
+    pub fn let_go_before(&mut self, end: usize) {
+        let chunks = (end / CHUNK).min(self.sealed.len());
+        for c in self.let_go..chunks {
+            self.sealed[c] = Sealed::Stored;
+        }
+        self.let_go = self.let_go.max(chunks);
+    }
+
+    /// The key numbers of `range`, copied; `None` if some were let go of.
+    pub fn copy_range(&self, range: Range<usize>) -> Option<Vec<u32>> {
         assert!(range.end <= self.len, "range past the end ({})", self.len);
         let mut out = Vec::with_capacity(range.len());
         let mut i = range.start;
@@ -157,7 +176,7 @@ impl KeyNumbers {
             let (c, o) = (i / CHUNK, i % CHUNK);
             let n = (CHUNK - o).min(range.end - i);
             match self.sealed.get(c) {
-                Some(s) => s.copy_into(o..o + n, &mut out),
+                Some(s) => s.copy_into(o..o + n, &mut out)?,
                 None => expand_runs(
                     &self.open_starts,
                     &self.open_keys,
@@ -168,7 +187,7 @@ impl KeyNumbers {
             }
             i += n;
         }
-        out
+        Some(out)
     }
 
     /// Bytes the key numbers take, spare capacity aside: for tests of the encoding's size.
@@ -181,6 +200,7 @@ impl KeyNumbers {
                 Sealed::Runs { keys, .. } => Sealed::runs_bytes(keys.len()),
                 Sealed::Narrow { offsets, .. } => offsets.len() * size_of::<u16>(),
                 Sealed::Dense(v) => v.len() * size_of::<u32>(),
+                Sealed::Stored => 0,
             })
             .sum();
         sealed + Sealed::runs_bytes(self.open_keys.len())
@@ -197,11 +217,11 @@ mod tests {
         let mut k = KeyNumbers::default();
         // 20 keys of 5,000 rows each: 100,000 rows, runs crossing chunk ends.
         k.extend((0..20u32).flat_map(|key| std::iter::repeat_n(key, 5_000)));
-        assert_eq!(k.get(0), 0);
-        assert_eq!(k.get(CHUNK), (CHUNK / 5_000) as u32);
-        assert_eq!(k.get(99_999), 19);
+        assert_eq!(k.get(0), Some(0));
+        assert_eq!(k.get(CHUNK), Some((CHUNK / 5_000) as u32));
+        assert_eq!(k.get(99_999), Some(19));
         let want: Vec<u32> = (0..100_000).map(|i| (i / 5_000) as u32).collect();
-        assert_eq!(k.copy_range(0..100_000), want);
+        assert_eq!(k.copy_range(0..100_000).unwrap(), want);
         assert!(k.heap_bytes() < 1_000, "{} bytes", k.heap_bytes());
     }
 
@@ -210,12 +230,12 @@ mod tests {
         let mut k = KeyNumbers::default();
         let n = 3 * CHUNK + 5;
         k.extend((0..n).map(|i| i as u32 * 5));
-        assert_eq!(k.get(CHUNK), CHUNK as u32 * 5);
-        assert_eq!(k.get(n - 1), (n - 1) as u32 * 5);
+        assert_eq!(k.get(CHUNK), Some(CHUNK as u32 * 5));
+        assert_eq!(k.get(n - 1), Some((n - 1) as u32 * 5));
         let r = CHUNK - 2..2 * CHUNK + 3;
         let want: Vec<u32> = r.clone().map(|i| i as u32 * 5).collect();
-        assert_eq!(k.copy_range(r), want);
-        assert_eq!(k.copy_range(n..n), Vec::<u32>::new());
+        assert_eq!(k.copy_range(r).unwrap(), want);
+        assert_eq!(k.copy_range(n..n).unwrap(), Vec::<u32>::new());
         assert_eq!(k.heap_bytes(), 3 * CHUNK * 4 + 5 * 6);
     }
 
@@ -227,17 +247,37 @@ mod tests {
         let n = 2 * CHUNK + 7;
         k.extend((0..n).map(key));
         let want: Vec<u32> = (0..n).map(key).collect();
-        assert_eq!(k.copy_range(0..n), want);
+        assert_eq!(k.copy_range(0..n).unwrap(), want);
         assert_eq!(
             (k.get(CHUNK + 1), k.get(n - 1)),
-            (key(CHUNK + 1), key(n - 1))
+            (Some(key(CHUNK + 1)), Some(key(n - 1)))
         );
         assert_eq!(k.heap_bytes(), 2 * CHUNK * 2 + 7 * 6);
         // One key 65,536 past the chunk's least: kept as numbers of four bytes.
         let mut k = KeyNumbers::default();
         k.extend((0..CHUNK).map(|i| (i % 2) as u32 * 65_536));
         assert_eq!(k.heap_bytes(), CHUNK * 4);
-        assert_eq!(k.get(CHUNK - 1), 65_536);
+        assert_eq!(k.get(CHUNK - 1), Some(65_536));
+    }
+
+    #[test]
+    fn chunks_let_go_of_read_as_none_and_the_rest_as_before() {
+        let mut k = KeyNumbers::default();
+        let n = 3 * CHUNK + 11;
+        k.extend((0..n).map(|i| (i % 3) as u32));
+        // Up to a row inside the third chunk: only the first two, whole, are let go of.
+        k.let_go_before(2 * CHUNK + 5);
+        assert_eq!((k.get(0), k.get(2 * CHUNK - 1)), (None, None));
+        assert_eq!(k.get(2 * CHUNK), Some(((2 * CHUNK) % 3) as u32));
+        assert_eq!(k.get(n - 1), Some(((n - 1) % 3) as u32));
+        assert_eq!(k.copy_range(CHUNK - 1..CHUNK + 1), None);
+        let want: Vec<u32> = (2 * CHUNK..n).map(|i| (i % 3) as u32).collect();
+        assert_eq!(k.copy_range(2 * CHUNK..n), Some(want));
+        // Past the end, and again: only the sealed chunks; the open one stays.
+        k.let_go_before(10 * CHUNK);
+        assert_eq!(k.get(2 * CHUNK), None);
+        assert_eq!(k.get(3 * CHUNK), Some(((3 * CHUNK) % 3) as u32));
+        assert_eq!(k.heap_bytes(), Sealed::runs_bytes(11));
     }
 
     #[test]
@@ -269,11 +309,11 @@ mod tests {
             let mut k = KeyNumbers::default();
             k.extend(want.iter().copied());
             for i in (0..want.len()).step_by(97) {
-                prop_assert_eq!(k.get(i), want[i]);
+                prop_assert_eq!(k.get(i), Some(want[i]));
             }
             let (lo, hi) = (a.min(b).min(want.len()), a.max(b).min(want.len()));
-            prop_assert_eq!(k.copy_range(lo..hi), &want[lo..hi]);
-            prop_assert_eq!(k.copy_range(0..want.len()), want);
+            prop_assert_eq!(k.copy_range(lo..hi).unwrap(), &want[lo..hi]);
+            prop_assert_eq!(k.copy_range(0..want.len()).unwrap(), want);
         }
     }
 }

@@ -11,6 +11,7 @@ mod key_commit;
 mod key_numbers;
 pub(crate) mod lookup;
 mod persist;
+mod row_keys;
 mod rows;
 mod rows_aside;
 mod scd;
@@ -32,6 +33,7 @@ use cold::{ColdStats, Frozen, Pages};
 use fold::{Bytes, EventMap, RowId, Timeline};
 pub use fold_keys::Folding;
 pub(crate) use persist::{RowsHead, Scope};
+pub(crate) use row_keys::RowKeys;
 pub use rows::StoredRow;
 pub(crate) use rows::{DirPart, RowStore};
 

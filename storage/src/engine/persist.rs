@@ -113,7 +113,11 @@ impl TableState {
 
     /// The part of commit `version`'s row directory not taken yet, and its part number
     /// (`None`: nothing more); see [`RowStore::take_directory`].
-    pub fn take_row_directory(&mut self, version: u64, part: DirPart) -> Option<(u32, RowDir)> {
+    pub fn take_row_directory(
+        &mut self,
+        version: u64,
+        part: DirPart,
+    ) -> Result<Option<(u32, RowDir)>> {
         self.rows.take_directory(version, part)
     }
 
@@ -134,22 +138,34 @@ impl TableState {
     }
 
     /// The ids commit `version` retired (`None`: none): from the row store, or, once it let go
-    /// of them ([`TableState::let_go_retired`]), from the commit's row directory in the store.
+    /// of them ([`TableState::let_go_directories`]), from the commit's row directory in the store.
     pub fn retired_by(&self, version: u64) -> Result<Option<Cow<'_, RoaringBitmap>>> {
         match self.rows.retired_by(version) {
             RetiredBy::Nothing => Ok(None),
             RetiredBy::Held(r) => Ok(Some(Cow::Borrowed(r))),
-            RetiredBy::Stored => Ok(Some(Cow::Owned(self.pages.stored_retired(version)?))),
+            RetiredBy::Stored => {
+                let mut retired = RoaringBitmap::new();
+                for part in self.stored_directories(version)? {
+                    retired |= part.retired;
+                }
+                Ok(Some(Cow::Owned(retired)))
+            }
         }
     }
 
-    /// Lets go of the ids the commits up to `version` retired, when the store holds their row
-    /// directories (written by each commit beside its record, docs/FORMAT.md §6); a table whose
-    /// pages are not stored keeps them. Call it only once those commits' directories are
-    /// written: after the batch of `version`'s commit, or a read of the table from its records.
-    pub fn let_go_retired(&mut self, version: u64) {
+    /// The parts of commit `version`'s row directory, read from the store.
+    pub fn stored_directories(&self, version: u64) -> Result<Vec<RowDir>> {
+        self.pages.stored_directories(version)
+    }
+
+    /// Lets go of what the row directories of the commits up to `version` say (the ids each
+    /// retired, its rows' key numbers: [`RowStore::let_go_directories`]), when the store holds
+    /// them (each commit writes its own beside its record, docs/FORMAT.md §6); a table whose
+    /// pages are not stored keeps them. Call it only once those directories are written: after
+    /// the batch of `version`'s commit, or a read of the table from its records.
+    pub fn let_go_directories(&mut self, version: u64) {
         if self.pages.stored() {
-            self.rows.let_go_retired(version);
+            self.rows.let_go_directories(version);
         }
     }
 

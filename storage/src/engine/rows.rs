@@ -68,6 +68,11 @@ impl StoredRow {
 
 const CHUNK: usize = 1 << 12;
 
+/// Rows before the end of the commits whose directories a row store let go of whose key numbers
+/// it keeps all the same ([`RowStore::let_go_directories`]): the change feed of a recent commit
+/// reads the keys of the rows it retired, most of them written by the commits just before.
+const KEY_NUMBERS_KEPT: usize = 1 << 17;
+
 /// Whether a chunk of `n` rows of which only `hot` are not frozen is not worth keeping: its slots
 /// (128 bytes each, frozen or not) are freed and its hot rows lie beside the chunks, in
 /// [`RowStore::scattered`]. Freeing only chunks whose rows were all frozen left a 10M-event load
@@ -102,7 +107,7 @@ pub(crate) struct RowStore {
     /// The rows each commit retired, of the commits whose sets are held here.
     retired: BTreeMap<u64, RoaringBitmap>,
     /// The commits, in version order and before every one of `retired`, whose retired rows were
-    /// let go of ([`RowStore::let_go_retired`]): their row directories in the store list them.
+    /// let go of ([`RowStore::let_go_directories`]): their row directories in the store list them.
     retired_stored: Vec<u64>,
     /// Rows outside the chunks: the rows of a sparse store ([`RowStore::sparse`]), which has no
     /// chunks (a few keys' rows scattered over the whole range of ids), and the rows that are not
@@ -130,7 +135,7 @@ pub(crate) enum RetiredBy<'a> {
     Nothing,
     /// These.
     Held(&'a RoaringBitmap),
-    /// Some, listed by its row directory in the store ([`RowStore::let_go_retired`]).
+    /// Some, listed by its row directory in the store ([`RowStore::let_go_directories`]).
     Stored,
 }
 
@@ -257,9 +262,17 @@ impl RowStore {
         !self.cold.is_empty() || self.scattered.len() < self.len && self.chunks.is_empty()
     }
 
-    /// The number of the key that row `id` belongs to.
-    pub fn key_of(&self, id: RowId) -> u32 {
+    /// The number of the key that row `id` belongs to, unless the row store let go of it
+    /// ([`RowStore::let_go_directories`]; the row directory of the commit that wrote the row,
+    /// [`RowStore::written_by`], holds it).
+    pub fn key_of(&self, id: RowId) -> Option<u32> {
         self.key_of.get(id as usize)
+    }
+
+    /// The commit that wrote row `id`, which is below [`RowStore::len`].
+    pub fn written_by(&self, id: RowId) -> Option<u64> {
+        let after = self.commits.partition_point(|&(_, first)| first <= id);
+        after.checked_sub(1).map(|c| self.commits[c].0)
     }
 
     /// Takes row `id` out (its key's cold page holds it now); frees its chunk once it is full and
@@ -357,10 +370,15 @@ impl RowStore {
         }
     }
 
-    /// Lets go of the ids that the commits up to `version` retired: the store's row directories
-    /// of those commits list them, and [`RowStore::retired_by`] says so from now on. Held, the
-    /// sets grew with the table's history, about 2 bytes per event (20 MB at 10M events).
-    pub fn let_go_retired(&mut self, version: u64) {
+    /// Lets go of what the row directories of the commits up to `version` say, which the store
+    /// holds: the ids each retired ([`RowStore::retired_by`] says `Stored` from now on) and the
+    /// key numbers of their rows but the last [`KEY_NUMBERS_KEPT`] ([`RowStore::key_of`] says
+    /// `None`). Held, both grew with the table's history, about 6 bytes per event of the workload
+    /// (65 MB at 10M events: docs/PERFORMANCE.md, session 57).
+    pub fn let_go_directories(&mut self, version: u64) {
+        let end = self.first_added(version.saturating_add(1)) as usize;
+        self.key_of
+            .let_go_before(end.saturating_sub(KEY_NUMBERS_KEPT));
         let kept = match version.checked_add(1) {
             Some(next) => self.retired.split_off(&next),
             None => BTreeMap::new(),
@@ -374,19 +392,31 @@ impl RowStore {
     /// A commit applied in parts takes each part's [`DirPart::Ahead`], to write it ahead of the
     /// commit, and the rest at its end: no directory of all its rows is ever built (at 20M rows,
     /// that and its encoding held 300 MB at once).
-    pub fn take_directory(&mut self, version: u64, part: DirPart) -> Option<(u32, RowDir)> {
-        let Untaken { no, rows, retired } = self.take_untaken(version, part)?;
-        let key_of = self
-            .key_of
-            .copy_range(rows.start as usize..rows.end as usize);
-        Some((
+    pub fn take_directory(&mut self, version: u64, part: DirPart) -> Result<Option<(u32, RowDir)>> {
+        let Some(Untaken { no, rows, retired }) = self.take_untaken(version, part) else {
+            return Ok(None);
+        };
+        let key_of = self.key_numbers(version, rows.start..rows.end)?;
+        Ok(Some((
             no,
             RowDir {
                 first: rows.start,
                 key_of,
                 retired,
             },
-        ))
+        )))
+    }
+
+    /// The key numbers of rows `ids` of commit `version`, for its directory: never let go of, as
+    /// a commit's rows are only once its directory is written.
+    fn key_numbers(&self, version: u64, ids: std::ops::Range<RowId>) -> Result<Vec<u32>> {
+        self.key_of
+            .copy_range(ids.start as usize..ids.end as usize)
+            .ok_or_else(|| {
+                corrupt(format!(
+                    "the key numbers of commit {version}'s rows were let go of before its directory was written"
+                ))
+            })
     }
 
     /// [`RowStore::take_directory`] of the rest of commit `version` ([`DirPart::Rest`]), handed
@@ -414,7 +444,7 @@ impl RowStore {
             let to = at.saturating_add(step).min(range.end);
             f(RowDir {
                 first: at,
-                key_of: self.key_of.copy_range(at as usize..to as usize),
+                key_of: self.key_numbers(version, at..to)?,
                 retired: retired.take().unwrap_or_default(),
             })?;
             at = to;
@@ -641,7 +671,7 @@ mod tests {
         s.thaw(1, row(1));
         assert_eq!(value(&s, 1), Some(Value::Int(1)));
         // The key of every row is kept, frozen or not.
-        assert!((0..n).all(|i| s.key_of(i as RowId) == (i % 7) as u32));
+        assert!((0..n).all(|i| s.key_of(i as RowId) == Some((i % 7) as u32)));
     }
 
     #[test]
@@ -655,7 +685,7 @@ mod tests {
         s.retire(0, 2);
         s.retire(1, 3);
         s.retire(2, 4);
-        s.let_go_retired(3);
+        s.let_go_directories(3);
         assert!(matches!(s.retired_by(2), RetiredBy::Stored));
         assert!(matches!(s.retired_by(3), RetiredBy::Stored));
         assert!(matches!(s.retired_by(1), RetiredBy::Nothing));
@@ -663,7 +693,7 @@ mod tests {
         assert_eq!(held.iter().collect::<Vec<_>>(), [2]);
         assert_eq!(s.versions(), [1, 2, 3, 4]);
         // Letting go again, of more, keeps the stored commits in order.
-        s.let_go_retired(u64::MAX);
+        s.let_go_directories(u64::MAX);
         assert!(matches!(s.retired_by(4), RetiredBy::Stored));
         assert_eq!(s.versions(), [1, 2, 3, 4]);
         assert!(s.retired_stored.is_sorted());
@@ -718,7 +748,7 @@ mod tests {
             (&mut whole, &mut dirs_whole),
             (&mut parted, &mut dirs_parted),
         ] {
-            let (no, d) = s.take_directory(1, DirPart::Rest).unwrap();
+            let (no, d) = s.take_directory(1, DirPart::Rest).unwrap().unwrap();
             assert_eq!((no, d.first, d.key_of.len()), (0, 0, 6));
             dirs.push((1, d));
         }
@@ -727,7 +757,7 @@ mod tests {
             commit_rows(&mut whole, 2, n, retire);
             commit_rows(&mut parted, 2, n, retire);
             commit_rows(&mut rebuilt, 2, n, retire);
-            if let Some((no, d)) = parted.take_directory(2, DirPart::Ahead) {
+            if let Some((no, d)) = parted.take_directory(2, DirPart::Ahead).unwrap() {
                 assert_eq!(
                     no as usize,
                     dirs_parted.len() - 1,
@@ -737,8 +767,11 @@ mod tests {
             }
         }
         // Nothing is left for the end of commit 2 in parts; all of it whole.
-        assert_eq!(parted.take_directory(2, DirPart::Rest), None);
-        dirs_whole.push((2, whole.take_directory(2, DirPart::Rest).unwrap().1));
+        assert_eq!(parted.take_directory(2, DirPart::Rest).unwrap(), None);
+        dirs_whole.push((
+            2,
+            whole.take_directory(2, DirPart::Rest).unwrap().unwrap().1,
+        ));
         assert_eq!(dirs_parted.len(), 4);
         let retired_in_parts: Vec<Vec<u32>> = dirs_parted[1..]
             .iter()
@@ -750,11 +783,13 @@ mod tests {
             (&mut parted, &mut dirs_parted),
         ] {
             s.retire(4, 3);
-            dirs.push((3, s.take_directory(3, DirPart::Rest).unwrap().1));
+            dirs.push((3, s.take_directory(3, DirPart::Rest).unwrap().unwrap().1));
         }
         let restored = |dirs: Vec<(u64, RowDir)>| {
             let s = RowStore::restore(dirs, Vec::new()).unwrap();
-            let keys: Vec<u32> = (0..s.len() as RowId).map(|id| s.key_of(id)).collect();
+            let keys: Vec<u32> = (0..s.len() as RowId)
+                .map(|id| s.key_of(id).unwrap())
+                .collect();
             let retired: Vec<(u64, Vec<u32>)> = s
                 .retired
                 .iter()
@@ -803,9 +838,9 @@ mod tests {
     fn row_directory_parts_out_of_order_are_refused_as_damage() {
         let mut s = RowStore::default();
         commit_rows(&mut s, 1, 3, &[]);
-        let (_, a) = s.take_directory(1, DirPart::Ahead).unwrap();
+        let (_, a) = s.take_directory(1, DirPart::Ahead).unwrap().unwrap();
         commit_rows(&mut s, 1, 2, &[]);
-        let (no, b) = s.take_directory(1, DirPart::Rest).unwrap();
+        let (no, b) = s.take_directory(1, DirPart::Rest).unwrap().unwrap();
         assert_eq!((no, b.first), (1, 3));
         let e = RowStore::restore([(1, b), (1, a)], Vec::new())
             .err()

@@ -19,6 +19,7 @@ use super::row_view::RowView;
 use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;
 use crate::engine::Caching;
+use crate::engine::RowKeys;
 use crate::error::{corrupt, Error, Result};
 use crate::record::StoredRow;
 
@@ -97,8 +98,12 @@ impl TableReader<'_> {
         let mut per_key: HashMap<u32, u64> = HashMap::new();
         let retired = self.state.retired_by(version)?;
         let written = store.first_added(version)..store.first_added(version + 1);
+        let row_keys = RowKeys::new(self.state);
         for id in retired.iter().flat_map(|r| r.iter()).chain(written) {
-            *per_key.entry(store.key_of(id)).or_default() += 1;
+            let no = row_keys
+                .key_of(id)
+                .map_err(|e| in_table(&self.table.name, e))?;
+            *per_key.entry(no).or_default() += 1;
         }
         let mut keys = per_key
             .into_iter()
@@ -151,9 +156,8 @@ impl TableReader<'_> {
         for no in nos {
             bits[no as usize / 64] |= 1 << (no % 64);
         }
-        let rows = &self.state.rows;
-        let ours = |id: RowId| {
-            let no = rows.key_of(id) as usize;
+        let ours = |no: u32| {
+            let no = no as usize;
             bits.get(no / 64).is_some_and(|w| w & (1 << (no % 64)) != 0)
         };
         let listed = |t: ChangeType| pass.lists(t);

@@ -787,7 +787,7 @@ pub(super) fn write_applied(
         pages::Checkpoint::Later => kv.write(b)?,
     }
     // The batch holds the commit's row directory: the rows it retired are read from there now.
-    table.state.let_go_retired(version);
+    table.state.let_go_directories(version);
     table.commits.push(commit.clone());
     table.unsaved = match checkpoint {
         pages::Checkpoint::Now => 0,

@@ -70,15 +70,11 @@ impl PageSource for TablePages {
         Ok(Some(meta.frozen.map(|f| f.pages).unwrap_or_default()))
     }
 
-    fn retired_by(&self, version: u64) -> Result<roaring::RoaringBitmap> {
-        let mut retired = roaring::RoaringBitmap::new();
-        for kv in self
-            .kv
+    fn directories(&self, version: u64) -> Result<Vec<RowDir>> {
+        (self.kv)
             .scan_prefix(&key(keys::ROW_DIR, self.id, Some(version), None))
-        {
-            retired |= decode_row_dir(&kv?.1)?.retired;
-        }
-        Ok(retired)
+            .map(|kv| decode_row_dir(&kv?.1))
+            .collect()
     }
 }
 
@@ -103,7 +99,7 @@ pub(super) fn put_changes(
     checkpoint: Checkpoint,
 ) -> Result<()> {
     put_pages(b, id, state.take_pages());
-    if let Some((part, dir)) = state.take_row_directory(version, DirPart::Rest) {
+    if let Some((part, dir)) = state.take_row_directory(version, DirPart::Rest)? {
         b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
     }
     if checkpoint == Checkpoint::Now {
@@ -303,7 +299,7 @@ pub(super) fn row_directory_ahead(
     version: u64,
 ) -> Result<Option<WriteBatch>> {
     state
-        .take_row_directory(version, DirPart::Ahead)
+        .take_row_directory(version, DirPart::Ahead)?
         .map(|(part, dir)| {
             let mut b = WriteBatch::default();
             b.put(keys::row_dir(id, version, part), encode_row_dir(&dir)?);
@@ -388,7 +384,7 @@ pub(super) fn read_checkpoint(kv: &dyn KvStore, t: &Table) -> Result<Option<(Tab
         .restore(heads, Scope::Whole(dirs), &s)
         .map_err(|e| in_table(&t.name, e))?;
     // Read from them, the directories up to the checkpoint are stored.
-    state.let_go_retired(s.version);
+    state.let_go_directories(s.version);
     let mut replayed = 0;
     if s.version < last {
         let range = ReplayRange {

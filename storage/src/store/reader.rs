@@ -15,7 +15,7 @@ use crate::engine::changes::{commit_changes, Listing};
 use crate::engine::cold::ColdStats;
 use crate::engine::fold::{Bytes, RowId};
 use crate::engine::lookup::PointIndex;
-use crate::engine::{Caching, StoredRow, TableState};
+use crate::engine::{Caching, RowKeys, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_batch::{BlockRow, ColdBatch};
@@ -176,6 +176,8 @@ impl ScanCursor {
 pub(crate) struct ColdReader<'a> {
     name: &'a str,
     state: &'a TableState,
+    /// Whose rows are which.
+    row_keys: RowKeys<'a>,
     /// The last few keys' frozen rows, their values decoded only for the rows asked for.
     keys: RefCell<std::collections::HashMap<u32, Rc<ColdBatch>>>,
     /// The keys kept, in the order they were read.
@@ -196,6 +198,7 @@ impl<'a> ColdReader<'a> {
         ColdReader {
             name,
             state,
+            row_keys: RowKeys::new(state),
             keys: RefCell::default(),
             order: RefCell::default(),
             capacity: 8,
@@ -213,9 +216,14 @@ impl<'a> ColdReader<'a> {
         }
     }
 
+    /// The number of the key of row `id`.
+    pub(super) fn key_of(&self, id: RowId) -> Result<u32> {
+        self.row_keys.key_of(id).map_err(|e| in_table(self.name, e))
+    }
+
     /// Frozen row `id`.
     pub(super) fn row(&self, id: RowId) -> Result<Cow<'a, StoredRow>> {
-        let no = self.state.rows.key_of(id);
+        let no = self.key_of(id)?;
         let mut keys = self.keys.borrow_mut();
         let rows = match keys.get(&no) {
             Some(rows) => rows.clone(),
@@ -421,13 +429,14 @@ impl TableReader<'_> {
         Ok(())
     }
 
-    /// Calls `f` with the changes of commit `v` among the rows it retired and wrote that `ours`
-    /// takes, those `listed` keeps, in the commit's order; frozen rows are read through `cold`.
+    /// Calls `f` with the changes of commit `v` among the rows it retired and wrote whose key
+    /// `ours` takes (by number), those `listed` keeps, in the commit's order; frozen rows, and
+    /// the keys of rows, are read through `cold`.
     pub(super) fn list_commit(
         &self,
         v: u64,
         cold: &ColdReader<'_>,
-        ours: impl Fn(RowId) -> bool,
+        ours: impl Fn(u32) -> bool,
         listed: impl Fn(ChangeType) -> bool,
         f: &mut impl FnMut(u64, ChangeType, RowView<'_>),
     ) -> Result<()> {
@@ -440,12 +449,21 @@ impl TableReader<'_> {
         };
         // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
         // retired rows in key order read each key's pages once, not once per row.
-        let mut retired: Vec<RowId> = (self.state.retired_by(v)?.iter())
-            .flat_map(|r| r.iter())
-            .filter(|&id| ours(id))
-            .collect();
-        retired.sort_unstable_by_key(|&id| (rows.key_of(id), id));
-        let written = (rows.first_added(v)..rows.first_added(v + 1)).filter(|&id| ours(id));
+        let mut retired: Vec<(u32, RowId)> = Vec::new();
+        for id in self.state.retired_by(v)?.iter().flat_map(|r| r.iter()) {
+            let no = cold.key_of(id)?;
+            if ours(no) {
+                retired.push((no, id));
+            }
+        }
+        retired.sort_unstable();
+        let retired = retired.into_iter().map(|(_, id)| id);
+        let mut written = Vec::new();
+        for id in rows.first_added(v)..rows.first_added(v + 1) {
+            if ours(cold.key_of(id)?) {
+                written.push(id);
+            }
+        }
         let mode = self.state.schema.mode;
         for (t, id) in commit_changes(mode, v, retired, written, row, Listing::Ordered)? {
             if listed(t) {

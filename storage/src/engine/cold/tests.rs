@@ -14,8 +14,8 @@ impl PageSource for NoPages {
     fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
         Ok(None)
     }
-    fn retired_by(&self, _: u64) -> Result<roaring::RoaringBitmap> {
-        Ok(roaring::RoaringBitmap::new())
+    fn directories(&self, _: u64) -> Result<Vec<crate::format::derived::RowDir>> {
+        Ok(Vec::new())
     }
 }
 
@@ -97,8 +97,8 @@ impl PageSource for Stored {
     fn listed(&self, _: &[u8]) -> Result<Option<Vec<PageEntry>>> {
         Ok(None)
     }
-    fn retired_by(&self, _: u64) -> Result<roaring::RoaringBitmap> {
-        Ok(roaring::RoaringBitmap::new())
+    fn directories(&self, _: u64) -> Result<Vec<crate::format::derived::RowDir>> {
+        Ok(Vec::new())
     }
 }
 
