@@ -33,7 +33,7 @@ impl<'a> RowKeys<'a> {
     /// The number of the key of row `id` ([`super::KeyState::no`]), which is below the row
     /// store's length.
     pub fn key_of(&self, id: RowId) -> Result<u32> {
-        if let Some(no) = self.state.rows.key_of(id).or_else(|| self.from_read(id)) {
+        if let Some(no) = self.state.rows.key_of(id).or_else(|| self.already_read(id)) {
             return Ok(no);
         }
         let version = (self.state.rows.written_by(id))
@@ -48,14 +48,14 @@ impl<'a> RowKeys<'a> {
                 read.insert(part.first, part.key_of);
             }
         }
-        self.from_read(id).ok_or_else(|| {
+        self.already_read(id).ok_or_else(|| {
             corrupt(format!(
                 "row {id} is in no part of the row directory of commit {version}"
             ))
         })
     }
 
-    fn from_read(&self, id: RowId) -> Option<u32> {
+    fn already_read(&self, id: RowId) -> Option<u32> {
         let read = self.read.borrow();
         let (first, keys) = read.range(..=id).next_back()?;
         keys.get((id - first) as usize).copied()
