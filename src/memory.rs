@@ -35,7 +35,8 @@ pub fn tune_process_memory() -> std::io::Result<()> {
 const MI_OPTION_PAGE_RECLAIM_ON_FREE: libmimalloc_sys::mi_option_t = 35;
 
 /// Sets mimalloc's `page_reclaim_on_free` to -1, unless the environment sets it
-/// (`MIMALLOC_PAGE_RECLAIM_ON_FREE`); on the system allocator (`--features system-allocator`),
+/// (`MIMALLOC_PAGE_RECLAIM_ON_FREE`, or its older name `MIMALLOC_ABANDONED_RECLAIM_ON_FREE`); on
+/// the system allocator (`--features system-allocator`),
 /// or in a process whose allocator is not mimalloc, it changes nothing that process uses.
 ///
 /// Why. A commit folds its keys and encodes its pages on helper threads that end with it (4,100
@@ -44,15 +45,27 @@ const MI_OPTION_PAGE_RECLAIM_ON_FREE: libmimalloc_sys::mi_option_t = 35;
 /// that frees a block of an abandoned page it once owned takes the page back to allocate from,
 /// however little of it is free; at -1 no free takes a page, and a thread that needs one takes an
 /// abandoned page then (mimalloc's `free.c`). Measured on the workload (docs/PERFORMANCE.md,
-/// session 57): the peak of a 10M-event load 493–499 MiB against 512–514, of a 3M-event load
-/// 381–385 against 399–409, at the same speed.
+/// session 57), at the same speed: the peak of a 3M-event load 381–385 MiB against 399–409; of a
+/// 10M-event load 496–506 MiB against 503–512 (499 against 514 set from the environment),
+/// within the hour's spread there.
 fn reuse_pages_where_allocated() {
     #[cfg(not(feature = "system-allocator"))]
-    if std::env::var_os("MIMALLOC_PAGE_RECLAIM_ON_FREE").is_none() {
+    if !user_set_reclaim() {
         // SAFETY: `mi_option_set` stores a value in mimalloc's table of options; it may be
         // called at any time from any thread.
         unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PAGE_RECLAIM_ON_FREE, -1) };
     }
+}
+
+/// Whether the environment sets mimalloc's `page_reclaim_on_free`.
+#[cfg(not(feature = "system-allocator"))]
+fn user_set_reclaim() -> bool {
+    [
+        "MIMALLOC_PAGE_RECLAIM_ON_FREE",
+        "MIMALLOC_ABANDONED_RECLAIM_ON_FREE",
+    ]
+    .iter()
+    .any(|v| std::env::var_os(v).is_some())
 }
 
 #[cfg(all(test, not(feature = "system-allocator")))]
@@ -78,7 +91,7 @@ mod tests {
                 );
             }
         }
-        if std::env::var_os("MIMALLOC_PAGE_RECLAIM_ON_FREE").is_none() {
+        if !user_set_reclaim() {
             reuse_pages_where_allocated();
             assert_eq!(get(MI_OPTION_PAGE_RECLAIM_ON_FREE), -1);
         }

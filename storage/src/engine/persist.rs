@@ -144,8 +144,14 @@ impl TableState {
             RetiredBy::Nothing => Ok(None),
             RetiredBy::Held(r) => Ok(Some(Cow::Borrowed(r))),
             RetiredBy::Stored => {
+                let parts = self.stored_directories(version)?;
+                if parts.is_empty() {
+                    return Err(corrupt(format!(
+                        "the row directory of commit {version}, which retired rows, is missing"
+                    )));
+                }
                 let mut retired = RoaringBitmap::new();
-                for part in self.stored_directories(version)? {
+                for part in parts {
                     retired |= part.retired;
                 }
                 Ok(Some(Cow::Owned(retired)))

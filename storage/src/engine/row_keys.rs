@@ -1,6 +1,6 @@
 //! The key number of any row of a table ([`RowKeys`]): from the row store, or, for a row whose
 //! number it let go of ([`super::RowStore::let_go_directories`]), from the row directory in the
-//! store of the commit that wrote the row, each part read once per reader.
+//! store of the commit that wrote the row, kept read for the next rows a reader asks about.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -9,10 +9,10 @@ use super::fold::RowId;
 use super::TableState;
 use crate::error::{corrupt, Result};
 
-/// How many parts of row directories a reader keeps read: a commit applied whole has one, so
-/// about the rows of the last 64 commits it reached back to. The change feed of a commit reads
-/// the keys of the rows it retired, most of them written by the commits just before.
-const PARTS_KEPT: usize = 64;
+/// How many rows' key numbers a reader keeps read from row directories (16 MiB): the rows of
+/// the commits it reached back to, a few hundred of the workload's. The change feed of a commit
+/// looks up the keys of the rows it retired, most of them written by the commits just before.
+const ROWS_KEPT: usize = 1 << 22;
 
 /// Reads the key numbers of a table's rows ([`RowKeys::key_of`]).
 pub(crate) struct RowKeys<'a> {
@@ -39,20 +39,32 @@ impl<'a> RowKeys<'a> {
         let version = (self.state.rows.written_by(id))
             .ok_or_else(|| corrupt(format!("row {id} was written by no commit")))?;
         let parts = self.state.stored_directories(version)?;
-        {
-            let mut read = self.read.borrow_mut();
-            for part in parts {
-                if read.len() == PARTS_KEPT {
-                    read.pop_first();
-                }
-                read.insert(part.first, part.key_of);
-            }
-        }
-        self.already_read(id).ok_or_else(|| {
-            corrupt(format!(
+        let Some(first) = (parts.iter())
+            .find(|p| p.first <= id && (id - p.first) < p.key_of.len() as RowId)
+            .map(|p| p.first)
+        else {
+            return Err(corrupt(format!(
                 "row {id} is in no part of the row directory of commit {version}"
-            ))
-        })
+            )));
+        };
+        let mut read = self.read.borrow_mut();
+        read.extend(parts.into_iter().map(|p| (p.first, p.key_of)));
+        // Past the bound, the parts furthest below the one asked about go first (a reader goes
+        // on in id order, or in key order among the rows of a few commits), then those above.
+        let mut rows: usize = read.values().map(Vec::len).sum();
+        while rows > ROWS_KEPT {
+            let far = match read.first_key_value() {
+                Some((&low, _)) if low != first => low,
+                _ => match read.last_key_value() {
+                    Some((&high, _)) if high != first => high,
+                    _ => break,
+                },
+            };
+            rows -= read.remove(&far).map_or(0, |k| k.len());
+        }
+        drop(read);
+        self.already_read(id)
+            .ok_or_else(|| corrupt(format!("row {id} was let go of as it was read")))
     }
 
     fn already_read(&self, id: RowId) -> Option<u32> {

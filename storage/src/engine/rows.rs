@@ -463,6 +463,10 @@ impl RowStore {
             .first_added(version)
             .max(taken.as_ref().map_or(0, |t| t.rows_end))
             .min(end);
+        debug_assert!(
+            self.retired_stored.binary_search(&version).is_err(),
+            "the directory of commit {version} is taken after its retired rows were let go of"
+        );
         let all_retired = self.retired.get(&version);
         let retired = match (all_retired, &taken) {
             (Some(r), Some(t)) => r - &t.retired,

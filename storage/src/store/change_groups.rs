@@ -86,7 +86,9 @@ impl TableReader<'_> {
     pub fn changed_row_versions(&self, version: u64) -> Result<u64> {
         let rows = &self.state.rows;
         let written = rows.first_added(version + 1) - rows.first_added(version);
-        let retired = self.state.retired_by(version)?.map_or(0, |r| r.len());
+        let retired = (self.state.retired_by(version))
+            .map_err(|e| in_table(&self.table.name, e))?
+            .map_or(0, |r| r.len());
         Ok(u64::from(written) + retired)
     }
 
@@ -96,7 +98,8 @@ impl TableReader<'_> {
         self.check_changes(version, version)?;
         let store = &self.state.rows;
         let mut per_key: HashMap<u32, u64> = HashMap::new();
-        let retired = self.state.retired_by(version)?;
+        let retired =
+            (self.state.retired_by(version)).map_err(|e| in_table(&self.table.name, e))?;
         let written = store.first_added(version)..store.first_added(version + 1);
         let row_keys = RowKeys::new(self.state);
         for id in retired.iter().flat_map(|r| r.iter()).chain(written) {

@@ -450,7 +450,8 @@ impl TableReader<'_> {
         // Frozen rows are read a key at a time (the cold reader keeps a few keys' rows): the
         // retired rows in key order read each key's pages once, not once per row.
         let mut retired: Vec<(u32, RowId)> = Vec::new();
-        for id in self.state.retired_by(v)?.iter().flat_map(|r| r.iter()) {
+        let retired_by = (self.state.retired_by(v)).map_err(|e| in_table(&self.table.name, e))?;
+        for id in retired_by.iter().flat_map(|r| r.iter()) {
             let no = cold.key_of(id)?;
             if ours(no) {
                 retired.push((no, id));
