@@ -18,8 +18,7 @@ use super::reader::{ColdReader, ReadScope, TableReader};
 use super::row_view::RowView;
 use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;
-use crate::engine::Caching;
-use crate::engine::RowKeys;
+use crate::engine::{Caching, RowKeys};
 use crate::error::{corrupt, Error, Result};
 use crate::record::StoredRow;
 
