@@ -376,13 +376,11 @@ impl RowStore {
     /// `None`). Held, both grew with the table's history, about 6 bytes per event of the workload
     /// (65 MB at 10M events: docs/PERFORMANCE.md, session 57).
     pub fn let_go_directories(&mut self, version: u64) {
-        let end = self.first_added(version.saturating_add(1)) as usize;
+        let next = version.checked_add(1);
+        let end = next.map_or(self.len, |n| self.first_added(n) as usize);
         self.key_of
             .let_go_before(end.saturating_sub(KEY_NUMBERS_KEPT));
-        let kept = match version.checked_add(1) {
-            Some(next) => self.retired.split_off(&next),
-            None => BTreeMap::new(),
-        };
+        let kept = next.map_or_else(BTreeMap::new, |n| self.retired.split_off(&n));
         let gone = std::mem::replace(&mut self.retired, kept);
         self.retired_stored.extend(gone.into_keys());
     }
