@@ -34,7 +34,7 @@ pub struct TableOptions {
     /// Generated columns (`GENERATED ALWAYS AS (expr)`; an identity is refused): columns of the
     /// flow's source that its rows do not hold, computed from the others whenever rows are
     /// applied.
-    pub generated: Vec<crate::GeneratedColumn>,
+    pub generated: Vec<crate::generated::GeneratedColumn>,
 }
 
 impl Store {
@@ -206,7 +206,7 @@ impl Store {
     }
 
     /// The generated columns of target table `table` ([`TableOptions::generated`]).
-    pub fn table_generated(&self, table: &str) -> Result<Vec<crate::GeneratedColumn>> {
+    pub fn table_generated(&self, table: &str) -> Result<Vec<crate::generated::GeneratedColumn>> {
         let g = self.read_inner()?;
         let t = g.tables.get(table).ok_or_else(|| Error::NotFound {
             kind: "table",
@@ -251,7 +251,7 @@ impl Store {
                 t.name != name
                     && t.append_flows
                         .iter()
-                        .any(|f| f.source == name && f.reads == crate::StreamRead::Rows)
+                        .any(|f| f.source == name && f.reads == crate::source::StreamRead::Rows)
             }) {
                 return Err(Error::InvalidQuery(format!(
                     "source table `{name}` feeds `{}` through an append flow; drop that first",
@@ -346,12 +346,12 @@ fn finish_drops(kv: &dyn crate::kv::KvStore) -> Result<()> {
 /// its other columns.
 fn check_generated(
     flow: &Flow,
-    generated: &[crate::GeneratedColumn],
+    generated: &[crate::generated::GeneratedColumn],
     evaluator: Option<&Arc<dyn ConditionEvaluator>>,
 ) -> Result<()> {
     if let Some(g) = generated
         .iter()
-        .find(|g| !matches!(g.generated, crate::Generated::Expression(_)))
+        .find(|g| !matches!(g.generated, crate::generated::Generated::Expression(_)))
     {
         return Err(Error::InvalidQuery(format!(
             "`{}` of `{}` is {}: an AUTO CDC target takes no identity column (as in Databricks); use a generated expression or a key",

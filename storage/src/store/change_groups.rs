@@ -7,7 +7,7 @@
 //! one commit of 19.8M rows, whose feed read whole took 10.8 GB.
 //!
 //! A table that is not in memory is read the same way without loading it: a span of its keys at a
-//! time ([`crate::Store::key_span`]), each span's changes listed by [`TableReader::span_changes`]
+//! time ([`super::Store::key_span`]), each span's changes listed by [`TableReader::span_changes`]
 //! from the keys' heads and pages, which carry the commits that wrote and retired each row.
 
 use std::collections::{BTreeMap, HashMap};
@@ -170,7 +170,7 @@ impl TableReader<'_> {
 
 impl TableReader<'_> {
     /// Calls `f` with the changes of commit `version` to the keys of a span
-    /// ([`crate::Store::read_span`]) that `pass` lists, in the order of the commit's whole feed:
+    /// ([`super::Store::read_span`]) that `pass` lists, in the order of the commit's whole feed:
     /// the spans of a table in key order, each span's deletes, then each span's other changes,
     /// list the commit's feed row for row, as [`TableReader::group_changes`] does for groups of
     /// a table in memory. Only the pages whose zone may hold a row the commit wrote or retired

@@ -409,7 +409,7 @@ const PROGRESS_ROWS: u64 = 100_000;
 /// The reading of a commit's source rows: into which table, and how.
 struct Gathering<'a> {
     table: &'a Table,
-    evaluator: Option<&'a std::sync::Arc<dyn crate::ConditionEvaluator>>,
+    evaluator: Option<&'a std::sync::Arc<dyn crate::ingest::ConditionEvaluator>>,
     /// The commit's timestamp.
     ts: i64,
     bar: &'a Reporter,
@@ -515,7 +515,7 @@ fn check_batch<'a>(
     table: &Table,
     f: &'a Flow,
     batch: &RecordBatch,
-    evaluator: Option<&std::sync::Arc<dyn crate::ConditionEvaluator>>,
+    evaluator: Option<&std::sync::Arc<dyn crate::ingest::ConditionEvaluator>>,
     ts: i64,
 ) -> Result<CheckedBatch<'a>> {
     // Generated columns are computed from the rows' other values first.

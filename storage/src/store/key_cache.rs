@@ -1,4 +1,4 @@
-//! The last few keys of a table read without loading it ([`crate::Store::read_key`]): an
+//! The last few keys of a table read without loading it ([`super::Store::read_key`]): an
 //! application that looks up the same keys again and again (a service answering as-of questions
 //! about its customers) reads each key's head and pages once, then answers from memory, and its
 //! point index ([`crate::engine::lookup`]) is built once. Bounded by [`KEYS`]; valid for one

@@ -236,7 +236,7 @@ struct Table {
     properties: BTreeMap<String, String>,
     expectations: Vec<Expectation>,
     /// Its generated columns, computed from the rows its flows apply (`TableRecord::generated`).
-    generated: Vec<crate::GeneratedColumn>,
+    generated: Vec<crate::generated::GeneratedColumn>,
     /// See `TableRecord::widened_from`.
     widened_from: Option<usize>,
     /// Bumped when VACUUM rebuilds the row store: running scans notice and stop.
@@ -444,7 +444,7 @@ impl Store {
         self.inner.read().ok().and_then(|g| g.progress.clone())
     }
 
-    /// Registers the evaluator of [`crate::Condition::Expr`] conditions.
+    /// Registers the evaluator of [`crate::flow::Condition::Expr`] conditions.
     pub fn set_condition_evaluator(&self, evaluator: Arc<dyn ConditionEvaluator>) {
         if let Ok(mut g) = self.inner.write() {
             g.evaluator = Some(evaluator);

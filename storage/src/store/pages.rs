@@ -132,8 +132,8 @@ const REBUILD_DIR_ROWS: usize = 1 << 20;
 /// blocks of 256 KiB) a rebuild reports its progress: from about 80,000 events.
 const REBUILD_PROGRESS_BLOCKS: u64 = 16;
 
-/// Where long work reports its progress ([`crate::Progress`]).
-pub(super) type Progressing = std::sync::Arc<dyn crate::Progress>;
+/// Where long work reports its progress ([`crate::progress::Progress`]).
+pub(super) type Progressing = std::sync::Arc<dyn crate::progress::Progress>;
 
 /// Pages deleted per batch by [`free_pages`] and [`write_checkpoint`].
 const FREE_BATCH: usize = 512;

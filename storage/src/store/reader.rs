@@ -163,7 +163,7 @@ impl ScanCursor {
         self.after.as_ref().map(|(k, _)| &k[..])
     }
 
-    /// Readies a scan that has read one span of keys ([`crate::Store::read_keys`]) to read the
+    /// Readies a scan that has read one span of keys ([`super::Store::read_span`]) to read the
     /// next: where it stopped is forgotten, what it checks (the table's generation) is kept.
     pub fn next_span(&mut self) {
         self.after = None;

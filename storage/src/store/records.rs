@@ -34,7 +34,7 @@ pub(crate) fn parts_of(c: &super::commit::CommitInfo) -> Result<Option<Vec<u32>>
 }
 
 /// The commit parameter of a full refresh that rebuilt the target because a flow was redefined:
-/// the flow's name ([`crate::Store::redefine_flow`]).
+/// the flow's name ([`super::Store::redefine_flow`]).
 pub const REDEFINED: &str = "redefined_flow";
 
 /// The catalog record of a target table (JSON, under its `T` key).
@@ -51,7 +51,7 @@ pub(super) struct TableRecord {
     pub(super) expectations: Vec<Expectation>,
     /// Its generated columns (`GENERATED ALWAYS AS (expr)`): computed from each event's values.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(super) generated: Vec<crate::GeneratedColumn>,
+    pub(super) generated: Vec<crate::generated::GeneratedColumn>,
     /// How many output columns it had before it first gained some (`ADD COLUMNS`): the events
     /// its log holds from before read NULL in the others.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -18,7 +18,7 @@ use crate::flow::Flow;
 impl Store {
     /// Replaces the definition of the flow named `flow.spec().name` and rebuilds its target from
     /// all the source data of all its flows, in one commit (operation `FLOW <names>`, parameters
-    /// `full_refresh` and [`crate::REDEFINED`]). A definition equal to the current one changes nothing
+    /// `full_refresh` and [`super::REDEFINED`]). A definition equal to the current one changes nothing
     /// and returns `None` (or the `ADD COLUMNS` commit of a table whose source gained columns,
     /// see [`Store::refresh`]). An error names what the new definition may not change; nothing is
     /// changed then, but for that `ADD COLUMNS` commit, which comes first and stands.

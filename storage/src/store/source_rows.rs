@@ -56,7 +56,7 @@ impl ChunkRewrites {
     }
 }
 
-/// The rows of one read of a source table, batch by batch ([`crate::Store::source_rows`]).
+/// The rows of one read of a source table, batch by batch ([`super::Store::source_rows`]).
 pub struct SourceRows {
     kv: Arc<dyn KvStore>,
     table: SourceTable,

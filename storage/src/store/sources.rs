@@ -582,7 +582,7 @@ impl Store {
     }
 
     /// The generated columns of a source table ([`SourceWrite::set_generated`]).
-    pub fn source_generated(&self, source: &str) -> Result<Vec<crate::GeneratedColumn>> {
+    pub fn source_generated(&self, source: &str) -> Result<Vec<crate::generated::GeneratedColumn>> {
         Ok(self.read_inner()?.source(source)?.generated.clone())
     }
 
@@ -641,7 +641,7 @@ fn flows_that_read(inner: &super::Inner, source: &str, positions: &[u64]) -> Vec
     }
     for s in inner.sources.values() {
         for f in &s.append_flows {
-            if f.source != source || f.reads != crate::StreamRead::Rows {
+            if f.source != source || f.reads != crate::source::StreamRead::Rows {
                 continue;
             }
             let key = super::append_flows::append_offset_parameter(&f.name);

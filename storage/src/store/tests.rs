@@ -6,7 +6,8 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 
 use super::*;
-use crate::{ColumnSelection, MemKv, StoredAs};
+use crate::flow::{ColumnSelection, StoredAs};
+use crate::kv::MemKv;
 
 /// Every row of the table as of `version` (`None`: the latest), sorted.
 fn rows(store: &Store, version: Option<u64>) -> Vec<String> {
