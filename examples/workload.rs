@@ -8,6 +8,8 @@
 //! it was: A/B comparisons of two builds on one store. `ASOF_WORKLOAD_WARM_SNAPSHOTS=N` takes N
 //! warm snapshots instead of five, and `ASOF_WORKLOAD_FULL_SCANS=N` N full scans instead of one
 //! (their median is reported: for a profiler, and for an A/B of the scan).
+//! `ASOF_WORKLOAD_CACHE_MIB` sizes sled's cache, `ASOF_WORKLOAD_READ_CACHE_MIB` the read cache of
+//! decoded pages and heads.
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
@@ -142,8 +144,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(64);
+    // The read cache of decoded pages and heads: asof's default, or
+    // `ASOF_WORKLOAD_READ_CACHE_MIB`.
+    let read_cache_bytes = std::env::var("ASOF_WORKLOAD_READ_CACHE_MIB")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(asof::DEFAULT_READ_CACHE_BYTES, |mib| mib << 20);
     let options = asof::StoreOptions {
         cache_bytes: cache_mib << 20,
+        read_cache_bytes,
         hot_events_per_key,
         ..Default::default()
     };
