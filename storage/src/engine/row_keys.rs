@@ -12,7 +12,11 @@ use crate::error::{corrupt, Result};
 /// How many rows' key numbers a reader keeps read from row directories (16 MiB): the rows of
 /// the commits it reached back to, a few hundred of the workload's. The change feed of a commit
 /// looks up the keys of the rows it retired, most of them written by the commits just before.
+#[cfg(not(feature = "small-parts"))]
 const ROWS_KEPT: usize = 1 << 22;
+/// A few, so that tests evict what they read (the `small-parts` feature).
+#[cfg(feature = "small-parts")]
+const ROWS_KEPT: usize = 16;
 
 /// Reads the key numbers of a table's rows ([`RowKeys::key_of`]).
 pub(crate) struct RowKeys<'a> {

@@ -66,12 +66,23 @@ impl StoredRow {
     }
 }
 
+/// Rows per chunk of slots.
+#[cfg(not(feature = "small-parts"))]
 const CHUNK: usize = 1 << 12;
+/// A few rows per chunk, so that tests free chunks and scatter their rows (the `small-parts`
+/// feature, `.ci/run`).
+#[cfg(feature = "small-parts")]
+const CHUNK: usize = 32;
 
 /// Rows before the end of the commits whose directories a row store let go of whose key numbers
 /// it keeps all the same ([`RowStore::let_go_directories`]): the change feed of a recent commit
 /// reads the keys of the rows it retired, most of them written by the commits just before.
+#[cfg(not(feature = "small-parts"))]
 const KEY_NUMBERS_KEPT: usize = 1 << 17;
+/// None, so that tests read every key number they let go of back from the row directories (the
+/// `small-parts` feature).
+#[cfg(feature = "small-parts")]
+const KEY_NUMBERS_KEPT: usize = 0;
 
 /// Whether a chunk of `n` rows of which only `hot` are not frozen is not worth keeping: its slots
 /// (128 bytes each, frozen or not) are freed and its hot rows lie beside the chunks, in
