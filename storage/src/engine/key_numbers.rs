@@ -218,7 +218,10 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
-    #[cfg_attr(feature = "small-parts", ignore = "its rows and sizes are those of chunks of 16,384")]
+    #[cfg_attr(
+        feature = "small-parts",
+        ignore = "its rows and sizes are those of chunks of 16,384"
+    )]
     fn long_runs_of_one_key_take_a_few_bytes_per_run_and_read_back() {
         let mut k = KeyNumbers::default();
         // 20 keys of 5,000 rows each: 100,000 rows, runs crossing chunk ends.
@@ -232,7 +235,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(feature = "small-parts", ignore = "its rows and sizes are those of chunks of 16,384")]
+    #[cfg_attr(
+        feature = "small-parts",
+        ignore = "its rows and sizes are those of chunks of 16,384"
+    )]
     fn a_new_key_every_row_is_kept_as_numbers_no_larger_than_a_vector() {
         let mut k = KeyNumbers::default();
         let n = 3 * CHUNK + 5;
@@ -268,7 +274,10 @@ mod tests {
     }
 
     #[test]
-    #[cfg_attr(feature = "small-parts", ignore = "its rows and sizes are those of chunks of 16,384")]
+    #[cfg_attr(
+        feature = "small-parts",
+        ignore = "its rows and sizes are those of chunks of 16,384"
+    )]
     fn chunks_let_go_of_read_as_none_and_the_rest_as_before() {
         let mut k = KeyNumbers::default();
         let n = 3 * CHUNK + 11;
