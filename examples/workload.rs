@@ -9,7 +9,8 @@
 //! warm snapshots instead of five, and `ASOF_WORKLOAD_FULL_SCANS=N` N full scans instead of one
 //! (their median is reported: for a profiler, and for an A/B of the scan).
 //! `ASOF_WORKLOAD_CACHE_MIB` sizes sled's cache, `ASOF_WORKLOAD_READ_CACHE_MIB` the read cache of
-//! decoded pages and heads.
+//! decoded pages and heads, of the store the workload opens (the whole-process `asof sql` runs
+//! keep the binary's defaults).
 
 #[cfg(not(feature = "system-allocator"))]
 #[global_allocator]

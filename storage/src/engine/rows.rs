@@ -79,8 +79,8 @@ const CHUNK: usize = 32;
 /// reads the keys of the rows it retired, most of them written by the commits just before.
 #[cfg(not(feature = "small-parts"))]
 const KEY_NUMBERS_KEPT: usize = 1 << 17;
-/// None, so that tests read every key number they let go of back from the row directories (the
-/// `small-parts` feature).
+/// None: every sealed chunk of key numbers before the last stored commit is let go of, and tests
+/// read them back from the row directories (the `small-parts` feature).
 #[cfg(feature = "small-parts")]
 const KEY_NUMBERS_KEPT: usize = 0;
 
