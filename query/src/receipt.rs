@@ -117,3 +117,24 @@ pub fn result_hash(schema: &SchemaRef, batches: &[RecordBatch]) -> Result<(u64, 
     let hex = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     Ok((rows.len() as u64, hex))
 }
+
+/// What checking a receipt found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReceiptCheck {
+    /// The receipt checked.
+    pub receipt: Receipt,
+    /// The number of rows the query returns now, at the receipt's versions.
+    pub rows: u64,
+    /// The hash of what it returns now.
+    pub hash: String,
+    /// The erasures made since the versions the receipt read, in the tables it read (`customers
+    /// at version 4: 'GDPR request 42'`): a result that held erased data cannot verify.
+    pub erased_since: Vec<String>,
+}
+
+impl ReceiptCheck {
+    /// Whether the query still returns what the receipt says.
+    pub fn matches(&self) -> bool {
+        self.rows == self.receipt.rows && self.hash == self.receipt.hash
+    }
+}

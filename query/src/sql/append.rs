@@ -14,6 +14,7 @@ use asof_storage::{
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
+use super::append_text::{append_flow_sql, STREAM_MARK};
 use super::change_feed_table::{feed_schema, feed_table};
 use super::parse::{quote_ident, read_files_args, split, stream_options, upper};
 use super::provider::RowsTable;
@@ -21,9 +22,6 @@ use super::statement::AppendAst;
 use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
 use crate::files::FileSource;
-
-/// Where a query's `STREAM ...` is in its text, replaced by this identifier.
-const STREAM_MARK: &str = "__asof_stream";
 
 /// What a query streams from.
 enum StreamFrom {
@@ -145,34 +143,6 @@ fn stream_of(query: &str) -> Result<(StreamFrom, String)> {
         text(&stmt.tokens[b + 1..])
     );
     Ok((from, marked))
-}
-
-/// The statement that creates append flow `f` of `target`.
-pub(super) fn append_flow_sql(target: &str, f: &AppendFlow) -> String {
-    let mut s = format!("CREATE FLOW {}", f.name);
-    if let Some(c) = &f.comment {
-        s += &format!(" COMMENT '{}'", c.replace('\'', "''"));
-    }
-    let once = if f.once { " ONCE" } else { "" };
-    let stream = match f.reads {
-        StreamRead::Rows if f.source_change_commits == ChangeCommits::Skip => {
-            format!("STREAM({}) WITH (skipChangeCommits = true)", f.source)
-        }
-        StreamRead::Rows => format!("STREAM({})", f.source),
-        StreamRead::ChangeFeed {
-            starting_version,
-            change_commits,
-        } => format!(
-            "STREAM({}) WITH (readChangeFeed = true, startingVersion = {starting_version}{})",
-            f.source,
-            match change_commits {
-                ChangeCommits::Read => "",
-                ChangeCommits::Skip => ", skipChangeCommits = true",
-            }
-        ),
-    };
-    let query = f.query.replacen(STREAM_MARK, &stream, 1);
-    s + &format!(" AS INSERT{once} INTO {target} BY NAME {query}")
 }
 
 impl SqlSession {

@@ -1,12 +1,14 @@
 //! The commands a session runs itself: `SHOW TBLPROPERTIES`, `DROP STREAMING TABLE`, `DESCRIBE
-//! HISTORY`, `VACUUM`.
+//! HISTORY`, `VACUUM`, `EXPORT ... TO DELTA`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 
+use super::export::ExportAst;
 use super::{Output, SqlSession};
+use crate::delta::{export_delta, DeltaExport};
 use crate::error::{QueryError, Result};
 
 /// `VACUUM t` without `RETAIN`: seven days, as Delta Lake.
@@ -78,5 +80,17 @@ impl SqlSession {
             "{name}: history kept from version {}; removed {} commits and {} row versions; log {} -> {} bytes",
             r.oldest_version, r.commits_removed, r.row_versions_removed, r.bytes_before, r.bytes_after
         )))
+    }
+
+    /// `EXPORT [TABLE] t TO DELTA 'folder' [VERSION AS OF n]`.
+    pub(super) fn export(&self, e: &ExportAst) -> Result<Output> {
+        let req = DeltaExport {
+            table: e.name.clone(),
+            dir: e.dir.clone().into(),
+            version: e.version,
+        };
+        let report =
+            export_delta(&self.store, &req).map_err(|e| QueryError::Export(Box::new(e)))?;
+        Ok(Output::Done(report.to_string()))
     }
 }

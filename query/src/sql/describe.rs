@@ -113,7 +113,7 @@ pub(super) fn describe(
         } else {
             row("Type", "TABLE".into());
             for f in store.append_flows(table)? {
-                row("Flow", super::append::append_flow_sql(table, &f));
+                row("Flow", super::append_text::append_flow_sql(table, &f));
             }
             let history = store.source_history(table)?;
             if let Some(last) = history.last() {

@@ -41,7 +41,7 @@ impl DataFusionEvaluator {
         if let Some(p) = self.plans().iter().find(kept) {
             return Ok(p.physical.clone());
         }
-        let ctx = super::new_context(super::SessionOptions::DEFAULT_QUERY_MEMORY)
+        let ctx = super::context::new_context(super::options::SessionOptions::DEFAULT_QUERY_MEMORY)
             .map_err(|e| e.to_string())?;
         let df_schema = DFSchema::try_from(schema.as_ref().clone()).map_err(|e| e.to_string())?;
         let e = ctx

@@ -1,12 +1,10 @@
-//! `EXPORT [TABLE] t TO DELTA 'folder' [VERSION AS OF n]`: the table written as a Delta table
-//! ([`crate::export_delta`]; docs/EXPORT.md).
+//! `EXPORT [TABLE] t TO DELTA 'folder' [VERSION AS OF n]`, parsed: the table to write as a Delta
+//! table (`commands.rs` runs it: [`crate::export_delta`]; docs/EXPORT.md).
 
 use sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::parse::{syntax, P};
-use super::{Output, SqlSession};
-use crate::delta::{export_delta, DeltaExport};
-use crate::error::{QueryError, Result};
+use crate::error::Result;
 
 /// An `EXPORT` statement.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,17 +52,4 @@ pub(super) fn parse(p: &mut P<'_>) -> Result<ExportAst> {
         ));
     }
     Ok(ExportAst { name, dir, version })
-}
-
-impl SqlSession {
-    pub(super) fn export(&self, e: &ExportAst) -> Result<Output> {
-        let req = DeltaExport {
-            table: e.name.clone(),
-            dir: e.dir.clone().into(),
-            version: e.version,
-        };
-        let report =
-            export_delta(&self.store, &req).map_err(|e| QueryError::Export(Box::new(e)))?;
-        Ok(Output::Done(report.to_string()))
-    }
 }

@@ -10,39 +10,12 @@ use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
 use super::parse::split;
+use super::pins::Pins;
 use super::provider::{SourceProvider, TargetTable};
 use super::statement::Kind;
 use super::{df, Output, SqlSession};
 use crate::error::{QueryError, Result};
-use crate::receipt::{result_hash, Receipt};
-
-/// The versions a session reads tables at, instead of their latest.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Pins {
-    pub targets: BTreeMap<String, u64>,
-    pub sources: BTreeMap<String, u64>,
-}
-
-/// What checking a receipt found.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReceiptCheck {
-    /// The receipt checked.
-    pub receipt: Receipt,
-    /// The number of rows the query returns now, at the receipt's versions.
-    pub rows: u64,
-    /// The hash of what it returns now.
-    pub hash: String,
-    /// The erasures made since the versions the receipt read, in the tables it read (`customers
-    /// at version 4: 'GDPR request 42'`): a result that held erased data cannot verify.
-    pub erased_since: Vec<String>,
-}
-
-impl ReceiptCheck {
-    /// Whether the query still returns what the receipt says.
-    pub fn matches(&self) -> bool {
-        self.rows == self.receipt.rows && self.hash == self.receipt.hash
-    }
-}
+use crate::receipt::{result_hash, Receipt, ReceiptCheck};
 
 impl SqlSession {
     /// Runs one query with a receipt: every table it reads at its version now, the result, and
