@@ -1,6 +1,7 @@
 //! Report receipts (docs/SEMANTICS.md §12.1): the table versions a query read, its text, and a hash
 //! of its result in a canonical encoding, as a token that re-runs the query at those versions and
-//! proves the same answer after any number of later corrections.
+//! proves the same answer after any number of later corrections; and what checking one found
+//! ([`ReceiptCheck`]).
 //!
 //! The canonical encoding of a result: the schema (each column's name and Arrow type), then the
 //! number of rows, then every row's encoding in **sorted** order, so that the order rows arrive in

@@ -256,7 +256,8 @@ impl SqlSession {
             }
         };
         // The table's columns: the query's, over no rows.
-        let empty = MemTable::try_new(source_schema.clone(), vec![vec![]]).map_err(super::df)?;
+        let empty =
+            MemTable::try_new(source_schema.clone(), vec![vec![]]).map_err(super::context::df)?;
         let schema = self.run_over(&marked, Arc::new(empty))?.0;
         self.store.create_source(name, &schema)?;
         self.create_append_flow(ast).inspect_err(|_| {
@@ -665,7 +666,7 @@ impl SqlSession {
             StreamRead::ChangeFeed { .. } => feed_schema(&self.store, &f.source)?,
         };
         Ok(Arc::new(
-            MemTable::try_new(schema, vec![vec![]]).map_err(super::df)?,
+            MemTable::try_new(schema, vec![vec![]]).map_err(super::context::df)?,
         ))
     }
 

@@ -1,6 +1,7 @@
 //! An append flow's query as the store keeps it, its `STREAM ...` replaced by a mark
 //! ([`STREAM_MARK`]), and the statement that creates the flow, written back from it
-//! ([`append_flow_sql`]: what `append.rs` runs and `DESCRIBE` shows).
+//! ([`append_flow_sql`]: what `DESCRIBE` shows, and what `append.rs` records as the statement of
+//! a replace flow's commit).
 
 use asof_storage::{AppendFlow, ChangeCommits, StreamRead};
 

@@ -8,8 +8,9 @@ use datafusion::prelude::SessionContext;
 use super::namespace;
 use crate::error::{QueryError, Result};
 
-/// DataFusion's error `e` as asof's: an error of asof raised inside a plan as itself, and an
-/// exhausted memory pool as the limit the query reached.
+/// DataFusion's error `e` as asof's (`QueryError::Invalid`): an error of asof raised inside a plan
+/// by its own message (unwrapped), an exhausted memory pool as the limit the query reached,
+/// anything else by DataFusion's message.
 pub(super) fn df(e: datafusion::error::DataFusionError) -> QueryError {
     use datafusion::error::DataFusionError;
     // Errors of asof raised inside a DataFusion plan come back wrapped; unwrap them.
@@ -25,8 +26,8 @@ pub(super) fn df(e: datafusion::error::DataFusionError) -> QueryError {
 /// A DataFusion context as asof uses it: identifiers keep their case (`CompanyId` stays
 /// `CompanyId`, as Databricks shows it; `names.rs` spells other cases as created first), the
 /// Databricks dialect, strings as plain `Utf8`, and its operators' memory bounded by
-/// `query_memory` bytes ([`super::SessionOptions::query_memory`]), spilling to the system's temporary
-/// directory.
+/// `query_memory` bytes ([`super::SessionOptions::query_memory`]), spilling to the system's
+/// temporary directory.
 pub(super) fn new_context(query_memory: usize) -> Result<SessionContext> {
     let mut config = datafusion::prelude::SessionConfig::new();
     config.options_mut().sql_parser.enable_ident_normalization = false;

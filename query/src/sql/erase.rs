@@ -84,13 +84,14 @@ impl SqlSession {
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
             .map_err(|e| QueryError::Invalid(e.to_string()))?;
         // A context of its own: the condition sees the keys and nothing else.
-        let ctx = super::new_context(self.options.query_memory)?;
-        let keys_table = MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::df)?;
+        let ctx = super::context::new_context(self.options.query_memory)?;
+        let keys_table =
+            MemTable::try_new(batch.schema(), vec![vec![batch]]).map_err(super::context::df)?;
         ctx.register_table(
             datafusion::common::TableReference::bare(table),
             Arc::new(keys_table),
         )
-        .map_err(super::df)?;
+        .map_err(super::context::df)?;
         let refused = |e: &dyn std::fmt::Display| {
             QueryError::Invalid(format!(
                 "ERASE FROM `{table}`: the condition may name only the key columns ({}): {e}; nothing was changed",

@@ -2,8 +2,9 @@
 //! did not have, DDL that lasts only for the session, transactions, and (with
 //! [`ExternalAccess::Denied`]) files and settings.
 
+use super::context::df;
 use super::parse::Stmt;
-use super::{df, ExternalAccess, SqlSession};
+use super::{ExternalAccess, SqlSession};
 use crate::error::{QueryError, Result};
 
 impl SqlSession {

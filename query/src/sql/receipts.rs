@@ -9,11 +9,12 @@ use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray}
 use arrow::datatypes::SchemaRef;
 use datafusion::logical_expr::LogicalPlan;
 
+use super::context::df;
 use super::parse::split;
 use super::pins::Pins;
 use super::provider::{SourceProvider, TargetTable};
 use super::statement::Kind;
-use super::{df, Output, SqlSession};
+use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
 use crate::receipt::{result_hash, Receipt, ReceiptCheck};
 

@@ -7,10 +7,11 @@ use datafusion::catalog::{
     CatalogProvider, MemoryCatalogProvider, MemorySchemaProvider, TableProvider,
 };
 
+use super::context::df;
 use super::namespace::{reference, schema_of, split_schema, Namespace};
 use super::parse::split;
 use super::provider::{self, TargetTable};
-use super::{df, SqlSession};
+use super::SqlSession;
 use crate::error::Result;
 use crate::scan::TimeSelection;
 

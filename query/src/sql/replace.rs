@@ -12,9 +12,10 @@ use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::dialect::DatabricksDialect;
 use datafusion::sql::sqlparser::tokenizer::{Token, Tokenizer};
 
+use super::context::df;
 use super::parse::{quote_ident, sql_text, upper};
 use super::provider::{with_position_column, Positions, SourceProvider, POSITION};
-use super::{df, SqlSession};
+use super::SqlSession;
 use crate::error::{QueryError, Result};
 
 /// What a replace flow replaces.

@@ -8,10 +8,11 @@ use datafusion::common::TableReference;
 use datafusion::datasource::MemTable;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
+use super::context::df;
 use super::names::Names;
 use super::parse::{quote_ident, read_files_args, upper, Stmt};
 use super::provider::TargetTable;
-use super::{df, word, SqlSession};
+use super::{word, SqlSession};
 use crate::arrow_conv::table_arrow_schema;
 use crate::changes::ChangeBound;
 use crate::error::{QueryError, Result};

@@ -6,9 +6,10 @@ use std::sync::Arc;
 use arrow::array::{RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 
+use super::context::df;
 use super::namespace::{self, schema_of, split_schema, Namespace, DEFAULT_SCHEMA};
 use super::statement::NamespaceStmt;
-use super::{df, Output, SqlSession};
+use super::{Output, SqlSession};
 use crate::error::{QueryError, Result};
 
 impl SqlSession {

@@ -8,8 +8,9 @@ use arrow::datatypes::SchemaRef;
 use datafusion::common::TableReference;
 use datafusion::sql::sqlparser::tokenizer::Token;
 
+use super::context::df;
 use super::parse::{self, upper, Stmt};
-use super::{df, dotted_name_at, names, sub_stmt, text_from, Output, SqlSession};
+use super::{dotted_name_at, names, sub_stmt, text_from, Output, SqlSession};
 use crate::error::{QueryError, Result};
 
 impl SqlSession {
