@@ -35,6 +35,7 @@ mod serve;
 mod sources;
 mod sql;
 mod sql_append;
+mod sql_count;
 mod sql_dialect;
 mod sql_dml;
 mod sql_files;

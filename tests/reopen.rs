@@ -115,6 +115,7 @@ proptest! {
                     b = open(b_dir.path(), OpenMode::Lazy);
                 }
             }
+            counts_match(&b, &a)?;
         }
         let history: Vec<_> = a.history("t").unwrap().iter().map(|c| c.metrics.clone()).collect();
         let history_b: Vec<_> = b.history("t").unwrap().iter().map(|c| c.metrics.clone()).collect();
@@ -157,6 +158,24 @@ fn scanned(store: &Store, table: &str, version: Option<u64>) -> Vec<String> {
         ..Default::default()
     };
     sorted_lines(&asof::scan_all(store, table, &req).unwrap())
+}
+
+/// Checks `store`'s count of the rows of table `t`'s latest version ([`Store::live_rows`]),
+/// where it knows one, against what a scan of `never` (a store that never closed) returns; the
+/// store that never closed holds the table in memory, and always knows it.
+fn counts_match(store: &Store, never: &Store) -> Result<(), TestCaseError> {
+    let scan = asof::scan_all(never, "t", &asof::ScanRequest::default()).unwrap();
+    let rows = scan.iter().map(|b| b.num_rows() as u64).sum();
+    let latest = never.history("t").unwrap().last().unwrap().version;
+    let expected = asof::LiveRows {
+        version: latest,
+        rows,
+    };
+    prop_assert_eq!(never.live_rows("t").unwrap(), Some(expected));
+    if let Some(counted) = store.live_rows("t").unwrap() {
+        prop_assert_eq!(counted, expected);
+    }
+    Ok(())
 }
 
 /// What happens after a commit to the store that reopens.
@@ -236,6 +255,7 @@ proptest! {
                     read_whole = true;
                 }
             }
+            counts_match(&b, &a)?;
         }
         let latest = a.history("t").unwrap().last().unwrap().version;
         for v in 0..=latest {
@@ -250,6 +270,8 @@ proptest! {
         );
         drop(b);
         let b = open_checkpointed(b_dir.path(), part_rows, increments);
+        prop_assert!(b.live_rows("t").unwrap().is_some(), "its checkpoint on close counted it");
+        counts_match(&b, &a)?;
         prop_assert!(b.verify().unwrap().ok());
         for v in 0..=latest {
             prop_assert_eq!(

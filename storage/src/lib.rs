@@ -59,8 +59,8 @@ pub use source_dml::SourceDmlOperation;
 pub use store::{
     append_offset_parameter, source_version_parameter, ChangePass, ChangeType, Checkpoints,
     CommitInfo, Dml, DmlOperation, Edit, EraseReport, EventKind, Increments, KeyGroup, KeySpan,
-    LoggedEvent, OnClose, OpenMode, Origin, Problem, RefreshMode, RetentionCheck, RowSink,
-    RowValues, RowView, ScanCursor, ScanSpec, SourceRead, SourceRow, SourceRows, Store,
+    LiveRows, LoggedEvent, OnClose, OpenMode, Origin, Problem, RefreshMode, RetentionCheck,
+    RowSink, RowValues, RowView, ScanCursor, ScanSpec, SourceRead, SourceRow, SourceRows, Store,
     StoreOptions, StoredRows, TableCheck, TableGeneration, TableOptions, TableReader,
     TemporalBound, TimeFilter, VacuumReport, Values, VerifyReport, DEFAULT_COMMIT_PART_ROWS,
     DEFAULT_HOT_EVENTS_PER_KEY, DEFAULT_READ_CACHE_BYTES, ERASE, ERASED_BY, ERASE_REASON,

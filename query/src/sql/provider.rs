@@ -8,14 +8,16 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, SchemaRef};
 use asof_storage::{SourceRead, SourceRows, Store, Value};
 use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
-use datafusion::common::ScalarValue;
+use datafusion::common::{ScalarValue, Statistics};
 use datafusion::datasource::TableType;
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator, TableProviderFilterPushDown};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::StatisticsArgs;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties,
 };
@@ -187,6 +189,9 @@ pub(crate) struct StreamExec {
     open: OpenBatches,
     /// Counts the rows it returns, if set.
     counted: Option<Arc<AtomicU64>>,
+    /// How many rows it returns, when that is known before it runs: its statistics say so, and
+    /// DataFusion answers `count(*)` from them without running it (`AggregateStatistics`).
+    rows: Option<u64>,
     properties: Arc<PlanProperties>,
 }
 
@@ -235,6 +240,7 @@ impl StreamExec {
             schema,
             open,
             counted: None,
+            rows: None,
             properties,
         })
     }
@@ -282,6 +288,18 @@ impl ExecutionPlan for StreamExec {
         _children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> datafusion::error::Result<Arc<dyn ExecutionPlan>> {
         Ok(self)
+    }
+
+    fn statistics_from_inputs(
+        &self,
+        _inputs: &[Arc<Statistics>],
+        _args: &StatisticsArgs,
+    ) -> datafusion::error::Result<Arc<Statistics>> {
+        let unknown = Statistics::new_unknown(&self.schema);
+        Ok(Arc::new(match self.rows.map(usize::try_from) {
+            Some(Ok(n)) => unknown.with_num_rows(Precision::Exact(n)),
+            _ => unknown,
+        }))
     }
 
     fn execute(
@@ -464,6 +482,23 @@ impl TargetTable {
         })
     }
 
+    /// How many rows a scan with `filters` returns, when the store knows it without reading
+    /// them: a scan of the version the statement pinned, without time travel or filters, returns
+    /// the rows of the table's latest version ([`Store::live_rows`]), if that is the version.
+    fn rows_known(&self, filters: &[Expr]) -> Result<Option<u64>> {
+        let whole = matches!(
+            (&self.business, &self.system, filters),
+            (TimeSelection::All, TimeSelection::All, [])
+        );
+        if !whole {
+            return Ok(None);
+        }
+        let live = self.store.live_rows(&self.table)?;
+        Ok(live
+            .filter(|l| self.version == Some(l.version))
+            .map(|l| l.rows))
+    }
+
     /// `key = literal`, the one filter the storage scan takes.
     fn key_value(&self, e: &Expr) -> Option<Value> {
         let Expr::BinaryExpr(BinaryExpr {
@@ -568,6 +603,7 @@ impl TableProvider for TargetTable {
             ", keys={:?}, business={:?}, system={:?}, version={:?}, business_bounds={:?}, system_bounds={:?}",
             req.keys, req.business, req.system, req.version, req.business_bounds, req.system_bounds
         );
+        let rows = self.rows_known(filters).map_err(external)?;
         let (store, table) = (self.store.clone(), self.table.clone());
         let open: OpenBatches = Box::new(move || {
             let mut scan = scan(&store, &table, &req).map_err(external)?;
@@ -579,14 +615,9 @@ impl TableProvider for TargetTable {
             }
             Ok(Box::new(scan.map(|b| b.map_err(external))) as Batches)
         });
-        Ok(Arc::new(StreamExec::labelled(
-            "StoreScanExec",
-            &self.table,
-            detail,
-            out,
-            None,
-            open,
-        )?))
+        let mut exec = StreamExec::labelled("StoreScanExec", &self.table, detail, out, None, open)?;
+        exec.rows = rows;
+        Ok(Arc::new(exec))
     }
 }
 

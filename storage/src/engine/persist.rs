@@ -183,6 +183,7 @@ impl TableState {
             // Every key numbered, those evicted or never read too.
             keys: u64::from(self.numbered),
             truncates: self.truncates.iter().map(|t| t.to_vec()).collect(),
+            live: Some(self.rows.live.len()),
         }
     }
 

@@ -273,6 +273,10 @@ pub(crate) struct Summary {
     pub keys: u64,
     /// SCD1 truncate sequences.
     pub truncates: Vec<Vec<u8>>,
+    /// Row versions not retired: the rows of the table's latest version, what a scan without
+    /// time travel returns (absent from summaries written before it was kept: unknown).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<u64>,
 }
 
 pub(crate) fn encode_summary(s: &Summary) -> Result<Vec<u8>> {

@@ -693,6 +693,22 @@ impl Store {
         pages::key_count(g.kv.as_ref(), t)
     }
 
+    /// The rows of `table`'s latest version (its row versions that no commit retired: what a
+    /// scan without time travel or filters returns), when they are known without reading them:
+    /// counted in memory, or recorded by its last checkpoint if no commit since wrote rows.
+    /// `None` otherwise (the table is read from the log, or its summary was written before
+    /// summaries kept the count): scan it then.
+    pub fn live_rows(&self, table: &str) -> Result<Option<LiveRows>> {
+        let g = self.read_inner()?;
+        let t = g.table(table)?;
+        let version = t.commits.last().expect("a commit").version;
+        let rows = match t.load.in_memory() {
+            true => Some(t.state.rows.live.len()),
+            false => pages::live_count(g.kv.as_ref(), t)?,
+        };
+        Ok(rows.map(|rows| LiveRows { version, rows }))
+    }
+
     /// Runs `f` on a read view of the keys of `span` (see [`Store::key_span`]): scans of those
     /// keys read them as [`Store::read`] would (at any version up to the one current when the
     /// span was read); counts (`live_rows`, `cold_stats`) do not cover its keys (their hot rows
@@ -729,6 +745,15 @@ impl Store {
             scope: ReadScope::Rows,
         }))
     }
+}
+
+/// How many rows a table's latest version has ([`Store::live_rows`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LiveRows {
+    /// The version counted: the table's latest commit.
+    pub version: u64,
+    /// Its rows.
+    pub rows: u64,
 }
 
 /// Some keys of a table, read from their heads and pages ([`Store::key_span`]).

@@ -473,6 +473,18 @@ fn current_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
 /// last commit or only property commits (`ALTER ... SET TBLPROPERTIES`, which write no rows)
 /// followed it.
 pub(super) fn row_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
+    Ok(rows_summary(kv, t)?.map(|s| s.rows))
+}
+
+/// The number of rows of `t`'s latest version (its row versions not retired), on the same
+/// terms as [`row_count`], if its summary records it.
+pub(super) fn live_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
+    Ok(rows_summary(kv, t)?.and_then(|s| s.live))
+}
+
+/// `t`'s summary, if its rows are those of its last commit: the summary is at a commit, and
+/// only property commits (`ALTER ... SET TBLPROPERTIES`, which write no rows) followed it.
+fn rows_summary(kv: &dyn KvStore, t: &Table) -> Result<Option<Summary>> {
     let Some(s) = summary(kv, t.id)? else {
         return Ok(None);
     };
@@ -480,7 +492,7 @@ pub(super) fn row_count(kv: &dyn KvStore, t: &Table) -> Result<Option<u64>> {
         .filter(|c| c.version > s.version)
         .all(|c| c.operation == SET_PROPERTIES);
     let at_a_commit = t.commits.iter().any(|c| c.version == s.version);
-    Ok((rows_unchanged && at_a_commit).then_some(s.rows))
+    Ok((rows_unchanged && at_a_commit).then_some(s))
 }
 
 /// The number of keys of `t` (its heads), if its last checkpoint is at its last commit.
