@@ -491,7 +491,8 @@ impl RowsHead {
 const READ_APART_FROM: usize = 256;
 
 /// The row store the row directories `dirs` describe, with the rows of `hot` in place; an error
-/// if it does not hold the rows `summary` counts.
+/// if it does not hold the rows `summary` counts, or not as many live ones (the count that
+/// answers `count(*)` without a scan: `Store::live_rows`).
 fn rows_of(
     dirs: Vec<(u64, RowDir)>,
     hot: Vec<(RowId, StoredRow)>,
@@ -503,6 +504,12 @@ fn rows_of(
             "the row directories hold {} rows, the summary says {}",
             rows.len(),
             summary.rows
+        )));
+    }
+    if let Some(live) = summary.live.filter(|&l| l != rows.live.len()) {
+        return Err(corrupt(format!(
+            "the row directories hold {} rows not retired, the summary says {live}",
+            rows.live.len()
         )));
     }
     Ok(rows)
