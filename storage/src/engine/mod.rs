@@ -24,7 +24,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
-use crate::format::cold_batch::{BlockRow, ColdBatch};
+use crate::format::cold_batch::{BlockRows, ColdBatch};
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 pub use cold::Caching;
@@ -380,7 +380,10 @@ impl TableState {
         &self,
         key: &Bytes,
         ks: &KeyState,
-        (keep, keep_row): (impl Fn(PageZone<'_>) -> bool, impl Fn(BlockRow<'_>) -> bool),
+        (keep, keep_row): (
+            impl Fn(PageZone<'_>) -> bool,
+            impl Fn(BlockRows<'_>, &mut Vec<u32>),
+        ),
         caching: Caching,
     ) -> Result<ColdBatch> {
         let mut blocks = ks.frozen_rows(key, &self.pages, &keep, caching)?;

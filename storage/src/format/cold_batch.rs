@@ -199,6 +199,70 @@ pub(crate) struct ColdRow<'a> {
     pub retired: Option<u64>,
 }
 
+/// A filter for [`ColdBatch::new_where`] that keeps every row.
+pub(crate) fn every_row(rows: BlockRows<'_>, kept: &mut Vec<u32>) {
+    kept.extend(0..rows.len() as u32);
+}
+
+/// The rows of one block, as [`ColdBatch::new_where`] shows them to its filter: each where it
+/// lies ([`BlockRows::row`]), and where a time falls among the block's bounds
+/// ([`BlockRows::bounds_below`]), so that a filter by time places its times once a block and
+/// then tests each row's bounds by their entry numbers ([`BlockRow::entry`]).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockRows<'a> {
+    block: &'a RowBlock,
+}
+
+impl<'a> BlockRows<'a> {
+    /// How many rows.
+    #[inline]
+    pub fn len(self) -> usize {
+        self.block.ids.len()
+    }
+
+    /// Row `i`.
+    #[inline]
+    pub fn row(self, i: usize) -> BlockRow<'a> {
+        BlockRow {
+            block: self.block,
+            i,
+        }
+    }
+
+    /// Whether the block's bounds are in ascending order, numbered so
+    /// ([`super::cold_page::decode_cold_rows`] sorts them): [`BlockRows::bounds_below`] holds
+    /// only then.
+    #[inline]
+    pub fn bounds_in_order(self) -> bool {
+        self.block.bounds_sorted
+    }
+
+    /// How many of the block's distinct bounds are below `t` (`or_equal`: or equal to it): if
+    /// they are in ascending order ([`BlockRows::bounds_in_order`]), a row's bound is below `t`
+    /// exactly when its entry number is below this.
+    pub fn bounds_below(self, t: &[u8], or_equal: bool) -> u32 {
+        let (offsets, data) = (&self.block.bounds.offsets[..], &self.block.bounds.data[..]);
+        let n = offsets.len().saturating_sub(1);
+        let below = |e: usize| {
+            let b = &data[offsets[e] as usize..offsets[e + 1] as usize];
+            match crate::keycodec::cmp_encoded(b, t) {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Equal => or_equal,
+                std::cmp::Ordering::Greater => false,
+            }
+        };
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match below(mid) {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        lo as u32
+    }
+}
+
 /// A row of a block where it lies, as [`ColdBatch::new_where`] shows it to its filter.
 #[derive(Clone, Copy)]
 pub(crate) struct BlockRow<'a> {
@@ -207,6 +271,14 @@ pub(crate) struct BlockRow<'a> {
 }
 
 impl<'a> BlockRow<'a> {
+    /// The entry number of bound `which` of the row among the block's bounds, in their order
+    /// ([`BlockRows::bounds_below`]); `None` if it has none.
+    #[inline]
+    pub fn entry(self, which: TemporalBound) -> Option<u32> {
+        let entry = self.block.bound_of[4 * self.i + which as usize];
+        (entry != NO_BOUND).then_some(entry)
+    }
+
     /// The commits that wrote and retired (if one did) the row.
     #[inline]
     pub fn commits(self) -> (u64, Option<u64>) {
@@ -270,17 +342,18 @@ impl ColdBatch {
     /// a table `width` columns wide.
     pub fn new(key: Bytes, width: usize, blocks: Vec<Arc<RowBlock>>) -> Result<ColdBatch> {
         let rows = blocks.iter().map(|b| b.ids.len()).sum();
-        ColdBatch::indexed(key, width, blocks, |_| true, rows)
+        ColdBatch::indexed(key, width, blocks, every_row, rows)
     }
 
-    /// [`ColdBatch::new`] of the rows `keep` accepts only: a scan that selects by time or by
+    /// [`ColdBatch::new`] of the rows `keep` keeps only: a scan that selects by time or by
     /// version checks each row of a block where it lies, and indexes (and sorts by id) only
-    /// those it reads.
+    /// those it reads. `keep` is shown each block's rows at once ([`BlockRows`]), and appends
+    /// the positions of those it keeps, in order.
     pub fn new_where(
         key: Bytes,
         width: usize,
         blocks: Vec<Arc<RowBlock>>,
-        keep: impl Fn(BlockRow<'_>) -> bool,
+        keep: impl Fn(BlockRows<'_>, &mut Vec<u32>),
     ) -> Result<ColdBatch> {
         ColdBatch::indexed(key, width, blocks, keep, 0)
     }
@@ -290,7 +363,7 @@ impl ColdBatch {
         key: Bytes,
         width: usize,
         blocks: Vec<Arc<RowBlock>>,
-        keep: impl Fn(BlockRow<'_>) -> bool,
+        keep: impl Fn(BlockRows<'_>, &mut Vec<u32>),
         capacity: usize,
     ) -> Result<ColdBatch> {
         let mut index = Vec::with_capacity(capacity);
@@ -298,13 +371,21 @@ impl ColdBatch {
         // one after the other.
         let mut order: Vec<usize> = (0..blocks.len()).collect();
         order.sort_by_key(|&b| blocks[b].ids.first().copied());
+        let mut kept = Vec::new();
         for &bi in &order {
             let b = &blocks[bi];
             b.check_width(width)?;
-            let kept = (b.ids.iter().enumerate())
-                .filter(|&(i, _)| keep(BlockRow { block: b, i }))
-                .map(|(i, &id)| (id, bi as u32, i as u32));
-            index.extend(kept);
+            kept.clear();
+            keep(BlockRows { block: b }, &mut kept);
+            for &i in &kept {
+                let id = *b.ids.get(i as usize).ok_or_else(|| {
+                    corrupt(format!(
+                        "a filter kept row {i} of a block of {}",
+                        b.ids.len()
+                    ))
+                })?;
+                index.push((id, bi as u32, i));
+            }
         }
         // A page lists its rows in id order: if the pages overlap, a stable sort merges those
         // runs.

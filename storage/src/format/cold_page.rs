@@ -3,7 +3,7 @@
 use rkyv::rancor;
 
 use super::archive::{compress, decompress, Codec};
-use super::columns::{new_column, ColumnData};
+use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::{ArchivedEventBlock, EventBlock};
 use super::lz4::Effort;
 use super::packed_events::{self, PackedEvents};
@@ -435,7 +435,9 @@ pub(crate) fn row_part_has_checksum(bytes: &[u8]) -> bool {
 
 /// Only the row versions of a page written by [`encode_cold`], as a block.
 pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
-    decode_row_part(split_page(bytes)?.rows)
+    let mut block = decode_row_part(split_page(bytes)?.rows)?;
+    block.sort_bounds();
+    Ok(block)
 }
 
 fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
@@ -457,6 +459,39 @@ impl RowBlock {
             true => Ok(()),
             false => Err(corrupt("cold row block columns differ in length")),
         }
+    }
+
+    /// Puts the block's distinct bounds in ascending order (the order of their times,
+    /// [`crate::keycodec::cmp_encoded`]) and numbers the rows' bounds by it: a scan then places
+    /// a time among a block's bounds once (`BlockRows::bounds_below`) and compares each row's
+    /// bounds with it by their numbers. Pages are written with their bounds in the order their
+    /// rows first show them, so each block is sorted as it is decoded, once, for it is read many
+    /// times (a thaw, which reads a page once, leaves them as they are). Called on a checked
+    /// block ([`RowBlock::check_rows`]).
+    fn sort_bounds(&mut self) {
+        let (offsets, data) = (&self.bounds.offsets, &self.bounds.data);
+        let n = offsets.len().saturating_sub(1);
+        let get = |e: u32| &data[offsets[e as usize] as usize..offsets[e as usize + 1] as usize];
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        let in_order = |a: u32, b: u32| crate::keycodec::cmp_encoded(get(a), get(b)).is_lt();
+        if order.windows(2).all(|w| in_order(w[0], w[1])) {
+            self.bounds_sorted = true;
+            return;
+        }
+        order.sort_unstable_by(|&a, &b| crate::keycodec::cmp_encoded(get(a), get(b)));
+        let mut number = vec![0u32; n];
+        let mut sorted = VarBytes::default();
+        sorted.data.reserve(data.len());
+        sorted.offsets.reserve(offsets.len());
+        for (to, &from) in order.iter().enumerate() {
+            number[from as usize] = to as u32;
+            sorted.push(get(from));
+        }
+        for e in self.bound_of.iter_mut().filter(|e| **e != NO_BOUND) {
+            *e = number[*e as usize];
+        }
+        self.bounds = sorted;
+        self.bounds_sorted = true;
     }
 
     /// Checks that every column of the block has `n` entries and that its bounds and values are

@@ -33,6 +33,10 @@ pub(crate) struct RowBlock {
     pub(super) value_of: Vec<u32>,
     /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
     pub(super) columns: Vec<ColumnData>,
+    /// Whether `bounds` are in ascending order, and `bound_of` numbers them so: set once a
+    /// reader sorted them (`RowBlock::sort_bounds`); pages store them in the order their rows
+    /// first show them.
+    pub(super) bounds_sorted: bool,
 }
 
 /// A column of unsigned numbers, each `Option<u64>`, in the narrowest width that holds them: the
@@ -408,6 +412,7 @@ pub(super) fn unpack(bytes: &[u8]) -> Result<RowBlock> {
         columns: (p.columns.iter())
             .map(ArchivedPackedColumn::unpack)
             .collect::<Result<_>>()?,
+        bounds_sorted: false,
     })
 }
 
@@ -457,6 +462,7 @@ mod tests {
                             retired,
                             value_of,
                             columns: Vec::new(),
+                            bounds_sorted: false,
                         }
                     })
             },

@@ -20,6 +20,7 @@ use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;
 use crate::engine::{Caching, RowKeys};
 use crate::error::{corrupt, Error, Result};
+use crate::format::cold_batch::every_row;
 use crate::record::StoredRow;
 
 /// Some keys of a commit, a range in key order, and about how many row versions the commit wrote
@@ -212,7 +213,7 @@ impl TableReader<'_> {
                 .cold_batch(
                     key,
                     ks,
-                    (|z| z.added() <= to && z.retired() >= from, |_| true),
+                    (|z| z.added() <= to && z.retired() >= from, every_row),
                     Caching::Pass,
                 )
                 .map_err(|e| in_table(&self.table.name, e))?;

@@ -18,7 +18,7 @@ use crate::engine::lookup::PointIndex;
 use crate::engine::{Caching, RowKeys, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
-use crate::format::cold_batch::{BlockRow, ColdBatch};
+use crate::format::cold_batch::{BlockRows, ColdBatch};
 use crate::format::zone::{Extents, PageZone};
 
 pub use crate::engine::changes::ChangeType;
@@ -318,6 +318,32 @@ fn bounds_match<'b>(spec: &ScanSpec, bound: impl Fn(TemporalBound) -> Option<&'b
     ) && on(&spec.business, TemporalBound::Start, TemporalBound::End)
 }
 
+/// Appends to `kept` the positions of the rows of a block that [`row_matches`]: with its bounds
+/// in order, each time of `spec` placed among them once ([`TimeFilter::ranked`]) and each row's
+/// bounds compared by their entry numbers; else each bound compared as bytes.
+fn frozen_rows_matching(spec: &ScanSpec, at: ReadAt, rows: BlockRows<'_>, kept: &mut Vec<u32>) {
+    let positions = 0..rows.len() as u32;
+    if !rows.bounds_in_order() {
+        kept.extend(positions.filter(|&i| {
+            let r = rows.row(i as usize);
+            row_matches(spec, at, r.commits(), |w| r.bound(w))
+        }));
+        return;
+    }
+    let below = |t: &[u8], or_equal: bool| rows.bounds_below(t, or_equal);
+    let (system, business) = (spec.system.ranked(&below), spec.business.ranked(&below));
+    kept.extend(positions.filter(|&i| {
+        let r = rows.row(i as usize);
+        let (added, retired) = r.commits();
+        version_matches(at, added, retired)
+            && system.matches(
+                r.entry(TemporalBound::SystemStart),
+                r.entry(TemporalBound::SystemEnd),
+            )
+            && business.matches(r.entry(TemporalBound::Start), r.entry(TemporalBound::End))
+    }));
+}
+
 /// Hands the frozen rows at positions `run` of `cold` to `sink` together, and empties `run`.
 fn hand_over(sink: &mut impl RowSink, cold: &ColdBatch, run: &mut Vec<usize>, values: Values) {
     if !run.is_empty() {
@@ -598,7 +624,8 @@ impl TableReader<'_> {
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
         let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
-        let frozen_matches = |r: BlockRow<'_>| row_matches(spec, at, r.commits(), |w| r.bound(w));
+        let frozen_matches =
+            |rows: BlockRows<'_>, kept: &mut Vec<u32>| frozen_rows_matching(spec, at, rows, kept);
         let caching = spec.caching(latest);
         let mut n = 0;
         let unbounded = matches!(

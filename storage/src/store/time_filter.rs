@@ -32,7 +32,74 @@ pub enum TimeFilter {
     Every(Vec<TimeFilter>),
 }
 
+/// A [`TimeFilter`] placed among the distinct bounds of a block of rows, in ascending order
+/// ([`TimeFilter::ranked`]): a row's bounds are then tested by their entry numbers in that order,
+/// with no comparison of bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RankedFilter {
+    /// Every row.
+    All,
+    /// Rows whose start's number is below `start_below` and whose end's number is `end_from` or
+    /// more (an open end is above everything).
+    Range { start_below: u32, end_from: u32 },
+    /// Rows every filter matches.
+    Every(Vec<RankedFilter>),
+}
+
+impl RankedFilter {
+    /// [`TimeFilter::matches`] of a row whose bounds are entries `start` and `end` (`None`: it
+    /// has none) of the block the filter was placed in.
+    #[inline]
+    pub(super) fn matches(&self, start: Option<u32>, end: Option<u32>) -> bool {
+        let Some(s) = start else { return true };
+        match self {
+            RankedFilter::All => true,
+            RankedFilter::Range {
+                start_below,
+                end_from,
+            } => s < *start_below && end.is_none_or(|e| e >= *end_from),
+            RankedFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
+        }
+    }
+}
+
 impl TimeFilter {
+    /// The filter placed among a block's distinct bounds in ascending order, where
+    /// `below(t, or_equal)` is how many of them are below `t` (or equal to it): a row whose
+    /// bounds are entries of that block matches the result exactly when its bounds match this.
+    pub(super) fn ranked(&self, below: &impl Fn(&[u8], bool) -> u32) -> RankedFilter {
+        let range = |start_below, end_from| RankedFilter::Range {
+            start_below,
+            end_from,
+        };
+        match self {
+            TimeFilter::All => RankedFilter::All,
+            // start <= t: below the bounds at or under t; t < end: not among them.
+            TimeFilter::AsOf(t) => {
+                let at_or_under = below(t, true);
+                range(at_or_under, at_or_under)
+            }
+            TimeFilter::FromTo(a, b) => range(below(b, false), below(a, true)),
+            TimeFilter::Between(a, b) => range(below(b, true), below(a, true)),
+            TimeFilter::Bounds { start, end } => {
+                let start_below = match start {
+                    Bound::Included(b) => below(b, true),
+                    Bound::Excluded(b) => below(b, false),
+                    Bound::Unbounded => u32::MAX,
+                };
+                let end_from = match end {
+                    Bound::Included(a) => below(a, false),
+                    Bound::Excluded(a) => below(a, true),
+                    Bound::Unbounded => 0,
+                };
+                range(start_below, end_from)
+            }
+            TimeFilter::Every(all) => {
+                RankedFilter::Every(all.iter().map(|f| f.ranked(below)).collect())
+            }
+        }
+    }
+
     /// Whether a row of a page whose rows lie in `extent` (`None`: unknown) can match.
     pub(super) fn may_match(&self, extent: Option<Extent<'_>>) -> bool {
         extent.is_none_or(|x| self.matches(Some(x.start), x.end))
@@ -61,6 +128,75 @@ impl TimeFilter {
                 starts && ends
             }
             TimeFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{ColumnType, Value};
+    use proptest::prelude::*;
+
+    fn enc(x: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        crate::keycodec::encode_value(&Value::Int(x), &ColumnType::Int64, &mut out).unwrap();
+        out
+    }
+
+    fn bound() -> impl Strategy<Value = Bound<i64>> {
+        prop_oneof![
+            (-20..40i64).prop_map(Bound::Included),
+            (-20..40i64).prop_map(Bound::Excluded),
+            Just(Bound::Unbounded),
+        ]
+    }
+
+    fn filter() -> impl Strategy<Value = TimeFilter> {
+        let one = prop_oneof![
+            Just(TimeFilter::All),
+            (-20..40i64).prop_map(|t| TimeFilter::AsOf(enc(t))),
+            (-20..40i64, -20..40i64).prop_map(|(a, b)| TimeFilter::FromTo(enc(a), enc(b))),
+            (-20..40i64, -20..40i64).prop_map(|(a, b)| TimeFilter::Between(enc(a), enc(b))),
+            (bound(), bound()).prop_map(|(s, e)| TimeFilter::Bounds {
+                start: s.map(enc),
+                end: e.map(enc),
+            }),
+        ];
+        prop_oneof![
+            3 => one.clone(),
+            1 => prop::collection::vec(one, 0..3).prop_map(TimeFilter::Every),
+        ]
+    }
+
+    proptest! {
+        /// A filter placed among a block's bounds in order matches a row, by the entry numbers
+        /// of its bounds, exactly when it matches the row's bounds as bytes; times between,
+        /// on, below and above the block's bounds alike.
+        #[test]
+        fn a_filter_placed_among_sorted_bounds_matches_as_the_bytes_do(
+            values in prop::collection::btree_set(-20..40i64, 0..12),
+            rows in prop::collection::vec((any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<bool>(), any::<bool>()), 1..20),
+            f in filter(),
+        ) {
+            let bounds: Vec<Vec<u8>> = values.iter().map(|&v| enc(v)).collect();
+            let below = |t: &[u8], or_equal: bool| {
+                bounds.partition_point(|b| match crate::keycodec::cmp_encoded(b, t) {
+                    Ordering::Less => true,
+                    Ordering::Equal => or_equal,
+                    Ordering::Greater => false,
+                }) as u32
+            };
+            let ranked = f.ranked(&below);
+            for (s, e, has_s, has_e) in rows {
+                let pick = |i: &prop::sample::Index, has: bool| {
+                    (has && !bounds.is_empty()).then(|| i.index(bounds.len()) as u32)
+                };
+                let (s, e) = (pick(&s, has_s), pick(&e, has_e));
+                let bytes = |n: Option<u32>| n.map(|n| &bounds[n as usize][..]);
+                let by_bytes = matches!(f, TimeFilter::All) || f.matches(bytes(s), bytes(e));
+                prop_assert_eq!(ranked.matches(s, e), by_bytes, "{:?} {:?} {:?}", f, s, e);
+            }
         }
     }
 }

@@ -467,7 +467,10 @@ fn a_filtered_batch_of_interleaved_pages_indexes_the_kept_rows_in_id_order() {
     let ids = |c: &ColdBatch| (0..).map_while(|p| c.id_at(p)).collect::<Vec<_>>();
     assert_eq!(ids(&all), [1, 2, 3, 4, 6, 7, 8, 9]);
     // Only the rows not retired (each page's first and third).
-    let live = ColdBatch::new_where(key, 1, blocks(), |r| r.commits().1.is_none()).unwrap();
+    let live = ColdBatch::new_where(key, 1, blocks(), |rows, kept| {
+        kept.extend((0..rows.len() as u32).filter(|&i| rows.row(i as usize).commits().1.is_none()))
+    })
+    .unwrap();
     assert_eq!(ids(&live), [1, 2, 6, 7]);
     assert_eq!(live.first_at_or_after(3), 2);
     // The rows taken, their bounds a block at a time as one at a time, for each bound.
@@ -576,4 +579,52 @@ fn bounds_read_as_integers_a_block_at_a_time_equal_those_read_a_row_at_a_time() 
         .int_bounds(TemporalBound::Start, &mut values, &mut valid));
     assert_eq!(values, [1, 4, 0, 1]);
     assert_eq!(valid, [true; 4]);
+}
+
+/// A page stores its bounds in the order its rows first show them; read for a scan, the block
+/// holds them in ascending order, renumbered, with the same rows, and a time placed among them
+/// counts the bounds below it.
+#[test]
+fn a_block_read_for_a_scan_holds_its_bounds_in_order_with_the_same_rows() {
+    let values: Row = vec![Value::Int(1)].into();
+    // First shown: 30, 40, 10, 20, 35, 5.
+    let rows: Vec<StoredRow> = [(30, Some(40)), (10, Some(20)), (35, None), (5, Some(10))]
+        .map(|(s, e)| StoredRow {
+            end: e.map(|e: u8| Bytes::from(&[e][..])),
+            ..row(&values, s)
+        })
+        .to_vec();
+    let page = page_of_rows(&[ColumnType::Int64], &rows);
+    let block = decode_cold_rows(&page).unwrap();
+    assert!(block.bounds_sorted);
+    let bounds: Vec<&[u8]> = (0..6).map(|e| block.bounds.get(e).unwrap()).collect();
+    let ascending: [&[u8]; 6] = [&[5], &[10], &[20], &[30], &[35], &[40]];
+    assert_eq!(bounds, ascending);
+    let key = Bytes::from(&b"k"[..]);
+    let back = block.rows(&key, 1).unwrap();
+    let expected: Vec<(RowId, StoredRow)> = rows
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i as RowId, r))
+        .collect();
+    assert_eq!(back, expected);
+    let batch = ColdBatch::new_where(key, 1, vec![Arc::new(block)], |rows, kept| {
+        assert!(rows.bounds_in_order());
+        assert_eq!(rows.bounds_below(&[20], false), 2);
+        assert_eq!(rows.bounds_below(&[20], true), 3);
+        assert_eq!(rows.bounds_below(&[0], true), 0);
+        assert_eq!(rows.bounds_below(&[99], false), 6);
+        // The rows whose start is below 20: the second and the fourth.
+        kept.extend((0..rows.len() as u32).filter(|&i| {
+            let start = rows
+                .row(i as usize)
+                .entry(super::super::cold_batch::TemporalBound::Start);
+            start.is_some_and(|s| s < 2)
+        }));
+    })
+    .unwrap();
+    assert_eq!(
+        (0..).map_while(|p| batch.id_at(p)).collect::<Vec<_>>(),
+        [1, 3]
+    );
 }
