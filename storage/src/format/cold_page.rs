@@ -252,6 +252,8 @@ pub(crate) fn encode_cold<'a>(
         b.retired.push(r.retired.unwrap_or(u64::MAX));
         b.value_of.push(row_values.entry(&r.values));
     }
+    // Stored in ascending order: a scan places its times among them once a block.
+    block.sort_bounds();
     // An event's or version's values are the row part's entry when a row shows them, its own
     // entry (after the row part's) when none does.
     let row_entries = row_values.of.len() as u32;
@@ -436,7 +438,7 @@ pub(crate) fn row_part_has_checksum(bytes: &[u8]) -> bool {
 /// Only the row versions of a page written by [`encode_cold`], as a block.
 pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
     let mut block = decode_row_part(split_page(bytes)?.rows)?;
-    block.sort_bounds();
+    block.note_bounds_in_order();
     Ok(block)
 }
 
@@ -461,29 +463,52 @@ impl RowBlock {
         }
     }
 
-    /// Puts the block's distinct bounds in ascending order (the order of their times,
-    /// [`crate::keycodec::cmp_encoded`]) and numbers the rows' bounds by it: a scan then places
-    /// a time among a block's bounds once (`BlockRows::bounds_below`) and compares each row's
-    /// bounds with it by their numbers. Pages are written with their bounds in the order their
-    /// rows first show them, so each block is sorted as it is decoded, once, for it is read many
-    /// times (a thaw, which reads a page once, leaves them as they are). Called on a checked
-    /// block ([`RowBlock::check_rows`]).
+    /// Whether the block's distinct bounds are in ascending order (the order of their times,
+    /// [`crate::keycodec::cmp_encoded`]), noted in the block: a scan then places a time among
+    /// them once (`BlockRows::bounds_below`) and compares each row's bounds with it by their
+    /// numbers. Pages written since session 59 store them so ([`RowBlock::sort_bounds`]); a
+    /// block of an older page is read as before, each bound compared as bytes.
+    fn note_bounds_in_order(&mut self) {
+        let (offsets, data) = (&self.bounds.offsets, &self.bounds.data);
+        let n = offsets.len().saturating_sub(1);
+        let get = |e: usize| &data[offsets[e] as usize..offsets[e + 1] as usize];
+        self.bounds_sorted =
+            (1..n).all(|e| crate::keycodec::cmp_encoded(get(e - 1), get(e)).is_lt());
+    }
+
+    /// Puts the block's distinct bounds in ascending order and numbers the rows' bounds by it,
+    /// as a page stores them ([`encode_cold`]; [`RowBlock::note_bounds_in_order`]).
     fn sort_bounds(&mut self) {
         let (offsets, data) = (&self.bounds.offsets, &self.bounds.data);
         let n = offsets.len().saturating_sub(1);
         let get = |e: u32| &data[offsets[e as usize] as usize..offsets[e as usize + 1] as usize];
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        let in_order = |a: u32, b: u32| crate::keycodec::cmp_encoded(get(a), get(b)).is_lt();
-        if order.windows(2).all(|w| in_order(w[0], w[1])) {
-            self.bounds_sorted = true;
+        // Sorted by their first eight bytes as a number (an encoded integer or time is decided
+        // there), then by all their bytes where those are equal: the order `cmp_encoded` gives.
+        let prefix = |e: u32| {
+            let (b, mut k) = (get(e), [0u8; 8]);
+            let n = b.len().min(8);
+            k[..n].copy_from_slice(&b[..n]);
+            u64::from_be_bytes(k)
+        };
+        let mut order: Vec<(u64, u32)> = (0..n as u32).map(|e| (prefix(e), e)).collect();
+        let in_order = |a: &(u64, u32), b: &(u64, u32)| {
+            a.0 < b.0 || (a.0 == b.0 && crate::keycodec::cmp_encoded(get(a.1), get(b.1)).is_lt())
+        };
+        if order.windows(2).all(|w| in_order(&w[0], &w[1])) {
             return;
         }
-        order.sort_unstable_by(|&a, &b| crate::keycodec::cmp_encoded(get(a), get(b)));
+        order.sort_unstable();
+        for run in order
+            .chunk_by_mut(|a, b| a.0 == b.0)
+            .filter(|r| r.len() > 1)
+        {
+            run.sort_unstable_by(|a, b| crate::keycodec::cmp_encoded(get(a.1), get(b.1)));
+        }
         let mut number = vec![0u32; n];
         let mut sorted = VarBytes::default();
         sorted.data.reserve(data.len());
         sorted.offsets.reserve(offsets.len());
-        for (to, &from) in order.iter().enumerate() {
+        for (to, &(_, from)) in order.iter().enumerate() {
             number[from as usize] = to as u32;
             sorted.push(get(from));
         }
@@ -491,7 +516,6 @@ impl RowBlock {
             *e = number[*e as usize];
         }
         self.bounds = sorted;
-        self.bounds_sorted = true;
     }
 
     /// Checks that every column of the block has `n` entries and that its bounds and values are
