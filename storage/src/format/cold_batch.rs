@@ -229,9 +229,9 @@ impl<'a> BlockRows<'a> {
         }
     }
 
-    /// Whether the block's bounds are in ascending order, numbered so
-    /// ([`super::cold_page::decode_cold_rows`] sorts them): [`BlockRows::bounds_below`] holds
-    /// only then.
+    /// Whether the block's bounds are strictly ascending, as its page stores them since the
+    /// writer sorts them ([`super::cold_page::decode_cold_rows`] notes whether they are):
+    /// [`BlockRows::bounds_below`] places a time by numbers only then.
     #[inline]
     pub fn bounds_in_order(self) -> bool {
         self.block.bounds_sorted

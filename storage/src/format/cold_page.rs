@@ -254,6 +254,17 @@ pub(crate) fn encode_cold<'a>(
     }
     // Stored in ascending order: a scan places its times among them once a block.
     block.sort_bounds();
+    debug_assert!({
+        let mut b = RowBlock {
+            bounds: VarBytes {
+                offsets: block.bounds.offsets.clone(),
+                data: block.bounds.data.clone(),
+            },
+            ..Default::default()
+        };
+        b.note_bounds_in_order();
+        b.bounds_sorted
+    });
     // An event's or version's values are the row part's entry when a row shows them, its own
     // entry (after the row part's) when none does.
     let row_entries = row_values.of.len() as u32;

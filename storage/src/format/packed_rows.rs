@@ -33,9 +33,10 @@ pub(crate) struct RowBlock {
     pub(super) value_of: Vec<u32>,
     /// The distinct values of the rows, an entry per [`RowBlock::value_of`] number.
     pub(super) columns: Vec<ColumnData>,
-    /// Whether `bounds` are in ascending order, and `bound_of` numbers them so: set once a
-    /// reader sorted them (`RowBlock::sort_bounds`); pages store them in the order their rows
-    /// first show them.
+    /// Whether `bounds` are strictly ascending (`cmp_encoded` order), as a reader found them
+    /// (`RowBlock::note_bounds_in_order`): pages written since the writer sorts them
+    /// (`RowBlock::sort_bounds`) hold them so, older ones in the order their rows first show
+    /// them.
     pub(super) bounds_sorted: bool,
 }
 
