@@ -13,8 +13,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
+use super::cold_reader::ColdReader;
 use super::in_table;
-use super::reader::{ColdReader, ReadScope, TableReader};
+use super::reader::{ReadScope, TableReader};
 use super::row_view::RowView;
 use crate::engine::changes::{commit_changes, ChangeType, Listing};
 use crate::engine::fold::RowId;

@@ -18,6 +18,7 @@ mod append_flows;
 mod catalog;
 mod chain;
 mod change_groups;
+mod cold_reader;
 mod commit;
 mod dml;
 mod erase;
