@@ -7,7 +7,8 @@
 //! on a store an earlier run kept there (of as many events) times only the reads, leaving it as
 //! it was: A/B comparisons of two builds on one store. `ASOF_WORKLOAD_WARM_SNAPSHOTS=N` takes N
 //! warm snapshots instead of five, and `ASOF_WORKLOAD_FULL_SCANS=N` N full scans instead of one
-//! (their median is reported: for a profiler, and for an A/B of the scan).
+//! (their median is reported: for a profiler, and for an A/B of the scan; 0: none, for a
+//! profile of the snapshots alone).
 //! `ASOF_WORKLOAD_CACHE_MIB` sizes sled's cache, `ASOF_WORKLOAD_READ_CACHE_MIB` the read cache of
 //! decoded pages and heads, of the store the workload opens (the whole-process `asof sql` runs
 //! keep the binary's defaults).
@@ -387,8 +388,7 @@ fn reads(
     let full_scans: usize = std::env::var("ASOF_WORKLOAD_FULL_SCANS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-        .max(1);
+        .unwrap_or(1);
     let mut full: Vec<(usize, f64)> = (0..full_scans)
         .map(|_| {
             let start = Instant::now();
@@ -406,13 +406,12 @@ fn reads(
             Ok((scanned, start.elapsed().as_secs_f64()))
         })
         .collect::<Result<_, asof::QueryError>>()?;
-    let first = full[0];
-    println!(
-        "full scan into Arrow: {} rows in {:.2} s = {:.2}M rows/s",
-        first.0,
-        first.1,
-        first.0 as f64 / first.1 / 1e6,
-    );
+    if let Some(&(rows, secs)) = full.first() {
+        println!(
+            "full scan into Arrow: {rows} rows in {secs:.2} s = {:.2}M rows/s",
+            rows as f64 / secs / 1e6,
+        );
+    }
     if full_scans > 1 {
         full.sort_by(|a, b| a.1.total_cmp(&b.1));
         let (rows, secs) = full[full_scans / 2];

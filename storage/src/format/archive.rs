@@ -84,6 +84,62 @@ pub(super) fn decompress(bytes: &[u8]) -> Result<AlignedVec<16>> {
 
 /// The archived bytes of a block written by [`compress_as`], and which layout they are.
 pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
+    let (frame, body, layout) = open(bytes)?;
+    // Straight into the aligned buffer: no second copy.
+    let mut al = AlignedVec::<16>::new();
+    match frame {
+        Frame::Lz4 => lz4::decompress_into(body, &mut al)?,
+        Frame::Zstd => zstd::decompress_into(body, &mut al)?,
+    }
+    Ok((al, layout))
+}
+
+/// The largest buffer [`with_decompressed`] keeps for its thread's next block: a page list's
+/// chunk or a page's row part is a few KiB; a rare larger block is read into a buffer of its own.
+const SCRATCH_KEPT: usize = 256 << 10;
+
+thread_local! {
+    /// The buffer [`with_decompressed`] decompresses into, kept from one block to the next.
+    static SCRATCH: std::cell::RefCell<AlignedVec<16>> =
+        std::cell::RefCell::new(AlignedVec::new());
+}
+
+/// Calls `read` with the archived bytes of a plain block written by [`compress`], decompressed
+/// into a buffer this thread keeps: for readers that take what they need from the archive in
+/// place, block after block (a page list's chunks, read for every scan of its key), so that a
+/// block costs neither an allocation nor the zeroing of one. A `read` that decompresses a block
+/// itself gets a buffer of its own.
+pub(super) fn with_decompressed<R>(
+    bytes: &[u8],
+    read: impl FnOnce(&[u8]) -> Result<R>,
+) -> Result<R> {
+    let (frame, body, layout) = open(bytes)?;
+    if layout == Layout::Packed {
+        return Err(corrupt("a packed block where a plain one belongs"));
+    }
+    let into = |buf: &mut AlignedVec<16>| -> Result<R> {
+        let mut out = lz4::Reused::new(buf);
+        match frame {
+            Frame::Lz4 => lz4::decompress_into(body, &mut out)?,
+            Frame::Zstd => zstd::decompress_into(body, &mut out)?,
+        }
+        let len = out.len();
+        read(&buf[..len])
+    };
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut buf) => {
+            let r = into(&mut buf);
+            if buf.capacity() > SCRATCH_KEPT {
+                *buf = AlignedVec::new();
+            }
+            r
+        }
+        Err(_) => into(&mut AlignedVec::new()),
+    })
+}
+
+/// A block's frame, its body (checked against its checksum, if it has one) and its layout.
+fn open(bytes: &[u8]) -> Result<(Frame, &[u8], Layout)> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
     let (frame, has_crc, layout) = match format {
         BLOCK_LZ4_RKYV => (Frame::Lz4, false, Layout::Plain),
@@ -107,11 +163,5 @@ pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     } else {
         body
     };
-    // Straight into the aligned buffer: no second copy.
-    let mut al = AlignedVec::<16>::new();
-    match frame {
-        Frame::Lz4 => lz4::decompress_into(body, &mut al)?,
-        Frame::Zstd => zstd::decompress_into(body, &mut al)?,
-    }
-    Ok((al, layout))
+    Ok((frame, body, layout))
 }

@@ -2,7 +2,7 @@
 
 use rkyv::rancor;
 
-use super::archive::{compress, decompress, Codec};
+use super::archive::{compress, decompress, with_decompressed, Codec};
 use super::columns::{new_column, ColumnData, VarBytes};
 use super::event_block::{ArchivedEventBlock, EventBlock};
 use super::lz4::Effort;
@@ -454,7 +454,7 @@ pub(crate) fn decode_cold_rows(bytes: &[u8]) -> Result<RowBlock> {
 }
 
 fn decode_row_part(rows: &[u8]) -> Result<RowBlock> {
-    let block = packed_rows::unpack(&decompress(rows)?)?;
+    let block = with_decompressed(rows, packed_rows::unpack)?;
     block.check_rows(block.ids.len())?;
     Ok(block)
 }

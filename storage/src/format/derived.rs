@@ -8,7 +8,7 @@ use rkyv::rancor;
 use roaring::RoaringBitmap;
 use serde::{Deserialize, Serialize};
 
-use super::archive::{compress, decompress, Codec};
+use super::archive::{compress, decompress, with_decompressed, Codec};
 use super::lz4::Effort;
 use super::page_list::{PageEntry, PageList};
 use crate::error::{corrupt, Result};
@@ -114,8 +114,10 @@ fn split_head(bytes: &[u8]) -> Result<SplitHead<'_>> {
         return Err(corrupt("key head shorter than its meta"));
     }
     let (m, mut rest) = rest.split_at(n);
-    let meta = rkyv::from_bytes::<HeadMeta, rancor::Error>(&decompress(m)?)
-        .map_err(|e| corrupt(format!("key head fails validation: {e}")))?;
+    let meta = with_decompressed(m, |raw| {
+        rkyv::from_bytes::<HeadMeta, rancor::Error>(raw)
+            .map_err(|e| corrupt(format!("key head fails validation: {e}")))
+    })?;
     let mut list = None;
     if word & LISTED_APART != 0 {
         if meta.frozen.as_ref().is_none_or(|f| !f.pages.is_empty()) {
@@ -127,7 +129,7 @@ fn split_head(bytes: &[u8]) -> Result<SplitHead<'_>> {
     let mut hot_zone = None;
     if word & HOT_ZONE != 0 {
         let (z, after) = super::cold_page::split_prefixed(rest, "key head", "its hot zone")?;
-        (hot_zone, rest) = (Some(decompress(z)?.to_vec()), after);
+        (hot_zone, rest) = (Some(with_decompressed(z, |raw| Ok(raw.to_vec()))?), after);
     }
     Ok(SplitHead {
         meta,

@@ -88,7 +88,7 @@ pub(crate) fn claimed_len(bytes: &[u8]) -> Result<usize> {
 /// block must fill it exactly.
 pub(crate) fn decompress_into(bytes: &[u8], out: &mut impl LenBuffer) -> Result<()> {
     let claimed = claimed_len(bytes)?;
-    out.set_len_zeroed(claimed);
+    out.set_len(claimed);
     let n = lz4_flex::block::decompress_into(&bytes[4..], out.as_mut_slice())
         .map_err(|e| corrupt(format!("block does not decompress: {e}")))?;
     if n != claimed {
@@ -106,14 +106,15 @@ pub(crate) fn decompress(bytes: &[u8]) -> Result<Vec<u8>> {
 
 /// A byte buffer [`decompress_into`] can fill: a `Vec<u8>`, or rkyv's aligned buffer.
 pub(crate) trait LenBuffer {
-    /// Makes the buffer `len` bytes long (zeroed).
-    fn set_len_zeroed(&mut self, len: usize);
+    /// Makes the buffer `len` bytes long, for the decompressor to write over: a fresh one zeroed,
+    /// a [`Reused`] one grown if it is shorter.
+    fn set_len(&mut self, len: usize);
     /// The bytes.
     fn as_mut_slice(&mut self) -> &mut [u8];
 }
 
 impl LenBuffer for Vec<u8> {
-    fn set_len_zeroed(&mut self, len: usize) {
+    fn set_len(&mut self, len: usize) {
         self.clear();
         self.resize(len, 0);
     }
@@ -123,12 +124,43 @@ impl LenBuffer for Vec<u8> {
 }
 
 impl<const A: usize> LenBuffer for rkyv::util::AlignedVec<A> {
-    fn set_len_zeroed(&mut self, len: usize) {
+    fn set_len(&mut self, len: usize) {
         self.clear();
         self.resize(len, 0);
     }
     fn as_mut_slice(&mut self) -> &mut [u8] {
         rkyv::util::AlignedVec::as_mut_slice(self)
+    }
+}
+
+/// A buffer kept from one block to the next (`super::archive::with_decompressed`): grown when a
+/// block needs more, never zeroed, since the decompressor writes every byte of the length it
+/// reports, and only those bytes are read.
+pub(crate) struct Reused<'a> {
+    buf: &'a mut rkyv::util::AlignedVec<16>,
+    len: usize,
+}
+
+impl<'a> Reused<'a> {
+    pub fn new(buf: &'a mut rkyv::util::AlignedVec<16>) -> Self {
+        Reused { buf, len: 0 }
+    }
+
+    /// The length the last block set.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+}
+
+impl LenBuffer for Reused<'_> {
+    fn set_len(&mut self, len: usize) {
+        if self.buf.len() < len {
+            self.buf.resize(len, 0);
+        }
+        self.len = len;
+    }
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut_slice()[..self.len]
     }
 }
 

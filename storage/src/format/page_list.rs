@@ -14,7 +14,7 @@
 
 use rkyv::rancor;
 
-use super::archive::{compress, decompress, Codec};
+use super::archive::{compress, with_decompressed, Codec};
 use super::lz4::Effort;
 use super::zone::{PageZone, ZoneBuilder};
 use crate::error::{corrupt, Result};
@@ -104,8 +104,10 @@ pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
 /// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest.
 pub(crate) fn decode_list(bytes: &[u8]) -> Result<PageList> {
     let (index, blocks) = super::cold_page::split_prefixed(bytes, "page list", "its index")?;
-    let chunks = rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(&decompress(index)?)
-        .map_err(|e| corrupt(format!("page list index fails validation: {e}")))?;
+    let chunks = with_decompressed(index, |raw| {
+        rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(raw)
+            .map_err(|e| corrupt(format!("page list index fails validation: {e}")))
+    })?;
     let total: u64 = chunks.iter().map(|c| u64::from(c.len)).sum();
     if total != blocks.len() as u64 {
         return Err(corrupt(format!(
@@ -153,7 +155,8 @@ impl PageList {
     /// The pages whose own zone `keep` accepts, in order, read from the chunks whose merged zone
     /// it accepts: every such page is among them, if `keep` accepts every zone wider than one it
     /// accepts (as tests of a point or a range against the extents do). A chunk's entries are
-    /// read in place (archived, not deserialised); only the pages kept are copied out.
+    /// read in place (archived, not deserialised) from a buffer the thread keeps
+    /// ([`with_decompressed`]); only the pages kept are copied out.
     pub fn entries_where(&self, keep: impl Fn(PageZone<'_>) -> bool) -> Result<Vec<PageEntry>> {
         let mut out = Vec::new();
         let mut at = 0usize;
@@ -163,25 +166,27 @@ impl PageList {
             if !keep(PageZone::new(&c.zone)) {
                 continue;
             }
-            let raw = decompress(block)?;
-            let entries = rkyv::access::<rkyv::Archived<Vec<PageEntry>>, rancor::Error>(&raw)
-                .map_err(|e| corrupt(format!("page list chunk fails validation: {e}")))?;
-            if entries.len() != c.count as usize
-                || entries.last().map(|p| p.no.to_native()) != Some(c.last)
-            {
-                return Err(corrupt(format!(
-                    "page list chunk holds {} pages, not the {} up to page {} its index lists",
-                    entries.len(),
-                    c.count,
-                    c.last
-                )));
-            }
-            for p in entries.iter().filter(|p| keep(PageZone::new(&p.zone))) {
-                out.push(
-                    rkyv::deserialize::<PageEntry, rancor::Error>(p)
-                        .map_err(|e| corrupt(format!("page list chunk: {e}")))?,
-                );
-            }
+            with_decompressed(block, |raw| {
+                let entries = rkyv::access::<rkyv::Archived<Vec<PageEntry>>, rancor::Error>(raw)
+                    .map_err(|e| corrupt(format!("page list chunk fails validation: {e}")))?;
+                if entries.len() != c.count as usize
+                    || entries.last().map(|p| p.no.to_native()) != Some(c.last)
+                {
+                    return Err(corrupt(format!(
+                        "page list chunk holds {} pages, not the {} up to page {} its index lists",
+                        entries.len(),
+                        c.count,
+                        c.last
+                    )));
+                }
+                for p in entries.iter().filter(|p| keep(PageZone::new(&p.zone))) {
+                    out.push(
+                        rkyv::deserialize::<PageEntry, rancor::Error>(p)
+                            .map_err(|e| corrupt(format!("page list chunk: {e}")))?,
+                    );
+                }
+                Ok(())
+            })?;
         }
         Ok(out)
     }

@@ -50,7 +50,7 @@ pub(crate) fn compress(raw: &[u8]) -> Result<Vec<u8>> {
 /// frame must fill it exactly.
 pub(crate) fn decompress_into(bytes: &[u8], out: &mut impl LenBuffer) -> Result<()> {
     let claimed = claimed_len(bytes)?;
-    out.set_len_zeroed(claimed);
+    out.set_len(claimed);
     let n = DECOMPRESSOR
         .with_borrow_mut(|d| {
             let d = match d {
