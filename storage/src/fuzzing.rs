@@ -22,7 +22,10 @@ pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
 /// by chunk, as a commit and a read of the key do. Returns the number of pages it lists.
 pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     let (meta, _) = crate::format::derived::decode_head(data)?;
-    let head = crate::format::derived::decode_head_listed(data)?;
+    let head = crate::format::derived::decode_head_listed(
+        data,
+        crate::format::page_list::ListBoxes::Make,
+    )?;
     if let Some(list) = head.list {
         list.entries_where(|z| z.live().next().is_some())?;
     }

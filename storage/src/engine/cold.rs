@@ -35,6 +35,7 @@ use crate::bytes::Encoded;
 use crate::error::{corrupt, Result};
 use crate::format::cold_page::{Events, RowBlock};
 use crate::format::derived::FrozenHead;
+use crate::format::page_boxes::PageTest;
 use crate::format::page_list::{PageEntry, PageList};
 use crate::format::zone::PageZone;
 
@@ -244,23 +245,36 @@ impl Frozen {
     /// Every page of `key`, oldest first: those its stored head lists, read back, then those
     /// listed in memory.
     fn entries<'a>(&'a self, key: &[u8], pages: &Pages) -> Result<Cow<'a, [PageEntry]>> {
-        self.entries_where(key, pages, |_| true)
+        self.entries_where(key, pages, &|_: PageZone<'_>| true)
     }
 
-    /// [`Frozen::entries`], but of the stored pages, only those whose zone `keep` accepts, read
-    /// from the chunks of its list whose zone it accepts, if the list is in memory
-    /// ([`PageList::entries_where`]); the rest as they are (callers test them again).
+    /// [`Frozen::entries`], but of the stored pages, if the list is in memory, only those `keep`
+    /// accepts: chosen by their boxes, if it has them, where `keep` gives a test of them
+    /// ([`PageTest::live_boxes`]; the entries then have a zone of no bytes, which rules nothing
+    /// out), else read from the chunks whose zone it accepts ([`PageList::entries_where`]). The
+    /// rest as they are (callers test them again).
     fn entries_where<'a>(
         &'a self,
         key: &[u8],
         pages: &Pages,
-        keep: impl Fn(PageZone<'_>) -> bool,
+        keep: &impl PageTest,
     ) -> Result<Cow<'a, [PageEntry]>> {
         let Some(stored) = self.stored else {
             return Ok(Cow::Borrowed(&self.pages[..]));
         };
         if let Some(list) = &self.list {
-            let mut listed = list.entries_where(keep)?;
+            let boxed = (list.live()).and_then(|b| Some((b, keep.live_boxes(b.scale())?)));
+            let mut listed = match boxed {
+                Some((boxes, test)) => (boxes.pages_where(&test))
+                    .map(|p| PageEntry {
+                        no: p.no,
+                        len: p.len,
+                        head: p.head,
+                        zone: Vec::new(),
+                    })
+                    .collect(),
+                None => list.entries_where(|z| keep.zone(z))?,
+            };
             listed.extend(self.pages.iter().cloned());
             return Ok(Cow::Owned(listed));
         }
@@ -677,22 +691,22 @@ impl KeyState {
     }
 
     /// The key's frozen row versions, read back as the blocks of its pages; only of the pages
-    /// whose zone `keep` accepts.
+    /// `keep` accepts ([`Frozen::entries_where`]).
     pub fn frozen_rows(
         &self,
         key: &Bytes,
         pages: &Pages,
-        keep: impl Fn(PageZone<'_>) -> bool,
+        keep: &impl PageTest,
         caching: Caching,
     ) -> Result<Vec<Arc<RowBlock>>> {
         let Some(frozen) = &self.frozen else {
             return Ok(Vec::new());
         };
         frozen
-            .entries_where(key, pages, &keep)
+            .entries_where(key, pages, keep)
             .and_then(|listed| {
                 let kept: Vec<&PageEntry> = (listed.iter())
-                    .filter(|p| keep(PageZone::new(&p.zone)))
+                    .filter(|p| keep.zone(PageZone::new(&p.zone)))
                     .collect();
                 pages.rows_of(key, &kept, caching, &frozen.read)
             })

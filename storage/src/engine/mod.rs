@@ -25,6 +25,7 @@ use std::sync::{Arc, OnceLock};
 use crate::error::Result;
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_batch::{BlockRows, ColdBatch};
+use crate::format::page_boxes::PageTest;
 use crate::format::zone::PageZone;
 use crate::value::ColumnType;
 pub use cold::Caching;
@@ -366,7 +367,7 @@ impl TableState {
     pub fn cold_rows(&self, key: &Bytes, ks: &KeyState) -> Result<cold::ColdRows> {
         let width = self.types.len();
         let mut rows = Vec::new();
-        for b in ks.frozen_rows(key, &self.pages, |_| true, Caching::Pass)? {
+        for b in ks.frozen_rows(key, &self.pages, &|_: PageZone<'_>| true, Caching::Pass)? {
             rows.extend(b.rows(key, width)?);
         }
         rows.sort_by_key(|r| r.0);
@@ -374,22 +375,23 @@ impl TableState {
     }
 
     /// The frozen rows of `key` (whose state is `ks`), decoded for a scan: those `keep_row`
-    /// accepts of the pages whose zone `keep` accepts (and, for a key read only to be scanned,
+    /// accepts of the pages `keep` accepts ([`PageTest`]; and, for a key read only to be scanned,
     /// of its hot rows); the pages read through the read cache or past it, as `caching` says.
     pub fn cold_batch(
         &self,
         key: &Bytes,
         ks: &KeyState,
-        (keep, keep_row): (
-            impl Fn(PageZone<'_>) -> bool,
-            impl Fn(BlockRows<'_>, &mut Vec<u32>),
-        ),
+        (keep, keep_row): (&impl PageTest, impl Fn(BlockRows<'_>, &mut Vec<u32>)),
         caching: Caching,
     ) -> Result<ColdBatch> {
-        let mut blocks = ks.frozen_rows(key, &self.pages, &keep, caching)?;
+        let mut blocks = ks.frozen_rows(key, &self.pages, keep, caching)?;
         if let Some(hot) = self.unread_hot.get(key) {
             // Decoded unless its zone rules every row out, as a page is read.
-            if hot.zone.as_deref().is_none_or(|z| keep(PageZone::new(z))) {
+            if hot
+                .zone
+                .as_deref()
+                .is_none_or(|z| keep.zone(PageZone::new(z)))
+            {
                 blocks.push(Arc::new(
                     crate::format::cold_page::decode_cold_rows(&hot.part)
                         .map_err(|e| cold::in_key(key, e))?,
@@ -407,7 +409,7 @@ impl TableState {
         ks: &KeyState,
         keep: impl Fn(PageZone<'_>) -> bool,
     ) -> Result<ColdBatch> {
-        let blocks = ks.frozen_rows(key, &self.pages, keep, Caching::Pass)?;
+        let blocks = ks.frozen_rows(key, &self.pages, &keep, Caching::Pass)?;
         ColdBatch::new(key.clone(), self.types.len(), blocks)
     }
 

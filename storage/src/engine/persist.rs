@@ -21,7 +21,7 @@ use crate::format::cold_page::{decode_cold, encode_cold, Events};
 use crate::format::derived::{
     decode_head, decode_head_listed, encode_head, FrozenHead, HeadMeta, ListedHead, RowDir, Summary,
 };
-use crate::format::page_list::PageList;
+use crate::format::page_list::{ListBoxes, PageList};
 
 impl TableState {
     /// The keys changed since the last call (every key after [`TableState::mark_all_changed`]),
@@ -404,7 +404,7 @@ fn read_head(key: &Bytes, bytes: &[u8], scope: &Scope, width: usize) -> Result<R
     // A key read to be read keeps a long page list in chunks, decompressed as needed.
     let (meta, list, hot) = match scope {
         Scope::Read => {
-            let h = decode_head_listed(bytes).map_err(bad)?;
+            let h = decode_head_listed(bytes, ListBoxes::Skip).map_err(bad)?;
             (h.meta, h.list, h.hot)
         }
         Scope::Whole(_) | Scope::Keys => {
@@ -458,15 +458,16 @@ pub(crate) struct RowsHead {
 }
 
 impl RowsHead {
-    /// The head `bytes` of `key`, as a scan reads it, with the bytes it holds in memory.
-    pub fn decode(key: &Bytes, bytes: &[u8]) -> Result<(RowsHead, u64)> {
+    /// The head `bytes` of `key`, as a scan reads it, with the bytes it holds in memory; with
+    /// its page list's boxes if `boxes` asks for them (a head the read cache keeps).
+    pub fn decode(key: &Bytes, bytes: &[u8], boxes: ListBoxes) -> Result<(RowsHead, u64)> {
         let bad = |e: crate::error::Error| super::cold::in_key(key, e);
         let ListedHead {
             meta,
             list,
             hot_zone,
             hot,
-        } = decode_head_listed(bytes).map_err(bad)?;
+        } = decode_head_listed(bytes, boxes).map_err(bad)?;
         let head = RowsHead {
             no: meta.no,
             max_sys: meta.max_sys.map(Bytes::from),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::archive::{compress, decompress, with_decompressed, Codec};
 use super::lz4::Effort;
-use super::page_list::{PageEntry, PageList};
+use super::page_list::{ListBoxes, PageEntry, PageList};
 use crate::error::{corrupt, Result};
 
 /// What a key has frozen (see `engine::cold`).
@@ -148,7 +148,7 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
         ..
     } = split_head(bytes)?;
     if let (Some(list), Some(f)) = (list, &mut meta.frozen) {
-        f.pages = super::page_list::decode_list(list)?.entries()?;
+        f.pages = super::page_list::decode_list(list, ListBoxes::Skip)?.entries()?;
     }
     Ok((meta, hot))
 }
@@ -165,15 +165,16 @@ pub(crate) struct ListedHead<'a> {
 }
 
 /// A `K` record for a key read to be read, whose lookups and scans decompress only the chunks
-/// of its page list, and decode only the hot rows, that their zones may need.
-pub(crate) fn decode_head_listed(bytes: &[u8]) -> Result<ListedHead<'_>> {
+/// of its page list, and decode only the hot rows, that their zones may need (or, with `boxes`,
+/// whose scans of the latest version choose pages by their boxes).
+pub(crate) fn decode_head_listed(bytes: &[u8], boxes: ListBoxes) -> Result<ListedHead<'_>> {
     let SplitHead {
         meta,
         list,
         hot_zone,
         hot,
     } = split_head(bytes)?;
-    let list = list.map(super::page_list::decode_list).transpose()?;
+    let list = (list.map(|l| super::page_list::decode_list(l, boxes))).transpose()?;
     Ok(ListedHead {
         meta,
         list,
@@ -320,7 +321,7 @@ mod tests {
         let (m, hot) = decode_head(&bytes).unwrap();
         assert_eq!(m, meta);
         assert_eq!(hot, b"hot part");
-        let listed = decode_head_listed(&bytes).unwrap();
+        let listed = decode_head_listed(&bytes, ListBoxes::Make).unwrap();
         assert_eq!(
             (listed.hot_zone.as_deref(), listed.hot),
             (Some(&b"zone"[..]), &b"hot part"[..])
@@ -329,7 +330,7 @@ mod tests {
         let mut bad = bytes.clone();
         let at = bad.len() - b"hot part".len() - 3;
         bad[at] ^= 0x01;
-        assert!(decode_head_listed(&bad).is_err());
+        assert!(decode_head_listed(&bad, ListBoxes::Make).is_err());
         assert!(decode_head(&bytes[..3]).is_err());
         assert!(decode_head(&bytes[..10]).is_err());
     }
@@ -353,7 +354,7 @@ mod tests {
         let mut bytes = (m.len() as u32).to_le_bytes().to_vec();
         bytes.extend_from_slice(&m);
         bytes.extend_from_slice(b"hot part");
-        let listed = decode_head_listed(&bytes).unwrap();
+        let listed = decode_head_listed(&bytes, ListBoxes::Make).unwrap();
         assert_eq!(listed.meta, meta);
         assert_eq!((listed.hot_zone, listed.hot), (None, &b"hot part"[..]));
         assert_eq!(decode_head(&bytes).unwrap(), (meta, &b"hot part"[..]));
@@ -394,7 +395,7 @@ mod tests {
                 list,
                 hot_zone,
                 hot,
-            } = decode_head_listed(&bytes).unwrap();
+            } = decode_head_listed(&bytes, ListBoxes::Make).unwrap();
             assert_eq!(
                 (hot_zone.as_deref(), hot),
                 (Some(&b"zone"[..]), &b"hot part"[..])

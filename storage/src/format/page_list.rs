@@ -16,6 +16,7 @@ use rkyv::rancor;
 
 use super::archive::{compress, with_decompressed, Codec};
 use super::lz4::Effort;
+use super::page_boxes::{LiveBoxes, LiveBoxesBuilder};
 use super::zone::{PageZone, ZoneBuilder};
 use crate::error::{corrupt, Result};
 
@@ -29,7 +30,8 @@ pub(crate) struct PageEntry {
     /// How many leading bytes hold its row versions.
     pub head: u32,
     /// Where its row versions lie on both timelines and in the commit log (its zone map,
-    /// [`super::zone`]): a scan skips a page no row of which can match.
+    /// [`super::zone`]): a scan skips a page no row of which can match. No bytes rule nothing
+    /// out (an entry made from a list's boxes, [`LiveBoxes`]).
     pub zone: Vec<u8>,
 }
 
@@ -58,12 +60,23 @@ struct ChunkEntry {
     zone: Vec<u8>,
 }
 
-/// A page list read from its bytes: the index decoded, the chunks left compressed.
+/// A page list read from its bytes: the index decoded, the chunks left compressed, and, if it
+/// was read to be kept, the boxes of its pages' live rows ([`ListBoxes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PageList {
     chunks: Vec<ChunkEntry>,
     /// The chunk blocks, one after the other.
     blocks: Vec<u8>,
+    live: Option<LiveBoxes>,
+}
+
+/// Whether a list read makes the boxes of its pages' live rows ([`LiveBoxes`]), for which it
+/// decompresses every chunk once: for a list the read cache keeps, from which later scans of
+/// the latest version choose pages, not for one read once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ListBoxes {
+    Make,
+    Skip,
 }
 
 /// `pages` as a list in chunks.
@@ -101,8 +114,9 @@ pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest.
-pub(crate) fn decode_list(bytes: &[u8]) -> Result<PageList> {
+/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest (and,
+/// to make the boxes of their pages' live rows, read).
+pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
     let (index, blocks) = super::cold_page::split_prefixed(bytes, "page list", "its index")?;
     let chunks = with_decompressed(index, |raw| {
         rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(raw)
@@ -115,10 +129,31 @@ pub(crate) fn decode_list(bytes: &[u8]) -> Result<PageList> {
             blocks.len()
         )));
     }
-    Ok(PageList {
+    let mut list = PageList {
         chunks,
         blocks: blocks.to_vec(),
-    })
+        live: None,
+    };
+    if boxes == ListBoxes::Skip {
+        return Ok(list);
+    }
+    let mut live = LiveBoxesBuilder::default();
+    list.each_chunk(
+        |_| true,
+        |entries| {
+            for p in entries.iter() {
+                live.add(
+                    p.no.to_native(),
+                    p.len.to_native(),
+                    p.head.to_native(),
+                    PageZone::new(&p.zone),
+                );
+            }
+            Ok(())
+        },
+    )?;
+    list.live = Some(live.finish());
+    Ok(list)
 }
 
 impl PageList {
@@ -132,9 +167,15 @@ impl PageList {
         self.chunks.iter().map(|c| c.bytes).sum()
     }
 
+    /// The boxes of its pages' live rows, if it was read to make them.
+    pub fn live(&self) -> Option<&LiveBoxes> {
+        self.live.as_ref()
+    }
+
     /// The bytes it holds in memory.
     pub fn heap_bytes(&self) -> usize {
-        self.blocks.len()
+        self.live.as_ref().map_or(0, LiveBoxes::heap_bytes)
+            + self.blocks.len()
             + self
                 .chunks
                 .iter()
@@ -154,16 +195,38 @@ impl PageList {
 
     /// The pages whose own zone `keep` accepts, in order, read from the chunks whose merged zone
     /// it accepts: every such page is among them, if `keep` accepts every zone wider than one it
-    /// accepts (as tests of a point or a range against the extents do). A chunk's entries are
-    /// read in place (archived, not deserialised) from a buffer the thread keeps
-    /// ([`with_decompressed`]); only the pages kept are copied out.
+    /// accepts (as tests of a point or a range against the extents do). Only the pages kept are
+    /// copied out of the chunks ([`PageList::each_chunk`]).
     pub fn entries_where(&self, keep: impl Fn(PageZone<'_>) -> bool) -> Result<Vec<PageEntry>> {
         let mut out = Vec::new();
+        self.each_chunk(
+            |c| keep(PageZone::new(&c.zone)),
+            |entries| {
+                for p in entries.iter().filter(|p| keep(PageZone::new(&p.zone))) {
+                    out.push(
+                        rkyv::deserialize::<PageEntry, rancor::Error>(p)
+                            .map_err(|e| corrupt(format!("page list chunk: {e}")))?,
+                    );
+                }
+                Ok(())
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Calls `read` with the entries of each chunk `wanted` accepts, in order, read in place
+    /// (archived, not deserialised) from a buffer the thread keeps ([`with_decompressed`]), each
+    /// chunk checked to hold what the index says.
+    fn each_chunk(
+        &self,
+        wanted: impl Fn(&ChunkEntry) -> bool,
+        mut read: impl FnMut(&rkyv::Archived<Vec<PageEntry>>) -> Result<()>,
+    ) -> Result<()> {
         let mut at = 0usize;
         for c in &self.chunks {
             let block = &self.blocks[at..at + c.len as usize];
             at += c.len as usize;
-            if !keep(PageZone::new(&c.zone)) {
+            if !wanted(c) {
                 continue;
             }
             with_decompressed(block, |raw| {
@@ -179,16 +242,10 @@ impl PageList {
                         c.last
                     )));
                 }
-                for p in entries.iter().filter(|p| keep(PageZone::new(&p.zone))) {
-                    out.push(
-                        rkyv::deserialize::<PageEntry, rancor::Error>(p)
-                            .map_err(|e| corrupt(format!("page list chunk: {e}")))?,
-                    );
-                }
-                Ok(())
+                read(entries)
             })?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -223,7 +280,7 @@ mod tests {
     #[test]
     fn a_list_in_chunks_reads_back_whole_and_by_zone() {
         let pages: Vec<PageEntry> = (0..200).map(page).collect();
-        let list = decode_list(&encode_list(&pages).unwrap()).unwrap();
+        let list = decode_list(&encode_list(&pages).unwrap(), ListBoxes::Make).unwrap();
         assert_eq!(list.entries().unwrap(), pages);
         assert_eq!(list.count(), 200);
         assert_eq!(
@@ -242,12 +299,15 @@ mod tests {
     fn a_damaged_list_is_an_error() {
         let bytes = encode_list(&(0..100).map(page).collect::<Vec<_>>()).unwrap();
         for cut in [0, 3, 10, bytes.len() - 1] {
-            assert!(decode_list(&bytes[..cut]).is_err(), "cut at {cut}");
+            assert!(
+                decode_list(&bytes[..cut], ListBoxes::Skip).is_err(),
+                "cut at {cut}"
+            );
         }
         for at in (0..bytes.len()).step_by(7) {
             let mut bad = bytes.clone();
             bad[at] ^= 0x20;
-            if let Ok(list) = decode_list(&bad) {
+            if let Ok(list) = decode_list(&bad, ListBoxes::Skip) {
                 assert!(list.entries().is_err(), "byte {at} changed");
             }
         }

@@ -137,7 +137,8 @@ const TYPICAL_ENTRY: u64 = 4 << 10;
 
 /// How many values read once the [`Doorkeeper`] remembers, per entry the cache is sized for: an
 /// as-of snapshot of a 10M-event store reads about 30,000 values (a head and two pages per key),
-/// about as many entries as 128 MiB is sized for, and its second run must find them remembered.
+/// about as many entries as 128 MiB is sized for (the default is 192), and its second run must
+/// find them remembered.
 const REMEMBERED_PER_ENTRY: usize = 4;
 
 impl DecodedCache {

@@ -22,6 +22,7 @@ use crate::engine::fold::RowId;
 use crate::engine::{Caching, RowKeys};
 use crate::error::{corrupt, Error, Result};
 use crate::format::cold_batch::every_row;
+use crate::format::zone::PageZone;
 use crate::record::StoredRow;
 
 /// Some keys of a commit, a range in key order, and about how many row versions the commit wrote
@@ -214,7 +215,10 @@ impl TableReader<'_> {
                 .cold_batch(
                     key,
                     ks,
-                    (|z| z.added() <= to && z.retired() >= from, every_row),
+                    (
+                        &|z: PageZone<'_>| z.added() <= to && z.retired() >= from,
+                        every_row,
+                    ),
                     Caching::Pass,
                 )
                 .map_err(|e| in_table(&self.table.name, e))?;

@@ -22,7 +22,7 @@ use crate::format::derived::{
     encode_summary, RowDir, Summary,
 };
 use crate::format::keys::{self, key, parse_version};
-use crate::format::page_list::PageEntry;
+use crate::format::page_list::{ListBoxes, PageEntry};
 use crate::kv::{downcast, KvPair, KvStore, Scanned, WriteBatch};
 use crate::progress::Reporter;
 
@@ -609,9 +609,14 @@ pub(super) fn restore_span(kv: &dyn KvStore, t: &Table, span: SpanHeads) -> Resu
         let head = match scanned {
             Scanned::Kept(v) => downcast::<RowsHead>(v)?,
             Scanned::Read(bytes, at) => {
-                let (head, held) = RowsHead::decode(&key, &bytes)?;
+                let kept = at.filter(|_| caching == Caching::Keep);
+                let boxes = match kept {
+                    Some(_) => ListBoxes::Make,
+                    None => ListBoxes::Skip,
+                };
+                let (head, held) = RowsHead::decode(&key, &bytes, boxes)?;
                 let head = Arc::new(head);
-                if let (Some(at), Caching::Keep) = (at, caching) {
+                if let Some(at) = kept {
                     kv.keep_decoded(at, TypeId::of::<RowsHead>(), head.clone(), held);
                 }
                 head

@@ -17,6 +17,7 @@ use crate::engine::{Caching, StoredRow, TableState};
 use crate::error::{corrupt, Error, Result};
 use crate::flow::{StoredAs, TableSchema};
 use crate::format::cold_batch::{BlockRows, ColdBatch};
+use crate::format::page_boxes::{BoxTest, PageTest, Scale};
 use crate::format::zone::{Extents, PageZone};
 
 pub use crate::engine::changes::ChangeType;
@@ -284,6 +285,30 @@ fn page_may_match(spec: &ScanSpec, at: ReadAt, z: PageZone<'_>) -> bool {
     }
 }
 
+/// The pages a scan reads: those [`page_may_match`] accepts; of a long page list, in a scan of
+/// the latest version (which reads live rows only), those with a box of live rows its times
+/// may hold ([`TimeFilter::scaled`]), which has every page the zones accept.
+struct ScanPages<'a> {
+    spec: &'a ScanSpec,
+    at: ReadAt,
+}
+
+impl PageTest for ScanPages<'_> {
+    fn zone(&self, z: PageZone<'_>) -> bool {
+        page_may_match(self.spec, self.at, z)
+    }
+
+    fn live_boxes(&self, scale: &Scale) -> Option<BoxTest> {
+        let of = |t: &[u8]| scale.of(t);
+        (self.at.current).then(|| {
+            BoxTest::new(
+                &self.spec.business.scaled(&of),
+                &self.spec.system.scaled(&of),
+            )
+        })
+    }
+}
+
 /// What a [`TableReader`] sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum ReadScope {
@@ -540,7 +565,7 @@ impl TableReader<'_> {
         };
         // A frozen page is read only if one of its rows may match (its zone map). A scan that
         // picks rows by time keeps the pages it decodes for the next such read.
-        let page_may_match = |z: PageZone<'_>| page_may_match(spec, at, z);
+        let pages = ScanPages { spec, at };
         let frozen_matches =
             |rows: BlockRows<'_>, kept: &mut Vec<u32>| frozen_rows_matching(spec, at, rows, kept);
         let caching = spec.caching(latest);
@@ -597,7 +622,7 @@ impl TableReader<'_> {
                 }
                 _ => Arc::new(
                     state
-                        .cold_batch(k, ks, (page_may_match, frozen_matches), caching)
+                        .cold_batch(k, ks, (&pages, frozen_matches), caching)
                         .map_err(|e| in_table(&self.table.name, e))?,
                 ),
             };
@@ -762,6 +787,7 @@ impl TableReader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::page_boxes::LiveBoxesBuilder;
     use crate::format::zone::ZoneBuilder;
     use proptest::prelude::*;
 
@@ -823,5 +849,83 @@ mod tests {
             });
             prop_assert!(!any || page_may_match(&spec, at, PageZone::new(&zone)));
         }
+
+        /// The boxes of a long page list choose, for a scan of the latest version, every page
+        /// whose zone map the scan accepts: whatever the bounds' bytes (of any length, so that
+        /// their numbers tie, and wide apart, so that the numbers are shifted) and the
+        /// selections on both timelines.
+        #[test]
+        fn the_boxes_of_a_page_list_choose_every_page_its_zones_accept(
+            pages in proptest::collection::vec(proptest::collection::vec(wide_row(), 1..5), 1..6),
+            business in wide_filter(),
+            system in wide_filter(),
+        ) {
+            let zones: Vec<Vec<u8>> = (pages.iter())
+                .map(|rows| {
+                    let mut z = ZoneBuilder::default();
+                    for (b, retired) in rows {
+                        z.add([0, 1, 2, 3].map(|i| b[i].as_deref()), 1, *retired);
+                    }
+                    z.finish()
+                })
+                .collect();
+            let mut boxes = LiveBoxesBuilder::default();
+            for (no, zone) in zones.iter().enumerate() {
+                boxes.add(no as u32, 0, 0, PageZone::new(zone));
+            }
+            let boxes = boxes.finish();
+            let spec = ScanSpec { business, system, ..Default::default() };
+            let pages = ScanPages { spec: &spec, at: ReadAt { current: true, version: u64::MAX } };
+            let test = pages.live_boxes(boxes.scale()).expect("a scan of the latest version");
+            let chosen: Vec<u32> = boxes.pages_where(&test).map(|p| p.no).collect();
+            for (no, zone) in zones.iter().enumerate() {
+                if pages.zone(PageZone::new(zone)) {
+                    prop_assert!(chosen.contains(&(no as u32)), "page {no}: {chosen:?}");
+                }
+            }
+        }
+    }
+
+    /// Bytes of a bound: of any length up to 10, often alike.
+    fn wide_bound() -> impl Strategy<Value = Vec<u8>> {
+        let byte = prop_oneof![
+            Just(0u8),
+            Just(1u8),
+            Just(0x80u8),
+            Just(0xffu8),
+            any::<u8>()
+        ];
+        proptest::collection::vec(byte, 0..10)
+    }
+
+    /// A row's four bounds, each maybe absent, and whether it is retired (by commit 2).
+    fn wide_row() -> impl Strategy<Value = ([Option<Vec<u8>>; 4], Option<u64>)> {
+        let b = || proptest::option::weighted(0.8, wide_bound());
+        (
+            (b(), b(), b(), b()),
+            proptest::option::weighted(0.2, Just(2u64)),
+        )
+            .prop_map(|((s, e, ss, se), r)| ([s, e, ss, se], r))
+    }
+
+    fn wide_filter() -> impl Strategy<Value = TimeFilter> {
+        let bound = || {
+            prop_oneof![
+                wide_bound().prop_map(Bound::Included),
+                wide_bound().prop_map(Bound::Excluded),
+                Just(Bound::Unbounded),
+            ]
+        };
+        let one = prop_oneof![
+            Just(TimeFilter::All),
+            wide_bound().prop_map(TimeFilter::AsOf),
+            (wide_bound(), wide_bound()).prop_map(|(a, b)| TimeFilter::FromTo(a, b)),
+            (wide_bound(), wide_bound()).prop_map(|(a, b)| TimeFilter::Between(a, b)),
+            (bound(), bound()).prop_map(|(start, end)| TimeFilter::Bounds { start, end }),
+        ];
+        prop_oneof![
+            3 => one.clone(),
+            1 => proptest::collection::vec(one, 0..3).prop_map(TimeFilter::Every),
+        ]
     }
 }

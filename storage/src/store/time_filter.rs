@@ -4,6 +4,7 @@
 use std::cmp::Ordering;
 use std::ops::Bound;
 
+use crate::format::ranked::RankedFilter;
 use crate::format::zone::Extent;
 use crate::keycodec::cmp_encoded as cmp_bytes;
 
@@ -30,37 +31,6 @@ pub enum TimeFilter {
     },
     /// Rows every filter matches.
     Every(Vec<TimeFilter>),
-}
-
-/// A [`TimeFilter`] placed among the distinct bounds of a block of rows, in ascending order
-/// ([`TimeFilter::ranked`]): a row's bounds are then tested by their entry numbers in that order,
-/// with no comparison of bytes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum RankedFilter {
-    /// Every row.
-    All,
-    /// Rows whose start's number is below `start_below` and whose end's number is `end_from` or
-    /// more (an open end is above everything).
-    Range { start_below: u32, end_from: u32 },
-    /// Rows every filter matches.
-    Every(Vec<RankedFilter>),
-}
-
-impl RankedFilter {
-    /// [`TimeFilter::matches`] of a row whose bounds are entries `start` and `end` (`None`: it
-    /// has none) of the block the filter was placed in.
-    #[inline]
-    pub(super) fn matches(&self, start: Option<u32>, end: Option<u32>) -> bool {
-        let Some(s) = start else { return true };
-        match self {
-            RankedFilter::All => true,
-            RankedFilter::Range {
-                start_below,
-                end_from,
-            } => s < *start_below && end.is_none_or(|e| e >= *end_from),
-            RankedFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
-        }
-    }
 }
 
 impl TimeFilter {
@@ -96,6 +66,38 @@ impl TimeFilter {
             }
             TimeFilter::Every(all) => {
                 RankedFilter::Every(all.iter().map(|f| f.ranked(below)).collect())
+            }
+        }
+    }
+
+    /// The filter on the numbers of a page list's boxes, where `of` maps a bound to its number
+    /// keeping their order (`format::page_boxes::Scale::of`, below `u32::MAX`): every
+    /// comparison made inclusive, so that an extent [`TimeFilter::may_match`] accepts, the
+    /// result accepts by its bounds' numbers (it may accept more).
+    pub(super) fn scaled(&self, of: &impl Fn(&[u8]) -> u32) -> RankedFilter {
+        // `start <= t` (or `< t`) gives `of(start) < of(t) + 1`; `t <= end` (or `< end`) gives
+        // `of(end) >= of(t)`. `of` is below `u32::MAX`, so `+ 1` cannot overflow.
+        let range = |start_at_most: u32, end_from| RankedFilter::Range {
+            start_below: start_at_most + 1,
+            end_from,
+        };
+        let at_most = |b: &Bound<Vec<u8>>| match b {
+            Bound::Included(b) | Bound::Excluded(b) => of(b),
+            Bound::Unbounded => u32::MAX - 1,
+        };
+        match self {
+            TimeFilter::All => RankedFilter::All,
+            TimeFilter::AsOf(t) => range(of(t), of(t)),
+            TimeFilter::FromTo(a, b) | TimeFilter::Between(a, b) => range(of(b), of(a)),
+            TimeFilter::Bounds { start, end } => range(
+                at_most(start),
+                match end {
+                    Bound::Included(a) | Bound::Excluded(a) => of(a),
+                    Bound::Unbounded => 0,
+                },
+            ),
+            TimeFilter::Every(all) => {
+                RankedFilter::Every(all.iter().map(|f| f.scaled(of)).collect())
             }
         }
     }

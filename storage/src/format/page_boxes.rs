@@ -1,0 +1,256 @@
+//! A long page list's pages as a scan of the latest version chooses among them: the groups of
+//! each page's live rows (its zone's, [`super::zone`]) as boxes of numbers, made when a list is
+//! read to be kept in the read cache ([`super::page_list::ListBoxes`]) and kept with it.
+//!
+//! A scan of a key of many pages otherwise decompressed the chunks of its list whose merged zone
+//! may hold its times, then read every zone of them: two chunks of three for an as-of snapshot of
+//! the 10M-event workload, the one of them in vain (a chunk's merged zone spans the square of
+//! its pages' diagonal), and half of the snapshot's instructions (docs/PERFORMANCE.md, session
+//! 60). With the boxes it decompresses none, and tests a page with four comparisons of numbers.
+//!
+//! A bound's number ([`Scale::of`]) keeps the order of the bytes but not every difference: the
+//! first eight bytes as a big-endian number, less the least start of the list, shifted right
+//! until the greatest start fits in 16 bits, and a greater bound (a far end) taken as the
+//! greatest number. So `a <= b` (bytes) gives `of(a) <= of(b)`, and `a < b` gives `of(a) <=
+//! of(b)`: a box tested with every comparison made inclusive (`TimeFilter::scaled`) accepts
+//! every page its zone accepts, and maybe a few more, whose rows the scan then tests one by one.
+//! Nothing is stored: the boxes are made from the zones the list holds.
+
+use super::ranked::RankedFilter;
+use super::zone::PageZone;
+
+/// Above every bound's number: the end of a box open at its end (or of one without a start).
+const OPEN: u16 = u16::MAX;
+
+/// The order-keeping map of a list's bounds onto numbers below [`OPEN`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Scale {
+    base: u64,
+    shift: u32,
+}
+
+impl Scale {
+    /// The scale whose numbers tell apart as many of the prefixes `least..=greatest` as fit.
+    fn fitting(least: u64, greatest: u64) -> Scale {
+        let span = greatest.saturating_sub(least);
+        let mut shift = 0;
+        while (span >> shift) >= u64::from(OPEN) {
+            shift += 1;
+        }
+        Scale { base: least, shift }
+    }
+
+    /// `bound`'s number: never greater than a greater bound's, below [`OPEN`].
+    pub fn of(&self, bound: &[u8]) -> u32 {
+        u32::from(self.of_prefix(prefix(bound)))
+    }
+
+    fn of_prefix(&self, prefix: u64) -> u16 {
+        let n = prefix.saturating_sub(self.base) >> self.shift;
+        n.min(u64::from(OPEN - 1)) as u16
+    }
+}
+
+/// The first eight bytes of `bound`, zero-padded, as a big-endian number.
+fn prefix(bound: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = bound.len().min(8);
+    b[..n].copy_from_slice(&bound[..n]);
+    u64::from_be_bytes(b)
+}
+
+/// A page as [`LiveBoxes`] lists it: what reading it takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BoxedPage {
+    /// The page number (the last part of its `P` key).
+    pub no: u32,
+    /// Its length in bytes.
+    pub len: u32,
+    /// How many leading bytes hold its row versions.
+    pub head: u32,
+    /// Where its boxes end in `LiveBoxes::boxes` (they start where the page before's end).
+    end: u32,
+}
+
+/// The box of a live row group: business start and end, system start and end, as numbers. An
+/// open end is [`OPEN`]; a timeline on which the group has no start (nothing is known there) is
+/// `0..OPEN`, which every selection may hold.
+type GroupBox = [u16; 4];
+
+/// What a scan of the latest version tests a box with: on each timeline, its selection on the
+/// list's [`Scale`] as one range, `start < start_below && end >= end_from`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct BoxTest {
+    business: (u32, u32),
+    system: (u32, u32),
+}
+
+impl BoxTest {
+    /// The test of selections `business` and `system`, made on the list's scale.
+    pub fn new(business: &RankedFilter, system: &RankedFilter) -> BoxTest {
+        BoxTest {
+            business: range(business),
+            system: range(system),
+        }
+    }
+
+    #[inline]
+    fn matches(&self, g: &GroupBox) -> bool {
+        let ((b_below, b_from), (s_below, s_from)) = (self.business, self.system);
+        let g = g.map(u32::from);
+        g[0] < b_below && g[1] >= b_from && g[2] < s_below && g[3] >= s_from
+    }
+}
+
+/// A selection as one range of numbers: every filter of an `Every` holds when the start is below
+/// the least of their `start_below`s and the end at or above the greatest of their `end_from`s.
+fn range(f: &RankedFilter) -> (u32, u32) {
+    match f {
+        RankedFilter::All => (u32::MAX, 0),
+        RankedFilter::Range {
+            start_below,
+            end_from,
+        } => (*start_below, *end_from),
+        RankedFilter::Every(all) => all
+            .iter()
+            .map(range)
+            .fold((u32::MAX, 0), |(b, f), (b2, f2)| (b.min(b2), f.max(f2))),
+    }
+}
+
+/// What a reader asks of a key's pages.
+pub(crate) trait PageTest {
+    /// Whether a page of zone `zone` may hold a row the reader wants.
+    fn zone(&self, zone: PageZone<'_>) -> bool;
+
+    /// The test of a page list's boxes on `scale`, if the reader wants only live rows and the
+    /// boxes may choose its pages: every page whose zone [`PageTest::zone`] accepts, a box of
+    /// the page must pass. `None`: the zones choose.
+    fn live_boxes(&self, _scale: &Scale) -> Option<BoxTest> {
+        None
+    }
+}
+
+impl<F: Fn(PageZone<'_>) -> bool> PageTest for F {
+    fn zone(&self, zone: PageZone<'_>) -> bool {
+        self(zone)
+    }
+}
+
+/// The boxes of the live row groups of a list's pages, in page order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LiveBoxes {
+    scale: Scale,
+    pages: Vec<BoxedPage>,
+    boxes: Vec<GroupBox>,
+}
+
+impl LiveBoxes {
+    /// The scale of its numbers.
+    pub fn scale(&self) -> &Scale {
+        &self.scale
+    }
+
+    /// The pages one of whose boxes passes `test`, in order.
+    pub fn pages_where<'a>(&'a self, test: &'a BoxTest) -> impl Iterator<Item = &'a BoxedPage> {
+        let mut from = 0usize;
+        self.pages.iter().filter(move |p| {
+            let boxes = &self.boxes[from..p.end as usize];
+            from = p.end as usize;
+            boxes.iter().any(|g| test.matches(g))
+        })
+    }
+
+    /// The bytes it holds in memory.
+    pub fn heap_bytes(&self) -> usize {
+        self.pages.capacity() * std::mem::size_of::<BoxedPage>()
+            + self.boxes.capacity() * std::mem::size_of::<GroupBox>()
+    }
+}
+
+/// Builds [`LiveBoxes`] a page at a time.
+#[derive(Default)]
+pub(crate) struct LiveBoxesBuilder {
+    pages: Vec<BoxedPage>,
+    /// Each group's bounds' prefixes, until the scale is known.
+    prefixes: Vec<[Option<u64>; 4]>,
+}
+
+impl LiveBoxesBuilder {
+    /// Adds the next page: number `no`, `len` bytes of which the first `head` hold its rows,
+    /// with zone `zone`.
+    pub fn add(&mut self, no: u32, len: u32, head: u32, zone: PageZone<'_>) {
+        for g in zone.live() {
+            let (b, s) = (g.business, g.system);
+            self.prefixes.push(
+                [
+                    b.map(|x| x.start),
+                    b.and_then(|x| x.end),
+                    s.map(|x| x.start),
+                    s.and_then(|x| x.end),
+                ]
+                .map(|x| x.map(prefix)),
+            );
+        }
+        self.pages.push(BoxedPage {
+            no,
+            len,
+            head,
+            end: self.prefixes.len() as u32,
+        });
+    }
+
+    pub fn finish(self) -> LiveBoxes {
+        // Scaled to the starts: an end far past them (a business end of 9999-12-31 where a
+        // source writes no open end) would leave them few numbers.
+        let starts = || (self.prefixes.iter()).flat_map(|g| [g[0], g[2]]).flatten();
+        let scale = Scale::fitting(starts().min().unwrap_or(0), starts().max().unwrap_or(0));
+        let axis = |start: Option<u64>, end: Option<u64>| match start {
+            None => (0, OPEN),
+            Some(s) => (scale.of_prefix(s), end.map_or(OPEN, |e| scale.of_prefix(e))),
+        };
+        let boxes = (self.prefixes.iter())
+            .map(|&[b, e, ss, se]| {
+                let ((b, e), (ss, se)) = (axis(b, e), axis(ss, se));
+                [b, e, ss, se]
+            })
+            .collect();
+        LiveBoxes {
+            scale,
+            pages: self.pages,
+            boxes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_keep_the_order_of_bounds_and_fit_below_open() {
+        let s = Scale::fitting(10, u64::MAX / 3);
+        assert!(s.shift > 0);
+        let bounds: [&[u8]; 6] = [
+            &[],
+            &[0, 0, 0, 0, 0, 0, 0, 10],
+            &[1],
+            &[1, 2, 3],
+            &[0xff; 9],
+            &[0xff; 8],
+        ];
+        let mut sorted = bounds.to_vec();
+        sorted.sort();
+        for w in sorted.windows(2) {
+            assert!(s.of(w[0]) <= s.of(w[1]), "{w:?}");
+        }
+        assert!(bounds.iter().all(|b| s.of(b) < u32::from(OPEN)));
+        // A scale of a narrow span tells every prefix in it apart.
+        let s = Scale::fitting(100, 300);
+        assert_eq!(s.shift, 0);
+        assert_eq!(s.of(&200u64.to_be_bytes()), 100);
+        assert_eq!(s.of(&50u64.to_be_bytes()), 0);
+        // Past the greatest start: the greatest number.
+        assert_eq!(s.of(&[0xff; 9]), u32::from(OPEN - 1));
+    }
+}
