@@ -40,7 +40,7 @@ struct Cli {
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     cache_mib: Option<u64>,
     /// The read cache: frozen pages and key heads that as-of and time-travel reads decoded,
-    /// kept from their second read on, in MiB (default 128; 0 keeps none). It serves a script
+    /// kept from their second read on, in MiB (default 192; 0 keeps none). It serves a script
     /// (`sql -f`) or a server that asks about the same times again; what is read once is not
     /// kept (docs/PERFORMANCE.md).
     #[arg(long, global = true, env = "ASOF_READ_CACHE_MIB", value_name = "MIB",

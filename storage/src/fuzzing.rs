@@ -2,6 +2,7 @@
 //! Each takes arbitrary bytes and must return an error, never panic, on anything it did not write.
 
 use crate::error::Result;
+use crate::format::page_boxes::BoxTest;
 
 /// Decodes an event block (rkyv validated with bytecheck, then LZ4 or zstd) and its events, as opening a
 /// store does. Returns the number of events.
@@ -19,7 +20,7 @@ pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
 }
 
 /// Decodes a key head (`K`): its meta, its page list whole and, if kept apart in chunks, chunk
-/// by chunk, as a commit and a read of the key do. Returns the number of pages it lists.
+/// by chunk and by its boxes, as a commit and a read of the key do. Returns the number of pages it lists.
 pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     let (meta, _) = crate::format::derived::decode_head(data)?;
     let head = crate::format::derived::decode_head_listed(
@@ -28,6 +29,10 @@ pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     )?;
     if let Some(list) = head.list {
         list.entries_where(|z| z.live().next().is_some())?;
+        if let Some(boxes) = list.live() {
+            let all = crate::format::ranked::RankedFilter::All;
+            let _ = boxes.pages_where(&BoxTest::new(&all, &all)).count();
+        }
     }
     if let Some(z) = &head.hot_zone {
         let _ = crate::format::zone::PageZone::new(z).all().count();

@@ -263,7 +263,7 @@ impl Frozen {
             return Ok(Cow::Borrowed(&self.pages[..]));
         };
         if let Some(list) = &self.list {
-            let boxed = (list.live()).and_then(|b| Some((b, keep.live_boxes(b.scale())?)));
+            let boxed = (list.live()).and_then(|b| Some((b, keep.live_boxes(b.scales())?)));
             let mut listed = match boxed {
                 Some((boxes, test)) => (boxes.pages_where(&test))
                     .map(|p| PageEntry {

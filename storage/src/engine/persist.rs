@@ -444,7 +444,8 @@ fn frozen_of(f: FrozenHead, list: Option<PageList>) -> Frozen {
 }
 
 /// A key's head as a scan reads it: what of its state a scan needs, its page list in chunks
-/// (decompressed as the scan's zones need them) and its hot part still encoded, to be decoded
+/// (decompressed as the scan's zones need them, or, in a head the read cache keeps, with the
+/// boxes a scan of the latest version chooses pages by) and its hot part still encoded, to be decoded
 /// with its frozen rows when the scan reaches it ([`TableState::cold_batch`]). Its events and
 /// timeline, which only lookups and commits need, are not read. Shared by every scan that reads
 /// the same head record, through the store's read cache ([`TableState::restore_rows`]).

@@ -95,7 +95,8 @@ pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
 }
 
 /// The largest buffer [`with_decompressed`] keeps for its thread's next block: a page list's
-/// chunk or a page's row part is a few KiB; a rare larger block is read into a buffer of its own.
+/// chunk or a page's row part is a few KiB; a rare larger block is read into a buffer of its
+/// own, let go of after it.
 const SCRATCH_KEPT: usize = 256 << 10;
 
 thread_local! {
@@ -126,16 +127,22 @@ pub(super) fn with_decompressed<R>(
         let len = out.len();
         read(&buf[..len])
     };
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut buf) => {
-            let r = into(&mut buf);
-            if buf.capacity() > SCRATCH_KEPT {
-                *buf = AlignedVec::new();
-            }
-            r
+    let mut into = Some(into);
+    if lz4::claimed_len(body)? <= SCRATCH_KEPT {
+        let kept = SCRATCH.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut buf) => into.take().map(|f| f(&mut buf)),
+            Err(_) => None,
+        });
+        if let Ok(Some(r)) = kept {
+            return r;
         }
-        Err(_) => into(&mut AlignedVec::new()),
-    })
+    }
+    // A block past what is kept, or this thread's buffer in use (a `read` that reads a block)
+    // or gone (the thread is ending): a buffer of its own.
+    match into {
+        Some(into) => into(&mut AlignedVec::new()),
+        None => Err(corrupt("a block read into a buffer gave no answer")),
+    }
 }
 
 /// A block's frame, its body (checked against its checksum, if it has one) and its layout.

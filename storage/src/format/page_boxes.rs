@@ -6,7 +6,8 @@
 //! may hold its times, then read every zone of them: two chunks of three for an as-of snapshot of
 //! the 10M-event workload, the one of them in vain (a chunk's merged zone spans the square of
 //! its pages' diagonal), and half of the snapshot's instructions (docs/PERFORMANCE.md, session
-//! 60). With the boxes it decompresses none, and tests a page with four comparisons of numbers.
+//! 60). With the boxes it decompresses none, and tests each group of a page's live rows with
+//! four comparisons of numbers.
 //!
 //! A bound's number ([`Scale::of`]) keeps the order of the bytes but not every difference: the
 //! first eight bytes as a big-endian number, less the least start of the list, shifted right
@@ -123,10 +124,11 @@ pub(crate) trait PageTest {
     /// Whether a page of zone `zone` may hold a row the reader wants.
     fn zone(&self, zone: PageZone<'_>) -> bool;
 
-    /// The test of a page list's boxes on `scale`, if the reader wants only live rows and the
-    /// boxes may choose its pages: every page whose zone [`PageTest::zone`] accepts, a box of
-    /// the page must pass. `None`: the zones choose.
-    fn live_boxes(&self, _scale: &Scale) -> Option<BoxTest> {
+    /// The test of a page list's boxes, on the scales of its business and system times
+    /// ([`LiveBoxes::scales`]), if the reader wants only live rows and the boxes may choose its
+    /// pages: every page whose zone [`PageTest::zone`] accepts, a box of the page must pass.
+    /// `None`: the zones choose.
+    fn live_boxes(&self, _scales: [&Scale; 2]) -> Option<BoxTest> {
         None
     }
 }
@@ -140,24 +142,25 @@ impl<F: Fn(PageZone<'_>) -> bool> PageTest for F {
 /// The boxes of the live row groups of a list's pages, in page order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct LiveBoxes {
-    scale: Scale,
+    /// The scales of business and system time (each timeline its own: they may differ in type
+    /// and span).
+    scales: [Scale; 2],
     pages: Vec<BoxedPage>,
     boxes: Vec<GroupBox>,
 }
 
 impl LiveBoxes {
-    /// The scale of its numbers.
-    pub fn scale(&self) -> &Scale {
-        &self.scale
+    /// The scales of its numbers: of business time, then of system time.
+    pub fn scales(&self) -> [&Scale; 2] {
+        [&self.scales[0], &self.scales[1]]
     }
 
     /// The pages one of whose boxes passes `test`, in order.
     pub fn pages_where<'a>(&'a self, test: &'a BoxTest) -> impl Iterator<Item = &'a BoxedPage> {
-        let mut from = 0usize;
-        self.pages.iter().filter(move |p| {
-            let boxes = &self.boxes[from..p.end as usize];
-            from = p.end as usize;
-            boxes.iter().any(|g| test.matches(g))
+        let starts = std::iter::once(0).chain(self.pages.iter().map(|p| p.end));
+        (self.pages.iter().zip(starts)).filter_map(move |(p, from)| {
+            let boxes = &self.boxes[from as usize..p.end as usize];
+            boxes.iter().any(|g| test.matches(g)).then_some(p)
         })
     }
 
@@ -200,23 +203,29 @@ impl LiveBoxesBuilder {
         });
     }
 
-    pub fn finish(self) -> LiveBoxes {
-        // Scaled to the starts: an end far past them (a business end of 9999-12-31 where a
-        // source writes no open end) would leave them few numbers.
-        let starts = || (self.prefixes.iter()).flat_map(|g| [g[0], g[2]]).flatten();
-        let scale = Scale::fitting(starts().min().unwrap_or(0), starts().max().unwrap_or(0));
-        let axis = |start: Option<u64>, end: Option<u64>| match start {
+    /// The boxes, each timeline's numbers on a scale of its own.
+    pub fn finish(mut self) -> LiveBoxes {
+        // Each timeline scaled to its starts: an end far past them (a business end of
+        // 9999-12-31 where a source writes no open end) would leave them few numbers.
+        let scale = |at: usize| {
+            let starts = || self.prefixes.iter().filter_map(|g| g[at]);
+            Scale::fitting(starts().min().unwrap_or(0), starts().max().unwrap_or(0))
+        };
+        let scales = [scale(0), scale(2)];
+        let axis = |scale: &Scale, start: Option<u64>, end: Option<u64>| match start {
             None => (0, OPEN),
             Some(s) => (scale.of_prefix(s), end.map_or(OPEN, |e| scale.of_prefix(e))),
         };
         let boxes = (self.prefixes.iter())
             .map(|&[b, e, ss, se]| {
-                let ((b, e), (ss, se)) = (axis(b, e), axis(ss, se));
+                let (b, e) = axis(&scales[0], b, e);
+                let (ss, se) = axis(&scales[1], ss, se);
                 [b, e, ss, se]
             })
             .collect();
+        self.pages.shrink_to_fit();
         LiveBoxes {
-            scale,
+            scales,
             pages: self.pages,
             boxes,
         }

@@ -251,6 +251,8 @@ impl PageList {
 
 #[cfg(test)]
 mod tests {
+    use super::super::page_boxes::BoxTest;
+    use super::super::ranked::RankedFilter;
     use super::*;
 
     /// Page `no`, its one row at business time `[no, no + 1)` and system time `[no, ∞)`.
@@ -288,6 +290,18 @@ mod tests {
             pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
         );
         assert_eq!(list.last(), Some(199));
+        // Made to be kept, it has the boxes of every page, in order.
+        let kept = decode_list(&encode_list(&pages).unwrap(), ListBoxes::Make).unwrap();
+        let boxed: Vec<(u32, u32, u32)> = (kept.live().unwrap())
+            .pages_where(&BoxTest::new(&RankedFilter::All, &RankedFilter::All))
+            .map(|p| (p.no, p.len, p.head))
+            .collect();
+        let listed: Vec<(u32, u32, u32)> = pages.iter().map(|p| (p.no, p.len, p.head)).collect();
+        assert_eq!(boxed, listed);
+        assert!(decode_list(&encode_list(&pages).unwrap(), ListBoxes::Skip)
+            .unwrap()
+            .live()
+            .is_none());
         // Business time 130 is in one page only.
         assert_eq!(list.entries_where(holds(130)).unwrap(), pages[130..131]);
         assert_eq!(list.entries_where(holds(15)).unwrap(), pages[15..16]);

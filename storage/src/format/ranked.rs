@@ -19,7 +19,7 @@ pub(crate) enum RankedFilter {
 
 impl RankedFilter {
     /// `TimeFilter::matches` of a row whose bounds are entries `start` and `end` (`None`: it
-    /// has none) of the block the filter was placed in (or of a box, by its numbers).
+    /// has none) of the block the filter was placed in.
     #[inline]
     pub(crate) fn matches(&self, start: Option<u32>, end: Option<u32>) -> bool {
         let Some(s) = start else { return true };

@@ -45,8 +45,19 @@ pub enum Scanned {
     /// Decoded already: what an earlier read kept of exactly these bytes.
     Kept(DecodedValue),
     /// The bytes, and where they lie if the layer keeps what is decoded of them
-    /// ([`super::KvStore::keep_decoded`]).
+    /// ([`super::KvStore::keep_decoded`]): only for a value read before ([`Doorkeeper`]), by
+    /// a scan that keeps what it reads ([`Keeping::Admitted`]). A caller that knows its value
+    /// will be kept may decode more of it (a key head's boxes).
     Read(Vec<u8>, Option<KeepAt>),
+}
+
+/// Whether a scan ([`super::KvStore::scan_prefix_from_kept`]) keeps what it decodes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keeping {
+    /// A value the cache admits (its second read) comes with where to keep it.
+    Admitted,
+    /// Nothing is kept: no value comes with a place, and the cache does not count the read.
+    Nothing,
 }
 
 /// Where a value a scan read lies in the value log, as of the cache's epoch: what
@@ -176,26 +187,30 @@ impl DecodedCache {
         }
     }
 
-    /// Where to keep what is decoded of the record at `at` ([`DecodedCache::keep`]), if the
-    /// cache keeps anything.
-    pub fn keep_at(&self, at: &Pointer) -> Option<KeepAt> {
-        self.cache.as_ref().map(|_| KeepAt {
+    /// Where to keep what is decoded as `kind` of the record at `at` ([`DecodedCache::keep`]),
+    /// if the cache admits it: if it was read before ([`Doorkeeper`]); else it is remembered as
+    /// read once.
+    pub fn keep_at(&self, at: &Pointer, kind: TypeId) -> Option<KeepAt> {
+        let (_, door) = self.cache.as_ref()?;
+        door.admits(&slot(at, kind)).then(|| KeepAt {
             segment: at.segment,
             offset: at.offset,
             epoch: self.epoch.load(Ordering::Acquire),
         })
     }
 
-    /// Keeps `value`, decoded as `kind` from the record [`DecodedCache::keep_at`] named, if it
-    /// was read before ([`Doorkeeper`]) and unless the cache was cleared since.
+    /// Keeps `value`, decoded as `kind` from the record [`DecodedCache::keep_at`] admitted,
+    /// unless the cache was cleared since.
     pub fn keep(&self, at: KeepAt, kind: TypeId, value: DecodedValue, bytes: u64) {
-        if at.epoch == self.epoch.load(Ordering::Acquire) {
-            let slot = Slot {
-                segment: at.segment,
-                offset: at.offset,
-                kind,
-            };
-            self.insert(slot, Entry { value, bytes });
+        if let Some((c, _)) = &self.cache {
+            if at.epoch == self.epoch.load(Ordering::Acquire) {
+                let slot = Slot {
+                    segment: at.segment,
+                    offset: at.offset,
+                    kind,
+                };
+                c.insert(slot, Entry { value, bytes });
+            }
         }
     }
 

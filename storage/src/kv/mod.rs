@@ -20,7 +20,7 @@ use std::sync::{Arc, RwLock};
 use std::any::{Any, TypeId};
 
 use decoded::DecodedCache;
-pub use decoded::{DecodedValue, Decoder, KeepAt, Scanned};
+pub use decoded::{DecodedValue, Decoder, KeepAt, Keeping, Scanned};
 use handle::SledHandle;
 pub use manifest::ManifestCheck;
 use manifest::{Loaded, Manifest};
@@ -121,14 +121,16 @@ pub trait KvStore: Send + Sync {
     /// [`KvStore::scan_prefix_from`], each value as a layer that keeps decoded values
     /// ([`KvStore::get_decoded`]) kept it, decoded as `kind`, or else its bytes, with where to
     /// keep what the caller decodes of them ([`KvStore::keep_decoded`]): the caller decodes on
-    /// its own thread. The default reads every value and keeps nothing.
+    /// its own thread, if `keeping` says the scan keeps what it decodes. The default reads every
+    /// value and keeps nothing.
     fn scan_prefix_from_kept<'a>(
         &'a self,
         prefix: &[u8],
         from: &[u8],
         kind: TypeId,
+        keeping: Keeping,
     ) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Scanned)>> + 'a> {
-        let _ = kind;
+        let _ = (kind, keeping);
         Box::new(
             self.scan_prefix_from(prefix, from)
                 .map(|r| r.map(|(k, v)| (k, Scanned::Read(v, None)))),
@@ -439,6 +441,7 @@ impl SledKv {
         log: &ValueLog,
         r: sled::Result<(sled::IVec, sled::IVec)>,
         kind: TypeId,
+        keeping: Keeping,
     ) -> Result<Option<(Vec<u8>, Scanned)>> {
         let (k, held) = r?;
         if separated::is_own(&k) {
@@ -453,7 +456,13 @@ impl SledKv {
         }
         let read = match separated::value(log, &k, &held)? {
             // The bytes of the record at `at`, and so kept by it.
-            Some(v) => Some(Scanned::Read(v, self.decoded.keep_at(&at))),
+            Some(v) => {
+                let keep_at = match keeping {
+                    Keeping::Admitted => self.decoded.keep_at(&at, kind),
+                    Keeping::Nothing => None,
+                };
+                Some(Scanned::Read(v, keep_at))
+            }
             // Moved since sled was read: read where it is now, and not kept.
             None => self
                 .resolve(log, &k, &held)?
@@ -686,9 +695,10 @@ impl KvStore for SledKv {
         prefix: &[u8],
         from: &[u8],
         kind: TypeId,
+        keeping: Keeping,
     ) -> Box<dyn Iterator<Item = Result<(Vec<u8>, Scanned)>> + 'a> {
         self.range_from(prefix, from, move |log, r| {
-            self.kept_pair(log, r, kind).transpose()
+            self.kept_pair(log, r, kind, keeping).transpose()
         })
     }
 

@@ -103,7 +103,7 @@ fn values_read_once_are_remembered_up_to_a_bound_then_forgotten() {
 /// read is kept as its first byte when it may be.
 fn scan_kept(kv: &SledKv) -> Vec<(Vec<u8>, Option<u8>, bool)> {
     let kind = TypeId::of::<u8>();
-    kv.scan_prefix_from_kept(b"k", b"k", kind)
+    kv.scan_prefix_from_kept(b"k", b"k", kind, Keeping::Admitted)
         .map(|r| match r.unwrap() {
             (k, Scanned::Kept(v)) => (k, Some(*downcast::<u8>(v).unwrap()), false),
             (k, Scanned::Read(v, at)) => {
@@ -129,15 +129,28 @@ fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
     put(&kv, b"k2", vec![2; 10]);
     put(&kv, b"k3", vec![3; 1000]);
     let (k1, k2, k3) = (b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec());
-    let read = vec![
+    // A scan that keeps nothing is offered no place, and its reads do not count.
+    for _ in 0..2 {
+        let read = kv.scan_prefix_from_kept(b"k", b"k", TypeId::of::<u8>(), Keeping::Nothing);
+        assert!(read
+            .map(Result::unwrap)
+            .all(|(_, v)| matches!(v, Scanned::Read(_, None))));
+    }
+    // The first scan's values are read once: not offered a place; the second's are, and kept.
+    // (k2 is held in sled itself: never kept.)
+    let first = vec![
+        (k1.clone(), None, false),
+        (k2.clone(), None, false),
+        (k3.clone(), None, false),
+    ];
+    assert_eq!(scan_kept(&kv), first);
+    assert_eq!(kv.decoded.weight(), 0);
+    let second = vec![
         (k1.clone(), None, true),
         (k2.clone(), None, false),
         (k3.clone(), None, true),
     ];
-    // The first scan's values are read once: offered, not kept; the second's are.
-    assert_eq!(scan_kept(&kv), read);
-    assert_eq!(kv.decoded.weight(), 0);
-    assert_eq!(scan_kept(&kv), read);
+    assert_eq!(scan_kept(&kv), second);
     assert_eq!(kv.decoded.weight(), 2000);
     assert_eq!(
         scan_kept(&kv),
@@ -148,19 +161,23 @@ fn a_scan_finds_what_an_earlier_scan_kept_and_never_keeps_across_a_purge() {
         ]
     );
     put(&kv, b"k3", vec![4; 1000]);
-    assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
+    assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, false));
     assert_eq!(scan_kept(&kv)[2], (k3.clone(), None, true));
     assert_eq!(scan_kept(&kv)[2], (k3.clone(), Some(4), false));
 
-    // Read before the purge, offered after it: not kept.
-    let mut read = kv.scan_prefix_from_kept(b"k", b"k", TypeId::of::<u16>());
+    // Read (the second time) before the purge, offered after it: not kept.
+    let u16_scan = || kv.scan_prefix_from_kept(b"k", b"k", TypeId::of::<u16>(), Keeping::Admitted);
+    assert_eq!(u16_scan().count(), 3);
+    let mut read = u16_scan();
     let Some(Ok((_, Scanned::Read(_, Some(at))))) = read.next() else {
-        panic!("k1 read from the log");
+        panic!("k1 read from the log a second time");
     };
     drop(read);
     kv.purge().unwrap();
     kv.keep_decoded(at, TypeId::of::<u16>(), Arc::new(7u16), 1000);
     assert_eq!(kv.decoded.weight(), 0);
+    // The purge forgot what was read once, too.
+    assert_eq!(scan_kept(&kv)[0], (k1.clone(), None, false));
     assert_eq!(scan_kept(&kv)[0], (k1, None, true));
 }
 

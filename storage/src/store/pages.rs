@@ -23,7 +23,7 @@ use crate::format::derived::{
 };
 use crate::format::keys::{self, key, parse_version};
 use crate::format::page_list::{ListBoxes, PageEntry};
-use crate::kv::{downcast, KvPair, KvStore, Scanned, WriteBatch};
+use crate::kv::{downcast, Keeping, KvPair, KvStore, Scanned, WriteBatch};
 use crate::progress::Reporter;
 
 /// The frozen pages of table `id`, read from the key-value layer.
@@ -536,7 +536,6 @@ pub(super) struct KeySpan<'a> {
 pub(crate) struct SpanHeads {
     heads: Vec<(Vec<u8>, Scanned)>,
     summary: Summary,
-    caching: Caching,
 }
 
 impl SpanHeads {
@@ -566,7 +565,11 @@ pub(super) fn read_keys(
     };
     let mut heads: Vec<(Vec<u8>, Scanned)> = Vec::new();
     let mut more = false;
-    for pair in kv.scan_prefix_from_kept(&prefix, &from, TypeId::of::<RowsHead>()) {
+    let keeping = match caching {
+        Caching::Keep => Keeping::Admitted,
+        Caching::Pass => Keeping::Nothing,
+    };
+    for pair in kv.scan_prefix_from_kept(&prefix, &from, TypeId::of::<RowsHead>(), keeping) {
         let (k, v) = pair?;
         let key = keys::head_key(&k)?;
         if matches!(span.lo, Bound::Excluded(l) if key == l) {
@@ -587,11 +590,7 @@ pub(super) fn read_keys(
         heads.push((key.to_vec(), v));
     }
     let last = heads.last().filter(|_| more).map(|(k, _)| k.clone());
-    let heads = SpanHeads {
-        heads,
-        summary,
-        caching,
-    };
+    let heads = SpanHeads { heads, summary };
     Ok(Some((heads, last)))
 }
 
@@ -599,24 +598,22 @@ pub(super) fn read_keys(
 /// are not read: [`RowsHead`]). The heads read from the log are decoded here, on the thread that
 /// reads the span, and kept in the read cache if the span's reads keep what they decode.
 pub(super) fn restore_span(kv: &dyn KvStore, t: &Table, span: SpanHeads) -> Result<TableState> {
-    let SpanHeads {
-        heads,
-        summary,
-        caching,
-    } = span;
+    let SpanHeads { heads, summary } = span;
     let heads = heads.into_iter().map(|(key, scanned)| {
         let key = Bytes::from(key);
         let head = match scanned {
             Scanned::Kept(v) => downcast::<RowsHead>(v)?,
+            // Offered a place only when it is read again by a scan that keeps it: only then is
+            // it worth its boxes (which cost the read that makes them a quarter more time, for
+            // a third of the time of each read after it: docs/PERFORMANCE.md, session 60).
             Scanned::Read(bytes, at) => {
-                let kept = at.filter(|_| caching == Caching::Keep);
-                let boxes = match kept {
+                let boxes = match at {
                     Some(_) => ListBoxes::Make,
                     None => ListBoxes::Skip,
                 };
                 let (head, held) = RowsHead::decode(&key, &bytes, boxes)?;
                 let head = Arc::new(head);
-                if let Some(at) = kept {
+                if let Some(at) = at {
                     kv.keep_decoded(at, TypeId::of::<RowsHead>(), head.clone(), held);
                 }
                 head

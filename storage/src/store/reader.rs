@@ -298,12 +298,11 @@ impl PageTest for ScanPages<'_> {
         page_may_match(self.spec, self.at, z)
     }
 
-    fn live_boxes(&self, scale: &Scale) -> Option<BoxTest> {
-        let of = |t: &[u8]| scale.of(t);
+    fn live_boxes(&self, [business, system]: [&Scale; 2]) -> Option<BoxTest> {
         (self.at.current).then(|| {
             BoxTest::new(
-                &self.spec.business.scaled(&of),
-                &self.spec.system.scaled(&of),
+                &self.spec.business.scaled(&|t| business.of(t)),
+                &self.spec.system.scaled(&|t| system.of(t)),
             )
         })
     }
@@ -876,7 +875,7 @@ mod tests {
             let boxes = boxes.finish();
             let spec = ScanSpec { business, system, ..Default::default() };
             let pages = ScanPages { spec: &spec, at: ReadAt { current: true, version: u64::MAX } };
-            let test = pages.live_boxes(boxes.scale()).expect("a scan of the latest version");
+            let test = pages.live_boxes(boxes.scales()).expect("a scan of the latest version");
             let chosen: Vec<u32> = boxes.pages_where(&test).map(|p| p.no).collect();
             for (no, zone) in zones.iter().enumerate() {
                 if pages.zone(PageZone::new(zone)) {
