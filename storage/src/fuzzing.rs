@@ -30,8 +30,8 @@ pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     if let Some(list) = head.list {
         list.entries_where(|z| z.live().next().is_some())?;
         if let Some(boxes) = list.live() {
-            let all = crate::format::ranked::RankedFilter::All;
-            let _ = boxes.pages_where(&BoxTest::new(&all, &all)).count();
+            let all = crate::format::ranked::RankedFilter::ALL;
+            let _ = boxes.pages_where(&BoxTest::new(all, all)).count();
         }
     }
     if let Some(z) = &head.hot_zone {

@@ -78,44 +78,25 @@ pub(crate) struct BoxedPage {
 /// `0..OPEN`, which every selection may hold.
 type GroupBox = [u16; 4];
 
-/// What a scan of the latest version tests a box with: on each timeline, its selection on the
-/// list's [`Scale`] as one range, `start < start_below && end >= end_from`.
+/// What a scan of the latest version tests a box with: its selections on business time and on
+/// system time, on the list's scales.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct BoxTest {
-    business: (u32, u32),
-    system: (u32, u32),
+    business: RankedFilter,
+    system: RankedFilter,
 }
 
 impl BoxTest {
-    /// The test of selections `business` and `system`, made on the list's scale.
-    pub fn new(business: &RankedFilter, system: &RankedFilter) -> BoxTest {
-        BoxTest {
-            business: range(business),
-            system: range(system),
-        }
+    /// The test of selections `business` and `system`, made on the list's scales.
+    pub fn new(business: RankedFilter, system: RankedFilter) -> BoxTest {
+        BoxTest { business, system }
     }
 
     #[inline]
     fn matches(&self, g: &GroupBox) -> bool {
-        let ((b_below, b_from), (s_below, s_from)) = (self.business, self.system);
+        let (b, s) = (self.business, self.system);
         let g = g.map(u32::from);
-        g[0] < b_below && g[1] >= b_from && g[2] < s_below && g[3] >= s_from
-    }
-}
-
-/// A selection as one range of numbers: every filter of an `Every` holds when the start is below
-/// the least of their `start_below`s and the end at or above the greatest of their `end_from`s.
-fn range(f: &RankedFilter) -> (u32, u32) {
-    match f {
-        RankedFilter::All => (u32::MAX, 0),
-        RankedFilter::Range {
-            start_below,
-            end_from,
-        } => (*start_below, *end_from),
-        RankedFilter::Every(all) => all
-            .iter()
-            .map(range)
-            .fold((u32::MAX, 0), |(b, f), (b2, f2)| (b.min(b2), f.max(f2))),
+        g[0] < b.start_below && g[1] >= b.end_from && g[2] < s.start_below && g[3] >= s.end_from
     }
 }
 

@@ -293,7 +293,7 @@ mod tests {
         // Made to be kept, it has the boxes of every page, in order.
         let kept = decode_list(&encode_list(&pages).unwrap(), ListBoxes::Make).unwrap();
         let boxed: Vec<(u32, u32, u32)> = (kept.live().unwrap())
-            .pages_where(&BoxTest::new(&RankedFilter::All, &RankedFilter::All))
+            .pages_where(&BoxTest::new(RankedFilter::ALL, RankedFilter::ALL))
             .map(|p| (p.no, p.len, p.head))
             .collect();
         let listed: Vec<(u32, u32, u32)> = pages.iter().map(|p| (p.no, p.len, p.head)).collect();

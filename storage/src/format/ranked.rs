@@ -6,30 +6,37 @@
 /// block of rows, in ascending order (`TimeFilter::ranked`): a row's bounds are then tested by
 /// their entry numbers in that order. Or mapped onto the numbers of a page list's boxes
 /// (`TimeFilter::scaled`, [`super::page_boxes`]): a box is then tested by its numbers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum RankedFilter {
-    /// Every row.
-    All,
-    /// Rows whose start's number is below `start_below` and whose end's number is `end_from` or
-    /// more (an open end is above everything).
-    Range { start_below: u32, end_from: u32 },
-    /// Rows every filter matches.
-    Every(Vec<RankedFilter>),
+///
+/// Every selection is one range: what it matches has a start below `start_below` and an end at
+/// or above `end_from` (an open end is above everything). Selections that must all hold are the
+/// range of the least `start_below` and the greatest `end_from` ([`RankedFilter::and`]); every
+/// row is `RankedFilter::ALL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RankedFilter {
+    pub start_below: u32,
+    pub end_from: u32,
 }
 
 impl RankedFilter {
+    /// Every row: each number is below `u32::MAX`.
+    pub(crate) const ALL: RankedFilter = RankedFilter {
+        start_below: u32::MAX,
+        end_from: 0,
+    };
+
+    /// What this and `other` both match.
+    pub(crate) fn and(self, other: RankedFilter) -> RankedFilter {
+        RankedFilter {
+            start_below: self.start_below.min(other.start_below),
+            end_from: self.end_from.max(other.end_from),
+        }
+    }
+
     /// `TimeFilter::matches` of a row whose bounds are entries `start` and `end` (`None`: it
-    /// has none) of the block the filter was placed in.
+    /// has none) of the block the filter was placed in. Without a start, nothing is known on the
+    /// timeline: every filter matches.
     #[inline]
     pub(crate) fn matches(&self, start: Option<u32>, end: Option<u32>) -> bool {
-        let Some(s) = start else { return true };
-        match self {
-            RankedFilter::All => true,
-            RankedFilter::Range {
-                start_below,
-                end_from,
-            } => s < *start_below && end.is_none_or(|e| e >= *end_from),
-            RankedFilter::Every(all) => all.iter().all(|f| f.matches(start, end)),
-        }
+        start.is_none_or(|s| s < self.start_below && end.is_none_or(|e| e >= self.end_from))
     }
 }

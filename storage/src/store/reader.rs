@@ -301,8 +301,8 @@ impl PageTest for ScanPages<'_> {
     fn live_boxes(&self, [business, system]: [&Scale; 2]) -> Option<BoxTest> {
         (self.at.current).then(|| {
             BoxTest::new(
-                &self.spec.business.scaled(&|t| business.of(t)),
-                &self.spec.system.scaled(&|t| system.of(t)),
+                self.spec.business.scaled(&|t| business.of(t)),
+                self.spec.system.scaled(&|t| system.of(t)),
             )
         })
     }

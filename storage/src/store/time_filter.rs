@@ -38,12 +38,12 @@ impl TimeFilter {
     /// `below(t, or_equal)` is how many of them are below `t` (or equal to it): a row whose
     /// bounds are entries of that block matches the result exactly when its bounds match this.
     pub(super) fn ranked(&self, below: &impl Fn(&[u8], bool) -> u32) -> RankedFilter {
-        let range = |start_below, end_from| RankedFilter::Range {
+        let range = |start_below, end_from| RankedFilter {
             start_below,
             end_from,
         };
         match self {
-            TimeFilter::All => RankedFilter::All,
+            TimeFilter::All => RankedFilter::ALL,
             // start <= t: below the bounds at or under t; t < end: not among them.
             TimeFilter::AsOf(t) => {
                 let at_or_under = below(t, true);
@@ -65,7 +65,7 @@ impl TimeFilter {
                 range(start_below, end_from)
             }
             TimeFilter::Every(all) => {
-                RankedFilter::Every(all.iter().map(|f| f.ranked(below)).collect())
+                (all.iter()).fold(RankedFilter::ALL, |r, f| r.and(f.ranked(below)))
             }
         }
     }
@@ -77,7 +77,7 @@ impl TimeFilter {
     pub(super) fn scaled(&self, of: &impl Fn(&[u8]) -> u32) -> RankedFilter {
         // `start <= t` (or `< t`) gives `of(start) < of(t) + 1`; `t <= end` (or `< end`) gives
         // `of(end) >= of(t)`. `of` is below `u32::MAX`, so `+ 1` cannot overflow.
-        let range = |start_at_most: u32, end_from| RankedFilter::Range {
+        let range = |start_at_most: u32, end_from| RankedFilter {
             start_below: start_at_most + 1,
             end_from,
         };
@@ -86,7 +86,7 @@ impl TimeFilter {
             Bound::Unbounded => u32::MAX - 1,
         };
         match self {
-            TimeFilter::All => RankedFilter::All,
+            TimeFilter::All => RankedFilter::ALL,
             TimeFilter::AsOf(t) => range(of(t), of(t)),
             TimeFilter::FromTo(a, b) | TimeFilter::Between(a, b) => range(of(b), of(a)),
             TimeFilter::Bounds { start, end } => range(
@@ -97,7 +97,7 @@ impl TimeFilter {
                 },
             ),
             TimeFilter::Every(all) => {
-                RankedFilter::Every(all.iter().map(|f| f.scaled(of)).collect())
+                (all.iter()).fold(RankedFilter::ALL, |r, f| r.and(f.scaled(of)))
             }
         }
     }
