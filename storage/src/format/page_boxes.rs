@@ -94,9 +94,8 @@ impl BoxTest {
 
     #[inline]
     fn matches(&self, g: &GroupBox) -> bool {
-        let (b, s) = (self.business, self.system);
         let g = g.map(u32::from);
-        g[0] < b.start_below && g[1] >= b.end_from && g[2] < s.start_below && g[3] >= s.end_from
+        self.business.holds(g[0], g[1]) && self.system.holds(g[2], g[3])
     }
 }
 

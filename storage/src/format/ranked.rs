@@ -37,6 +37,13 @@ impl RankedFilter {
     /// timeline: every filter matches.
     #[inline]
     pub(crate) fn matches(&self, start: Option<u32>, end: Option<u32>) -> bool {
-        start.is_none_or(|s| s < self.start_below && end.is_none_or(|e| e >= self.end_from))
+        start.is_none_or(|s| self.holds(s, end.unwrap_or(u32::MAX)))
+    }
+
+    /// Whether an interval from number `start` to number `end` (an open end: above every
+    /// number) is in the range.
+    #[inline]
+    pub(crate) fn holds(&self, start: u32, end: u32) -> bool {
+        start < self.start_below && end >= self.end_from
     }
 }

@@ -113,8 +113,9 @@ pub struct StoreOptions {
     /// 0 keeps none). A page is kept the second time it is read, not the first, so that what a
     /// process reads once costs it no memory; the same as-of report run three times, or a
     /// service asking about the same keys, decodes each page twice and then finds it kept. An
-    /// as-of snapshot of 10,000 keys at 10M events keeps about 150 MB, which the default holds
-    /// (with 128 MiB, a tenth of it was decoded again at every snapshot). Scans of the current
+    /// as-of snapshot of 10,000 keys at 10M events keeps a head and a row block per key, about
+    /// 150 MB by their sizes, which the default holds (with 128 MiB, a warm snapshot decoded
+    /// row blocks again, and ran no faster for its page lists' boxes). Scans of the current
     /// table and of whole histories read past it, and a read of more pages than it holds leaves
     /// those read more than once in place (docs/PERFORMANCE.md).
     pub read_cache_bytes: u64,
