@@ -1,5 +1,5 @@
-//! On-disk format compatibility: stores written by format versions 1 to 12 are committed under
-//! `tests/data/fixture_v1/` to `tests/data/fixture_v12/` and must open
+//! On-disk format compatibility: stores written by format versions 1 to 13 are committed under
+//! `tests/data/fixture_v1/` to `tests/data/fixture_v13/` and must open
 //! and read the same with every later build (older stores are upgraded in place on open). A change of the format must
 //! bump `FORMAT_VERSION` (and keep reading the earlier versions, or say why not), so an accidental
 //! change fails here.
@@ -875,10 +875,6 @@ fn pages(dir: &std::path::Path) -> (usize, usize, usize) {
 /// as they are, read the same, and a late event that thaws them writes them in the new layout.
 #[test]
 fn the_version_12_fixture_stores_page_values_once_and_reads_as_version_11_does() {
-    assert_eq!(
-        FORMAT_VERSION, 12,
-        "a new format version needs a new fixture beside this one"
-    );
     let new = common::copy_of_fixture(&fixture_dir(12));
     let old = common::copy_of_fixture(&fixture_dir(11));
     assert_eq!(format_record(new.path()), 12);
@@ -901,7 +897,7 @@ fn the_version_12_fixture_stores_page_values_once_and_reads_as_version_11_does()
         let report = Store::open(dir).unwrap().verify().unwrap();
         assert!(report.ok(), "{report:?}");
     }
-    assert_eq!(format_record(old.path()), 12);
+    assert_eq!(format_record(old.path()), FORMAT_VERSION);
     assert_eq!(pages(old.path()), (n_old, 0, bytes_old));
     // Read from the pages alone, each query by a store just opened.
     damage_event_blocks(new.path());
@@ -931,6 +927,79 @@ fn the_version_12_fixture_stores_page_values_once_and_reads_as_version_11_does()
         new.path(),
         old.path(),
         &["SELECT * FROM long_key FOR SYSTEM_TIME AS OF 6000"],
+    );
+}
+
+/// The key heads of the store in `dir` that list their pages apart, in chunks (bit 31 of a
+/// head's first word), and how many of those lists store their pages' boxes (bit 31 of the
+/// list's first word, format 13).
+fn lists_apart(dir: &std::path::Path) -> (usize, usize) {
+    let kv = SledKv::open(dir, 1 << 20).unwrap();
+    let word = |v: &[u8], at: usize| u32::from_le_bytes(v[at..at + 4].try_into().unwrap());
+    let lists: Vec<u32> = (kv.scan_prefix(b"K").map(|r| r.unwrap().1))
+        .filter(|v| word(v, 0) & 1 << 31 != 0)
+        // The meta's length (below the flags of bits 30 and 31), the list's length, the list.
+        .map(|v| word(&v, 4 + (word(&v, 0) & ((1 << 30) - 1)) as usize + 4))
+        .collect();
+    let boxed = lists.iter().filter(|&&w| w & 1 << 31 != 0).count();
+    (lists.len(), boxed)
+}
+
+/// Version 13: a key head's page list in chunks stores the boxes of its pages' live rows
+/// (FORMAT.md §6), by which a scan of the latest version chooses the key's pages on its first
+/// read, without decompressing a chunk. Version 12's lists have none: read as they are, they
+/// answer the same, and a late event that writes the long key's head again gives it boxes.
+#[test]
+fn the_version_13_fixture_chooses_a_long_keys_pages_by_stored_boxes_as_version_12_by_zones() {
+    assert_eq!(
+        FORMAT_VERSION, 13,
+        "a new format version needs a new fixture beside this one"
+    );
+    let new = common::copy_of_fixture(&fixture_dir(13));
+    let old = common::copy_of_fixture(&fixture_dir(12));
+    assert_eq!(format_record(new.path()), 13);
+    assert_eq!(
+        lists_apart(new.path()),
+        (1, 1),
+        "the long key's list, boxed"
+    );
+    assert_eq!(
+        lists_apart(old.path()),
+        (1, 0),
+        "version 12 stores no boxes"
+    );
+    for dir in [new.path(), old.path()] {
+        let report = Store::open(dir).unwrap().verify().unwrap();
+        assert!(report.ok(), "{report:?}");
+    }
+    // Version 12 is upgraded in place, nothing rewritten.
+    assert_eq!(format_record(old.path()), FORMAT_VERSION);
+    assert_eq!(lists_apart(old.path()), (1, 0));
+    // Read from the pages alone, each query by a store just opened: as-of points on the
+    // diagonal of both timelines and off it, in the pages and in the hot tail.
+    damage_event_blocks(new.path());
+    damage_event_blocks(old.path());
+    let queries = [
+        "SELECT * FROM long_key FOR BUSINESS_TIME AS OF 4000 FOR SYSTEM_TIME AS OF 3000",
+        "SELECT * FROM long_key FOR BUSINESS_TIME AS OF 100 FOR SYSTEM_TIME AS OF 5000",
+        "SELECT * FROM long_key FOR BUSINESS_TIME AS OF 5998 FOR SYSTEM_TIME AS OF 5999",
+        "SELECT count(*), sum(v) FROM long_key FOR SYSTEM_TIME AS OF 3000",
+        "SELECT * FROM readings_bt FOR BUSINESS_TIME AS OF 15 FOR SYSTEM_TIME AS OF 250",
+    ];
+    answers_the_same(new.path(), old.path(), &queries);
+    for dir in [new.path(), old.path()] {
+        long_key_as_of(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
+    }
+    // A late event into the long key's first versions writes its head again: boxed in both.
+    for dir in [new.path(), old.path()] {
+        late_event_into_the_long_key(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
+    }
+    assert_eq!(lists_apart(old.path()), (1, 1));
+    answers_the_same(new.path(), old.path(), &queries);
+    answers_the_same(
+        new.path(),
+        old.path(),
+        &["SELECT * FROM long_key FOR BUSINESS_TIME AS OF 5 FOR SYSTEM_TIME AS OF 6000"],
     );
 }
 

@@ -113,7 +113,8 @@ fn run_n(target: &str, seeds: Vec<Vec<u8>>, runs: usize, f: impl Fn(&[u8])) -> u
 
 /// The values under `tag` of the fixtures of format 1 (LZ4 blocks without a checksum), format 9
 /// (zstd event blocks), 10 (a key head with its page list in chunks), 11 (key heads with their
-/// hot rows' zone) and the current format (pages whose histories take their rows' values).
+/// hot rows' zone), 12 (pages whose histories take their rows' values) and the current format
+/// (a page list in chunks with its pages' boxes).
 fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
     values_of(
         tag,
@@ -123,6 +124,7 @@ fn fixture_values(tag: u8) -> Vec<Vec<u8>> {
             "fixture_v10",
             "fixture_v11",
             "fixture_v12",
+            "fixture_v13",
         ],
     )
 }
@@ -236,12 +238,19 @@ fn stored_data_decoding() {
         let _ = st::decode_source_chunk(d);
     });
     // Key heads: those of format 9 list their pages in their meta, one of format 10 apart, in
-    // chunks; those of format 11 hold their hot rows' zone.
+    // chunks; those of format 11 hold their hot rows' zone; one of format 13 lists its pages
+    // with their boxes.
     let k = run(
         "decode_key_head",
         values_of(
             b'K',
-            &["fixture_v9", "fixture_v10", "fixture_v11", "fixture_v12"],
+            &[
+                "fixture_v9",
+                "fixture_v10",
+                "fixture_v11",
+                "fixture_v12",
+                "fixture_v13",
+            ],
         ),
         |d| {
             let _ = st::decode_key_head(d);

@@ -153,6 +153,15 @@ pub(crate) fn decode_head(bytes: &[u8]) -> Result<(HeadMeta, &[u8])> {
     Ok((meta, hot))
 }
 
+/// Checks that the boxes a `K` record's page list stores, if any, are those its pages' zones
+/// make (`asof verify`).
+pub(crate) fn check_list_boxes(bytes: &[u8]) -> Result<()> {
+    match split_head(bytes)?.list {
+        Some(list) => super::page_list::check_boxes(list),
+        None => Ok(()),
+    }
+}
+
 /// A `K` record as a key read to be read takes it ([`decode_head_listed`]).
 pub(crate) struct ListedHead<'a> {
     pub meta: HeadMeta,

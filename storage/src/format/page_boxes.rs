@@ -15,10 +15,19 @@
 //! greatest number. So `a <= b` (bytes) gives `of(a) <= of(b)`, and `a < b` gives `of(a) <=
 //! of(b)`: a box tested with every comparison made inclusive (`TimeFilter::scaled`) accepts
 //! every page its zone accepts, and maybe a few more, whose rows the scan then tests one by one.
-//! Nothing is stored: the boxes are made from the zones the list holds.
+//!
+//! Since store format 13 a list stores its boxes beside its index ([`LiveBoxes::encode`],
+//! docs/FORMAT.md §6), so that a head read once chooses its pages without decompressing a chunk;
+//! a list written before has none stored, and its boxes are made from its chunks' zones when it
+//! is read to be kept.
 
+use rkyv::rancor;
+
+use super::archive::{compress, with_decompressed, Codec};
+use super::lz4::Effort;
 use super::ranked::RankedFilter;
 use super::zone::PageZone;
+use crate::error::{corrupt, Result};
 
 /// Above every bound's number: the end of a box open at its end (or of one without a start).
 const OPEN: u16 = u16::MAX;
@@ -151,6 +160,70 @@ impl LiveBoxes {
     }
 }
 
+/// [`LiveBoxes`] as a page list stores them: an archive block (LZ4, checksummed).
+#[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
+struct StoredBoxes {
+    /// Per timeline (business, then system): the scale's least prefix, and its shift.
+    bases: [u64; 2],
+    shifts: [u32; 2],
+    /// Per page: its number, length, row part's length, and where its boxes end.
+    pages: Vec<[u32; 4]>,
+    /// Per live row group: its box.
+    boxes: Vec<GroupBox>,
+}
+
+impl LiveBoxes {
+    /// The boxes as a page list stores them ([`LiveBoxes::decode`] reads them back).
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        let stored = StoredBoxes {
+            bases: self.scales.map(|s| s.base),
+            shifts: self.scales.map(|s| s.shift),
+            pages: (self.pages.iter())
+                .map(|p| [p.no, p.len, p.head, p.end])
+                .collect(),
+            boxes: self.boxes.clone(),
+        };
+        let raw = rkyv::to_bytes::<rancor::Error>(&stored)
+            .map_err(|e| corrupt(format!("cannot encode a page list's boxes: {e}")))?;
+        compress(&raw, Codec::Fast(Effort::Quick))
+    }
+
+    /// The boxes [`LiveBoxes::encode`] wrote, checked to be whole: each page's boxes end at or
+    /// after the page before's, the last page's at the last box, and each shift keeps a number.
+    pub fn decode(bytes: &[u8]) -> Result<LiveBoxes> {
+        let stored = with_decompressed(bytes, |raw| {
+            rkyv::from_bytes::<StoredBoxes, rancor::Error>(raw)
+                .map_err(|e| corrupt(format!("a page list's boxes fail validation: {e}")))
+        })?;
+        let ends = stored.pages.iter().map(|p| p[3]);
+        let in_order = (std::iter::once(0).chain(ends.clone()).zip(ends)).all(|(a, b)| a <= b);
+        let last = stored.pages.last().map_or(0, |p| p[3]) as usize;
+        if !in_order || last != stored.boxes.len() || stored.shifts.iter().any(|&s| s >= 64) {
+            return Err(corrupt(format!(
+                "a page list's boxes do not add up: {} pages, {} boxes, the last ending at {last}",
+                stored.pages.len(),
+                stored.boxes.len()
+            )));
+        }
+        let scale = |t: usize| Scale {
+            base: stored.bases[t],
+            shift: stored.shifts[t],
+        };
+        Ok(LiveBoxes {
+            scales: [scale(0), scale(1)],
+            pages: (stored.pages.iter())
+                .map(|&[no, len, head, end]| BoxedPage { no, len, head, end })
+                .collect(),
+            boxes: stored.boxes,
+        })
+    }
+
+    /// How many pages it lists, and the number of the last.
+    pub fn extent(&self) -> (usize, Option<u32>) {
+        (self.pages.len(), self.pages.last().map(|p| p.no))
+    }
+}
+
 /// Builds [`LiveBoxes`] a page at a time.
 #[derive(Default)]
 pub(crate) struct LiveBoxesBuilder {
@@ -241,5 +314,45 @@ mod tests {
         assert_eq!(s.of(&50u64.to_be_bytes()), 0);
         // Past the greatest start: the greatest number.
         assert_eq!(s.of(&[0xff; 9]), u32::from(OPEN - 1));
+    }
+
+    /// Boxes of 40 pages, page `i`'s one live group at business and system time `[i, i + 1)`.
+    fn boxes() -> LiveBoxes {
+        let mut b = LiveBoxesBuilder::default();
+        for i in 0u32..40 {
+            let mut z = super::super::zone::ZoneBuilder::default();
+            let (s, e) = (i.to_be_bytes(), (i + 1).to_be_bytes());
+            z.add([Some(&s), Some(&e), Some(&s), Some(&e)], u64::from(i), None);
+            b.add(i, 100, 10, PageZone::new(&z.finish()));
+        }
+        b.finish()
+    }
+
+    #[test]
+    fn stored_boxes_read_back_as_they_were() {
+        let live = boxes();
+        assert_eq!(LiveBoxes::decode(&live.encode().unwrap()).unwrap(), live);
+        assert_eq!(live.extent(), (40, Some(39)));
+    }
+
+    /// Stored boxes that do not add up (a page's boxes ending before the page before's, or past
+    /// the last box; a shift past a number's bits) are an error, not a panic when a scan slices
+    /// or shifts by them.
+    #[test]
+    fn stored_boxes_that_do_not_add_up_are_an_error() {
+        let good = boxes();
+        let mut bad = Vec::new();
+        for (page, end) in [(3, 1), (39, 1_000), (39, 38)] {
+            let mut b = good.clone();
+            b.pages[page].end = end;
+            bad.push(b);
+        }
+        let mut b = good.clone();
+        b.scales[1].shift = 64;
+        bad.push(b);
+        for b in bad {
+            let e = LiveBoxes::decode(&b.encode().unwrap()).unwrap_err();
+            assert!(e.to_string().contains("do not add up"), "{e}");
+        }
     }
 }

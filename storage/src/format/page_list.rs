@@ -7,10 +7,15 @@
 //! map: a lookup decompresses the index and only the chunks whose zone may hold its answer.
 //!
 //! ```text
-//! list  = index length: u32 LE | index block | chunk block*
+//! list  = index length: u32 LE, bit 31 BOXED | index block | [boxes length: u32 LE | boxes block] | chunk block*
 //! index = archive block of [ChunkEntry]            (one per chunk, in page order)
+//! boxes = LiveBoxes::encode                        (if BOXED: every page, in page order)
 //! chunk = archive block of [PageEntry]             (up to CHUNK entries, in page order)
 //! ```
+//!
+//! A list written since store format 13 is BOXED: the boxes of its pages' live rows
+//! ([`super::page_boxes`]) follow its index, and a scan of the latest version chooses its pages
+//! by them without decompressing a chunk. One written before has none.
 
 use rkyv::rancor;
 
@@ -70,17 +75,39 @@ pub(crate) struct PageList {
     live: Option<LiveBoxes>,
 }
 
-/// Whether a list read makes the boxes of its pages' live rows ([`LiveBoxes`]), for which it
-/// decompresses every chunk once: for a list the read cache keeps, from which later scans of
-/// the latest version choose pages, not for one read once.
+/// Bit 31 of a list's first word: the boxes of its pages follow its index (store format 13).
+const BOXED: u32 = 1 << 31;
+
+/// Which boxes of its pages' live rows ([`LiveBoxes`]) a list read takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum ListBoxes {
+    /// Those it stores, or, in a list written before them, those made from its chunks' zones
+    /// (which decompresses every chunk once): for a list the read cache keeps, from which later
+    /// scans of the latest version choose pages.
     Make,
+    /// Those it stores, if any: for a list a scan reads once.
+    Stored,
+    /// None: for a read that does not choose pages by them.
     Skip,
 }
 
-/// `pages` as a list in chunks.
+/// `pages` as a list in chunks, with their boxes.
 pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
+    let mut boxes = LiveBoxesBuilder::default();
+    for p in pages {
+        boxes.add(p.no, p.len, p.head, PageZone::new(&p.zone));
+    }
+    encode_parts(pages, Some(boxes.finish().encode()?))
+}
+
+/// `pages` as a list written before store format 13: in chunks, without boxes.
+#[cfg(test)]
+pub(crate) fn encode_list_unboxed(pages: &[PageEntry]) -> Result<Vec<u8>> {
+    encode_parts(pages, None)
+}
+
+/// `pages` as a list in chunks, with `boxes` (their encoding) if given.
+fn encode_parts(pages: &[PageEntry], boxes: Option<Vec<u8>>) -> Result<Vec<u8>> {
     let mut index = Vec::with_capacity(pages.len().div_ceil(CHUNK));
     let mut blocks = Vec::new();
     for chunk in pages.chunks(CHUNK) {
@@ -107,17 +134,39 @@ pub(crate) fn encode_list(pages: &[PageEntry]) -> Result<Vec<u8>> {
             .map_err(|e| corrupt(format!("cannot encode a page list: {e}")))?,
         Codec::Fast(Effort::Quick),
     )?;
-    let mut out = Vec::with_capacity(4 + index.len() + blocks.len());
-    out.extend_from_slice(&u32::try_from(index.len()).map_err(corrupt)?.to_le_bytes());
+    let boxes_len = boxes.as_ref().map_or(0, |b| 4 + b.len());
+    let mut out = Vec::with_capacity(4 + index.len() + boxes_len + blocks.len());
+    let index_len = u32::try_from(index.len())
+        .ok()
+        .filter(|&n| n < BOXED)
+        .ok_or_else(|| corrupt("a page list's index is too long"))?;
+    let flags = if boxes.is_some() { BOXED } else { 0 };
+    out.extend_from_slice(&(index_len | flags).to_le_bytes());
     out.extend_from_slice(&index);
+    if let Some(boxes) = boxes {
+        out.extend_from_slice(&u32::try_from(boxes.len()).map_err(corrupt)?.to_le_bytes());
+        out.extend_from_slice(&boxes);
+    }
     out.extend_from_slice(&blocks);
     Ok(out)
 }
 
-/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest (and,
-/// to make the boxes of their pages' live rows, read).
+/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest, and
+/// the boxes `boxes` asks for (stored ones checked to list as many pages, up to the same last).
 pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
-    let (index, blocks) = super::cold_page::split_prefixed(bytes, "page list", "its index")?;
+    let word = bytes
+        .get(..4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .ok_or_else(|| corrupt("page list too short"))?;
+    let (index, rest) = (bytes[4..].split_at_checked((word & !BOXED) as usize))
+        .ok_or_else(|| corrupt("page list shorter than its index"))?;
+    let (stored, blocks) = match word & BOXED {
+        0 => (None, rest),
+        _ => {
+            let (b, after) = super::cold_page::split_prefixed(rest, "page list", "its boxes")?;
+            (Some(b), after)
+        }
+    };
     let chunks = with_decompressed(index, |raw| {
         rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(raw)
             .map_err(|e| corrupt(format!("page list index fails validation: {e}")))
@@ -134,29 +183,60 @@ pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
         blocks: blocks.to_vec(),
         live: None,
     };
-    if boxes == ListBoxes::Skip {
-        return Ok(list);
-    }
-    let mut live = LiveBoxesBuilder::default();
-    list.each_chunk(
-        |_| true,
-        |entries| {
-            for p in entries.iter() {
-                live.add(
-                    p.no.to_native(),
-                    p.len.to_native(),
-                    p.head.to_native(),
-                    PageZone::new(&p.zone),
-                );
+    match (boxes, stored) {
+        (ListBoxes::Skip, _) | (ListBoxes::Stored, None) => return Ok(list),
+        (_, Some(stored)) => {
+            let live = LiveBoxes::decode(stored)?;
+            if live.extent() != (list.count(), list.last()) {
+                return Err(corrupt(format!(
+                    "page list: its boxes list {} pages, its index {} up to page {:?}",
+                    live.extent().0,
+                    list.count(),
+                    list.last()
+                )));
             }
-            Ok(())
-        },
-    )?;
-    list.live = Some(live.finish());
+            list.live = Some(live);
+            return Ok(list);
+        }
+        (ListBoxes::Make, None) => {}
+    }
+    list.live = Some(list.boxes_from_chunks()?);
     Ok(list)
 }
 
+/// Checks that the boxes list `bytes` stores, if any, are those its pages' zones make (`asof
+/// verify`): boxes that left a page out would make a scan answer without its rows.
+pub(crate) fn check_boxes(bytes: &[u8]) -> Result<()> {
+    let list = decode_list(bytes, ListBoxes::Stored)?;
+    match list.live() {
+        Some(stored) if *stored != list.boxes_from_chunks()? => Err(corrupt(
+            "page list: its boxes are not those of its pages' zones",
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl PageList {
+    /// The boxes of its pages' live rows, made from its chunks' zones.
+    fn boxes_from_chunks(&self) -> Result<LiveBoxes> {
+        let mut live = LiveBoxesBuilder::default();
+        self.each_chunk(
+            |_| true,
+            |entries| {
+                for p in entries.iter() {
+                    live.add(
+                        p.no.to_native(),
+                        p.len.to_native(),
+                        p.head.to_native(),
+                        PageZone::new(&p.zone),
+                    );
+                }
+                Ok(())
+            },
+        )?;
+        Ok(live.finish())
+    }
+
     /// How many pages it lists.
     pub fn count(&self) -> usize {
         self.chunks.iter().map(|c| c.count as usize).sum()
@@ -282,7 +362,11 @@ mod tests {
     #[test]
     fn a_list_in_chunks_reads_back_whole_and_by_zone() {
         let pages: Vec<PageEntry> = (0..200).map(page).collect();
-        let list = decode_list(&encode_list(&pages).unwrap(), ListBoxes::Make).unwrap();
+        let (boxed, unboxed) = (
+            encode_list(&pages).unwrap(),
+            encode_list_unboxed(&pages).unwrap(),
+        );
+        let list = decode_list(&boxed, ListBoxes::Make).unwrap();
         assert_eq!(list.entries().unwrap(), pages);
         assert_eq!(list.count(), 200);
         assert_eq!(
@@ -290,15 +374,26 @@ mod tests {
             pages.iter().map(|p| u64::from(p.len)).sum::<u64>()
         );
         assert_eq!(list.last(), Some(199));
-        // Made to be kept, it has the boxes of every page, in order.
-        let kept = decode_list(&encode_list(&pages).unwrap(), ListBoxes::Make).unwrap();
-        let boxed: Vec<(u32, u32, u32)> = (kept.live().unwrap())
+        // Its boxes list every page, in order.
+        let live = list.live().unwrap();
+        let chosen: Vec<(u32, u32, u32)> = live
             .pages_where(&BoxTest::new(RankedFilter::ALL, RankedFilter::ALL))
             .map(|p| (p.no, p.len, p.head))
             .collect();
         let listed: Vec<(u32, u32, u32)> = pages.iter().map(|p| (p.no, p.len, p.head)).collect();
-        assert_eq!(boxed, listed);
-        assert!(decode_list(&encode_list(&pages).unwrap(), ListBoxes::Skip)
+        assert_eq!(chosen, listed);
+        // A list read once takes the boxes it stores; they are those a list written before
+        // them (store format 12) has made from its chunks when it is read to be kept.
+        let stored = decode_list(&boxed, ListBoxes::Stored).unwrap();
+        let made = decode_list(&unboxed, ListBoxes::Make).unwrap();
+        assert_eq!(stored.live().unwrap(), live);
+        assert_eq!(made.live().unwrap(), live);
+        assert_eq!(made.entries().unwrap(), pages);
+        assert!(decode_list(&unboxed, ListBoxes::Stored)
+            .unwrap()
+            .live()
+            .is_none());
+        assert!(decode_list(&boxed, ListBoxes::Skip)
             .unwrap()
             .live()
             .is_none());
@@ -308,22 +403,61 @@ mod tests {
         assert!(list.entries_where(holds(500)).unwrap().is_empty());
     }
 
-    /// A list cut short or with a changed byte is an error, never a panic or a wrong list.
+    /// A list cut short or with a changed byte is an error, never a panic or a wrong list,
+    /// with its boxes or without.
     #[test]
     fn a_damaged_list_is_an_error() {
-        let bytes = encode_list(&(0..100).map(page).collect::<Vec<_>>()).unwrap();
-        for cut in [0, 3, 10, bytes.len() - 1] {
-            assert!(
-                decode_list(&bytes[..cut], ListBoxes::Skip).is_err(),
-                "cut at {cut}"
-            );
-        }
-        for at in (0..bytes.len()).step_by(7) {
-            let mut bad = bytes.clone();
-            bad[at] ^= 0x20;
-            if let Ok(list) = decode_list(&bad, ListBoxes::Skip) {
-                assert!(list.entries().is_err(), "byte {at} changed");
+        let pages: Vec<PageEntry> = (0..100).map(page).collect();
+        for bytes in [encode_list(&pages), encode_list_unboxed(&pages)] {
+            let bytes = bytes.unwrap();
+            for cut in [0, 3, 10, bytes.len() - 1] {
+                assert!(
+                    decode_list(&bytes[..cut], ListBoxes::Skip).is_err(),
+                    "cut at {cut}"
+                );
+            }
+            for at in (0..bytes.len()).step_by(7) {
+                let mut bad = bytes.clone();
+                bad[at] ^= 0x20;
+                if let Ok(list) = decode_list(&bad, ListBoxes::Make) {
+                    assert!(list.entries().is_err(), "byte {at} changed");
+                }
             }
         }
+    }
+
+    /// Stored boxes that list other pages than the index are an error; boxes of other zones,
+    /// an error to `asof verify`'s check.
+    #[test]
+    fn stored_boxes_of_other_pages_or_zones_are_an_error() {
+        let pages: Vec<PageEntry> = (0..40).map(page).collect();
+        let mut b = LiveBoxesBuilder::default();
+        for p in &pages {
+            b.add(p.no, p.len, p.head, PageZone::new(&p.zone));
+        }
+        let good = b.finish();
+        let shorter: Vec<PageEntry> = pages[..39].to_vec();
+        let mut other = LiveBoxesBuilder::default();
+        for p in &shorter {
+            other.add(p.no, p.len, p.head, PageZone::new(&p.zone));
+        }
+        let list = |boxes: &LiveBoxes| encode_parts(&pages, Some(boxes.encode().unwrap())).unwrap();
+        assert!(decode_list(&list(&good), ListBoxes::Stored).is_ok());
+        let e = decode_list(&list(&other.finish()), ListBoxes::Stored).unwrap_err();
+        assert!(e.to_string().contains("its boxes list 39 pages"), "{e}");
+        // Boxes of as many pages, but of other zones: read as they are, found by the check.
+        let mut shifted = LiveBoxesBuilder::default();
+        for p in &pages {
+            shifted.add(p.no, p.len, p.head, PageZone::new(&page(p.no + 1).zone));
+        }
+        let bad = list(&shifted.finish());
+        assert!(decode_list(&bad, ListBoxes::Stored).is_ok());
+        let e = check_boxes(&bad).unwrap_err();
+        assert!(
+            e.to_string().contains("not those of its pages' zones"),
+            "{e}"
+        );
+        assert!(check_boxes(&list(&good)).is_ok());
+        assert!(check_boxes(&encode_list_unboxed(&pages).unwrap()).is_ok());
     }
 }

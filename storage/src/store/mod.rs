@@ -93,12 +93,12 @@ pub use vacuum::{
 pub use verify::{Problem, TableCheck, VerifyReport};
 
 /// The on-disk format version this build writes. Older stores are upgraded in place: the format
-/// record is set to 11 on open, and each table of a store before version 9 then writes its
+/// record is set to this one on open, and each table of a store before version 9 then writes its
 /// derived records again on its first use (a version-1 store has none; those of versions 2 to 4
 /// lack the pages' zone maps, those of versions 5 and 6 the deletion times that retention reads,
 /// those of version 7 the shared values of a page's rows, those of version 8 the packed row
-/// blocks); a version-9 or version-10 store is read as it is: docs/FORMAT.md §8.
-pub const FORMAT_VERSION: u32 = 12;
+/// blocks); a store of versions 9 to 12 is read as it is: docs/FORMAT.md §8.
+pub const FORMAT_VERSION: u32 = 13;
 
 /// Options for [`Store::open_with`].
 #[derive(Clone, Debug)]
@@ -331,7 +331,10 @@ impl Store {
                     .map_err(|_| corrupt("bad format record"))?;
                 match found {
                     FORMAT_VERSION => {}
-                    9..=11 => {
+                    9..=12 => {
+                        // Version 12 is version 13 whose key heads' page lists store no boxes
+                        // of their pages (bit 31 of a list's first word clear: a scan then
+                        // chooses its pages by their zones, or by boxes made from them).
                         // Version 11 is version 12 whose pages keep their history's values
                         // apart from their rows' (flag bit 31 of a page's first word clear),
                         // version 10 is version 11 whose key heads hold no zone map of their

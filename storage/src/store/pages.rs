@@ -603,13 +603,15 @@ pub(super) fn restore_span(kv: &dyn KvStore, t: &Table, span: SpanHeads) -> Resu
         let key = Bytes::from(key);
         let head = match scanned {
             Scanned::Kept(v) => downcast::<RowsHead>(v)?,
-            // Offered a place only when it is read again by a scan that keeps it: only then is
-            // it worth its boxes (which cost the read that makes them a quarter more time, for
-            // a third of the time of each read after it: docs/PERFORMANCE.md, session 60).
+            // A list's stored boxes are read whenever it is (a list of format 13 stores them).
+            // A list written before has none, and they are made from its chunks only when it
+            // is read again by a scan that keeps it: making them costs that read a quarter more
+            // time, for a third of the time of each read after it (docs/PERFORMANCE.md,
+            // session 60).
             Scanned::Read(bytes, at) => {
                 let boxes = match at {
                     Some(_) => ListBoxes::Make,
-                    None => ListBoxes::Skip,
+                    None => ListBoxes::Stored,
                 };
                 let (head, held) = RowsHead::decode(&key, &bytes, boxes)?;
                 let head = Arc::new(head);

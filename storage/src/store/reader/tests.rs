@@ -1,8 +1,8 @@
-//! The reader's choice of pages: by zone maps and, for a long list kept in the read cache, by
+//! The reader's choice of pages: by zone maps and, for a long list, by
 //! boxes; neither rules out a page that holds a row the scan returns.
 
 use super::*;
-use crate::format::page_boxes::LiveBoxesBuilder;
+use crate::format::page_boxes::{LiveBoxes, LiveBoxesBuilder};
 use crate::format::zone::ZoneBuilder;
 use proptest::prelude::*;
 
@@ -88,7 +88,10 @@ proptest! {
         for (no, zone) in zones.iter().enumerate() {
             boxes.add(no as u32, 0, 0, PageZone::new(zone));
         }
-        let boxes = boxes.finish();
+        // As a page list stores them (store format 13): the same boxes.
+        let made = boxes.finish();
+        let boxes = LiveBoxes::decode(&made.encode().unwrap()).unwrap();
+        prop_assert_eq!(&boxes, &made);
         let spec = ScanSpec { business, system, ..Default::default() };
         let pages = ScanPages { spec: &spec, at: ReadAt { current: true, version: u64::MAX } };
         let test = pages.live_boxes(boxes.scales()).expect("a scan of the latest version");
