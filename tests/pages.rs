@@ -234,11 +234,13 @@ fn a_damaged_page_is_corrupt_naming_the_table_and_the_key() {
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
 }
 
-/// A key of more than 64 pages keeps its page list in chunks in its head (format 10): a chunk
-/// damaged is found by a scan and by a lookup that read it, as corruption naming the table and
-/// the key, and the store stays usable.
+/// A key of more than 16 pages keeps its page list in chunks in its head (format 10), with the
+/// boxes of its pages (format 13). A changed byte is found by a read that needs it, as
+/// corruption naming the table and the key, and the store stays usable: a byte of a chunk by a
+/// lookup at a time of that chunk's pages (a scan of the latest version, which chooses its pages
+/// by the boxes, reads no chunk and answers as before), a byte of the boxes by a scan.
 #[test]
-fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key() {
+fn a_damaged_chunk_or_boxes_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let store = scd2_table(dir.path());
     store
@@ -246,19 +248,26 @@ fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key()
         .unwrap();
     let stats = store.read("t", |r| r.cold_stats()).unwrap();
     assert!(stats.pages > 64, "{stats:?}");
+    let all = asof::ScanRequest::default();
+    let before = scanned(&store, &all).unwrap();
     drop(store);
-    let (k, mut v) = records(dir.path(), b'K').remove(0);
+    let (k, v) = records(dir.path(), b'K').remove(0);
     let word = |at: usize| u32::from_le_bytes(v[at..at + 4].try_into().unwrap()) as usize;
     assert_ne!(word(0) & 1 << 31, 0, "the head lists its pages apart");
     // The head: meta length (in the low 30 bits; flags above), meta, list length, then the
-    // list: its index length, its index, its chunks. A byte of the first chunk changes.
+    // list: its index length (bit 31: the boxes follow), its index, the boxes' length, the
+    // boxes, its chunks.
     let list = 4 + (word(0) & ((1 << 30) - 1)) + 4;
-    let first_chunk = list + 4 + word(list);
-    v[first_chunk + 8] ^= 0xff;
-    rewrite(dir.path(), vec![(k.clone(), Some(v))]);
+    assert_ne!(word(list) & 1 << 31, 0, "the list stores its pages' boxes");
+    let boxes = list + 4 + (word(list) & ((1 << 31) - 1));
+    let first_chunk = boxes + 4 + word(boxes);
     let key_hex: String = k[5..].iter().map(|b| format!("{b:02x}")).collect();
-    let msg = corrupt_twice(dir.path(), full_scan);
-    assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
+    let damaged = |at: usize| {
+        let mut v = v.clone();
+        v[at] ^= 0xff;
+        rewrite(dir.path(), vec![(k.clone(), Some(v))]);
+    };
+    damaged(first_chunk + 8);
     // A lookup at a business time of the first chunk's pages reads it.
     let lookup = |s: &Store| -> Result<(), Error> {
         let at = [asof::Value::Int(10)];
@@ -269,6 +278,10 @@ fn a_damaged_chunk_of_a_long_page_list_is_corrupt_naming_the_table_and_the_key()
         }
     };
     let msg = corrupt_twice(dir.path(), lookup);
+    assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
+    assert_eq!(scanned(&open(dir.path()), &all).unwrap(), before);
+    damaged(boxes + 4 + 8);
+    let msg = corrupt_twice(dir.path(), full_scan);
     assert!(msg.contains(&format!("key 0x{key_hex}")), "{msg}");
 }
 
