@@ -12,12 +12,15 @@ use crate::format::{lz4, zstd};
 /// no checksum; format 2 ends with the CRC-32 (IEEE, little-endian) of everything before it;
 /// format 3 (since store format 9) is format 2 with zstd in place of LZ4; formats 4 and 5
 /// (since store format 12) are formats 2 and 3 holding the packed form of their type
-/// ([`Layout::Packed`]).
+/// ([`Layout::Packed`]); formats 6 and 7 (since store format 13) are formats 2 and 4 not
+/// compressed ([`Codec::Bare`]).
 const BLOCK_LZ4_RKYV: u8 = 1;
 const BLOCK_LZ4_RKYV_CRC: u8 = 2;
 const BLOCK_ZSTD_RKYV_CRC: u8 = 3;
 const BLOCK_LZ4_PACKED_CRC: u8 = 4;
 const BLOCK_ZSTD_PACKED_CRC: u8 = 5;
+const BLOCK_BARE_RKYV_CRC: u8 = 6;
+const BLOCK_BARE_PACKED_CRC: u8 = 7;
 
 /// Which archive of its type a block holds: the type's own, or its packed form, which the type's
 /// reader unpacks (an event block since store format 12: `format/packed_events.rs`). The format
@@ -37,12 +40,17 @@ pub(crate) enum Codec {
     Fast(lz4::Effort),
     /// zstd: what scans do not read (the event log, the histories of pages and key heads).
     Small,
+    /// Not compressed, behind the same size prefix: small blocks that LZ4 barely shrinks and
+    /// every scan of their key reads (a page list's boxes), where decompressing cost more than
+    /// the bytes it saved.
+    Bare,
 }
 
 /// Which decompressor a block's format byte calls for.
 enum Frame {
     Lz4,
     Zstd,
+    Bare,
 }
 
 pub(super) fn compress(raw: &[u8], codec: Codec) -> Result<Vec<u8>> {
@@ -54,13 +62,27 @@ pub(super) fn compress_as(raw: &[u8], codec: Codec, layout: Layout) -> Result<Ve
     let mut out = vec![match (codec, layout) {
         (Codec::Fast(_), Layout::Plain) => BLOCK_LZ4_RKYV_CRC,
         (Codec::Small, Layout::Plain) => BLOCK_ZSTD_RKYV_CRC,
+        (Codec::Bare, Layout::Plain) => BLOCK_BARE_RKYV_CRC,
         (Codec::Fast(_), Layout::Packed) => BLOCK_LZ4_PACKED_CRC,
         (Codec::Small, Layout::Packed) => BLOCK_ZSTD_PACKED_CRC,
+        (Codec::Bare, Layout::Packed) => BLOCK_BARE_PACKED_CRC,
     }];
-    out.extend_from_slice(&match codec {
-        Codec::Fast(effort) => lz4::compress(raw, effort)?,
-        Codec::Small => zstd::compress(raw)?,
-    });
+    match codec {
+        Codec::Fast(effort) => out.extend_from_slice(&lz4::compress(raw, effort)?),
+        Codec::Small => out.extend_from_slice(&zstd::compress(raw)?),
+        Codec::Bare => {
+            // The size prefix of the compressed frames, and its cap.
+            if raw.len() > lz4::MAX_UNCOMPRESSED {
+                return Err(crate::error::Error::InvalidQuery(format!(
+                    "a stored block would hold {} bytes, over the limit of {}",
+                    raw.len(),
+                    lz4::MAX_UNCOMPRESSED
+                )));
+            }
+            out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+            out.extend_from_slice(raw);
+        }
+    }
     let crc = crc32fast::hash(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     Ok(out)
@@ -87,11 +109,27 @@ pub(super) fn decompress_as(bytes: &[u8]) -> Result<(AlignedVec<16>, Layout)> {
     let (frame, body, layout) = open(bytes)?;
     // Straight into the aligned buffer: no second copy.
     let mut al = AlignedVec::<16>::new();
-    match frame {
-        Frame::Lz4 => lz4::decompress_into(body, &mut al)?,
-        Frame::Zstd => zstd::decompress_into(body, &mut al)?,
-    }
+    frame.decompress_into(body, &mut al)?;
     Ok((al, layout))
+}
+
+impl Frame {
+    /// Decompresses `body`, a frame of this kind, into `out`.
+    fn decompress_into(&self, body: &[u8], out: &mut impl lz4::LenBuffer) -> Result<()> {
+        match self {
+            Frame::Lz4 => lz4::decompress_into(body, out),
+            Frame::Zstd => zstd::decompress_into(body, out),
+            Frame::Bare => {
+                let claimed = lz4::claimed_len(body)?;
+                if claimed != body.len() - 4 {
+                    return Err(corrupt("block is not as long as its size prefix"));
+                }
+                out.set_len(claimed);
+                out.as_mut_slice().copy_from_slice(&body[4..]);
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The largest buffer [`with_decompressed`] keeps for its thread's next block: a page list's
@@ -120,10 +158,7 @@ pub(super) fn with_decompressed<R>(
     }
     let into = |buf: &mut AlignedVec<16>| -> Result<R> {
         let mut out = lz4::Reused::new(buf);
-        match frame {
-            Frame::Lz4 => lz4::decompress_into(body, &mut out)?,
-            Frame::Zstd => zstd::decompress_into(body, &mut out)?,
-        }
+        frame.decompress_into(body, &mut out)?;
         let len = out.len();
         read(&buf[..len])
     };
@@ -145,6 +180,12 @@ pub(super) fn with_decompressed<R>(
     }
 }
 
+/// The length of the archive a block holds, as its size prefix records it (checked against the
+/// format's cap only: the block is checked against its checksum when it is read).
+pub(super) fn archived_len(bytes: &[u8]) -> Result<usize> {
+    lz4::claimed_len(bytes.get(1..).unwrap_or_default())
+}
+
 /// A block's frame, its body (checked against its checksum, if it has one) and its layout.
 fn open(bytes: &[u8]) -> Result<(Frame, &[u8], Layout)> {
     let (&format, body) = bytes.split_first().ok_or_else(|| corrupt("empty block"))?;
@@ -154,6 +195,8 @@ fn open(bytes: &[u8]) -> Result<(Frame, &[u8], Layout)> {
         BLOCK_ZSTD_RKYV_CRC => (Frame::Zstd, true, Layout::Plain),
         BLOCK_LZ4_PACKED_CRC => (Frame::Lz4, true, Layout::Packed),
         BLOCK_ZSTD_PACKED_CRC => (Frame::Zstd, true, Layout::Packed),
+        BLOCK_BARE_RKYV_CRC => (Frame::Bare, true, Layout::Plain),
+        BLOCK_BARE_PACKED_CRC => (Frame::Bare, true, Layout::Packed),
         _ => return Err(corrupt(format!("unknown block format {format}"))),
     };
     let body = if has_crc {
@@ -171,4 +214,38 @@ fn open(bytes: &[u8]) -> Result<(Frame, &[u8], Layout)> {
         body
     };
     Ok((frame, body, layout))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bare_block_reads_back_as_a_compressed_one_does_and_a_changed_byte_is_an_error() {
+        let raw: Vec<u8> = (0u32..300).flat_map(|i| i.to_le_bytes()).collect();
+        let (bare, lz4) = (
+            compress(&raw, Codec::Bare).unwrap(),
+            compress(&raw, Codec::Fast(lz4::Effort::Quick)).unwrap(),
+        );
+        assert_eq!(
+            bare.len(),
+            1 + 4 + raw.len() + 4,
+            "format, size, bytes, CRC"
+        );
+        for block in [&bare, &lz4] {
+            assert_eq!(&decompress(block).unwrap()[..], &raw[..]);
+            let read = with_decompressed(block, |b| Ok(b.to_vec())).unwrap();
+            assert_eq!(read, raw);
+        }
+        for at in [1, 3, 10, bare.len() - 1] {
+            let mut bad = bare.clone();
+            bad[at] ^= 0x10;
+            assert!(decompress(&bad).is_err(), "byte {at}");
+        }
+        // A size prefix that disagrees with the bytes, its checksum made again: damage.
+        let mut short = bare[..bare.len() - 5].to_vec();
+        short.extend_from_slice(&crc32fast::hash(&short).to_le_bytes());
+        let e = decompress(&short).unwrap_err().to_string();
+        assert!(e.contains("not as long as its size prefix"), "{e}");
+    }
 }

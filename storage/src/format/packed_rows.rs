@@ -107,6 +107,26 @@ impl ArchivedNumbers {
         }
     }
 
+    /// Calls `f` with each number in order (`None` where the width's greatest value stands):
+    /// one loop per width.
+    #[inline]
+    pub(super) fn each(&self, mut f: impl FnMut(Option<u64>)) {
+        match self {
+            ArchivedNumbers::U8(v) => {
+                (v.iter()).for_each(|&x| f((x != u8::MAX).then_some(x as u64)))
+            }
+            ArchivedNumbers::U16(v) => (v.iter())
+                .map(|x| x.to_native())
+                .for_each(|x| f((x != u16::MAX).then_some(x as u64))),
+            ArchivedNumbers::U32(v) => (v.iter())
+                .map(|x| x.to_native())
+                .for_each(|x| f((x != u32::MAX).then_some(x as u64))),
+            ArchivedNumbers::U64(v) => (v.iter())
+                .map(|x| x.to_native())
+                .for_each(|x| f((x != u64::MAX).then_some(x))),
+        }
+    }
+
     /// `f` of each number (`None` where the width's greatest value stands), collected: one
     /// loop per width, no call through a pointer per number.
     pub(super) fn collect<T>(&self, mut f: impl FnMut(Option<u64>) -> T) -> Vec<T> {

@@ -24,7 +24,7 @@
 use rkyv::rancor;
 
 use super::archive::{compress, with_decompressed, Codec};
-use super::lz4::Effort;
+use super::packed_rows::{ArchivedNumbers, Numbers};
 use super::ranked::RankedFilter;
 use super::zone::PageZone;
 use crate::error::{corrupt, Result};
@@ -70,7 +70,7 @@ fn prefix(bound: &[u8]) -> u64 {
 }
 
 /// A page as [`LiveBoxes`] lists it: what reading it takes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct BoxedPage {
     /// The page number (the last part of its `P` key).
     pub no: u32,
@@ -160,14 +160,21 @@ impl LiveBoxes {
     }
 }
 
-/// [`LiveBoxes`] as a page list stores them: an archive block (LZ4, checksummed).
+/// [`LiveBoxes`] as a page list stores them: an archive block, checksummed, not compressed
+/// ([`Codec::Bare`]: read by every scan of the key, and its numbers are packed instead).
 #[derive(rkyv::Archive, rkyv::Serialize, rkyv::Deserialize)]
 struct StoredBoxes {
     /// Per timeline (business, then system): the scale's least prefix, and its shift.
     bases: [u64; 2],
     shifts: [u32; 2],
-    /// Per page: its number, length, row part's length, and where its boxes end.
-    pages: Vec<[u32; 4]>,
+    /// Per page, in page order: its number less the page before's (the first page: its number),
+    /// wrapping (numbers only grow, but any read back as written).
+    steps: Numbers,
+    /// Per page: its length, and its row part's.
+    lens: Numbers,
+    heads: Numbers,
+    /// Per page: how many boxes it has (its live row groups), in order in `boxes`.
+    counts: Numbers,
     /// Per live row group: its box.
     boxes: Vec<GroupBox>,
 }
@@ -175,46 +182,77 @@ struct StoredBoxes {
 impl LiveBoxes {
     /// The boxes as a page list stores them ([`LiveBoxes::decode`] reads them back).
     pub fn encode(&self) -> Result<Vec<u8>> {
+        let pages = &self.pages;
+        let column = |f: fn(&BoxedPage) -> u32| {
+            Numbers::pack(pages.iter().map(move |p| Some(u64::from(f(p)))))
+        };
+        // Page numbers and the boxes' ends, each less the page before's.
+        let befores = || std::iter::once(BoxedPage::default()).chain(pages.iter().copied());
+        let steps = |f: fn(&BoxedPage) -> u32| {
+            let pairs = befores().zip(pages.iter());
+            Numbers::pack(pairs.map(move |(b, p)| Some(u64::from(f(p).wrapping_sub(f(&b))))))
+        };
         let stored = StoredBoxes {
             bases: self.scales.map(|s| s.base),
             shifts: self.scales.map(|s| s.shift),
-            pages: (self.pages.iter())
-                .map(|p| [p.no, p.len, p.head, p.end])
-                .collect(),
+            steps: steps(|p| p.no),
+            lens: column(|p| p.len),
+            heads: column(|p| p.head),
+            counts: steps(|p| p.end),
             boxes: self.boxes.clone(),
         };
         let raw = rkyv::to_bytes::<rancor::Error>(&stored)
             .map_err(|e| corrupt(format!("cannot encode a page list's boxes: {e}")))?;
-        compress(&raw, Codec::Fast(Effort::Quick))
+        compress(&raw, Codec::Bare)
     }
 
-    /// The boxes [`LiveBoxes::encode`] wrote, checked to be whole: each page's boxes end at or
-    /// after the page before's, the last page's at the last box, and each shift keeps a number.
+    /// The boxes [`LiveBoxes::encode`] wrote, checked to be whole: as many numbers of each kind
+    /// as pages, page numbers that fit, the pages' boxes adding up to those stored, and each
+    /// shift below a number's bits.
     pub fn decode(bytes: &[u8]) -> Result<LiveBoxes> {
-        let stored = with_decompressed(bytes, |raw| {
-            rkyv::from_bytes::<StoredBoxes, rancor::Error>(raw)
-                .map_err(|e| corrupt(format!("a page list's boxes fail validation: {e}")))
-        })?;
-        let ends = stored.pages.iter().map(|p| p[3]);
-        let in_order = (std::iter::once(0).chain(ends.clone()).zip(ends)).all(|(a, b)| a <= b);
-        let last = stored.pages.last().map_or(0, |p| p[3]) as usize;
-        if !in_order || last != stored.boxes.len() || stored.shifts.iter().any(|&s| s >= 64) {
-            return Err(corrupt(format!(
-                "a page list's boxes do not add up: {} pages, {} boxes, the last ending at {last}",
-                stored.pages.len(),
-                stored.boxes.len()
-            )));
-        }
-        let scale = |t: usize| Scale {
-            base: stored.bases[t],
-            shift: stored.shifts[t],
-        };
-        Ok(LiveBoxes {
-            scales: [scale(0), scale(1)],
-            pages: (stored.pages.iter())
-                .map(|&[no, len, head, end]| BoxedPage { no, len, head, end })
-                .collect(),
-            boxes: stored.boxes,
+        with_decompressed(bytes, |raw| {
+            let s = rkyv::access::<ArchivedStoredBoxes, rancor::Error>(raw)
+                .map_err(|e| corrupt(format!("a page list's boxes fail validation: {e}")))?;
+            let n = s.steps.len();
+            let bad = || {
+                corrupt(format!(
+                    "a page list's boxes do not add up: {n} pages, {} boxes",
+                    s.boxes.len()
+                ))
+            };
+            if [s.lens.len(), s.heads.len(), s.counts.len()] != [n; 3]
+                || s.shifts.iter().any(|sh| sh.to_native() >= 64)
+            {
+                return Err(bad());
+            }
+            // Each column into the pages in one loop of its width; a number that is absent or
+            // past 32 bits makes `fits` false.
+            let mut pages = vec![BoxedPage::default(); n];
+            let mut fits = true;
+            fill(&mut pages, &s.steps, &mut fits, |p, step, b| {
+                p.no = b.no.wrapping_add(step)
+            });
+            fill(&mut pages, &s.lens, &mut fits, |p, len, _| p.len = len);
+            fill(&mut pages, &s.heads, &mut fits, |p, head, _| p.head = head);
+            fill(&mut pages, &s.counts, &mut fits, |p, count, b| {
+                p.end = b.end.saturating_add(count)
+            });
+            // The ends are sums of counts, so they never decrease: the last must be the boxes'.
+            if !fits {
+                return Err(bad());
+            }
+            if pages.last().map_or(0, |p| p.end as usize) != s.boxes.len() {
+                return Err(bad());
+            }
+            let scale = |t: usize| Scale {
+                base: s.bases[t].to_native(),
+                shift: s.shifts[t].to_native(),
+            };
+            Ok(LiveBoxes {
+                scales: [scale(0), scale(1)],
+                pages,
+                boxes: (s.boxes.iter()).map(|b| b.map(|x| x.to_native())).collect(),
+            })
         })
     }
 
@@ -222,6 +260,33 @@ impl LiveBoxes {
     pub fn extent(&self) -> (usize, Option<u32>) {
         (self.pages.len(), self.pages.last().map(|p| p.no))
     }
+
+    /// The bytes of the pages it lists.
+    pub fn page_bytes(&self) -> u64 {
+        self.pages.iter().map(|p| u64::from(p.len)).sum()
+    }
+}
+
+/// Sets one field of each of `pages` from its number of `numbers` (as many), by `set`, which
+/// also sees the page before (a default one before the first); clears `fits` where a number is
+/// absent or past 32 bits.
+#[inline]
+fn fill(
+    pages: &mut [BoxedPage],
+    numbers: &ArchivedNumbers,
+    fits: &mut bool,
+    mut set: impl FnMut(&mut BoxedPage, u32, BoxedPage),
+) {
+    let mut before = BoxedPage::default();
+    let mut at = pages.iter_mut();
+    numbers.each(|v| {
+        let v = v.and_then(|v| u32::try_from(v).ok());
+        *fits &= v.is_some();
+        if let Some(p) = at.next() {
+            set(p, v.unwrap_or(0), before);
+            before = *p;
+        }
+    });
 }
 
 /// Builds [`LiveBoxes`] a page at a time.
@@ -333,6 +398,22 @@ mod tests {
         let live = boxes();
         assert_eq!(LiveBoxes::decode(&live.encode().unwrap()).unwrap(), live);
         assert_eq!(live.extent(), (40, Some(39)));
+        assert_eq!(live.page_bytes(), 4_000);
+        // Numbers far apart and out of order, lengths past 16 bits, pages without a live group.
+        let mut b = LiveBoxesBuilder::default();
+        let mut z = super::super::zone::ZoneBuilder::default();
+        z.add([Some(&[1u8][..]), None, Some(&[2u8][..]), None], 1, None);
+        let (zone, dead) = (
+            z.finish(),
+            super::super::zone::ZoneBuilder::default().finish(),
+        );
+        for (no, len) in [(7, 10), (70_000, 1 << 20), (3, u32::MAX), (u32::MAX, 0)] {
+            let z = if no == 3 { &dead } else { &zone };
+            b.add(no, len, len / 2, PageZone::new(z));
+        }
+        let odd = b.finish();
+        assert_eq!(LiveBoxes::decode(&odd.encode().unwrap()).unwrap(), odd);
+        assert_eq!(odd.extent(), (4, Some(u32::MAX)));
     }
 
     /// Stored boxes that do not add up (a page's boxes ending before the page before's, or past

@@ -65,14 +65,34 @@ struct ChunkEntry {
     zone: Vec<u8>,
 }
 
-/// A page list read from its bytes: the index decoded, the chunks left compressed, and, if it
-/// was read to be kept, the boxes of its pages' live rows ([`ListBoxes`]).
+/// A page list read from its bytes: its chunks left compressed, and either its index decoded
+/// (with the boxes of its pages' live rows if the read asked for them, [`ListBoxes`]) or its
+/// stored boxes decoded and its index left for the first read that needs a chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PageList {
-    chunks: Vec<ChunkEntry>,
+    listing: Listing,
     /// The chunk blocks, one after the other.
     blocks: Vec<u8>,
-    live: Option<LiveBoxes>,
+}
+
+/// What of a page list is decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Listing {
+    /// Its index, and its boxes if the read took them.
+    Indexed {
+        chunks: Vec<ChunkEntry>,
+        live: Option<LiveBoxes>,
+    },
+    /// Its stored boxes, which list every page (a scan of the latest version chooses its pages
+    /// by them and needs no chunk); its index block, decoded when a read first needs a chunk
+    /// (and then checked to list the boxes' pages).
+    Boxed {
+        live: LiveBoxes,
+        index: Vec<u8>,
+        /// What the index weighs in memory, decoded: the length its block records.
+        index_decoded: usize,
+        chunks: std::sync::OnceLock<Vec<ChunkEntry>>,
+    },
 }
 
 /// Bit 31 of a list's first word: the boxes of its pages follow its index (store format 13).
@@ -167,6 +187,38 @@ pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
             (Some(b), after)
         }
     };
+    let blocks = blocks.to_vec();
+    let listing = match (boxes, stored) {
+        (ListBoxes::Skip, _) | (ListBoxes::Stored, None) => Listing::Indexed {
+            chunks: decode_index(index, &blocks)?,
+            live: None,
+        },
+        (_, Some(stored)) => Listing::Boxed {
+            live: LiveBoxes::decode(stored)?,
+            index: index.to_vec(),
+            index_decoded: super::archive::archived_len(index)?,
+            chunks: std::sync::OnceLock::new(),
+        },
+        (ListBoxes::Make, None) => {
+            let mut list = PageList {
+                listing: Listing::Indexed {
+                    chunks: decode_index(index, &blocks)?,
+                    live: None,
+                },
+                blocks,
+            };
+            let made = list.boxes_from_chunks()?;
+            if let Listing::Indexed { live, .. } = &mut list.listing {
+                *live = Some(made);
+            }
+            return Ok(list);
+        }
+    };
+    Ok(PageList { listing, blocks })
+}
+
+/// The chunks a list's `index` block lists, checked to take the bytes of its chunk `blocks`.
+fn decode_index(index: &[u8], blocks: &[u8]) -> Result<Vec<ChunkEntry>> {
     let chunks = with_decompressed(index, |raw| {
         rkyv::from_bytes::<Vec<ChunkEntry>, rancor::Error>(raw)
             .map_err(|e| corrupt(format!("page list index fails validation: {e}")))
@@ -178,30 +230,7 @@ pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
             blocks.len()
         )));
     }
-    let mut list = PageList {
-        chunks,
-        blocks: blocks.to_vec(),
-        live: None,
-    };
-    match (boxes, stored) {
-        (ListBoxes::Skip, _) | (ListBoxes::Stored, None) => return Ok(list),
-        (_, Some(stored)) => {
-            let live = LiveBoxes::decode(stored)?;
-            if live.extent() != (list.count(), list.last()) {
-                return Err(corrupt(format!(
-                    "page list: its boxes list {} pages, its index {} up to page {:?}",
-                    live.extent().0,
-                    list.count(),
-                    list.last()
-                )));
-            }
-            list.live = Some(live);
-            return Ok(list);
-        }
-        (ListBoxes::Make, None) => {}
-    }
-    list.live = Some(list.boxes_from_chunks()?);
-    Ok(list)
+    Ok(chunks)
 }
 
 /// Checks that the boxes list `bytes` stores, if any, are those its pages' zones make (`asof
@@ -237,35 +266,91 @@ impl PageList {
         Ok(live.finish())
     }
 
+    /// Its chunks as its index lists them: decoded when the list was read, or now (a list read
+    /// with its stored boxes), then checked to list as many pages as the boxes, up to the same
+    /// last page.
+    fn chunks(&self) -> Result<&[ChunkEntry]> {
+        let (live, index, chunks) = match &self.listing {
+            Listing::Indexed { chunks, .. } => return Ok(chunks),
+            Listing::Boxed {
+                live,
+                index,
+                chunks,
+                ..
+            } => (live, index, chunks),
+        };
+        if let Some(c) = chunks.get() {
+            return Ok(c);
+        }
+        let decoded = decode_index(index, &self.blocks)?;
+        let listed = (
+            decoded.iter().map(|c| c.count as usize).sum(),
+            decoded.last().map(|c| c.last),
+        );
+        if live.extent() != listed {
+            return Err(corrupt(format!(
+                "page list: its boxes list {} pages, its index {} up to page {:?}",
+                live.extent().0,
+                listed.0,
+                listed.1
+            )));
+        }
+        Ok(chunks.get_or_init(|| decoded))
+    }
+
     /// How many pages it lists.
     pub fn count(&self) -> usize {
-        self.chunks.iter().map(|c| c.count as usize).sum()
+        match &self.listing {
+            Listing::Indexed { chunks, .. } => chunks.iter().map(|c| c.count as usize).sum(),
+            Listing::Boxed { live, .. } => live.extent().0,
+        }
     }
 
     /// The bytes of the pages it lists.
     pub fn bytes(&self) -> u64 {
-        self.chunks.iter().map(|c| c.bytes).sum()
-    }
-
-    /// The boxes of its pages' live rows, if it was read to make them.
-    pub fn live(&self) -> Option<&LiveBoxes> {
-        self.live.as_ref()
-    }
-
-    /// The bytes it holds in memory.
-    pub fn heap_bytes(&self) -> usize {
-        self.live.as_ref().map_or(0, LiveBoxes::heap_bytes)
-            + self.blocks.len()
-            + self
-                .chunks
-                .iter()
-                .map(|c| std::mem::size_of::<ChunkEntry>() + c.zone.len())
-                .sum::<usize>()
+        match &self.listing {
+            Listing::Indexed { chunks, .. } => chunks.iter().map(|c| c.bytes).sum(),
+            Listing::Boxed { live, .. } => live.page_bytes(),
+        }
     }
 
     /// The number of its last page.
     pub fn last(&self) -> Option<u32> {
-        self.chunks.last().map(|c| c.last)
+        match &self.listing {
+            Listing::Indexed { chunks, .. } => chunks.last().map(|c| c.last),
+            Listing::Boxed { live, .. } => live.extent().1,
+        }
+    }
+
+    /// The boxes of its pages' live rows, if it stores them or was read to make them.
+    pub fn live(&self) -> Option<&LiveBoxes> {
+        match &self.listing {
+            Listing::Indexed { live, .. } => live.as_ref(),
+            Listing::Boxed { live, .. } => Some(live),
+        }
+    }
+
+    /// The bytes it holds in memory.
+    pub fn heap_bytes(&self) -> usize {
+        let chunks = |c: &[ChunkEntry]| -> usize {
+            (c.iter())
+                .map(|c| std::mem::size_of::<ChunkEntry>() + c.zone.len())
+                .sum()
+        };
+        self.blocks.len()
+            + match &self.listing {
+                Listing::Indexed { chunks: c, live } => {
+                    chunks(c) + live.as_ref().map_or(0, LiveBoxes::heap_bytes)
+                }
+                // The index as its block, and as it will be once decoded (by a read of a past
+                // version: a head's weight in the read cache is taken once).
+                Listing::Boxed {
+                    live,
+                    index,
+                    index_decoded,
+                    ..
+                } => live.heap_bytes() + index.len() + index_decoded,
+            }
     }
 
     /// Every page it lists, in order.
@@ -303,7 +388,7 @@ impl PageList {
         mut read: impl FnMut(&rkyv::Archived<Vec<PageEntry>>) -> Result<()>,
     ) -> Result<()> {
         let mut at = 0usize;
-        for c in &self.chunks {
+        for c in self.chunks()? {
             let block = &self.blocks[at..at + c.len as usize];
             at += c.len as usize;
             if !wanted(c) {
@@ -387,6 +472,14 @@ mod tests {
         let stored = decode_list(&boxed, ListBoxes::Stored).unwrap();
         let made = decode_list(&unboxed, ListBoxes::Make).unwrap();
         assert_eq!(stored.live().unwrap(), live);
+        // Its index left undecoded, it counts its pages and their bytes by its boxes.
+        let by_index = decode_list(&boxed, ListBoxes::Skip).unwrap();
+        assert_eq!(
+            (stored.count(), stored.bytes(), stored.last()),
+            (by_index.count(), by_index.bytes(), by_index.last())
+        );
+        assert_eq!(stored.entries().unwrap(), pages);
+        assert_eq!(stored.entries_where(holds(130)).unwrap(), pages[130..131]);
         assert_eq!(made.live().unwrap(), live);
         assert_eq!(made.entries().unwrap(), pages);
         assert!(decode_list(&unboxed, ListBoxes::Stored)
@@ -443,7 +536,18 @@ mod tests {
         }
         let list = |boxes: &LiveBoxes| encode_parts(&pages, Some(boxes.encode().unwrap())).unwrap();
         assert!(decode_list(&list(&good), ListBoxes::Stored).is_ok());
-        let e = decode_list(&list(&other.finish()), ListBoxes::Stored).unwrap_err();
+        // Read with its boxes, the index is left until a read needs a chunk.
+        let other = list(&other.finish());
+        let shorter = decode_list(&other, ListBoxes::Stored).unwrap();
+        assert_eq!((shorter.count(), shorter.last()), (39, Some(38)));
+        let e = shorter.entries().unwrap_err();
+        assert!(e.to_string().contains("its boxes list 39 pages"), "{e}");
+        let e = decode_list(&other, ListBoxes::Skip)
+            .unwrap()
+            .entries()
+            .map(|_| ())
+            .and_then(|_| check_boxes(&other))
+            .unwrap_err();
         assert!(e.to_string().contains("its boxes list 39 pages"), "{e}");
         // Boxes of as many pages, but of other zones: read as they are, found by the check.
         let mut shifted = LiveBoxesBuilder::default();
