@@ -995,6 +995,7 @@ fn the_version_13_fixture_chooses_a_long_keys_pages_by_stored_boxes_as_version_1
         late_event_into_the_long_key(&mut SqlSession::new(Store::open(dir).unwrap()).unwrap());
     }
     assert_eq!(lists_apart(old.path()), (1, 1));
+    assert_eq!(lists_apart(new.path()), (1, 1));
     answers_the_same(new.path(), old.path(), &queries);
     answers_the_same(
         new.path(),

@@ -20,7 +20,8 @@ pub fn decode_source_chunk(data: &[u8]) -> Result<usize> {
 }
 
 /// Decodes a key head (`K`): its meta, its page list whole and, if kept apart in chunks, chunk
-/// by chunk and by its boxes, as a commit and a read of the key do. Returns the number of pages it lists.
+/// by chunk and by its boxes, as a commit and a read of the key do, and its boxes against its zones,
+/// as `asof verify` does. Returns the number of pages it lists.
 pub fn decode_key_head(data: &[u8]) -> Result<usize> {
     let (meta, _) = crate::format::derived::decode_head(data)?;
     let head = crate::format::derived::decode_head_listed(
@@ -28,12 +29,15 @@ pub fn decode_key_head(data: &[u8]) -> Result<usize> {
         crate::format::page_list::ListBoxes::Make,
     )?;
     if let Some(list) = head.list {
+        let _ = list.heap_bytes();
         list.entries_where(|z| z.live().next().is_some())?;
         if let Some(boxes) = list.live() {
             let all = crate::format::ranked::RankedFilter::ALL;
             let _ = boxes.pages_where(&BoxTest::new(all, all)).count();
         }
+        let _ = list.heap_bytes();
     }
+    crate::format::derived::check_list_boxes(data)?;
     if let Some(z) = &head.hot_zone {
         let _ = crate::format::zone::PageZone::new(z).all().count();
     }

@@ -401,10 +401,11 @@ struct ReadHead {
 /// Reads the head `bytes` of `key`, in a table of `width` columns, as `scope` asks.
 fn read_head(key: &Bytes, bytes: &[u8], scope: &Scope, width: usize) -> Result<ReadHead> {
     let bad = |e: crate::error::Error| super::cold::in_key(key, e);
-    // A key read to be read keeps a long page list in chunks, decompressed as needed.
+    // A key read to be read keeps a long page list in chunks, decompressed as needed, with
+    // the boxes it stores (a scan of the key's latest version chooses its pages by them).
     let (meta, list, hot) = match scope {
         Scope::Read => {
-            let h = decode_head_listed(bytes, ListBoxes::Skip).map_err(bad)?;
+            let h = decode_head_listed(bytes, ListBoxes::Stored).map_err(bad)?;
             (h.meta, h.list, h.hot)
         }
         Scope::Whole(_) | Scope::Keys => {
@@ -444,8 +445,8 @@ fn frozen_of(f: FrozenHead, list: Option<PageList>) -> Frozen {
 }
 
 /// A key's head as a scan reads it: what of its state a scan needs, its page list in chunks
-/// (decompressed as the scan's zones need them, or, in a head the read cache keeps, with the
-/// boxes a scan of the latest version chooses pages by) and its hot part still encoded, to be decoded
+/// (decompressed as the scan's zones need them, with the boxes a scan of the latest version
+/// chooses pages by: stored, or made in a head the read cache keeps) and its hot part still encoded, to be decoded
 /// with its frozen rows when the scan reaches it ([`TableState::cold_batch`]). Its events and
 /// timeline, which only lookups and commits need, are not read. Shared by every scan that reads
 /// the same head record, through the store's read cache ([`TableState::restore_rows`]).
@@ -460,7 +461,7 @@ pub(crate) struct RowsHead {
 
 impl RowsHead {
     /// The head `bytes` of `key`, as a scan reads it, with the bytes it holds in memory; with
-    /// its page list's boxes if `boxes` asks for them (a head the read cache keeps).
+    /// its page list's boxes as `boxes` asks ([`ListBoxes`]).
     pub fn decode(key: &Bytes, bytes: &[u8], boxes: ListBoxes) -> Result<(RowsHead, u64)> {
         let bad = |e: crate::error::Error| super::cold::in_key(key, e);
         let ListedHead {

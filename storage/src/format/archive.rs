@@ -180,10 +180,10 @@ pub(super) fn with_decompressed<R>(
     }
 }
 
-/// The length of the archive a block holds, as its size prefix records it (checked against the
-/// format's cap only: the block is checked against its checksum when it is read).
+/// The length of the archive a block holds, as its size prefix records it (the block checked
+/// against its checksum, the length against the format's cap).
 pub(super) fn archived_len(bytes: &[u8]) -> Result<usize> {
-    lz4::claimed_len(bytes.get(1..).unwrap_or_default())
+    lz4::claimed_len(open(bytes)?.1)
 }
 
 /// A block's frame, its body (checked against its checksum, if it has one) and its layout.

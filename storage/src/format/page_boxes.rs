@@ -1,6 +1,7 @@
 //! A long page list's pages as a scan of the latest version chooses among them: the groups of
-//! each page's live rows (its zone's, [`super::zone`]) as boxes of numbers, made when a list is
-//! read to be kept in the read cache ([`super::page_list::ListBoxes`]) and kept with it.
+//! each page's live rows (its zone's, [`super::zone`]) as boxes of numbers, stored with the list
+//! (or, in a list written before store format 13, made from its zones when the read cache keeps
+//! it: [`super::page_list::ListBoxes`]).
 //!
 //! A scan of a key of many pages otherwise decompressed the chunks of its list whose merged zone
 //! may hold its times, then read every zone of them: two chunks of three for an as-of snapshot of
@@ -228,15 +229,18 @@ impl LiveBoxes {
             // Each column into the pages in one loop of its width; a number that is absent or
             // past 32 bits makes `fits` false.
             let mut pages = vec![BoxedPage::default(); n];
-            let mut fits = true;
-            fill(&mut pages, &s.steps, &mut fits, |p, step, b| {
-                p.no = b.no.wrapping_add(step)
-            });
-            fill(&mut pages, &s.lens, &mut fits, |p, len, _| p.len = len);
-            fill(&mut pages, &s.heads, &mut fits, |p, head, _| p.head = head);
-            fill(&mut pages, &s.counts, &mut fits, |p, count, b| {
-                p.end = b.end.saturating_add(count)
-            });
+            let fits = [
+                fill(&mut pages, &s.steps, |p, step, b| {
+                    p.no = b.no.wrapping_add(step)
+                }),
+                fill(&mut pages, &s.lens, |p, len, _| p.len = len),
+                fill(&mut pages, &s.heads, |p, head, _| p.head = head),
+                fill(&mut pages, &s.counts, |p, count, b| {
+                    p.end = b.end.saturating_add(count)
+                }),
+            ]
+            .iter()
+            .all(|&f| f);
             // The ends are sums of counts, so they never decrease: the last must be the boxes'.
             if !fits {
                 return Err(bad());
@@ -261,6 +265,11 @@ impl LiveBoxes {
         (self.pages.len(), self.pages.last().map(|p| p.no))
     }
 
+    /// Page `i`'s number, length and row part's length.
+    pub fn page(&self, i: usize) -> Option<(u32, u32, u32)> {
+        self.pages.get(i).map(|p| (p.no, p.len, p.head))
+    }
+
     /// The bytes of the pages it lists.
     pub fn page_bytes(&self) -> u64 {
         self.pages.iter().map(|p| u64::from(p.len)).sum()
@@ -268,25 +277,25 @@ impl LiveBoxes {
 }
 
 /// Sets one field of each of `pages` from its number of `numbers` (as many), by `set`, which
-/// also sees the page before (a default one before the first); clears `fits` where a number is
-/// absent or past 32 bits.
+/// also sees the page before (a default one before the first). Whether every number was there
+/// and fit in 32 bits.
 #[inline]
 fn fill(
     pages: &mut [BoxedPage],
     numbers: &ArchivedNumbers,
-    fits: &mut bool,
     mut set: impl FnMut(&mut BoxedPage, u32, BoxedPage),
-) {
-    let mut before = BoxedPage::default();
+) -> bool {
+    let (mut before, mut fits) = (BoxedPage::default(), true);
     let mut at = pages.iter_mut();
     numbers.each(|v| {
         let v = v.and_then(|v| u32::try_from(v).ok());
-        *fits &= v.is_some();
+        fits &= v.is_some();
         if let Some(p) = at.next() {
             set(p, v.unwrap_or(0), before);
             before = *p;
         }
     });
+    fits
 }
 
 /// Builds [`LiveBoxes`] a page at a time.

@@ -89,7 +89,8 @@ enum Listing {
     Boxed {
         live: LiveBoxes,
         index: Vec<u8>,
-        /// What the index weighs in memory, decoded: the length its block records.
+        /// What the index will weigh in memory once decoded: the length of its archive (which
+        /// holds the chunks' zones), and an entry per chunk.
         index_decoded: usize,
         chunks: std::sync::OnceLock<Vec<ChunkEntry>>,
     },
@@ -171,8 +172,10 @@ fn encode_parts(pages: &[PageEntry], boxes: Option<Vec<u8>>) -> Result<Vec<u8>> 
     Ok(out)
 }
 
-/// The list [`encode_list`] wrote: its index decoded, its chunks checked to fill the rest, and
-/// the boxes `boxes` asks for (stored ones checked to list as many pages, up to the same last).
+/// The list [`encode_list`] wrote, with the boxes `boxes` asks for: its stored boxes and its
+/// index left undecoded until a read needs a chunk, or its index decoded and its chunks checked
+/// to fill the rest (and, for [`ListBoxes::Make`] of a list without stored boxes, read to make
+/// them).
 pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
     let word = bytes
         .get(..4)
@@ -193,12 +196,21 @@ pub(crate) fn decode_list(bytes: &[u8], boxes: ListBoxes) -> Result<PageList> {
             chunks: decode_index(index, &blocks)?,
             live: None,
         },
-        (_, Some(stored)) => Listing::Boxed {
-            live: LiveBoxes::decode(stored)?,
-            index: index.to_vec(),
-            index_decoded: super::archive::archived_len(index)?,
-            chunks: std::sync::OnceLock::new(),
-        },
+        (_, Some(stored)) => {
+            let live = LiveBoxes::decode(stored)?;
+            // A list apart holds more than a chunk of pages (`derived::encode_head`).
+            if live.extent().0 == 0 {
+                return Err(corrupt("page list: its boxes list no page"));
+            }
+            let index_decoded = super::archive::archived_len(index)?
+                + live.extent().0.div_ceil(CHUNK) * std::mem::size_of::<ChunkEntry>();
+            Listing::Boxed {
+                live,
+                index: index.to_vec(),
+                index_decoded,
+                chunks: std::sync::OnceLock::new(),
+            }
+        }
         (ListBoxes::Make, None) => {
             let mut list = PageList {
                 listing: Listing::Indexed {
@@ -287,10 +299,12 @@ impl PageList {
             decoded.iter().map(|c| c.count as usize).sum(),
             decoded.last().map(|c| c.last),
         );
-        if live.extent() != listed {
+        let bytes: u64 = decoded.iter().map(|c| c.bytes).sum();
+        if live.extent() != listed || live.page_bytes() != bytes {
             return Err(corrupt(format!(
-                "page list: its boxes list {} pages, its index {} up to page {:?}",
+                "page list: its boxes list {} pages of {} bytes, its index {} of {bytes} up to page {:?}",
                 live.extent().0,
+                live.page_bytes(),
                 listed.0,
                 listed.1
             )));
@@ -381,19 +395,26 @@ impl PageList {
 
     /// Calls `read` with the entries of each chunk `wanted` accepts, in order, read in place
     /// (archived, not deserialised) from a buffer the thread keeps ([`with_decompressed`]), each
-    /// chunk checked to hold what the index says.
+    /// chunk checked to hold what the index says (and, in a list read with its boxes, each page
+    /// what the boxes say: a scan of the latest version reads the pages they list).
     fn each_chunk(
         &self,
         wanted: impl Fn(&ChunkEntry) -> bool,
         mut read: impl FnMut(&rkyv::Archived<Vec<PageEntry>>) -> Result<()>,
     ) -> Result<()> {
-        let mut at = 0usize;
+        let boxed = match &self.listing {
+            Listing::Boxed { live, .. } => Some(live),
+            Listing::Indexed { .. } => None,
+        };
+        let (mut at, mut first) = (0usize, 0usize);
         for c in self.chunks()? {
             let block = &self.blocks[at..at + c.len as usize];
             at += c.len as usize;
+            first += c.count as usize;
             if !wanted(c) {
                 continue;
             }
+            let first = first - c.count as usize;
             with_decompressed(block, |raw| {
                 let entries = rkyv::access::<rkyv::Archived<Vec<PageEntry>>, rancor::Error>(raw)
                     .map_err(|e| corrupt(format!("page list chunk fails validation: {e}")))?;
@@ -404,6 +425,16 @@ impl PageList {
                         "page list chunk holds {} pages, not the {} up to page {} its index lists",
                         entries.len(),
                         c.count,
+                        c.last
+                    )));
+                }
+                let agree = |(i, p): (usize, &rkyv::Archived<PageEntry>)| {
+                    let entry = (p.no.to_native(), p.len.to_native(), p.head.to_native());
+                    boxed.is_none_or(|b| b.page(first + i) == Some(entry))
+                };
+                if !entries.iter().enumerate().all(agree) {
+                    return Err(corrupt(format!(
+                        "page list chunk up to page {} lists other pages than its boxes",
                         c.last
                     )));
                 }
@@ -509,9 +540,11 @@ mod tests {
                     "cut at {cut}"
                 );
             }
-            for at in (0..bytes.len()).step_by(7) {
+            let flips = (0..bytes.len()).step_by(7).map(|at| (at, 0x20));
+            // The top bit of the first word: the boxes flag.
+            for (at, bit) in flips.chain([(3, 0x80)]) {
                 let mut bad = bytes.clone();
-                bad[at] ^= 0x20;
+                bad[at] ^= bit;
                 if let Ok(list) = decode_list(&bad, ListBoxes::Make) {
                     assert!(list.entries().is_err(), "byte {at} changed");
                 }
@@ -556,6 +589,18 @@ mod tests {
         }
         let bad = list(&shifted.finish());
         assert!(decode_list(&bad, ListBoxes::Stored).is_ok());
+        // As many pages up to the same last, but one in the middle another: a read that needs
+        // the chunk holding it finds that, and so does the check.
+        let mut other = LiveBoxesBuilder::default();
+        for p in &pages {
+            let len = if p.no == 20 { p.len + 1 } else { p.len };
+            other.add(p.no, len, p.head, PageZone::new(&p.zone));
+        }
+        let longer = list(&other.finish());
+        let read = decode_list(&longer, ListBoxes::Stored).unwrap();
+        let e = read.entries().unwrap_err();
+        assert!(e.to_string().contains("pages of"), "{e}");
+        assert!(check_boxes(&longer).is_err());
         let e = check_boxes(&bad).unwrap_err();
         assert!(
             e.to_string().contains("not those of its pages' zones"),
