@@ -219,17 +219,7 @@ fn key_heads_a_scan_kept_read_as_rewritten_after_a_commit() {
             s.apply("f", &batch(&events)).unwrap();
         }
     }
-    let none = Store::open_with(
-        a_dir.path(),
-        StoreOptions {
-            hot_events_per_key: 1,
-            read_cache_bytes: 0,
-            open: OpenMode::Eager,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let kept = open(b_dir.path(), 64 << 20);
+    let (none, kept) = (open(a_dir.path(), 0), open(b_dir.path(), 64 << 20));
     let reads: Vec<Read> = (0..20)
         .step_by(4)
         .map(|t| Read::AsOf {
