@@ -40,9 +40,9 @@ pub(crate) enum Codec {
     Fast(lz4::Effort),
     /// zstd: what scans do not read (the event log, the histories of pages and key heads).
     Small,
-    /// Not compressed, behind the same size prefix: small blocks that LZ4 barely shrinks and
-    /// every scan of their key reads (a page list's boxes), where decompressing cost more than
-    /// the bytes it saved.
+    /// Not compressed, behind the same size prefix: small blocks that every scan of their key
+    /// reads (a page list's boxes, whose numbers are packed instead), where decompressing cost
+    /// more than the bytes it saved.
     Bare,
 }
 
