@@ -205,7 +205,7 @@ pub(crate) struct TableState {
     /// head holds it (a cold page, shared with the head as the read cache keeps it), whose row
     /// versions [`TableState::cold_batch`] decodes with its frozen ones, so that a scan builds
     /// the values of the rows it returns only.
-    unread_hot: std::collections::HashMap<Bytes, Arc<UnreadHot>>,
+    unread_hot: foldhash::HashMap<Bytes, Arc<UnreadHot>>,
     /// For a state read for one key (a point query of a table not in memory): whether a lookup
     /// has read it already. Its first lookup reads only the pages that may hold the answer; the
     /// next builds the key's index from all of them (see `TableReader::lookup`).

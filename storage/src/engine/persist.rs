@@ -5,7 +5,7 @@
 //! only the commits after the checkpoint.
 
 use std::borrow::Cow;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use roaring::RoaringBitmap;
@@ -309,6 +309,9 @@ impl TableState {
         summary: &Summary,
     ) -> Result<()> {
         let n_keys = usize::try_from(summary.keys).map_err(corrupt)?;
+        // The keys come in order: gathered, then built into the map in one pass if it is empty
+        // (a span's state is), instead of a search and an insert each.
+        let mut keys = Vec::with_capacity(heads.size_hint().0);
         for head in heads {
             let (key, h) = head?;
             if h.no as usize >= n_keys {
@@ -329,7 +332,11 @@ impl TableState {
                 self.pages.count(f);
             }
             self.unread_hot.insert(key.clone(), h.unread.clone());
-            self.keys.insert(key, ks);
+            keys.push((key, ks));
+        }
+        match self.keys.is_empty() {
+            true => self.keys = BTreeMap::from_iter(keys),
+            false => self.keys.extend(keys),
         }
         self.numbered = u32::try_from(n_keys).map_err(corrupt)?;
         self.truncates = truncates_of(summary);

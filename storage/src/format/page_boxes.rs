@@ -147,9 +147,12 @@ impl LiveBoxes {
 
     /// The pages one of whose boxes passes `test`, in order.
     pub fn pages_where<'a>(&'a self, test: &'a BoxTest) -> impl Iterator<Item = &'a BoxedPage> {
-        let starts = std::iter::once(0).chain(self.pages.iter().map(|p| p.end));
-        (self.pages.iter().zip(starts)).filter_map(move |(p, from)| {
-            let boxes = &self.boxes[from as usize..p.end as usize];
+        // Each page's boxes start where the page before's end (zipped with a chain of the
+        // ends, each step cost more than the page's tests).
+        let mut from = 0;
+        self.pages.iter().filter_map(move |p| {
+            let boxes = &self.boxes[from..p.end as usize];
+            from = p.end as usize;
             boxes.iter().any(|g| test.matches(g)).then_some(p)
         })
     }
