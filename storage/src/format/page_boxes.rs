@@ -147,13 +147,13 @@ impl LiveBoxes {
 
     /// The pages one of whose boxes passes `test`, in order.
     pub fn pages_where<'a>(&'a self, test: &'a BoxTest) -> impl Iterator<Item = &'a BoxedPage> {
-        // Each page's boxes start where the page before's end (zipped with a chain of the
-        // ends, each step cost more than the page's tests).
+        // Each page's boxes start where the page before's end. (Zipping the pages with a
+        // chained iterator of those ends, as before, cost more a step than the tests.)
         let mut from = 0;
-        self.pages.iter().filter_map(move |p| {
+        self.pages.iter().filter(move |p| {
             let boxes = &self.boxes[from..p.end as usize];
             from = p.end as usize;
-            boxes.iter().any(|g| test.matches(g)).then_some(p)
+            boxes.iter().any(|g| test.matches(g))
         })
     }
 
